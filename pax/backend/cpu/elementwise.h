@@ -1,0 +1,42 @@
+// CPU elementwise kernels over contiguous ranges. Each call switches once on
+// (op, dtype) and runs a vectorised loop (Highway, dispatched at run time to
+// the best SIMD target). Callers split large arrays across threads.
+// bf16 and f16 are computed in f32, in blocks converted on the fly.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "pax/core/dtype.h"
+
+namespace pax::cpu {
+
+enum class UnaryOp : uint8_t {
+  neg, abs, sign, exp, expm1, log, log1p, sqrt, rsqrt, tanh, logistic, erf, erf_inv,
+  sin, cos, floor, ceil, round_away, round_even, not_,
+};
+
+enum class BinaryOp : uint8_t {
+  add, sub, mul, div, rem, pow, max, min, and_, or_, xor_,
+  shift_left, shift_right_logical, shift_right_arithmetic,
+};
+
+enum class CompareOp : uint8_t { eq, ne, lt, le, gt, ge };
+
+// y[i] = op(x[i]); x and y may alias.
+void unary(UnaryOp op, DType dtype, const void* x, void* y, size_t n);
+// y[i] = op(a[i], b[i]).
+void binary(BinaryOp op, DType dtype, const void* a, const void* b, void* y, size_t n);
+// y[i] = a[i] <op> b[i] (floats compare as IEEE: NaN is unordered).
+void compare(CompareOp op, DType dtype, const void* a, const void* b, bool* y, size_t n);
+void is_finite(DType dtype, const void* x, bool* y, size_t n);
+// y[i] = x[i] ** exponent (repeated multiplication; negative exponents invert).
+void integer_pow(DType dtype, int64_t exponent, const void* x, void* y, size_t n);
+// Element type conversion with XLA semantics (float->int saturates, NaN->0,
+// ->bool is "!= 0", ->bf16/f16 round to nearest even).
+void convert(DType from, const void* x, DType to, void* y, size_t n);
+// y[i] = cases[which[i]][i]; `which` is bool or i32, cases have element width `width`.
+void select_n(DType which_dtype, const void* which, const void* const* cases, size_t num_cases,
+              size_t width, void* y, size_t n);
+
+}  // namespace pax::cpu

@@ -1,0 +1,121 @@
+// Array: an immutable value handle. It is either concrete (a Buffer on a device)
+// or a tracer owned by an interpreter level (see pax/interp). Shape, dtype and
+// weak flag (the AVal) are always known. Row-major and contiguous.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "pax/core/buffer.h"
+#include "pax/core/dtype.h"
+#include "pax/core/error.h"
+#include "pax/core/shape.h"
+
+namespace pax {
+
+class Tracer;  // defined by the interpreters: a value being traced or differentiated
+
+class Array {
+ public:
+  Array() = default;  // an empty handle; operations reject it with pax::Error
+  Array(AVal aval, std::shared_ptr<Buffer> buffer);
+  Array(AVal aval, std::shared_ptr<Tracer> tracer);
+
+  bool defined() const { return impl_ != nullptr; }
+  const AVal& aval() const;
+  const Shape& shape() const { return aval().shape; }
+  DType dtype() const { return aval().dtype; }
+  bool weak_type() const { return aval().weak_type; }
+  int64_t ndim() const { return shape().rank(); }
+  int64_t size() const { return shape().numel(); }  // number of elements
+  int64_t dim(int64_t axis) const;                   // negative axes count from the end
+  size_t nbytes() const { return size_t(size()) * itemsize(dtype()); }
+
+  bool is_concrete() const { return impl_ && impl_->buffer != nullptr; }
+  bool is_tracer() const { return impl_ && impl_->tracer != nullptr; }
+  Tracer* tracer() const { return impl_ ? impl_->tracer.get() : nullptr; }
+  const std::shared_ptr<Tracer>& tracer_ptr() const;
+  // The buffer of a concrete array; throws pax::Error for a tracer.
+  const std::shared_ptr<Buffer>& buffer() const;
+  const void* data() const { return buffer()->data(); }
+  Device device() const { return buffer()->device(); }
+
+  // Host read-back, converted to T with convert_element_type's rules.
+  template <class T>
+  std::vector<T> to_vector() const {
+    std::vector<T> out(static_cast<size_t>(size()));
+    copy_to_host(dtype_v<T>, out.data());
+    return out;
+  }
+  // The single element of a size-1 array.
+  template <class T>
+  T item() const {
+    check_item();
+    T out;
+    copy_to_host(dtype_v<T>, &out);
+    return out;
+  }
+  void copy_to_host(DType as, void* dst) const;
+
+  // Same values, another dtype (convert_element_type); defined in pax/ops.
+  Array astype(DType dtype) const;
+
+  // Identity of the underlying value (two handles to one value compare equal).
+  const void* id() const { return impl_.get(); }
+
+ private:
+  void check_item() const;
+  struct Impl {
+    AVal aval;
+    std::shared_ptr<Buffer> buffer;
+    std::shared_ptr<Tracer> tracer;
+  };
+  std::shared_ptr<const Impl> impl_;
+};
+
+// numpy-style printing: Array([[1., 2.], [3., 4.]], dtype=float32).
+std::ostream& operator<<(std::ostream& os, const Array& a);
+// Printing options (numpy's threshold / edgeitems / precision).
+struct PrintOptions {
+  int64_t threshold = 1000;  // summarise arrays with more elements than this
+  int64_t edgeitems = 3;     // items shown at each edge of a summarised dimension
+  int precision = 8;         // significant digits for floats
+};
+PrintOptions& print_options();
+
+// Creation from host data (copied). Throws when values.size() != shape.numel().
+Array from_host(const void* data, const Shape& shape, DType dtype);
+template <class T>
+Array array(std::span<const T> values, const Shape& shape) {
+  PAX_CHECK(int64_t(values.size()) == shape.numel(), "array: ", values.size(),
+            " values do not fill shape ", shape, " (which needs ", shape.numel(), ")");
+  return from_host(values.data(), shape, dtype_v<T>);
+}
+template <class T>
+Array array(const std::vector<T>& values, const Shape& shape) {
+  return array(std::span<const T>(values), shape);
+}
+template <class T>
+Array array(const std::vector<T>& values) {
+  return array(std::span<const T>(values), Shape{int64_t(values.size())});
+}
+template <class T>
+Array array(std::initializer_list<T> values) {
+  return array(std::span<const T>(values.begin(), values.size()), Shape{int64_t(values.size())});
+}
+template <class T>
+Array array(std::initializer_list<T> values, const Shape& shape) {
+  return array(std::span<const T>(values.begin(), values.size()), shape);
+}
+template <class T>
+Array scalar(T value) {
+  return from_host(&value, Shape{}, dtype_v<T>);
+}
+// A scalar of the given dtype from a double (converted with convert rules).
+Array scalar(double value, DType dtype, bool weak_type = false);
+
+}  // namespace pax

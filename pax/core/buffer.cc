@@ -1,0 +1,143 @@
+// Host caching allocator. Requests are rounded to size classes (powers of two up
+// to 1 MiB, then multiples of 1 MiB); freed blocks go to a per-class free list
+// and are handed out again on the next request of the same class. Large blocks
+// are 2 MiB aligned and advised for transparent huge pages.
+#include "pax/core/buffer.h"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "pax/core/error.h"
+
+namespace pax {
+namespace {
+
+constexpr size_t kAlign = 64;
+constexpr size_t kSmallLimit = size_t(1) << 20;
+constexpr size_t kHugeAlign = size_t(2) << 20;
+
+size_t size_class(size_t n) {
+  if (n <= kAlign) return kAlign;
+  if (n <= kSmallLimit) {
+    size_t c = kAlign;
+    while (c < n) c <<= 1;
+    return c;
+  }
+  return (n + kSmallLimit - 1) / kSmallLimit * kSmallLimit;
+}
+
+class HostAllocator {
+ public:
+  HostAllocator() {
+    stats_.cache_limit = size_t(4) << 30;
+    if (const char* env = std::getenv("PAX_ALLOCATOR_CACHE_MB")) {
+      stats_.cache_limit = size_t(std::strtoull(env, nullptr, 10)) << 20;
+    }
+  }
+  ~HostAllocator() { trim(); }
+
+  void* allocate(size_t capacity) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.allocations;
+      stats_.bytes_in_use += capacity;
+      auto it = free_.find(capacity);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        stats_.bytes_cached -= capacity;
+        ++stats_.cache_hits;
+        return p;
+      }
+    }
+    size_t align = capacity >= 2 * kHugeAlign ? kHugeAlign : kAlign;
+    void* p = nullptr;
+    if (posix_memalign(&p, align, capacity) != 0) {
+      // Free the cache and try once more before giving up.
+      trim();
+      if (posix_memalign(&p, align, capacity) != 0) {
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_.bytes_in_use -= capacity;
+        PAX_FAIL("out of host memory allocating ", capacity, " bytes (", stats_.bytes_in_use,
+                 " bytes in use)");
+      }
+    }
+    if (align == kHugeAlign) madvise(p, capacity, MADV_HUGEPAGE);
+    return p;
+  }
+
+  void release(void* p, size_t capacity) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.bytes_in_use -= capacity;
+    if (stats_.bytes_cached + capacity > stats_.cache_limit) {
+      std::free(p);
+      return;
+    }
+    free_[capacity].push_back(p);
+    stats_.bytes_cached += capacity;
+  }
+
+  void trim() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [size, blocks] : free_) {
+      for (void* p : blocks) std::free(p);
+    }
+    free_.clear();
+    stats_.bytes_cached = 0;
+  }
+
+  HostAllocatorStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+  void set_limit(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.cache_limit = bytes;
+      if (stats_.bytes_cached <= bytes) return;
+    }
+    trim();
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  HostAllocatorStats stats_;
+};
+
+HostAllocator& host_allocator() {
+  // Leaked on purpose: buffers held by static Arrays may be released after
+  // static destructors have run.
+  static HostAllocator* a = new HostAllocator();
+  return *a;
+}
+
+alignas(kAlign) unsigned char g_empty_block[kAlign];
+
+}  // namespace
+
+std::shared_ptr<Buffer> Buffer::allocate(size_t nbytes, Device device) {
+  if (nbytes == 0) {
+    return std::shared_ptr<Buffer>(new Buffer(g_empty_block, 0, 0, device));
+  }
+  size_t capacity = size_class(nbytes);
+  void* p = host_allocator().allocate(capacity);
+  return std::shared_ptr<Buffer>(new Buffer(p, nbytes, capacity, device));
+}
+
+Buffer::~Buffer() {
+  if (capacity_ > 0) host_allocator().release(data_, capacity_);
+}
+
+HostAllocatorStats host_allocator_stats() { return host_allocator().stats(); }
+void host_allocator_trim() { host_allocator().trim(); }
+void set_host_allocator_cache_limit(size_t bytes) { host_allocator().set_limit(bytes); }
+
+}  // namespace pax

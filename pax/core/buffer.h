@@ -1,0 +1,57 @@
+// Buffer: a block of device memory owned by one or more Arrays, and the host
+// caching allocator behind it (64-byte aligned; freed blocks are kept for reuse
+// so that steady-state training allocates nothing from the OS).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace pax {
+
+enum class DeviceKind : uint8_t { cpu };
+
+struct Device {
+  DeviceKind kind = DeviceKind::cpu;
+  int index = 0;
+  bool operator==(const Device&) const = default;
+};
+
+class Buffer {
+ public:
+  // Allocates `nbytes` (uninitialised). Zero bytes gives a valid, aligned,
+  // never-dereferenced pointer.
+  static std::shared_ptr<Buffer> allocate(size_t nbytes, Device device = {});
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+ private:
+  Buffer(void* data, size_t nbytes, size_t capacity, Device device)
+      : data_(data), nbytes_(nbytes), capacity_(capacity), device_(device) {}
+  void* data_;
+  size_t nbytes_;
+  size_t capacity_;  // size of the block actually held (a size class)
+  Device device_;
+};
+
+struct HostAllocatorStats {
+  size_t bytes_in_use = 0;  // held by live buffers (size-class rounded)
+  size_t bytes_cached = 0;  // freed blocks kept for reuse
+  size_t cache_limit = 0;   // cached bytes beyond this go back to the OS
+  uint64_t allocations = 0;
+  uint64_t cache_hits = 0;
+};
+
+HostAllocatorStats host_allocator_stats();
+// Returns every cached block to the OS.
+void host_allocator_trim();
+// Limits the cached bytes (default 4 GiB, or $PAX_ALLOCATOR_CACHE_MB).
+void set_host_allocator_cache_limit(size_t bytes);
+
+}  // namespace pax

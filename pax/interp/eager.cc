@@ -1,0 +1,57 @@
+// bind() and the eager interpreter.
+#include <vector>
+
+#include "pax/core/error.h"
+#include "pax/interp/interpreter.h"
+#include "pax/prims/registry.h"
+
+namespace pax {
+
+std::vector<Array> eager_apply(Prim prim, std::span<const Array> inputs, const Params& params) {
+  std::vector<AVal> in_avals;
+  in_avals.reserve(inputs.size());
+  for (const Array& a : inputs) {
+    PAX_CHECK(a.defined(), prim_name(prim), ": an operand is an empty Array");
+    in_avals.push_back(a.aval());
+  }
+  std::vector<AVal> out_avals = infer_avals(prim, in_avals, params);
+  const PrimDef& def = prim_def(prim);
+
+  if (def.output_aliases_input >= 0) {
+    return {Array(std::move(out_avals[0]), inputs[size_t(def.output_aliases_input)].buffer())};
+  }
+  PAX_CHECK(def.cpu_kernel, prim_name(prim), ": primitive has no CPU kernel");
+
+  std::vector<TensorView> in_views(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    in_views[i] = TensorView{const_cast<void*>(inputs[i].data()), &inputs[i].shape(), inputs[i].dtype()};
+  }
+  std::vector<Array> outputs;
+  outputs.reserve(out_avals.size());
+  for (AVal& aval : out_avals) {
+    size_t nbytes = size_t(aval.shape.numel()) * itemsize(aval.dtype);
+    outputs.emplace_back(std::move(aval), Buffer::allocate(nbytes));
+  }
+  std::vector<TensorView> out_views(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    out_views[i] = TensorView{const_cast<void*>(outputs[i].data()), &outputs[i].shape(), outputs[i].dtype()};
+  }
+  def.cpu_kernel(params, in_views, out_views);
+  return outputs;
+}
+
+std::vector<Array> bind(Prim prim, std::span<const Array> inputs, const Params& params) {
+  for (const Array& a : inputs) {
+    PAX_CHECK(a.defined(), prim_name(prim), ": an operand is an empty Array");
+    PAX_CHECK(!a.is_tracer(), prim_name(prim), ": traced operands need an interpreter level");
+  }
+  return eager_apply(prim, inputs, params);
+}
+
+Array bind1(Prim prim, std::span<const Array> inputs, const Params& params) {
+  std::vector<Array> out = bind(prim, inputs, params);
+  PAX_CHECK(out.size() == 1, prim_name(prim), ": has ", out.size(), " outputs; use bind()");
+  return std::move(out[0]);
+}
+
+}  // namespace pax

@@ -1,0 +1,238 @@
+// pax::lax: each function binds one primitive with its Params.
+#include "pax/ops/lax.h"
+
+#include <cctype>
+
+#include "pax/core/error.h"
+#include "pax/interp/interpreter.h"
+
+namespace pax::lax {
+
+#define PAX_UNARY_FN(fn, prim) \
+  Array fn(const Array& x) { return bind1(Prim::prim, {x}); }
+PAX_UNARY_FN(neg, neg)
+PAX_UNARY_FN(abs, abs)
+PAX_UNARY_FN(sign, sign)
+PAX_UNARY_FN(exp, exp)
+PAX_UNARY_FN(expm1, expm1)
+PAX_UNARY_FN(log, log)
+PAX_UNARY_FN(log1p, log1p)
+PAX_UNARY_FN(sqrt, sqrt)
+PAX_UNARY_FN(rsqrt, rsqrt)
+PAX_UNARY_FN(tanh, tanh)
+PAX_UNARY_FN(logistic, logistic)
+PAX_UNARY_FN(erf, erf)
+PAX_UNARY_FN(erf_inv, erf_inv)
+PAX_UNARY_FN(sin, sin)
+PAX_UNARY_FN(cos, cos)
+PAX_UNARY_FN(floor, floor)
+PAX_UNARY_FN(ceil, ceil)
+PAX_UNARY_FN(is_finite, is_finite)
+PAX_UNARY_FN(bitwise_not, not_)
+#undef PAX_UNARY_FN
+
+Array round(const Array& x, RoundingMethod method) {
+  return bind1(Prim::round, {x}, Params{{"rounding_method", int64_t(method)}});
+}
+Array integer_pow(const Array& x, int64_t y) { return bind1(Prim::integer_pow, {x}, Params{{"y", y}}); }
+Array convert_element_type(const Array& x, DType dtype, bool weak_type) {
+  if (x.dtype() == dtype && x.weak_type() == weak_type) return x;
+  return bind1(Prim::convert_element_type, {x}, Params{{"new_dtype", dtype}, {"weak_type", weak_type}});
+}
+Array bitcast_convert_type(const Array& x, DType dtype) {
+  return bind1(Prim::bitcast_convert_type, {x}, Params{{"new_dtype", dtype}});
+}
+
+#define PAX_BINARY_FN(fn, prim) \
+  Array fn(const Array& a, const Array& b) { return bind1(Prim::prim, {a, b}); }
+PAX_BINARY_FN(add, add)
+PAX_BINARY_FN(sub, sub)
+PAX_BINARY_FN(mul, mul)
+PAX_BINARY_FN(div, div)
+PAX_BINARY_FN(rem, rem)
+PAX_BINARY_FN(pow, pow)
+PAX_BINARY_FN(max, max)
+PAX_BINARY_FN(min, min)
+PAX_BINARY_FN(bitwise_and, and_)
+PAX_BINARY_FN(bitwise_or, or_)
+PAX_BINARY_FN(bitwise_xor, xor_)
+PAX_BINARY_FN(eq, eq)
+PAX_BINARY_FN(ne, ne)
+PAX_BINARY_FN(lt, lt)
+PAX_BINARY_FN(le, le)
+PAX_BINARY_FN(gt, gt)
+PAX_BINARY_FN(ge, ge)
+PAX_BINARY_FN(shift_left, shift_left)
+PAX_BINARY_FN(shift_right_logical, shift_right_logical)
+PAX_BINARY_FN(shift_right_arithmetic, shift_right_arithmetic)
+#undef PAX_BINARY_FN
+
+Array select_n(const Array& which, const std::vector<Array>& cases) {
+  std::vector<Array> operands{which};
+  operands.insert(operands.end(), cases.begin(), cases.end());
+  return bind1(Prim::select_n, operands);
+}
+
+#define PAX_REDUCE_FN(fn) \
+  Array fn(const Array& x, const Ints& axes) { return bind1(Prim::fn, {x}, Params{{"axes", axes}}); }
+PAX_REDUCE_FN(reduce_sum)
+PAX_REDUCE_FN(reduce_max)
+PAX_REDUCE_FN(reduce_min)
+PAX_REDUCE_FN(reduce_prod)
+PAX_REDUCE_FN(reduce_and)
+PAX_REDUCE_FN(reduce_or)
+#undef PAX_REDUCE_FN
+
+Array argmax(const Array& x, int64_t axis, DType index_dtype) {
+  return bind1(Prim::argmax, {x}, Params{{"axis", axis}, {"index_dtype", index_dtype}});
+}
+Array argmin(const Array& x, int64_t axis, DType index_dtype) {
+  return bind1(Prim::argmin, {x}, Params{{"axis", axis}, {"index_dtype", index_dtype}});
+}
+Array cumsum(const Array& x, int64_t axis, bool reverse) {
+  return bind1(Prim::cumsum, {x}, Params{{"axis", axis}, {"reverse", reverse}});
+}
+
+Array reshape(const Array& x, const Ints& new_sizes) {
+  if (x.shape().dims() == new_sizes) return x;
+  return bind1(Prim::reshape, {x}, Params{{"new_sizes", new_sizes}});
+}
+Array transpose(const Array& x, const Ints& permutation) {
+  return bind1(Prim::transpose, {x}, Params{{"permutation", permutation}});
+}
+Array broadcast_in_dim(const Array& x, const Ints& shape, const Ints& broadcast_dimensions) {
+  return bind1(Prim::broadcast_in_dim, {x}, Params{{"shape", shape}, {"broadcast_dimensions", broadcast_dimensions}});
+}
+Array squeeze(const Array& x, const Ints& dimensions) {
+  return bind1(Prim::squeeze, {x}, Params{{"dimensions", dimensions}});
+}
+Array expand_dims(const Array& x, const Ints& dimensions) {
+  return bind1(Prim::expand_dims, {x}, Params{{"dimensions", dimensions}});
+}
+Array rev(const Array& x, const Ints& dimensions) { return bind1(Prim::rev, {x}, Params{{"dimensions", dimensions}}); }
+Array slice(const Array& x, const Ints& start_indices, const Ints& limit_indices, const Ints& strides) {
+  return bind1(Prim::slice, {x},
+               Params{{"start_indices", start_indices}, {"limit_indices", limit_indices}, {"strides", strides}});
+}
+Array dynamic_slice(const Array& x, const std::vector<Array>& start_indices, const Ints& slice_sizes) {
+  std::vector<Array> operands{x};
+  operands.insert(operands.end(), start_indices.begin(), start_indices.end());
+  return bind1(Prim::dynamic_slice, operands, Params{{"slice_sizes", slice_sizes}});
+}
+Array dynamic_update_slice(const Array& x, const Array& update, const std::vector<Array>& start_indices) {
+  std::vector<Array> operands{x, update};
+  operands.insert(operands.end(), start_indices.begin(), start_indices.end());
+  return bind1(Prim::dynamic_update_slice, operands);
+}
+Array concatenate(const std::vector<Array>& operands, int64_t dimension) {
+  PAX_CHECK(!operands.empty(), "concatenate: needs at least one array");
+  if (operands.size() == 1) return operands[0];
+  return bind1(Prim::concatenate, operands, Params{{"dimension", dimension}});
+}
+Array pad(const Array& x, const Array& padding_value, const std::vector<PadConfig>& config) {
+  Ints flat;
+  for (const PadConfig& c : config) {
+    flat.push_back(c.lo);
+    flat.push_back(c.hi);
+    flat.push_back(c.interior);
+  }
+  return bind1(Prim::pad, {x, padding_value}, Params{{"padding_config", flat}});
+}
+Array iota(DType dtype, const Ints& shape, int64_t dimension) {
+  return bind1(Prim::iota, {}, Params{{"dtype", dtype}, {"shape", shape}, {"dimension", dimension}});
+}
+
+Array gather(const Array& operand, const Array& indices, const GatherDimensionNumbers& dims, const Ints& slice_sizes,
+             GatherMode mode, double fill_value) {
+  return bind1(Prim::gather, {operand, indices},
+               Params{{"offset_dims", dims.offset_dims},
+                      {"collapsed_slice_dims", dims.collapsed_slice_dims},
+                      {"start_index_map", dims.start_index_map},
+                      {"slice_sizes", slice_sizes},
+                      {"mode", std::string(mode == GatherMode::clip ? "clip" : "fill")},
+                      {"fill_value", fill_value}});
+}
+Array scatter_add(const Array& operand, const Array& indices, const Array& updates,
+                  const ScatterDimensionNumbers& dims) {
+  return bind1(Prim::scatter_add, {operand, indices, updates},
+               Params{{"update_window_dims", dims.update_window_dims},
+                      {"inserted_window_dims", dims.inserted_window_dims},
+                      {"scatter_dims_to_operand_dims", dims.scatter_dims_to_operand_dims}});
+}
+
+Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers& dims,
+                  std::optional<DType> preferred_element_type) {
+  Params p{{"lhs_contracting_dims", dims.lhs_contracting},
+           {"rhs_contracting_dims", dims.rhs_contracting},
+           {"lhs_batch_dims", dims.lhs_batch},
+           {"rhs_batch_dims", dims.rhs_batch}};
+  if (preferred_element_type) p.set("preferred_element_type", *preferred_element_type);
+  return bind1(Prim::dot_general, {lhs, rhs}, p);
+}
+
+ConvDimensionNumbers conv_dimension_numbers(const std::string& lhs, const std::string& rhs, const std::string& out) {
+  // Spatial axes are matched by letter in the order they appear in the kernel spec.
+  auto spec = [](const std::string& s, char first, char second, const std::string& spatial_order,
+                 const char* which) {
+    PAX_CHECK(s.size() >= 3, "conv_dimension_numbers: ", which, " spec '", s, "' is too short");
+    Ints out;
+    auto pos = [&](char c) {
+      size_t p = s.find(c);
+      PAX_CHECK(p != std::string::npos && s.find(c, p + 1) == std::string::npos, "conv_dimension_numbers: ", which,
+                " spec '", s, "' must contain '", c, "' exactly once");
+      return int64_t(p);
+    };
+    out.push_back(pos(first));
+    out.push_back(pos(second));
+    for (char c : spatial_order) out.push_back(pos(c));
+    PAX_CHECK(out.size() == s.size(), "conv_dimension_numbers: ", which, " spec '", s,
+              "' has letters that are not in the kernel spec's spatial axes");
+    return out;
+  };
+  std::string spatial;
+  for (char c : rhs) {
+    if (c != 'O' && c != 'I') spatial += c;
+  }
+  return ConvDimensionNumbers{spec(lhs, 'N', 'C', spatial, "lhs"), spec(rhs, 'O', 'I', spatial, "rhs"),
+                              spec(out, 'N', 'C', spatial, "out")};
+}
+
+Array conv_general_dilated(const Array& lhs, const Array& rhs, const Ints& window_strides,
+                           const std::vector<std::pair<int64_t, int64_t>>& padding, const Ints& lhs_dilation,
+                           const Ints& rhs_dilation, const ConvDimensionNumbers& dims, int64_t feature_group_count,
+                           int64_t batch_group_count, std::optional<DType> preferred_element_type) {
+  Ints flat_padding;
+  for (auto [lo, hi] : padding) {
+    flat_padding.push_back(lo);
+    flat_padding.push_back(hi);
+  }
+  Params p{{"window_strides", window_strides},   {"padding", flat_padding},
+           {"lhs_dilation", lhs_dilation},       {"rhs_dilation", rhs_dilation},
+           {"lhs_spec", dims.lhs_spec},          {"rhs_spec", dims.rhs_spec},
+           {"out_spec", dims.out_spec},          {"feature_group_count", feature_group_count},
+           {"batch_group_count", batch_group_count}};
+  if (preferred_element_type) p.set("preferred_element_type", *preferred_element_type);
+  return bind1(Prim::conv_general_dilated, {lhs, rhs}, p);
+}
+
+std::vector<Array> sort(const std::vector<Array>& operands, int64_t dimension, bool is_stable, int64_t num_keys) {
+  PAX_CHECK(!operands.empty(), "sort: needs at least one operand");
+  int64_t dim = dimension < 0 ? dimension + operands[0].ndim() : dimension;
+  return bind(Prim::sort, operands, Params{{"dimension", dim}, {"is_stable", is_stable}, {"num_keys", num_keys}});
+}
+
+std::pair<Array, Array> top_k(const Array& x, int64_t k) {
+  std::vector<Array> out = bind(Prim::top_k, {x}, Params{{"k", k}});
+  return {out[0], out[1]};
+}
+
+std::pair<Array, Array> threefry2x32(const Array& k0, const Array& k1, const Array& x0, const Array& x1) {
+  std::vector<Array> out = bind(Prim::threefry2x32, {k0, k1, x0, x1});
+  return {out[0], out[1]};
+}
+
+Array random_bits(const Array& key, const Ints& shape, int64_t bit_width) {
+  return bind1(Prim::random_bits, {key}, Params{{"shape", shape}, {"bit_width", bit_width}});
+}
+
+}  // namespace pax::lax

@@ -1,0 +1,156 @@
+// pax::lax — one typed function per primitive, as in jax.lax. Operands must
+// already agree in shape and dtype where the primitive requires it; pax/ops/
+// numpy.h adds broadcasting and type promotion on top. Every function binds
+// its primitive, so it works eagerly and under every transform.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pax/core/array.h"
+#include "pax/ir/params.h"
+
+namespace pax::lax {
+
+// ---- elementwise unary
+Array neg(const Array& x);
+Array abs(const Array& x);
+Array sign(const Array& x);
+Array exp(const Array& x);
+Array expm1(const Array& x);
+Array log(const Array& x);
+Array log1p(const Array& x);
+Array sqrt(const Array& x);
+Array rsqrt(const Array& x);
+Array tanh(const Array& x);
+Array logistic(const Array& x);
+Array erf(const Array& x);
+Array erf_inv(const Array& x);
+Array sin(const Array& x);
+Array cos(const Array& x);
+Array floor(const Array& x);
+Array ceil(const Array& x);
+enum class RoundingMethod : int64_t { away_from_zero = 0, to_nearest_even = 1 };
+Array round(const Array& x, RoundingMethod method = RoundingMethod::away_from_zero);
+Array is_finite(const Array& x);
+Array bitwise_not(const Array& x);  // logical not for bool
+Array integer_pow(const Array& x, int64_t y);
+Array convert_element_type(const Array& x, DType dtype, bool weak_type = false);
+Array bitcast_convert_type(const Array& x, DType dtype);
+
+// ---- elementwise binary (equal shapes and dtypes)
+Array add(const Array& a, const Array& b);
+Array sub(const Array& a, const Array& b);
+Array mul(const Array& a, const Array& b);
+Array div(const Array& a, const Array& b);  // integers round toward zero
+Array rem(const Array& a, const Array& b);  // sign of the dividend (C fmod)
+Array pow(const Array& a, const Array& b);
+Array max(const Array& a, const Array& b);  // NaN-propagating
+Array min(const Array& a, const Array& b);
+Array bitwise_and(const Array& a, const Array& b);
+Array bitwise_or(const Array& a, const Array& b);
+Array bitwise_xor(const Array& a, const Array& b);
+Array eq(const Array& a, const Array& b);
+Array ne(const Array& a, const Array& b);
+Array lt(const Array& a, const Array& b);
+Array le(const Array& a, const Array& b);
+Array gt(const Array& a, const Array& b);
+Array ge(const Array& a, const Array& b);
+Array shift_left(const Array& a, const Array& b);
+Array shift_right_logical(const Array& a, const Array& b);
+Array shift_right_arithmetic(const Array& a, const Array& b);
+// cases[which]; `which` is bool (two cases) or int32, scalar or of the case shape.
+Array select_n(const Array& which, const std::vector<Array>& cases);
+
+// ---- reductions (axes must be valid and distinct; the reduced axes are removed)
+Array reduce_sum(const Array& x, const Ints& axes);
+Array reduce_max(const Array& x, const Ints& axes);
+Array reduce_min(const Array& x, const Ints& axes);
+Array reduce_prod(const Array& x, const Ints& axes);
+Array reduce_and(const Array& x, const Ints& axes);
+Array reduce_or(const Array& x, const Ints& axes);
+// Index of the first maximum (NaN counts as the maximum) along `axis`.
+Array argmax(const Array& x, int64_t axis, DType index_dtype = DType::i32);
+Array argmin(const Array& x, int64_t axis, DType index_dtype = DType::i32);
+Array cumsum(const Array& x, int64_t axis, bool reverse = false);
+
+// ---- shape
+Array reshape(const Array& x, const Ints& new_sizes);
+Array transpose(const Array& x, const Ints& permutation);
+Array broadcast_in_dim(const Array& x, const Ints& shape, const Ints& broadcast_dimensions);
+Array squeeze(const Array& x, const Ints& dimensions);
+Array expand_dims(const Array& x, const Ints& dimensions);
+Array rev(const Array& x, const Ints& dimensions);
+Array slice(const Array& x, const Ints& start_indices, const Ints& limit_indices, const Ints& strides = {});
+// Start indices are integer scalars; they are clamped so the slice fits.
+Array dynamic_slice(const Array& x, const std::vector<Array>& start_indices, const Ints& slice_sizes);
+Array dynamic_update_slice(const Array& x, const Array& update, const std::vector<Array>& start_indices);
+Array concatenate(const std::vector<Array>& operands, int64_t dimension);
+// (lo, hi, interior) per dimension; lo / hi may be negative.
+struct PadConfig {
+  int64_t lo = 0, hi = 0, interior = 0;
+};
+Array pad(const Array& x, const Array& padding_value, const std::vector<PadConfig>& config);
+Array iota(DType dtype, const Ints& shape, int64_t dimension = 0);
+
+// ---- indexing (XLA gather / scatter; the index vector is the last axis of `indices`)
+struct GatherDimensionNumbers {
+  Ints offset_dims;           // output axes that hold the (non-collapsed) slice axes
+  Ints collapsed_slice_dims;  // operand axes of slice size 1 that are dropped
+  Ints start_index_map;       // operand axis addressed by each index-vector component
+};
+// clip: start indices are clamped so the slice fits (the default, as XLA).
+// fill: slices that would leave the operand yield `fill_value` instead.
+enum class GatherMode { clip, fill };
+Array gather(const Array& operand, const Array& indices, const GatherDimensionNumbers& dims,
+             const Ints& slice_sizes, GatherMode mode = GatherMode::clip, double fill_value = 0.0);
+struct ScatterDimensionNumbers {
+  Ints update_window_dims;            // update axes that hold the window
+  Ints inserted_window_dims;          // operand axes of window size 1 absent from updates
+  Ints scatter_dims_to_operand_dims;  // operand axis addressed by each index-vector component
+};
+// operand + updates scattered at indices; windows that would leave the operand are dropped.
+Array scatter_add(const Array& operand, const Array& indices, const Array& updates,
+                  const ScatterDimensionNumbers& dims);
+
+// ---- linear algebra
+struct DotDimensionNumbers {
+  Ints lhs_contracting, rhs_contracting;
+  Ints lhs_batch, rhs_batch;
+};
+// Output axes: batch, lhs free, rhs free. bf16 inputs accumulate in f32.
+Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers& dims,
+                  std::optional<DType> preferred_element_type = std::nullopt);
+struct ConvDimensionNumbers {
+  Ints lhs_spec;  // (batch, feature, spatial...) axes of the input
+  Ints rhs_spec;  // (out feature, in feature, spatial...) axes of the kernel
+  Ints out_spec;  // (batch, feature, spatial...) axes of the output
+};
+// From layout strings such as ("NCHW", "OIHW", "NCHW") or ("NHWC", "HWIO", "NHWC").
+ConvDimensionNumbers conv_dimension_numbers(const std::string& lhs, const std::string& rhs, const std::string& out);
+Array conv_general_dilated(const Array& lhs, const Array& rhs, const Ints& window_strides,
+                           const std::vector<std::pair<int64_t, int64_t>>& padding, const Ints& lhs_dilation,
+                           const Ints& rhs_dilation, const ConvDimensionNumbers& dims,
+                           int64_t feature_group_count = 1, int64_t batch_group_count = 1,
+                           std::optional<DType> preferred_element_type = std::nullopt);
+
+// ---- sorting
+// Sorts all operands along `dimension` by the first `num_keys` operands
+// (lexicographically). Floats use a total order: -0.0 == 0.0, NaN last.
+std::vector<Array> sort(const std::vector<Array>& operands, int64_t dimension = -1, bool is_stable = true,
+                        int64_t num_keys = 1);
+// Largest k along the last axis, descending; ties keep the lower index first.
+// Returns (values, int32 indices).
+std::pair<Array, Array> top_k(const Array& x, int64_t k);
+
+// ---- random bits
+// Threefry-2x32 (20 rounds) of the counters (x0, x1) under key (k0, k1); all u32.
+std::pair<Array, Array> threefry2x32(const Array& k0, const Array& k1, const Array& x0, const Array& x1);
+// u32 bits for a raw key u32[2], identical to jax.random's (non-partitionable)
+// threefry random_bits: threefry2x32(key, iota(n)) split in halves.
+Array random_bits(const Array& key, const Ints& shape, int64_t bit_width = 32);
+
+}  // namespace pax::lax

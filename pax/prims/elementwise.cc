@@ -1,0 +1,295 @@
+// Elementwise primitives: unary math, binary arithmetic / logic / comparison,
+// integer_pow, convert_element_type, bitcast_convert_type and select_n.
+// Operands of binary primitives must have equal shapes and dtypes (jax.lax
+// semantics); numpy broadcasting and type promotion happen in pax/ops.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "pax/backend/cpu/elementwise.h"
+#include "pax/backend/cpu/parallel.h"
+#include "pax/core/error.h"
+#include "pax/prims/registry.h"
+
+namespace pax {
+namespace {
+
+// ---------------------------------------------------------------------------
+// dtype classes and checks
+
+enum class Accepts { floating, numeric, integer, int_or_bool, numeric_or_bool, any };
+
+bool accepts(Accepts a, DType d) {
+  switch (a) {
+    case Accepts::floating: return is_floating(d);
+    case Accepts::numeric: return d != DType::bool_;
+    case Accepts::integer: return is_integer(d);
+    case Accepts::int_or_bool: return is_integer(d) || d == DType::bool_;
+    case Accepts::numeric_or_bool: return true;
+    case Accepts::any: return true;
+  }
+  return false;
+}
+
+const char* describe(Accepts a) {
+  switch (a) {
+    case Accepts::floating: return "a floating dtype (bf16, f16, f32, f64)";
+    case Accepts::numeric: return "a numeric dtype (u8, u32, i32, i64, bf16, f16, f32, f64)";
+    case Accepts::integer: return "an integer dtype (u8, u32, i32, i64)";
+    case Accepts::int_or_bool: return "bool or an integer dtype (u8, u32, i32, i64)";
+    default: return "any dtype";
+  }
+}
+
+void check_accepts(Prim p, Accepts a, const AVal& x) {
+  PAX_CHECK(accepts(a, x.dtype), prim_name(p), ": operand ", x.str(), " has dtype ", dtype_name(x.dtype),
+            "; it requires ", describe(a));
+}
+
+Accepts unary_accepts(Prim p) {
+  switch (p) {
+    case Prim::neg: case Prim::abs: case Prim::sign: case Prim::integer_pow: return Accepts::numeric;
+    case Prim::not_: return Accepts::int_or_bool;
+    default: return Accepts::floating;
+  }
+}
+
+Accepts binary_accepts(Prim p) {
+  switch (p) {
+    case Prim::and_: case Prim::or_: case Prim::xor_: return Accepts::int_or_bool;
+    case Prim::shift_left: case Prim::shift_right_logical: case Prim::shift_right_arithmetic:
+      return Accepts::integer;
+    case Prim::max: case Prim::min: case Prim::eq: case Prim::ne: case Prim::lt: case Prim::le:
+    case Prim::gt: case Prim::ge:
+      return Accepts::numeric_or_bool;
+    default: return Accepts::numeric;
+  }
+}
+
+bool is_comparison(Prim p) {
+  return p == Prim::eq || p == Prim::ne || p == Prim::lt || p == Prim::le || p == Prim::gt || p == Prim::ge;
+}
+
+// ---------------------------------------------------------------------------
+// shape rules
+
+template <Prim P>
+std::vector<AVal> unary_rule(std::span<const AVal> in, const Params&) {
+  check_accepts(P, unary_accepts(P), in[0]);
+  AVal out = in[0];
+  if constexpr (P == Prim::is_finite) {
+    out.dtype = DType::bool_;
+    out.weak_type = false;
+  }
+  return {out};
+}
+
+template <Prim P>
+std::vector<AVal> binary_rule(std::span<const AVal> in, const Params&) {
+  const AVal& a = in[0];
+  const AVal& b = in[1];
+  PAX_CHECK(a.shape == b.shape, prim_name(P), ": operand shapes must be equal, got ", a.str(), " and ",
+            b.str(), " (use pax::", prim_name(P), " from pax/ops for numpy broadcasting)");
+  PAX_CHECK(a.dtype == b.dtype, prim_name(P), ": operand dtypes must be equal, got ", a.str(), " and ",
+            b.str(), " (pax/ops promotes dtypes; lax-level primitives do not)");
+  check_accepts(P, binary_accepts(P), a);
+  AVal out{a.shape, a.dtype, a.weak_type && b.weak_type};
+  if (is_comparison(P)) {
+    out.dtype = DType::bool_;
+    out.weak_type = false;
+  }
+  return {out};
+}
+
+std::vector<AVal> integer_pow_rule(std::span<const AVal> in, const Params& p) {
+  check_accepts(Prim::integer_pow, Accepts::numeric, in[0]);
+  p.i("y");
+  return {in[0]};
+}
+
+std::vector<AVal> convert_rule(std::span<const AVal> in, const Params& p) {
+  AVal out = in[0];
+  out.dtype = p.dtype("new_dtype");
+  out.weak_type = p.has("weak_type") && p.b("weak_type");
+  return {out};
+}
+
+std::vector<AVal> bitcast_rule(std::span<const AVal> in, const Params& p) {
+  DType to = p.dtype("new_dtype");
+  PAX_CHECK(itemsize(to) == itemsize(in[0].dtype), "bitcast_convert_type: ", in[0].str(), " to ",
+            dtype_name(to), " changes the element width (", itemsize(in[0].dtype), " vs ", itemsize(to),
+            " bytes); only same-width bitcasts are supported");
+  return {AVal{in[0].shape, to, false}};
+}
+
+std::vector<AVal> select_n_rule(std::span<const AVal> in, const Params&) {
+  PAX_CHECK(in.size() >= 2, "select_n: needs a selector and at least one case, got ", in.size(), " operands");
+  const AVal& which = in[0];
+  const AVal& first = in[1];
+  PAX_CHECK(which.dtype == DType::bool_ || which.dtype == DType::i32, "select_n: selector ", which.str(),
+            " must be bool or int32");
+  PAX_CHECK(which.dtype != DType::bool_ || in.size() == 3, "select_n: a bool selector needs exactly 2 cases, got ",
+            in.size() - 1);
+  PAX_CHECK(which.shape.rank() == 0 || which.shape == first.shape, "select_n: selector shape ", which.str(),
+            " must be scalar or equal to the case shape ", first.str());
+  bool weak = true;
+  for (size_t i = 1; i < in.size(); ++i) {
+    PAX_CHECK(in[i].shape == first.shape && in[i].dtype == first.dtype, "select_n: case ", i - 1, " is ",
+              in[i].str(), " but case 0 is ", first.str(), "; all cases must have the same shape and dtype");
+    weak = weak && in[i].weak_type;
+  }
+  return {AVal{first.shape, first.dtype, weak}};
+}
+
+// ---------------------------------------------------------------------------
+// kernels: split into chunks of ~256 KiB and run the contiguous kernels.
+
+int64_t grain(DType d) { return cpu::grain_for(int64_t(itemsize(d))); }
+
+template <cpu::UnaryOp Op>
+void unary_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
+  const TensorView& x = in[0];
+  const size_t w = itemsize(x.dtype);
+  cpu::parallel_for(x.numel(), grain(x.dtype), [&](int64_t b, int64_t e) {
+    cpu::unary(Op, x.dtype, x.as<char>() + b * w, out[0].as<char>() + b * w, size_t(e - b));
+  });
+}
+
+void round_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+  bool even = p.has("rounding_method") && p.i("rounding_method") == 1;
+  if (even) unary_kernel<cpu::UnaryOp::round_even>(p, in, out);
+  else unary_kernel<cpu::UnaryOp::round_away>(p, in, out);
+}
+
+template <cpu::BinaryOp Op>
+void binary_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
+  const TensorView& a = in[0];
+  const size_t w = itemsize(a.dtype);
+  cpu::parallel_for(a.numel(), grain(a.dtype), [&](int64_t b, int64_t e) {
+    cpu::binary(Op, a.dtype, a.as<char>() + b * w, in[1].as<char>() + b * w, out[0].as<char>() + b * w,
+                size_t(e - b));
+  });
+}
+
+template <cpu::CompareOp Op>
+void compare_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
+  const TensorView& a = in[0];
+  const size_t w = itemsize(a.dtype);
+  cpu::parallel_for(a.numel(), grain(a.dtype), [&](int64_t b, int64_t e) {
+    cpu::compare(Op, a.dtype, a.as<char>() + b * w, in[1].as<char>() + b * w, out[0].as<bool>() + b,
+                 size_t(e - b));
+  });
+}
+
+void is_finite_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
+  const TensorView& x = in[0];
+  const size_t w = itemsize(x.dtype);
+  cpu::parallel_for(x.numel(), grain(x.dtype), [&](int64_t b, int64_t e) {
+    cpu::is_finite(x.dtype, x.as<char>() + b * w, out[0].as<bool>() + b, size_t(e - b));
+  });
+}
+
+void integer_pow_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+  const TensorView& x = in[0];
+  const size_t w = itemsize(x.dtype);
+  const int64_t y = p.i("y");
+  cpu::parallel_for(x.numel(), grain(x.dtype), [&](int64_t b, int64_t e) {
+    cpu::integer_pow(x.dtype, y, x.as<char>() + b * w, out[0].as<char>() + b * w, size_t(e - b));
+  });
+}
+
+void convert_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
+  const TensorView& x = in[0];
+  const TensorView& y = out[0];
+  const size_t wi = itemsize(x.dtype), wo = itemsize(y.dtype);
+  cpu::parallel_for(x.numel(), grain(x.dtype), [&](int64_t b, int64_t e) {
+    cpu::convert(x.dtype, x.as<char>() + b * wi, y.dtype, y.as<char>() + b * wo, size_t(e - b));
+  });
+}
+
+void select_n_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
+  const TensorView& which = in[0];
+  const TensorView& y = out[0];
+  const size_t w = itemsize(y.dtype);
+  const size_t num_cases = in.size() - 1;
+  if (which.rank() == 0 && y.numel() != 1) {
+    int64_t k = which.dtype == DType::bool_ ? int64_t(*which.as<bool>()) : int64_t(*which.as<int32_t>());
+    k = std::clamp<int64_t>(k, 0, int64_t(num_cases) - 1);
+    std::memcpy(y.data, in[size_t(k) + 1].data, y.nbytes());
+    return;
+  }
+  const size_t ww = itemsize(which.dtype);
+  cpu::parallel_for(y.numel(), grain(y.dtype), [&](int64_t b, int64_t e) {
+    const void* cases[16];
+    std::vector<const void*> many;
+    const void** ptrs = cases;
+    if (num_cases > 16) {
+      many.resize(num_cases);
+      ptrs = many.data();
+    }
+    for (size_t c = 0; c < num_cases; ++c) ptrs[c] = in[c + 1].as<char>() + b * w;
+    cpu::select_n(which.dtype, which.as<char>() + b * ww, ptrs, num_cases, w, y.as<char>() + b * w,
+                  size_t(e - b));
+  });
+}
+
+}  // namespace
+
+void register_elementwise_prims(PrimTable& t) {
+#define PAX_UNARY(P, OP) \
+  t[size_t(Prim::P)] = PrimDef{unary_rule<Prim::P>, unary_kernel<cpu::UnaryOp::OP>};
+  PAX_UNARY(neg, neg)
+  PAX_UNARY(abs, abs)
+  PAX_UNARY(sign, sign)
+  PAX_UNARY(exp, exp)
+  PAX_UNARY(expm1, expm1)
+  PAX_UNARY(log, log)
+  PAX_UNARY(log1p, log1p)
+  PAX_UNARY(sqrt, sqrt)
+  PAX_UNARY(rsqrt, rsqrt)
+  PAX_UNARY(tanh, tanh)
+  PAX_UNARY(logistic, logistic)
+  PAX_UNARY(erf, erf)
+  PAX_UNARY(erf_inv, erf_inv)
+  PAX_UNARY(sin, sin)
+  PAX_UNARY(cos, cos)
+  PAX_UNARY(floor, floor)
+  PAX_UNARY(ceil, ceil)
+  PAX_UNARY(not_, not_)
+#undef PAX_UNARY
+  t[size_t(Prim::round)] = PrimDef{unary_rule<Prim::round>, round_kernel};
+  t[size_t(Prim::is_finite)] = PrimDef{unary_rule<Prim::is_finite>, is_finite_kernel};
+  t[size_t(Prim::integer_pow)] = PrimDef{integer_pow_rule, integer_pow_kernel};
+  t[size_t(Prim::convert_element_type)] = PrimDef{convert_rule, convert_kernel};
+  t[size_t(Prim::bitcast_convert_type)] = PrimDef{bitcast_rule, nullptr, 0};
+
+#define PAX_BINARY(P, OP) \
+  t[size_t(Prim::P)] = PrimDef{binary_rule<Prim::P>, binary_kernel<cpu::BinaryOp::OP>};
+  PAX_BINARY(add, add)
+  PAX_BINARY(sub, sub)
+  PAX_BINARY(mul, mul)
+  PAX_BINARY(div, div)
+  PAX_BINARY(rem, rem)
+  PAX_BINARY(pow, pow)
+  PAX_BINARY(max, max)
+  PAX_BINARY(min, min)
+  PAX_BINARY(and_, and_)
+  PAX_BINARY(or_, or_)
+  PAX_BINARY(xor_, xor_)
+  PAX_BINARY(shift_left, shift_left)
+  PAX_BINARY(shift_right_logical, shift_right_logical)
+  PAX_BINARY(shift_right_arithmetic, shift_right_arithmetic)
+#undef PAX_BINARY
+#define PAX_COMPARE(P) t[size_t(Prim::P)] = PrimDef{binary_rule<Prim::P>, compare_kernel<cpu::CompareOp::P>};
+  PAX_COMPARE(eq)
+  PAX_COMPARE(ne)
+  PAX_COMPARE(lt)
+  PAX_COMPARE(le)
+  PAX_COMPARE(gt)
+  PAX_COMPARE(ge)
+#undef PAX_COMPARE
+  t[size_t(Prim::select_n)] = PrimDef{select_n_rule, select_n_kernel};
+}
+
+}  // namespace pax

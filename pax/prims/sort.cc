@@ -1,0 +1,6 @@
+// Placeholder registration for the sort primitives.
+#include "pax/prims/registry.h"
+
+namespace pax {
+void register_sort_prims(PrimTable&) {}
+}  // namespace pax

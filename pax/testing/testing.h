@@ -1,0 +1,74 @@
+// Test helpers shared by the GoogleTest suites: host random arrays, closeness
+// checks against reference values, and error-message expectations.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pax/core/array.h"
+
+namespace pax::testing {
+
+// Uniform values in [lo, hi) from a fixed seed, as f64 on the host.
+inline std::vector<double> random_values(int64_t n, uint32_t seed, double lo = -1.0, double hi = 1.0) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& x : v) x = dist(gen);
+  return v;
+}
+
+// An array of `dtype` holding random_values (converted with convert rules).
+inline Array random_array(const Shape& shape, DType dtype, uint32_t seed, double lo = -1.0, double hi = 1.0) {
+  std::vector<double> v = random_values(shape.numel(), seed, lo, hi);
+  Array a = array(v, shape);
+  if (dtype == DType::f64) return a;
+  std::vector<unsigned char> bytes(v.size() * itemsize(dtype));
+  convert_host(DType::f64, v.data(), dtype, bytes.data(), v.size());
+  return from_host(bytes.data(), shape, dtype);
+}
+
+// Checks shape and |actual - expected| <= atol + rtol * |expected| elementwise
+// (NaN matches NaN, infinities must match exactly).
+inline ::testing::AssertionResult all_close(const Array& actual, const std::vector<double>& expected,
+                                            double rtol = 1e-6, double atol = 1e-6) {
+  std::vector<double> got = actual.to_vector<double>();
+  if (got.size() != expected.size()) {
+    return ::testing::AssertionFailure() << "size " << got.size() << " != expected " << expected.size();
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    double g = got[i], e = expected[i];
+    bool ok = (std::isnan(e) && std::isnan(g)) || (std::isinf(e) && g == e) ||
+              (std::isfinite(e) && std::fabs(g - e) <= atol + rtol * std::fabs(e));
+    if (!ok) {
+      return ::testing::AssertionFailure() << "element " << i << ": got " << g << ", expected " << e
+                                           << " (rtol " << rtol << ", atol " << atol << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+inline ::testing::AssertionResult all_close(const Array& actual, const Array& expected, double rtol = 1e-6,
+                                            double atol = 1e-6) {
+  if (actual.shape() != expected.shape()) {
+    return ::testing::AssertionFailure() << "shape " << actual.shape() << " != expected " << expected.shape();
+  }
+  return all_close(actual, expected.to_vector<double>(), rtol, atol);
+}
+
+}  // namespace pax::testing
+
+// Expects `stmt` to throw pax::Error whose message contains `substr`.
+#define EXPECT_PAX_ERROR(stmt, substr)                                                       \
+  do {                                                                                       \
+    try {                                                                                    \
+      stmt;                                                                                  \
+      ADD_FAILURE() << "expected pax::Error containing \"" << (substr) << "\"";              \
+    } catch (const ::pax::Error& e) {                                                        \
+      EXPECT_NE(std::string(e.what()).find(substr), std::string::npos) << "message: " << e.what(); \
+    }                                                                                        \
+  } while (0)
