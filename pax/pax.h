@@ -10,3 +10,7 @@
 #include "pax/interp/interpreter.h"
 #include "pax/ir/params.h"
 #include "pax/ir/prims.h"
+#include "pax/ops/lax.h"
+#include "pax/ops/nn.h"
+#include "pax/ops/numpy.h"
+#include "pax/ops/random.h"

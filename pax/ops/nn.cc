@@ -1,0 +1,94 @@
+// Activation functions and the softmax family, composed from numpy-level ops.
+#include "pax/ops/nn.h"
+
+#include <cmath>
+#include <limits>
+
+#include "pax/core/error.h"
+
+namespace pax::nn {
+
+namespace {
+void check_float(const Array& x, const char* op) {
+  PAX_CHECK(is_floating(x.dtype()), op, ": needs a floating input, got ", x.aval().str());
+}
+}  // namespace
+
+Array relu(const Array& x) { return maximum(x, 0); }
+Array relu6(const Array& x) { return minimum(maximum(x, 0), 6); }
+Array leaky_relu(const Array& x, double negative_slope) { return where(x >= 0, x, x * negative_slope); }
+Array elu(const Array& x, double alpha) {
+  check_float(x, "elu");
+  return where(x > 0, x, expm1(minimum(x, 0)) * alpha);
+}
+
+Array gelu(const Array& x, bool approximate) {
+  check_float(x, "gelu");
+  if (approximate) {
+    const double c = std::sqrt(2.0 / M_PI);
+    Array inner = (x + x * x * x * 0.044715) * c;
+    return x * 0.5 * (tanh(inner) + 1.0);
+  }
+  return x * 0.5 * (erf(x * (1.0 / std::sqrt(2.0))) + 1.0);
+}
+
+Array sigmoid(const Array& x) { return lax::logistic(is_floating(x.dtype()) ? x : x.astype(DType::f32)); }
+Array silu(const Array& x) { return x * sigmoid(x); }
+Array swish(const Array& x) { return silu(x); }
+
+Array softplus(const Array& x) {
+  check_float(x, "softplus");
+  return log1p(exp(-abs(x))) + maximum(x, 0);
+}
+Array log_sigmoid(const Array& x) { return -softplus(-x); }
+
+namespace {
+// max over axes (keepdims), with non-finite maxima replaced by 0 so that
+// rows of -inf do not turn into NaN.
+Array stable_shift(const Array& x, const Ints& axes) {
+  Array m = max(x, axes, true);
+  return where(isfinite(m), m, zeros_like(m));
+}
+}  // namespace
+
+Array softmax(const Array& x, const Axes& axes) {
+  check_float(x, "softmax");
+  Ints ax = axes.resolve(x.ndim(), "softmax");
+  Array e = exp(x - stable_shift(x, ax));
+  return e / sum(e, ax, true);
+}
+
+Array log_softmax(const Array& x, const Axes& axes) {
+  check_float(x, "log_softmax");
+  Ints ax = axes.resolve(x.ndim(), "log_softmax");
+  Array shifted = x - stable_shift(x, ax);
+  return shifted - log(sum(exp(shifted), ax, true));
+}
+
+Array logsumexp(const Array& x, const Axes& axes, bool keepdims) {
+  check_float(x, "logsumexp");
+  Ints ax = axes.resolve(x.ndim(), "logsumexp");
+  Array m = stable_shift(x, ax);
+  Array out = log(sum(exp(x - m), ax, true)) + m;
+  return keepdims ? out : squeeze(out, Ints(ax));
+}
+
+Array one_hot(const Array& indices, int64_t num_classes, DType dtype) {
+  PAX_CHECK(is_integer(indices.dtype()), "one_hot: indices must have an integer dtype, got ", indices.aval().str());
+  PAX_CHECK(num_classes >= 0, "one_hot: num_classes must be >= 0, got ", num_classes);
+  Ints shape = indices.shape().dims();
+  shape.push_back(num_classes);
+  Array classes = lax::iota(indices.dtype(), shape, int64_t(shape.size()) - 1);
+  Array idx = broadcast_to(lax::expand_dims(indices, {indices.ndim()}), Shape(shape));
+  return lax::eq(idx, classes).astype(dtype);
+}
+
+Array standardize(const Array& x, const Axes& axes, double epsilon) {
+  check_float(x, "standardize");
+  Ints ax = axes.resolve(x.ndim(), "standardize");
+  Array m = mean(x, ax, true);
+  Array v = var(x, ax, true);
+  return (x - m) * rsqrt(v + epsilon);
+}
+
+}  // namespace pax::nn

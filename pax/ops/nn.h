@@ -1,0 +1,32 @@
+// pax::nn — activation functions, softmax family and one_hot, as in jax.nn.
+#pragma once
+
+#include <optional>
+
+#include "pax/ops/numpy.h"
+
+namespace pax::nn {
+
+Array relu(const Array& x);
+Array relu6(const Array& x);
+Array leaky_relu(const Array& x, double negative_slope = 0.01);
+Array elu(const Array& x, double alpha = 1.0);
+// approximate=true: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (jax.nn.gelu's default);
+// approximate=false: 0.5 x (1 + erf(x / sqrt(2))).
+Array gelu(const Array& x, bool approximate = true);
+Array sigmoid(const Array& x);
+Array silu(const Array& x);  // x * sigmoid(x), a.k.a. swish
+Array swish(const Array& x);
+Array softplus(const Array& x);  // log(1 + exp(x)), stable for large |x|
+Array log_sigmoid(const Array& x);
+// Numerically stable: the maximum along the axes is subtracted first.
+Array softmax(const Array& x, const Axes& axes = -1);
+Array log_softmax(const Array& x, const Axes& axes = -1);
+// log(sum(exp(x))) over axes; -inf everywhere gives -inf.
+Array logsumexp(const Array& x, const Axes& axes = {}, bool keepdims = false);
+// One-hot encoding along a new last axis; out-of-range indices give all zeros.
+Array one_hot(const Array& indices, int64_t num_classes, DType dtype = DType::f32);
+// (x - mean) / sqrt(var + epsilon) over axes.
+Array standardize(const Array& x, const Axes& axes = -1, double epsilon = 1e-5);
+
+}  // namespace pax::nn
