@@ -8,6 +8,7 @@
 #include <iosfwd>
 #include <memory>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "pax/core/buffer.h"
@@ -47,9 +48,16 @@ class Array {
   // Host read-back, converted to T with convert_element_type's rules.
   template <class T>
   std::vector<T> to_vector() const {
-    std::vector<T> out(static_cast<size_t>(size()));
-    copy_to_host(dtype_v<T>, out.data());
-    return out;
+    if constexpr (std::is_same_v<T, bool>) {
+      // std::vector<bool> is packed: read back through bytes.
+      std::vector<uint8_t> bytes(static_cast<size_t>(size()));
+      copy_to_host(DType::bool_, bytes.data());
+      return std::vector<bool>(bytes.begin(), bytes.end());
+    } else {
+      std::vector<T> out(static_cast<size_t>(size()));
+      copy_to_host(dtype_v<T>, out.data());
+      return out;
+    }
   }
   // The single element of a size-1 array.
   template <class T>

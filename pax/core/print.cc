@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <ostream>
 #include <string>
@@ -21,38 +22,69 @@ PrintOptions& print_options() {
 
 namespace {
 
+// Formats the elements of one array the way numpy does (floatmode "maxprec"):
+// the fewest digits (at most `precision` after the point) that read back as the
+// same value in the array's dtype; fixed notation unless the magnitudes call
+// for scientific; columns aligned on the decimal point.
 struct Formatter {
   DType dtype;
   bool scientific = false;
   int precision = 8;
+  size_t int_width = 0, frac_width = 0;  // fixed: widths around the point
 
-  std::string operator()(double v) const {
+  bool reads_back(const std::string& s, double v) const {
+    double parsed = std::strtod(s.c_str(), nullptr);
+    double a, b;
+    unsigned char tmp[8];
+    convert_host(DType::f64, &parsed, dtype, tmp, 1);
+    convert_host(dtype, tmp, DType::f64, &a, 1);
+    convert_host(DType::f64, &v, dtype, tmp, 1);
+    convert_host(dtype, tmp, DType::f64, &b, 1);
+    return a == b;
+  }
+
+  std::string raw(double v) const {
     if (dtype == DType::bool_) return v != 0 ? "True" : "False";
     if (!is_floating(dtype)) return fmt::format("{}", int64_t(v));
     if (std::isnan(v)) return "nan";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    std::string s;
+    for (int p = 0; p <= precision; ++p) {
+      s = scientific ? fmt::format("{:.{}e}", v, p) : fmt::format("{:.{}f}", v, p);
+      if (reads_back(s, v)) break;
+    }
     if (scientific) {
-      std::string s = fmt::format("{:.{}e}", v, precision - 1);
-      // Trim trailing zeros of the mantissa: 1.50000000e+03 -> 1.5e+03.
       size_t e = s.find('e');
-      size_t end = e;
-      while (end > 0 && s[end - 1] == '0') --end;
-      if (s[end - 1] == '.') ++end;  // keep one zero after the point? numpy keeps "1.e+03"
-      return s.substr(0, end) + s.substr(e);
-    }
-    std::string s = fmt::format("{:.{}f}", v, std::max(0, precision));
-    // Significant digits, not decimals: round to `precision` significant digits.
-    if (v != 0) {
-      int mag = int(std::floor(std::log10(std::fabs(v))));
-      int decimals = std::max(0, precision - 1 - mag);
-      s = fmt::format("{:.{}f}", v, std::min(decimals, precision));
-    }
-    if (s.find('.') != std::string::npos) {
-      while (s.back() == '0') s.pop_back();
-    } else {
+      if (s.find('.') == std::string::npos) s.insert(e, ".");
+    } else if (s.find('.') == std::string::npos) {
       s += '.';
     }
     return s;
+  }
+
+  // Pads the fractional part (with spaces in fixed notation, zeros in
+  // scientific) and the integer part so that the points line up.
+  void measure(const std::string& s) {
+    size_t dot = s.find('.');
+    if (dot == std::string::npos) {
+      int_width = std::max(int_width, s.size());
+      return;
+    }
+    size_t end = scientific ? s.find('e') : s.size();
+    int_width = std::max(int_width, dot);
+    frac_width = std::max(frac_width, end - dot - 1);
+  }
+
+  std::string operator()(double v) const {
+    std::string s = raw(v);
+    size_t dot = s.find('.');
+    if (dot == std::string::npos) return std::string(int_width > s.size() ? int_width - s.size() : 0, ' ') + s;
+    size_t end = scientific ? s.find('e') : s.size();
+    size_t frac = end - dot - 1;
+    std::string pad(frac_width - frac, scientific ? '0' : ' ');
+    if (scientific) s.insert(end, pad);
+    else s += pad;
+    return std::string(int_width > dot ? int_width - dot : 0, ' ') + s;
   }
 };
 
@@ -69,13 +101,23 @@ struct Printer {
     return !summarise || shape[dim] <= 2 * edge || i < edge || i >= shape[dim] - edge;
   }
 
-  void measure(int64_t dim, int64_t offset) {
+  void measure(Formatter& f, int64_t dim, int64_t offset) {
+    if (dim == shape.rank()) {
+      f.measure(f.raw(values[size_t(offset)]));
+      return;
+    }
+    for (int64_t i = 0; i < shape[dim]; ++i) {
+      if (shown(dim, i)) measure(f, dim + 1, offset + i * strides[size_t(dim)]);
+    }
+  }
+
+  void measure_width(int64_t dim, int64_t offset) {
     if (dim == shape.rank()) {
       width = std::max(width, fmt(values[size_t(offset)]).size());
       return;
     }
     for (int64_t i = 0; i < shape[dim]; ++i) {
-      if (shown(dim, i)) measure(dim + 1, offset + i * strides[size_t(dim)]);
+      if (shown(dim, i)) measure_width(dim + 1, offset + i * strides[size_t(dim)]);
     }
   }
 
@@ -132,8 +174,8 @@ std::ostream& operator<<(std::ostream& os, const Array& a) {
       max_abs = std::max(max_abs, std::fabs(v));
       min_abs = std::min(min_abs, std::fabs(v));
     }
-    f.scientific = max_abs >= 1e16 || (min_abs < 1e-4 && max_abs > 0) ||
-                   (max_abs > 0 && max_abs / min_abs > 1e3 && min_abs < 1e-2);
+    f.scientific = max_abs >= 1e8 || (min_abs < 1e-4 && max_abs > 0) ||
+                   (max_abs > 0 && max_abs / min_abs > 1e3);
   }
   std::string prefix = "Array(";
   std::string body;
@@ -141,7 +183,8 @@ std::ostream& operator<<(std::ostream& os, const Array& a) {
     body = "[]";
   } else {
     Printer p{values, a.shape(), a.shape().strides(), f, a.size() > opts.threshold, opts.edgeitems};
-    p.measure(0, 0);
+    p.measure(f, 0, 0);
+    p.measure_width(0, 0);
     p.print(body, 0, 0, prefix.size());
   }
   os << prefix << body << ", dtype=" << dtype_name(a.dtype());

@@ -353,11 +353,17 @@ double ErfInvF64(double x) {
   hn::Store(ErfInvOp()(d, hn::Load(d, buf)), d, buf);
   yf = buf[0];
   double y = std::isfinite(yf) ? double(yf) : std::copysign(5.9, x);
-  for (int it = 0; it < 3; ++it) {
-    double err = std::erf(y) - x;
-    y -= err / (1.1283791670955126 * std::exp(-y * y));
+  // Newton steps; in the tails on erfc(|y|) = 1 - |x| (exact in double), where
+  // erf(y) - x would cancel.
+  const bool tail = std::fabs(x) > 0.5;
+  const double t = 1.0 - std::fabs(x);
+  double ay = std::fabs(y);
+  for (int it = 0; it < 4; ++it) {
+    double slope = 1.1283791670955126 * std::exp(-ay * ay);
+    double err = tail ? t - std::erfc(ay) : std::erf(ay) - std::fabs(x);
+    ay -= err / slope;
   }
-  return y;
+  return std::copysign(ay, x);
 }
 
 void UnaryF64(UnaryOp op, const double* x, double* y, size_t n) {
