@@ -1,0 +1,74 @@
+// jax.nn-style functions against closed-form references.
+#include "pax/ops/nn.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "pax/testing/testing.h"
+
+namespace pax {
+namespace {
+
+using testing::all_close;
+
+std::vector<double> map(const Array& x, double (*f)(double)) {
+  std::vector<double> out;
+  for (double v : x.to_vector<double>()) out.push_back(f(v));
+  return out;
+}
+
+TEST(NN, Activations) {
+  Array x = linspace(-6, 6, 49);
+  EXPECT_TRUE(all_close(nn::relu(x), map(x, [](double v) { return std::max(v, 0.0); })));
+  EXPECT_TRUE(all_close(nn::relu6(x), map(x, [](double v) { return std::min(std::max(v, 0.0), 6.0); })));
+  EXPECT_TRUE(all_close(nn::sigmoid(x), map(x, [](double v) { return 1 / (1 + std::exp(-v)); }), 1e-6, 1e-7));
+  EXPECT_TRUE(all_close(nn::silu(x), map(x, [](double v) { return v / (1 + std::exp(-v)); }), 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(nn::gelu(x, false), map(x, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }),
+                        1e-5, 1e-6));
+  EXPECT_TRUE(all_close(nn::gelu(x), map(x, [](double v) {
+                          return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+                        }), 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(nn::softplus(x), map(x, [](double v) { return std::log1p(std::exp(v)); }), 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(nn::softplus(array<float>({100, -100})), {100, 0}, 1e-6, 1e-30));
+  EXPECT_TRUE(all_close(nn::log_sigmoid(x), map(x, [](double v) { return -std::log1p(std::exp(-v)); }), 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(nn::leaky_relu(array<float>({-1, 2})), {-0.01, 2}));
+  EXPECT_TRUE(all_close(nn::elu(array<float>({-1, 2})), {std::expm1(-1.0), 2}, 1e-6));
+  EXPECT_PAX_ERROR(nn::gelu(arange(3)), "needs a floating input");
+}
+
+TEST(NN, SoftmaxFamilyIsStable) {
+  Array logits = array<float>({1, 2, 3, 1000, 1001, 1002}, {2, 3});
+  double e1 = std::exp(-2.0), e2 = std::exp(-1.0), z = e1 + e2 + 1;
+  std::vector<double> want = {e1 / z, e2 / z, 1 / z, e1 / z, e2 / z, 1 / z};
+  EXPECT_TRUE(all_close(nn::softmax(logits), want, 1e-6, 1e-7));
+  std::vector<double> logwant;
+  for (double w : want) logwant.push_back(std::log(w));
+  EXPECT_TRUE(all_close(nn::log_softmax(logits), logwant, 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(nn::logsumexp(logits, 1), {3 + std::log(z), 1002 + std::log(z)}, 1e-6));
+  EXPECT_TRUE(all_close(nn::softmax(logits, 0), {0, 0, 0, 1, 1, 1}, 0, 1e-30));
+  Array neg_inf = full({2}, -INFINITY);
+  EXPECT_TRUE(all_close(nn::logsumexp(neg_inf), {-INFINITY}));
+  EXPECT_EQ(nn::logsumexp(logits, 1, true).shape(), (Shape{2, 1}));
+  // A row of -inf except one finite value.
+  EXPECT_TRUE(all_close(nn::softmax(array<float>({-INFINITY, 0})), {0, 1}));
+}
+
+TEST(NN, OneHot) {
+  Array h = nn::one_hot(array<int32_t>({0, 2, 5, -1}), 3);
+  EXPECT_EQ(h.shape(), (Shape{4, 3}));
+  EXPECT_TRUE(all_close(h, {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(nn::one_hot(array<int32_t>({1}), 2, DType::bf16).dtype(), DType::bf16);
+  EXPECT_PAX_ERROR(nn::one_hot(array<float>({1}), 2), "integer dtype");
+}
+
+TEST(NN, Standardize) {
+  Array x = array<float>({1, 2, 3, 4});
+  double m = 2.5, v = 1.25;
+  std::vector<double> want;
+  for (double e : {1, 2, 3, 4}) want.push_back((e - m) / std::sqrt(v + 1e-5));
+  EXPECT_TRUE(all_close(nn::standardize(x), want, 1e-5));
+}
+
+}  // namespace
+}  // namespace pax

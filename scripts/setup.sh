@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs paxcc's build dependencies from Debian packages. Idempotent: prints
+# nothing and changes nothing when everything is present.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ccache pkg-config
+  libdnnl-dev opencl-headers ocl-icd-opencl-dev   # oneDNN (its CMake config needs OpenCL)
+  libhwy-dev                                      # Highway: portable SIMD, vector math
+  libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "setup.sh: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo_cmd=(sudo)
+fi
+echo "setup.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
