@@ -14,3 +14,4 @@
 #include "pax/ops/nn.h"
 #include "pax/ops/numpy.h"
 #include "pax/ops/random.h"
+#include "pax/backend/backend.h"

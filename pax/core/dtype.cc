@@ -214,6 +214,7 @@ void visit(DType d, F&& f) {
 }  // namespace
 
 void convert_host(DType from, const void* src, DType to, void* dst, size_t n) {
+  if (n == 0) return;
   if (from == to) {
     std::memcpy(dst, src, n * itemsize(from));
     return;

@@ -1,6 +1,7 @@
 // bind() and the eager interpreter.
 #include <vector>
 
+#include "pax/backend/backend.h"
 #include "pax/core/error.h"
 #include "pax/interp/interpreter.h"
 #include "pax/prims/registry.h"
@@ -20,7 +21,9 @@ std::vector<Array> eager_apply(Prim prim, std::span<const Array> inputs, const P
   if (def.output_aliases_input >= 0) {
     return {Array(std::move(out_avals[0]), inputs[size_t(def.output_aliases_input)].buffer())};
   }
-  PAX_CHECK(def.cpu_kernel, prim_name(prim), ": primitive has no CPU kernel");
+  const Backend& backend = cpu_backend();
+  KernelFn kernel = backend.kernel(prim);
+  PAX_CHECK(kernel, prim_name(prim), ": primitive has no kernel on the ", backend.name, " backend");
 
   std::vector<TensorView> in_views(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -30,13 +33,13 @@ std::vector<Array> eager_apply(Prim prim, std::span<const Array> inputs, const P
   outputs.reserve(out_avals.size());
   for (AVal& aval : out_avals) {
     size_t nbytes = size_t(aval.shape.numel()) * itemsize(aval.dtype);
-    outputs.emplace_back(std::move(aval), Buffer::allocate(nbytes));
+    outputs.emplace_back(std::move(aval), backend.allocate(nbytes));
   }
   std::vector<TensorView> out_views(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     out_views[i] = TensorView{const_cast<void*>(outputs[i].data()), &outputs[i].shape(), outputs[i].dtype()};
   }
-  def.cpu_kernel(params, in_views, out_views);
+  kernel(params, in_views, out_views);
   return outputs;
 }
 
