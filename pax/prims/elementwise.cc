@@ -10,6 +10,7 @@
 #include "pax/backend/cpu/elementwise.h"
 #include "pax/backend/cpu/parallel.h"
 #include "pax/core/error.h"
+#include "pax/prims/dtype_rules.h"
 #include "pax/prims/registry.h"
 
 namespace pax {
@@ -17,35 +18,6 @@ namespace {
 
 // ---------------------------------------------------------------------------
 // dtype classes and checks
-
-enum class Accepts { floating, numeric, integer, int_or_bool, numeric_or_bool, any };
-
-bool accepts(Accepts a, DType d) {
-  switch (a) {
-    case Accepts::floating: return is_floating(d);
-    case Accepts::numeric: return d != DType::bool_;
-    case Accepts::integer: return is_integer(d);
-    case Accepts::int_or_bool: return is_integer(d) || d == DType::bool_;
-    case Accepts::numeric_or_bool: return true;
-    case Accepts::any: return true;
-  }
-  return false;
-}
-
-const char* describe(Accepts a) {
-  switch (a) {
-    case Accepts::floating: return "a floating dtype (bf16, f16, f32, f64)";
-    case Accepts::numeric: return "a numeric dtype (u8, u32, i32, i64, bf16, f16, f32, f64)";
-    case Accepts::integer: return "an integer dtype (u8, u32, i32, i64)";
-    case Accepts::int_or_bool: return "bool or an integer dtype (u8, u32, i32, i64)";
-    default: return "any dtype";
-  }
-}
-
-void check_accepts(Prim p, Accepts a, const AVal& x) {
-  PAX_CHECK(accepts(a, x.dtype), prim_name(p), ": operand ", x.str(), " has dtype ", dtype_name(x.dtype),
-            "; it requires ", describe(a));
-}
 
 Accepts unary_accepts(Prim p) {
   switch (p) {
@@ -62,7 +34,7 @@ Accepts binary_accepts(Prim p) {
       return Accepts::integer;
     case Prim::max: case Prim::min: case Prim::eq: case Prim::ne: case Prim::lt: case Prim::le:
     case Prim::gt: case Prim::ge:
-      return Accepts::numeric_or_bool;
+      return Accepts::any;
     default: return Accepts::numeric;
   }
 }

@@ -11,38 +11,11 @@
 #include "pax/backend/cpu/reduce.h"
 #include "pax/core/buffer.h"
 #include "pax/core/error.h"
+#include "pax/prims/dtype_rules.h"
 #include "pax/prims/registry.h"
 
 namespace pax {
 namespace {
-
-// ---------------------------------------------------------------------------
-// dtype rules
-
-enum class Accepts { numeric, any, int_or_bool };
-
-bool accepts(Accepts a, DType d) {
-  switch (a) {
-    case Accepts::numeric: return d != DType::bool_;
-    case Accepts::int_or_bool: return is_integer(d) || d == DType::bool_;
-    case Accepts::any: return true;
-  }
-  return false;
-}
-
-const char* describe(Accepts a) {
-  switch (a) {
-    case Accepts::numeric: return "a numeric dtype (u8, u32, i32, i64, bf16, f16, f32, f64)";
-    case Accepts::int_or_bool: return "bool or an integer dtype (u8, u32, i32, i64)";
-    case Accepts::any: return "any dtype";
-  }
-  return "";
-}
-
-void check_accepts(Prim p, Accepts a, const AVal& x) {
-  PAX_CHECK(accepts(a, x.dtype), prim_name(p), ": operand ", x.str(), " has dtype ", dtype_name(x.dtype),
-            "; it requires ", describe(a));
-}
 
 // "reduce_sum of f32[2,3]": the context of axis errors.
 std::string context(Prim p, const AVal& x) { return std::string(prim_name(p)) + " of " + x.str(); }

@@ -105,20 +105,24 @@ void F32ToBf16(const float* x, uint16_t* y, size_t n) {
   for (; i < n; ++i) y[i] = float_to_bf16(x[i]);
 }
 
+// Highway's f16 conversions are exact (NaN kept, round to nearest even) only
+// where F16C does them; other targets use the portable scalar conversions.
+#define PAX_HAS_F16C (HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
+
 void F16ToF32(const uint16_t* x, float* y, size_t n) {
+  size_t i = 0;
+#if PAX_HAS_F16C
   const hn::ScalableTag<float> df;
   const hn::Rebind<hwy::float16_t, decltype(df)> df16;
   const size_t N = hn::Lanes(df);
-  size_t i = 0;
   const auto* xh = reinterpret_cast<const hwy::float16_t*>(x);
   for (; i + N <= n; i += N) hn::StoreU(hn::PromoteTo(df, hn::LoadU(df16, xh + i)), df, y + i);
+#endif
   for (; i < n; ++i) y[i] = f16_to_float(x[i]);
 }
 
 void F32ToF16(const float* x, uint16_t* y, size_t n) {
-  // Highway's vector demotion is exact round-to-nearest-even only with F16C;
-  // the portable scalar conversion is used elsewhere.
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if PAX_HAS_F16C
   const hn::ScalableTag<float> df;
   const hn::Rebind<hwy::float16_t, decltype(df)> df16;
   const size_t N = hn::Lanes(df);
