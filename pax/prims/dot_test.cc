@@ -126,6 +126,13 @@ TEST(DotGeneral, BatchInTheMiddleAndLast) {
   check_dot({2, 3, 4, 5}, {3, 2, 5, 6}, {{3}, {2}, {1, 0}, {0, 1}}, {3, 2, 4, 6});
 }
 
+TEST(DotGeneral, SizeOneAxes) {
+  check_dot({1, 5, 1, 7}, {7, 1, 3}, {{3, 0}, {0, 1}, {}, {}}, {5, 1, 3});
+  check_dot({1, 5, 1, 7}, {1, 7, 1, 3}, {{3}, {1}, {0, 2}, {2, 0}}, {1, 1, 5, 3});
+  check_dot({5, 1}, {1, 4}, {{1}, {0}, {}, {}}, {5, 4});
+  check_dot({1, 6, 1}, {6, 1}, {{1}, {0}, {}, {}}, {1, 1, 1});
+}
+
 TEST(DotGeneral, VectorsAndScalars) {
   check_dot({9}, {9}, {{0}, {0}, {}, {}}, {});                // vector dot
   check_dot({6, 9}, {9}, {{1}, {0}, {}, {}}, {6});            // matrix-vector
