@@ -1,6 +1,280 @@
-// Placeholder registration for the dot primitives.
+// dot_general: the shape/dtype rule and the CPU kernel. The kernel views the
+// operation as a batched matmul (batch, m, k) x (batch, k, n) -> (batch, m, n)
+// over strided views of the operands, so transposed operands (A^T B, A B^T of
+// backprop, attention's contracting of the last axes) need no copy; operands
+// whose axes cannot be merged into such a view are transposed first.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pax/backend/cpu/copy.h"
+#include "pax/backend/cpu/gemm_dnnl.h"
+#include "pax/core/buffer.h"
+#include "pax/core/error.h"
 #include "pax/prims/registry.h"
 
 namespace pax {
-void register_dot_prims(PrimTable&) {}
+namespace {
+
+// ---------------------------------------------------------------------------
+// rule
+
+struct DotDims {
+  Ints lhs_contracting, rhs_contracting, lhs_batch, rhs_batch;
+};
+
+DotDims dot_dims(const Params& p) {
+  return {p.ints("lhs_contracting_dims"), p.ints("rhs_contracting_dims"), p.ints("lhs_batch_dims"),
+          p.ints("rhs_batch_dims")};
+}
+
+std::string operands_str(const AVal& lhs, const AVal& rhs) { return lhs.str() + " and " + rhs.str(); }
+
+void check_axes(const Ints& axes, const char* name, const AVal& operand, const char* which, const AVal& lhs,
+                const AVal& rhs) {
+  for (size_t i = 0; i < axes.size(); ++i) {
+    PAX_CHECK(axes[i] >= 0 && axes[i] < operand.shape.rank(), "dot_general: ", name, " ", ints_str(axes),
+              " out of range for ", which, " ", operand.str(), " (valid axes are 0..", operand.shape.rank() - 1,
+              "); operands ", operands_str(lhs, rhs));
+    for (size_t j = 0; j < i; ++j) {
+      PAX_CHECK(axes[i] != axes[j], "dot_general: ", name, " ", ints_str(axes), " repeats axis ", axes[i],
+                "; operands ", operands_str(lhs, rhs));
+    }
+  }
+}
+
+void check_pairs(const Ints& l, const Ints& r, const char* what, const AVal& lhs, const AVal& rhs) {
+  PAX_CHECK(l.size() == r.size(), "dot_general: lhs_", what, "_dims ", ints_str(l), " and rhs_", what, "_dims ",
+            ints_str(r), " must have the same length; operands ", operands_str(lhs, rhs));
+  for (size_t i = 0; i < l.size(); ++i) {
+    PAX_CHECK(lhs.shape[l[i]] == rhs.shape[r[i]], "dot_general: ", what, " dimension sizes differ: lhs axis ",
+              l[i], " has size ", lhs.shape[l[i]], " but rhs axis ", r[i], " has size ", rhs.shape[r[i]],
+              "; operands ", operands_str(lhs, rhs));
+  }
+}
+
+void check_disjoint(const Ints& contracting, const Ints& batch, const char* which, const AVal& lhs,
+                    const AVal& rhs) {
+  for (int64_t a : contracting) {
+    PAX_CHECK(std::find(batch.begin(), batch.end(), a) == batch.end(), "dot_general: ", which, " axis ", a,
+              " is both a contracting and a batch dimension; operands ", operands_str(lhs, rhs));
+  }
+}
+
+// jax.lax's rule: integer inputs may ask for any float or a wider integer of
+// the same signedness; float inputs for a float at least as wide.
+void check_preferred(DType in, DType preferred, const AVal& lhs, const AVal& rhs) {
+  bool ok;
+  if (preferred == DType::bool_) {
+    ok = false;
+  } else if (is_floating(in)) {
+    ok = is_floating(preferred) && itemsize(preferred) >= itemsize(in);
+  } else {
+    ok = is_floating(preferred) ||
+         (is_unsigned(preferred) == is_unsigned(in) && itemsize(preferred) >= itemsize(in));
+  }
+  PAX_CHECK(ok, "dot_general: preferred_element_type ", dtype_name(preferred), " is not valid for operands ",
+            operands_str(lhs, rhs), "; it must be a float type at least as wide as the inputs"
+            ", or for integer inputs any float type or an integer type of the same signedness at least as wide");
+}
+
+std::vector<int64_t> free_axes(int64_t rank, const Ints& contracting, const Ints& batch) {
+  std::vector<int64_t> out;
+  for (int64_t a = 0; a < rank; ++a) {
+    if (std::find(contracting.begin(), contracting.end(), a) == contracting.end() &&
+        std::find(batch.begin(), batch.end(), a) == batch.end()) {
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+std::vector<AVal> dot_general_rule(std::span<const AVal> in, const Params& p) {
+  const AVal& lhs = in[0];
+  const AVal& rhs = in[1];
+  const DotDims d = dot_dims(p);
+  PAX_CHECK(lhs.dtype == rhs.dtype, "dot_general: operands ", operands_str(lhs, rhs),
+            " must have the same dtype (convert one of them first)");
+  PAX_CHECK(lhs.dtype != DType::bool_, "dot_general: operands ", operands_str(lhs, rhs),
+            " are bool; a numeric dtype (u8, u32, i32, i64, bf16, f16, f32, f64) is required");
+  check_axes(d.lhs_contracting, "lhs_contracting_dims", lhs, "lhs", lhs, rhs);
+  check_axes(d.rhs_contracting, "rhs_contracting_dims", rhs, "rhs", lhs, rhs);
+  check_axes(d.lhs_batch, "lhs_batch_dims", lhs, "lhs", lhs, rhs);
+  check_axes(d.rhs_batch, "rhs_batch_dims", rhs, "rhs", lhs, rhs);
+  check_disjoint(d.lhs_contracting, d.lhs_batch, "lhs", lhs, rhs);
+  check_disjoint(d.rhs_contracting, d.rhs_batch, "rhs", lhs, rhs);
+  check_pairs(d.lhs_contracting, d.rhs_contracting, "contracting", lhs, rhs);
+  check_pairs(d.lhs_batch, d.rhs_batch, "batch", lhs, rhs);
+  DType out_dtype = lhs.dtype;
+  if (p.has("preferred_element_type")) {
+    out_dtype = p.dtype("preferred_element_type");
+    check_preferred(lhs.dtype, out_dtype, lhs, rhs);
+  }
+  std::vector<int64_t> out;
+  for (int64_t a : d.lhs_batch) out.push_back(lhs.shape[a]);
+  for (int64_t a : free_axes(lhs.shape.rank(), d.lhs_contracting, d.lhs_batch)) out.push_back(lhs.shape[a]);
+  for (int64_t a : free_axes(rhs.shape.rank(), d.rhs_contracting, d.rhs_batch)) out.push_back(rhs.shape[a]);
+  return {AVal{Shape(out), out_dtype, false}};
+}
+
+// ---------------------------------------------------------------------------
+// kernel
+
+// A list of axes of one operand that become one dimension of the matmul view.
+struct AxisGroup {
+  std::vector<int64_t> sizes, strides;
+  int64_t numel() const { return std::accumulate(sizes.begin(), sizes.end(), int64_t(1), std::multiplies<>()); }
+};
+
+AxisGroup group(const TensorView& t, const std::vector<int64_t>& strides, const std::vector<int64_t>& axes) {
+  AxisGroup g;
+  for (int64_t a : axes) {
+    g.sizes.push_back(t.dim(a));
+    g.strides.push_back(strides[size_t(a)]);
+  }
+  return g;
+}
+
+// The single stride of the merged group, if its axes (size-1 axes aside) are
+// laid out as one row-major run; any value does for a group of size 1.
+std::optional<int64_t> merged_stride(const AxisGroup& g) {
+  std::optional<int64_t> stride;
+  int64_t inner = 0;  // stride expected of the next non-trivial axis, 0 before the first
+  for (size_t i = 0; i < g.sizes.size(); ++i) {
+    if (g.sizes[i] == 1) continue;
+    if (inner != 0 && g.strides[i] * g.sizes[i] != inner) return std::nullopt;
+    inner = g.strides[i];
+    stride = g.strides[i];
+  }
+  return stride ? stride : std::optional<int64_t>(0);
+}
+
+// One operand as (batch, rows, cols) groups.
+struct Operand {
+  const TensorView* view;
+  AxisGroup batch, rows, cols;
+};
+
+// Orders the contracting pairs so that the contracting axes of both operands
+// merge when their layouts allow (the pairing itself is fixed, the order is free).
+void order_contracting(Ints& lc, Ints& rc, const TensorView& lhs, const std::vector<int64_t>& ls,
+                       const TensorView& rhs, const std::vector<int64_t>& rs) {
+  if (lc.size() < 2) return;
+  std::vector<size_t> idx(lc.size());
+  auto try_order = [&](const std::vector<int64_t>& s, const Ints& axes) {
+    std::iota(idx.begin(), idx.end(), size_t(0));
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return s[size_t(axes[x])] > s[size_t(axes[y])]; });
+    Ints l, r;
+    for (size_t i : idx) {
+      l.push_back(lc[i]);
+      r.push_back(rc[i]);
+    }
+    if (merged_stride(group(lhs, ls, l)) && merged_stride(group(rhs, rs, r))) {
+      lc = l;
+      rc = r;
+      return true;
+    }
+    return false;
+  };
+  if (!try_order(ls, lc)) try_order(rs, rc);
+}
+
+// The operand as a contiguous (batch, rows, cols) array of `dtype`: in place
+// when it already is one, otherwise copied (and converted) into `keep`.
+const void* contiguous_operand(const Operand& op, DType dtype, std::shared_ptr<Buffer>& keep) {
+  const TensorView& t = *op.view;
+  std::vector<int64_t> dims, src_strides;
+  for (const AxisGroup* g : {&op.batch, &op.rows, &op.cols}) {
+    dims.insert(dims.end(), g->sizes.begin(), g->sizes.end());
+    src_strides.insert(src_strides.end(), g->strides.begin(), g->strides.end());
+  }
+  const int64_t n = t.numel();
+  const bool in_order = n <= 1 || merged_stride(AxisGroup{dims, src_strides}) == std::optional<int64_t>(1);
+  if (in_order && t.dtype == dtype) return t.data;
+  const std::vector<int64_t> dst_strides = Shape(dims).strides();
+  keep = Buffer::allocate(size_t(n) * itemsize(dtype));
+  if (t.dtype == dtype) {
+    cpu::strided_copy(itemsize(dtype), dims, t.data, src_strides, keep->data(), dst_strides);
+  } else if (in_order) {
+    cpu::convert_parallel(t.dtype, t.data, dtype, keep->data(), n);
+  } else {
+    auto tmp = Buffer::allocate(t.nbytes());
+    cpu::strided_copy(itemsize(t.dtype), dims, t.data, src_strides, tmp->data(), dst_strides);
+    cpu::convert_parallel(t.dtype, tmp->data(), dtype, keep->data(), n);
+  }
+  return keep->data();
+}
+
+// The dtype the product is computed in (its inputs converted to it when
+// different), from the input and output dtypes.
+DType compute_dtype(DType in, DType out) {
+  if (is_integer(out) || out == DType::f64) return out;
+  if (in == DType::bf16) return DType::bf16;
+  if (in == DType::f16 && cpu::dnnl_has_f16_matmul()) return DType::f16;
+  return DType::f32;
+}
+
+void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+  const TensorView& lhs = in[0];
+  const TensorView& rhs = in[1];
+  const TensorView& o = out[0];
+  DotDims d = dot_dims(p);
+  const std::vector<int64_t> ls = lhs.shape->strides(), rs = rhs.shape->strides();
+  order_contracting(d.lhs_contracting, d.rhs_contracting, lhs, ls, rhs, rs);
+  const Operand a{&lhs, group(lhs, ls, d.lhs_batch),
+                  group(lhs, ls, free_axes(lhs.rank(), d.lhs_contracting, d.lhs_batch)),
+                  group(lhs, ls, d.lhs_contracting)};
+  const Operand b{&rhs, group(rhs, rs, d.rhs_batch), group(rhs, rs, d.rhs_contracting),
+                  group(rhs, rs, free_axes(rhs.rank(), d.rhs_contracting, d.rhs_batch))};
+  const cpu::GemmShape shape{a.batch.numel(), a.rows.numel(), b.cols.numel(), a.cols.numel()};
+  if (o.numel() == 0) return;
+  if (shape.k == 0) {
+    std::memset(o.data, 0, o.nbytes());
+    return;
+  }
+
+  const DType cd = compute_dtype(lhs.dtype, o.dtype);
+  if (is_integer(cd) || cd == DType::f64) {
+    std::shared_ptr<Buffer> abuf, bbuf;
+    cpu::gemm_blocked(cd, shape, contiguous_operand(a, cd, abuf), contiguous_operand(b, cd, bbuf), o.data);
+    return;
+  }
+
+  // oneDNN writes f32 or the compute dtype; anything else goes through an f32
+  // temporary converted at the end.
+  const bool direct_out = o.dtype == DType::f32 || o.dtype == cd;
+  std::shared_ptr<Buffer> cbuf;
+  if (!direct_out) cbuf = Buffer::allocate(size_t(o.numel()) * sizeof(float));
+  const cpu::MatrixView c{direct_out ? o.data : cbuf->data(), direct_out ? o.dtype : DType::f32,
+                          shape.m * shape.n, shape.n, 1};
+
+  // First with the operands in place where their axes merge into a strided
+  // view, then with both contiguous (always supported).
+  auto attempt = [&](bool force_contiguous) {
+    std::shared_ptr<Buffer> abuf, bbuf;
+    auto view = [&](const Operand& op, std::shared_ptr<Buffer>& keep, int64_t rows, int64_t cols) {
+      auto sb = merged_stride(op.batch), sr = merged_stride(op.rows), sc = merged_stride(op.cols);
+      if (!force_contiguous && op.view->dtype == cd && sb && sr && sc) {
+        return cpu::MatrixView{op.view->data, cd, *sb, *sr, *sc};
+      }
+      return cpu::MatrixView{const_cast<void*>(contiguous_operand(op, cd, keep)), cd, rows * cols, cols, 1};
+    };
+    const cpu::MatrixView av = view(a, abuf, shape.m, shape.k);
+    const cpu::MatrixView bv = view(b, bbuf, shape.k, shape.n);
+    return cpu::gemm_dnnl(shape, av, bv, c);
+  };
+  PAX_CHECK(attempt(false) || attempt(true), "dot_general: oneDNN has no matmul for ", dtype_name(cd),
+            " operands on this CPU");
+  if (!direct_out) cpu::convert_parallel(DType::f32, cbuf->data(), o.dtype, o.data, o.numel());
+}
+
+}  // namespace
+
+void register_dot_prims(PrimTable& t) {
+  t[size_t(Prim::dot_general)] = PrimDef{dot_general_rule, dot_general_kernel};
+}
+
 }  // namespace pax

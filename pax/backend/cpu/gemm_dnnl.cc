@@ -1,0 +1,168 @@
+// Batched matrix products: oneDNN matmul on strided views, and the blocked
+// loop for dtypes oneDNN does not multiply (see gemm_dnnl.h).
+#include "pax/backend/cpu/gemm_dnnl.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "pax/backend/cpu/dnnl_context.h"
+#include "pax/backend/cpu/elementwise.h"
+#include "pax/backend/cpu/parallel.h"
+#include "pax/core/error.h"
+
+namespace pax::cpu {
+namespace {
+
+constexpr int64_t kMatmulTag = 1;
+
+struct MatmulEntry {
+  bool supported = false;
+  dnnl::matmul prim;
+  dnnl::memory::desc a_md, b_md, c_md;
+  size_t scratchpad_bytes = 0;
+};
+
+// Strides of one (batch, rows, cols) operand as oneDNN sees them. Size-1
+// dimensions get the stride that makes the layout dense row-major when it can
+// be, so vectors and single matrices match oneDNN's fast plain layouts.
+struct Strides3 {
+  int64_t batch, rows, cols;
+};
+
+Strides3 canonical(int64_t batch, int64_t rows, int64_t cols, const MatrixView& v) {
+  Strides3 s{v.batch_stride, v.row_stride, v.col_stride};
+  if (rows == 1 && cols == 1) {
+    s.rows = s.cols = 1;
+  } else if (rows == 1) {
+    s.rows = cols * s.cols;
+  } else if (cols == 1) {
+    s.cols = 1;  // row-major: the only plain layout oneDNN accepts for C
+  }
+  if (batch == 1) s.batch = rows * cols;
+  return s;
+}
+
+dnnl::memory::desc operand_md(bool batched, int64_t batch, int64_t rows, int64_t cols, const Strides3& s,
+                              DType dtype) {
+  if (batched) return strided_md({batch, rows, cols}, {s.batch, s.rows, s.cols}, dtype);
+  return strided_md({rows, cols}, {s.rows, s.cols}, dtype);
+}
+
+MatmulEntry make_matmul(const GemmShape& g, const Strides3& sa, const Strides3& sb, const Strides3& sc,
+                        DType ab_dtype, DType c_dtype) {
+  MatmulEntry e;
+  const bool batched = g.batch > 1;
+  e.a_md = operand_md(batched, g.batch, g.m, g.k, sa, ab_dtype);
+  e.b_md = operand_md(batched, g.batch, g.k, g.n, sb, ab_dtype);
+  e.c_md = operand_md(batched, g.batch, g.m, g.n, sc, c_dtype);
+  try {
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e.a_md, e.b_md, e.c_md), user_scratchpad_attr(),
+                                    dnnl_engine());
+    if (is_reference_impl(pd)) return e;
+    e.prim = dnnl::matmul(pd);
+    e.scratchpad_bytes = pd.scratchpad_desc().get_size();
+    e.supported = true;
+  } catch (const dnnl::error&) {
+    // No implementation for these dtypes / strides: reported as unsupported.
+  }
+  return e;
+}
+
+}  // namespace
+
+bool gemm_dnnl(const GemmShape& g, const MatrixView& a, const MatrixView& b, const MatrixView& c) {
+  PAX_CHECK(g.batch > 0 && g.m > 0 && g.n > 0 && g.k > 0, "gemm_dnnl: sizes must be positive");
+  const Strides3 sa = canonical(g.batch, g.m, g.k, a);
+  const Strides3 sb = canonical(g.batch, g.k, g.n, b);
+  const Strides3 sc = canonical(g.batch, g.m, g.n, c);
+  const DnnlKey key{kMatmulTag, g.batch, g.m, g.n, g.k,
+                    sa.batch, sa.rows, sa.cols, sb.batch, sb.rows, sb.cols, sc.batch, sc.rows, sc.cols,
+                    int64_t(a.dtype), int64_t(c.dtype)};
+  auto entry = dnnl_cached<MatmulEntry>(key, [&] { return make_matmul(g, sa, sb, sc, a.dtype, c.dtype); });
+  if (!entry->supported) return false;
+  dnnl_execute(entry->prim,
+               {{DNNL_ARG_SRC, user_memory(entry->a_md, a.data)},
+                {DNNL_ARG_WEIGHTS, user_memory(entry->b_md, b.data)},
+                {DNNL_ARG_DST, user_memory(entry->c_md, c.data)}},
+               entry->scratchpad_bytes);
+  return true;
+}
+
+void convert_parallel(DType from, const void* src, DType to, void* dst, int64_t n) {
+  const int64_t wi = int64_t(itemsize(from)), wo = int64_t(itemsize(to));
+  parallel_for(n, grain_for(wi + wo), [&](int64_t b, int64_t e) {
+    convert(from, static_cast<const char*>(src) + b * wi, to, static_cast<char*>(dst) + b * wo, size_t(e - b));
+  });
+}
+
+bool dnnl_has_f16_matmul() {
+  static const bool has = [] {
+    const int64_t n = 64;
+    MatrixView v{nullptr, DType::f16, n * n, n, 1};
+    return make_matmul({1, n, n, n}, canonical(1, n, n, v), canonical(1, n, n, v), canonical(1, n, n, v),
+                       DType::f16, DType::f16)
+        .supported;
+  }();
+  return has;
+}
+
+namespace {
+
+// Tiles of C (kRows x kCols) are independent tasks; each accumulates over K in
+// slabs of kDepth so that its slab of B stays in cache.
+constexpr int64_t kRows = 32, kCols = 256, kDepth = 128;
+
+template <class T>
+void gemm_blocked_typed(const GemmShape& g, const T* a, const T* b, T* c) {
+  const int64_t row_tiles = (g.m + kRows - 1) / kRows, col_tiles = (g.n + kCols - 1) / kCols;
+  const int64_t tiles = g.batch * row_tiles * col_tiles;
+  parallel_for(tiles, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> acc(size_t(kRows * kCols));
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t bi = t / (row_tiles * col_tiles);
+      const int64_t i0 = (t / col_tiles) % row_tiles * kRows, j0 = t % col_tiles * kCols;
+      const int64_t rows = std::min(kRows, g.m - i0), cols = std::min(kCols, g.n - j0);
+      const T* a_b = a + bi * g.m * g.k;
+      const T* b_b = b + bi * g.k * g.n;
+      std::fill(acc.begin(), acc.end(), T(0));
+      for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
+        const int64_t k1 = std::min(g.k, k0 + kDepth);
+        for (int64_t i = 0; i < rows; ++i) {
+          T* __restrict acc_row = acc.data() + i * kCols;
+          const T* a_row = a_b + (i0 + i) * g.k;
+          for (int64_t kk = k0; kk < k1; ++kk) {
+            const T av = a_row[kk];
+            const T* __restrict b_row = b_b + kk * g.n + j0;
+            for (int64_t j = 0; j < cols; ++j) acc_row[j] += T(av * b_row[j]);
+          }
+        }
+      }
+      T* c_tile = c + bi * g.m * g.n + i0 * g.n + j0;
+      for (int64_t i = 0; i < rows; ++i) std::copy_n(acc.data() + i * kCols, cols, c_tile + i * g.n);
+    }
+  });
+}
+
+// Signed integers are multiplied as their unsigned counterparts: the same bits
+// in two's complement, and wrap-around without undefined behaviour.
+template <class T>
+void gemm_blocked_as(const GemmShape& g, const void* a, const void* b, void* c) {
+  gemm_blocked_typed<T>(g, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(c));
+}
+
+}  // namespace
+
+void gemm_blocked(DType dtype, const GemmShape& g, const void* a, const void* b, void* c) {
+  if (g.batch * g.m * g.n == 0) return;
+  switch (dtype) {
+    case DType::u8: return gemm_blocked_as<uint8_t>(g, a, b, c);
+    case DType::u32: case DType::i32: return gemm_blocked_as<uint32_t>(g, a, b, c);
+    case DType::i64: return gemm_blocked_as<uint64_t>(g, a, b, c);
+    case DType::f32: return gemm_blocked_as<float>(g, a, b, c);
+    case DType::f64: return gemm_blocked_as<double>(g, a, b, c);
+    default: break;
+  }
+  PAX_FAIL("gemm_blocked: unsupported dtype ", dtype_name(dtype));
+}
+
+}  // namespace pax::cpu

@@ -1,0 +1,45 @@
+// Batched matrix products on the CPU, C[b] = A[b] · B[b] with
+//   A (batch, m, k), B (batch, k, n), C (batch, m, n)
+// given as strided views: oneDNN's matmul for f32 and bf16 (f32 accumulation),
+// and a cache-blocked OpenMP loop for f64 and the integer dtypes; plus the
+// parallel dtype conversion used around the oneDNN kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "pax/core/dtype.h"
+
+namespace pax::cpu {
+
+struct GemmShape {
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+};
+
+// A strided (batch, rows, cols) view; strides in elements. The stride of a
+// size-1 dimension is ignored.
+struct MatrixView {
+  void* data = nullptr;  // read-only for A and B
+  DType dtype = DType::f32;
+  int64_t batch_stride = 0, row_stride = 0, col_stride = 0;
+};
+
+// Runs the product through oneDNN when it has an optimised (non-reference)
+// kernel for these dtypes and strides, and returns true; otherwise returns
+// false without touching C, and the caller makes the operands contiguous or
+// converts them. All sizes must be > 0. A and B share a dtype (f32, bf16 or
+// f16); C is f32 or that dtype. Primitives and decisions are cached, so a
+// repeated call costs one lookup plus the execution.
+bool gemm_dnnl(const GemmShape& shape, const MatrixView& a, const MatrixView& b, const MatrixView& c);
+
+// True when oneDNN has an optimised f16 matmul on this CPU (probed once).
+bool dnnl_has_f16_matmul();
+
+// C = A · B for contiguous row-major operands that all have `dtype` (u8, u32,
+// i32, i64, f32 or f64). Integers wrap around like XLA's. Sizes may be 0.
+void gemm_blocked(DType dtype, const GemmShape& shape, const void* a, const void* b, void* c);
+
+// Converts n elements between dtypes in parallel: operands into, and results
+// out of, the dtypes the oneDNN kernels compute in.
+void convert_parallel(DType from, const void* src, DType to, void* dst, int64_t n);
+
+}  // namespace pax::cpu

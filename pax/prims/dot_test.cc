@@ -1,0 +1,340 @@
+// dot_general against a slow f64 reference loop: transposed operands, batch
+// axes in any position, vectors and scalars, zero sizes, every dtype, the
+// transformer shapes, and every error of the shape rule.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "pax/ops/lax.h"
+#include "pax/testing/testing.h"
+
+namespace pax {
+namespace {
+
+using testing::all_close;
+using testing::random_array;
+
+std::vector<int64_t> unravel(int64_t flat, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> idx(dims.size());
+  for (size_t d = dims.size(); d-- > 0;) {
+    idx[d] = flat % dims[d];
+    flat /= dims[d];
+  }
+  return idx;
+}
+
+int64_t ravel(const std::vector<int64_t>& idx, const Shape& s) {
+  int64_t flat = 0;
+  for (int64_t d = 0; d < s.rank(); ++d) flat = flat * s[d] + idx[size_t(d)];
+  return flat;
+}
+
+// Output axes: batch, lhs free, rhs free; sums over the contracting axes in f64.
+std::vector<double> reference_dot(const Array& lhs, const Array& rhs, const lax::DotDimensionNumbers& dn) {
+  const std::vector<double> l = lhs.to_vector<double>(), r = rhs.to_vector<double>();
+  auto free_of = [](int64_t rank, const Ints& c, const Ints& b) {
+    Ints f;
+    for (int64_t a = 0; a < rank; ++a)
+      if (std::find(c.begin(), c.end(), a) == c.end() && std::find(b.begin(), b.end(), a) == b.end()) f.push_back(a);
+    return f;
+  };
+  const Ints lf = free_of(lhs.ndim(), dn.lhs_contracting, dn.lhs_batch);
+  const Ints rf = free_of(rhs.ndim(), dn.rhs_contracting, dn.rhs_batch);
+  std::vector<int64_t> out_dims, k_dims;
+  for (int64_t a : dn.lhs_batch) out_dims.push_back(lhs.dim(a));
+  for (int64_t a : lf) out_dims.push_back(lhs.dim(a));
+  for (int64_t a : rf) out_dims.push_back(rhs.dim(a));
+  for (int64_t a : dn.lhs_contracting) k_dims.push_back(lhs.dim(a));
+  int64_t out_n = 1, k_n = 1;
+  for (int64_t d : out_dims) out_n *= d;
+  for (int64_t d : k_dims) k_n *= d;
+  std::vector<double> out(size_t(out_n), 0.0);
+  for (int64_t o = 0; o < out_n; ++o) {
+    const std::vector<int64_t> oi = unravel(o, out_dims);
+    std::vector<int64_t> li(size_t(lhs.ndim())), ri(size_t(rhs.ndim()));
+    size_t pos = 0;
+    for (size_t i = 0; i < dn.lhs_batch.size(); ++i, ++pos) {
+      li[size_t(dn.lhs_batch[i])] = oi[pos];
+      ri[size_t(dn.rhs_batch[i])] = oi[pos];
+    }
+    for (int64_t a : lf) li[size_t(a)] = oi[pos++];
+    for (int64_t a : rf) ri[size_t(a)] = oi[pos++];
+    double acc = 0.0;
+    for (int64_t k = 0; k < k_n; ++k) {
+      const std::vector<int64_t> ki = unravel(k, k_dims);
+      for (size_t i = 0; i < ki.size(); ++i) {
+        li[size_t(dn.lhs_contracting[i])] = ki[i];
+        ri[size_t(dn.rhs_contracting[i])] = ki[i];
+      }
+      acc += l[size_t(ravel(li, lhs.shape()))] * r[size_t(ravel(ri, rhs.shape()))];
+    }
+    out[size_t(o)] = acc;
+  }
+  return out;
+}
+
+// Runs dot_general on random operands and compares with the reference.
+void check_dot(const Shape& ls, const Shape& rs, const lax::DotDimensionNumbers& dn, const Shape& want_shape,
+               DType dtype = DType::f32, double tol = 1e-5) {
+  Array lhs = random_array(ls, dtype, 1), rhs = random_array(rs, dtype, 2);
+  Array out = lax::dot_general(lhs, rhs, dn);
+  EXPECT_EQ(out.shape(), want_shape);
+  EXPECT_EQ(out.dtype(), dtype);
+  EXPECT_TRUE(all_close(out, reference_dot(lhs, rhs, dn), tol, tol)) << ls << " x " << rs;
+}
+
+TEST(DotGeneral, PlainMatmul) {
+  check_dot({5, 7}, {7, 3}, {{1}, {0}, {}, {}}, {5, 3});
+  check_dot({33, 70}, {70, 45}, {{1}, {0}, {}, {}}, {33, 45});
+  // Hand-computed.
+  Array a = array<float>({1, 2, 3, 4}, {2, 2}), b = array<float>({5, 6, 7, 8}, {2, 2});
+  EXPECT_TRUE(all_close(lax::dot_general(a, b, {{1}, {0}, {}, {}}), {19, 22, 43, 50}));
+}
+
+TEST(DotGeneral, TransposedOperands) {
+  check_dot({7, 5}, {7, 3}, {{0}, {0}, {}, {}}, {5, 3});     // A^T B
+  check_dot({5, 7}, {3, 7}, {{1}, {1}, {}, {}}, {5, 3});     // A B^T
+  check_dot({7, 5}, {3, 7}, {{0}, {1}, {}, {}}, {5, 3});     // A^T B^T
+  check_dot({64, 40}, {64, 48}, {{0}, {0}, {}, {}}, {40, 48});
+}
+
+TEST(DotGeneral, MultipleContractingAxes) {
+  check_dot({3, 4, 5}, {4, 5, 2}, {{1, 2}, {0, 1}, {}, {}}, {3, 2});
+  // Pairs in an order that merges in neither operand: an operand is copied.
+  check_dot({3, 4, 5}, {5, 4, 2}, {{1, 2}, {1, 0}, {}, {}}, {3, 2});
+  check_dot({4, 3, 5}, {5, 2, 4}, {{2, 0}, {0, 2}, {}, {}}, {3, 2});
+}
+
+TEST(DotGeneral, BatchedFirst) {
+  check_dot({4, 5, 7}, {4, 7, 3}, {{2}, {1}, {0}, {0}}, {4, 5, 3});
+  // Attention scores: [B,H,T,D] x [B,H,S,D] contracting D.
+  check_dot({2, 3, 6, 8}, {2, 3, 5, 8}, {{3}, {3}, {0, 1}, {0, 1}}, {2, 3, 6, 5});
+  // Attention output: [B,H,T,S] x [B,H,S,D] contracting S.
+  check_dot({2, 3, 6, 5}, {2, 3, 5, 8}, {{3}, {2}, {0, 1}, {0, 1}}, {2, 3, 6, 8});
+}
+
+TEST(DotGeneral, BatchInTheMiddleAndLast) {
+  check_dot({5, 4, 7}, {7, 4, 3}, {{2}, {0}, {1}, {1}}, {4, 5, 3});
+  check_dot({6, 2, 8, 3}, {3, 8, 5}, {{2}, {1}, {3}, {0}}, {3, 6, 2, 5});
+  check_dot({5, 7, 4}, {4, 7, 3}, {{1}, {1}, {2}, {0}}, {4, 5, 3});  // batch innermost in lhs
+  // Batch axes given in another order than the layout.
+  check_dot({2, 3, 4, 5}, {3, 2, 5, 6}, {{3}, {2}, {1, 0}, {0, 1}}, {3, 2, 4, 6});
+}
+
+TEST(DotGeneral, SizeOneAxes) {
+  check_dot({1, 5, 1, 7}, {7, 1, 3}, {{3, 0}, {0, 1}, {}, {}}, {5, 1, 3});
+  check_dot({1, 5, 1, 7}, {1, 7, 1, 3}, {{3}, {1}, {0, 2}, {2, 0}}, {1, 1, 5, 3});
+  check_dot({5, 1}, {1, 4}, {{1}, {0}, {}, {}}, {5, 4});
+  check_dot({1, 6, 1}, {6, 1}, {{1}, {0}, {}, {}}, {1, 1, 1});
+}
+
+TEST(DotGeneral, VectorsAndScalars) {
+  check_dot({9}, {9}, {{0}, {0}, {}, {}}, {});                // vector dot
+  check_dot({6, 9}, {9}, {{1}, {0}, {}, {}}, {6});            // matrix-vector
+  check_dot({9}, {9, 6}, {{0}, {0}, {}, {}}, {6});            // vector-matrix
+  check_dot({6, 9}, {6}, {{0}, {0}, {}, {}}, {9});            // transposed matrix-vector
+  check_dot({4}, {5}, {{}, {}, {}, {}}, {4, 5});              // outer product
+  check_dot({}, {3, 2}, {{}, {}, {}, {}}, {3, 2});            // scalar times matrix
+  check_dot({}, {}, {{}, {}, {}, {}}, {});                    // scalar product
+  check_dot({3, 7}, {3, 7}, {{1}, {1}, {0}, {0}}, {3});       // batched dot products
+  EXPECT_TRUE(all_close(lax::dot_general(array<float>({1, 2, 3}), array<float>({4, 5, 6}), {{0}, {0}, {}, {}}), {32}));
+}
+
+TEST(DotGeneral, ZeroSizes) {
+  Array k0 = lax::dot_general(random_array({3, 0}, DType::f32, 1), random_array({0, 4}, DType::f32, 2),
+                              {{1}, {0}, {}, {}});
+  EXPECT_EQ(k0.shape(), (Shape{3, 4}));
+  EXPECT_TRUE(all_close(k0, std::vector<double>(12, 0.0)));
+  Array k0i = lax::dot_general(random_array({2, 0}, DType::i32, 1), random_array({0, 2}, DType::i32, 2),
+                               {{1}, {0}, {}, {}});
+  EXPECT_TRUE(all_close(k0i, {0, 0, 0, 0}));
+  Array m0 = lax::dot_general(random_array({0, 5}, DType::f32, 1), random_array({5, 4}, DType::f32, 2),
+                              {{1}, {0}, {}, {}});
+  EXPECT_EQ(m0.shape(), (Shape{0, 4}));
+  Array b0 = lax::dot_general(random_array({0, 2, 5}, DType::bf16, 1), random_array({0, 5, 3}, DType::bf16, 2),
+                              {{2}, {1}, {0}, {0}});
+  EXPECT_EQ(b0.shape(), (Shape{0, 2, 3}));
+}
+
+TEST(DotGeneral, BFloat16) {
+  const lax::DotDimensionNumbers dn{{1}, {0}, {}, {}};
+  Array a = random_array({17, 40}, DType::bf16, 3), b = random_array({40, 23}, DType::bf16, 4);
+  const std::vector<double> want = reference_dot(a, b, dn);  // of the bf16 values, in f64
+  Array out = lax::dot_general(a, b, dn);
+  EXPECT_EQ(out.dtype(), DType::bf16);
+  EXPECT_TRUE(all_close(out, want, 1e-2, 1e-2));  // one bf16 rounding of an f32 sum
+  Array f = lax::dot_general(a, b, dn, DType::f32);
+  EXPECT_EQ(f.dtype(), DType::f32);
+  EXPECT_TRUE(all_close(f, want, 1e-5, 1e-5));  // accumulated in f32
+  // Transposed and batched bf16 operands.
+  Array at = random_array({40, 17}, DType::bf16, 5);
+  EXPECT_TRUE(all_close(lax::dot_general(at, b, {{0}, {0}, {}, {}}, DType::f32),
+                        reference_dot(at, b, {{0}, {0}, {}, {}}), 1e-5, 1e-5));
+  Array q = random_array({2, 3, 6, 8}, DType::bf16, 6), k = random_array({2, 3, 5, 8}, DType::bf16, 7);
+  const lax::DotDimensionNumbers attn{{3}, {3}, {0, 1}, {0, 1}};
+  EXPECT_TRUE(all_close(lax::dot_general(q, k, attn, DType::f32), reference_dot(q, k, attn), 1e-5, 1e-5));
+  Array bm = random_array({5, 4, 7}, DType::bf16, 8), bn = random_array({7, 4, 3}, DType::bf16, 9);
+  EXPECT_TRUE(all_close(lax::dot_general(bm, bn, {{2}, {0}, {1}, {1}}),
+                        reference_dot(bm, bn, {{2}, {0}, {1}, {1}}), 1e-2, 1e-2));
+  // bf16 inputs asking for f16 or f64 results.
+  EXPECT_TRUE(all_close(lax::dot_general(a, b, dn, DType::f16), want, 2e-3, 2e-3));
+  EXPECT_TRUE(all_close(lax::dot_general(a, b, dn, DType::f64), want, 1e-12, 1e-12));
+}
+
+TEST(DotGeneral, Float16) {
+  const lax::DotDimensionNumbers dn{{0}, {1}, {}, {}};
+  Array a = random_array({30, 9}, DType::f16, 3), b = random_array({11, 30}, DType::f16, 4);
+  const std::vector<double> want = reference_dot(a, b, dn);
+  Array out = lax::dot_general(a, b, dn);
+  EXPECT_EQ(out.dtype(), DType::f16);
+  EXPECT_TRUE(all_close(out, want, 2e-3, 2e-3));
+  Array f = lax::dot_general(a, b, dn, DType::f32);
+  EXPECT_EQ(f.dtype(), DType::f32);
+  EXPECT_TRUE(all_close(f, want, 1e-5, 1e-5));
+}
+
+TEST(DotGeneral, Float64) {
+  check_dot({13, 29}, {29, 7}, {{1}, {0}, {}, {}}, {13, 7}, DType::f64, 1e-12);
+  check_dot({29, 13}, {7, 29}, {{0}, {1}, {}, {}}, {13, 7}, DType::f64, 1e-12);
+  check_dot({3, 40, 33}, {3, 33, 300}, {{2}, {1}, {0}, {0}}, {3, 40, 300}, DType::f64, 1e-12);
+  check_dot({5, 4, 7}, {7, 4, 3}, {{2}, {0}, {1}, {1}}, {4, 5, 3}, DType::f64, 1e-12);
+  // f32 inputs asking for f64.
+  Array a = random_array({6, 5}, DType::f32, 1), b = random_array({5, 4}, DType::f32, 2);
+  Array out = lax::dot_general(a, b, {{1}, {0}, {}, {}}, DType::f64);
+  EXPECT_EQ(out.dtype(), DType::f64);
+  EXPECT_TRUE(all_close(out, reference_dot(a, b, {{1}, {0}, {}, {}}), 1e-12, 1e-12));
+}
+
+TEST(DotGeneral, Integers) {
+  Array a = random_array({9, 37}, DType::i32, 1, -50, 50), b = random_array({37, 6}, DType::i32, 2, -50, 50);
+  const lax::DotDimensionNumbers dn{{1}, {0}, {}, {}};
+  Array out = lax::dot_general(a, b, dn);
+  EXPECT_EQ(out.dtype(), DType::i32);
+  EXPECT_TRUE(all_close(out, reference_dot(a, b, dn), 0, 0));
+  Array wide = lax::dot_general(a, b, dn, DType::i64);
+  EXPECT_EQ(wide.dtype(), DType::i64);
+  EXPECT_TRUE(all_close(wide, reference_dot(a, b, dn), 0, 0));
+  Array as_float = lax::dot_general(a, b, dn, DType::f32);
+  EXPECT_EQ(as_float.dtype(), DType::f32);
+  EXPECT_TRUE(all_close(as_float, reference_dot(a, b, dn), 0, 0));
+  check_dot({4, 3, 70}, {3, 70, 300}, {{2}, {1}, {1}, {0}}, {3, 4, 300}, DType::i64, 0);
+  // u8 wraps around modulo 256 like XLA's; widening to u32 does not.
+  Array u = array<uint8_t>({200, 100}), v = array<uint8_t>({2, 1});
+  EXPECT_EQ(lax::dot_general(u, v, {{0}, {0}, {}, {}}).item<int64_t>(), (400 + 100) % 256);
+  EXPECT_EQ(lax::dot_general(u, v, {{0}, {0}, {}, {}}, DType::u32).item<int64_t>(), 500);
+  // i32 wraps too (two's complement).
+  Array big = array<int32_t>({1 << 30, 1 << 30, 1 << 30, 1 << 30});
+  Array one = array<int32_t>({1, 1, 1, 1});
+  EXPECT_EQ(lax::dot_general(big, one, {{0}, {0}, {}, {}}).item<int64_t>(), 0);
+}
+
+TEST(DotGeneral, SpecialValues) {
+  const float inf = INFINITY, nan = NAN;
+  Array a = array<float>({1, inf, 0, 1, nan, 2}, {3, 2});
+  Array b = array<float>({1, 2, 1, 0}, {2, 2});
+  Array out = lax::dot_general(a, b, {{1}, {0}, {}, {}});
+  std::vector<double> got = out.to_vector<double>();
+  EXPECT_EQ(got[0], inf);
+  EXPECT_TRUE(std::isnan(got[1]));  // inf * 0
+  EXPECT_EQ(got[2], 1);
+  EXPECT_EQ(got[3], 0);
+  EXPECT_TRUE(std::isnan(got[4]));
+  EXPECT_TRUE(std::isnan(got[5]));
+}
+
+// Plain [m,k] x [k,n] reference with an f64 row accumulator (fast enough for
+// the transformer shapes).
+std::vector<double> reference_matmul(const std::vector<double>& a, const std::vector<double>& b, int64_t batch,
+                                     int64_t m, int64_t k, int64_t n) {
+  std::vector<double> c(size_t(batch * m * n), 0.0);
+  for (int64_t bi = 0; bi < batch; ++bi)
+    for (int64_t i = 0; i < m; ++i) {
+      double* row = &c[size_t((bi * m + i) * n)];
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const double av = a[size_t((bi * m + i) * k + kk)];
+        const double* brow = &b[size_t((bi * k + kk) * n)];
+        for (int64_t j = 0; j < n; ++j) row[j] += av * brow[j];
+      }
+    }
+  return c;
+}
+
+void check_transformer_shape(int64_t batch, int64_t m, int64_t k, int64_t n) {
+  const Shape as = batch > 1 ? Shape{batch, m, k} : Shape{m, k};
+  const Shape bs = batch > 1 ? Shape{batch, k, n} : Shape{k, n};
+  const lax::DotDimensionNumbers dn =
+      batch > 1 ? lax::DotDimensionNumbers{{2}, {1}, {0}, {0}} : lax::DotDimensionNumbers{{1}, {0}, {}, {}};
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    Array a = random_array(as, dtype, 11), b = random_array(bs, dtype, 12);
+    const std::vector<double> want =
+        reference_matmul(a.to_vector<double>(), b.to_vector<double>(), batch, m, k, n);
+    Array out = lax::dot_general(a, b, dn, DType::f32);
+    EXPECT_TRUE(all_close(out, want, 1e-4, 1e-3)) << dtype_name(dtype) << " " << batch << "x" << m << "x" << k
+                                                  << "x" << n;
+  }
+}
+
+TEST(DotGeneral, TransformerShapes) {
+  check_transformer_shape(1, 2048, 256, 768);
+  check_transformer_shape(1, 2048, 1024, 256);
+  check_transformer_shape(32, 256, 64, 256);
+}
+
+TEST(DotGeneral, RepeatedCallsReuseThePrimitive) {
+  Array a = random_array({8, 16}, DType::f32, 1), b = random_array({16, 4}, DType::f32, 2);
+  const std::vector<double> want = reference_dot(a, b, {{1}, {0}, {}, {}});
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(all_close(lax::dot_general(a, b, {{1}, {0}, {}, {}}), want, 1e-5, 1e-5));
+}
+
+TEST(DotGeneral, ConcurrentCalls) {
+  // Eager calls from several threads share the primitive cache.
+  Array a = random_array({40, 30}, DType::f32, 1), b = random_array({30, 20}, DType::f32, 2);
+  Array q = random_array({3, 16, 8}, DType::bf16, 3), k = random_array({3, 12, 8}, DType::bf16, 4);
+  const lax::DotDimensionNumbers mm{{1}, {0}, {}, {}}, attn{{2}, {2}, {0}, {0}};
+  const std::vector<double> want_mm = reference_dot(a, b, mm), want_attn = reference_dot(q, k, attn);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        const bool ok = t % 2 ? bool(all_close(lax::dot_general(a, b, mm), want_mm, 1e-5, 1e-5))
+                              : bool(all_close(lax::dot_general(q, k, attn, DType::f32), want_attn, 1e-5, 1e-5));
+        if (!ok) ++failures;
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(DotGeneral, Errors) {
+  Array a = random_array({2, 3}, DType::f32, 1), b = random_array({3, 4}, DType::f32, 2);
+  EXPECT_PAX_ERROR(lax::dot_general(a, lax::convert_element_type(b, DType::bf16), {{1}, {0}, {}, {}}), "must have the same dtype");
+  EXPECT_PAX_ERROR(lax::dot_general(lax::convert_element_type(a, DType::bool_), lax::convert_element_type(b, DType::bool_), {{1}, {0}, {}, {}}),
+                   "are bool");
+  EXPECT_PAX_ERROR(lax::dot_general(a, b, {{2}, {0}, {}, {}}), "lhs_contracting_dims (2,) out of range for lhs f32[2,3]");
+  EXPECT_PAX_ERROR(lax::dot_general(a, b, {{1}, {-1}, {}, {}}), "rhs_contracting_dims (-1,) out of range");
+  EXPECT_PAX_ERROR(lax::dot_general(a, b, {{1, 1}, {0, 0}, {}, {}}), "repeats axis 1");
+  EXPECT_PAX_ERROR(lax::dot_general(a, b, {{0}, {0}, {}, {}}), "contracting dimension sizes differ");
+  EXPECT_PAX_ERROR(lax::dot_general(a, b, {{1}, {}, {}, {}}), "must have the same length");
+  EXPECT_PAX_ERROR(lax::dot_general(a, b, {{1}, {0}, {0}, {}}), "lhs_batch_dims (0,) and rhs_batch_dims () must have");
+  Array c = random_array({2, 3, 4}, DType::f32, 3), d = random_array({3, 3, 5}, DType::f32, 4);
+  EXPECT_PAX_ERROR(lax::dot_general(c, d, {{1}, {1}, {0}, {0}}), "batch dimension sizes differ");
+  EXPECT_PAX_ERROR(lax::dot_general(c, c, {{1}, {1}, {1}, {1}}), "both a contracting and a batch dimension");
+  EXPECT_PAX_ERROR(lax::dot_general(c, c, {{}, {}, {0, 0}, {0, 1}}), "repeats axis 0");
+  EXPECT_PAX_ERROR(lax::dot_general(a, b, {{1}, {0}, {}, {}}, DType::bf16), "preferred_element_type bfloat16");
+  EXPECT_PAX_ERROR(lax::dot_general(a, b, {{1}, {0}, {}, {}}, DType::i32), "is not valid for operands f32[2,3]");
+  Array ai = lax::convert_element_type(a, DType::i32), bi = lax::convert_element_type(b, DType::i32);
+  EXPECT_PAX_ERROR(lax::dot_general(ai, bi, {{1}, {0}, {}, {}}, DType::u32), "same signedness");
+  EXPECT_PAX_ERROR(lax::dot_general(ai, bi, {{1}, {0}, {}, {}}, DType::u8), "preferred_element_type uint8");
+  EXPECT_PAX_ERROR(lax::dot_general(ai, bi, {{1}, {0}, {}, {}}, DType::bool_), "preferred_element_type bool");
+  EXPECT_PAX_ERROR(lax::dot_general(Array(), b, {{1}, {0}, {}, {}}), "empty Array");
+}
+
+}  // namespace
+}  // namespace pax
