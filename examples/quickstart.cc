@@ -25,7 +25,7 @@ int main() {
   // Matrix multiply (oneDNN underneath) and einsum.
   Array w = reshape(arange(12).astype(DType::f32), {3, 4});
   std::cout << "x @ w =\n" << matmul(x, w) << "\n";
-  std::cout << "einsum('ij,jk->ik') agrees: "
+  std::cout << std::boolalpha << "einsum('ij,jk->ik') agrees: "
             << all(equal(einsum("ij,jk->ik", x, w), matmul(x, w))).item<bool>() << "\n\n";
 
   // A numerically stable softmax over the last axis.
