@@ -12,6 +12,7 @@
 
 #include "pax/backend/cpu/conv_dnnl.h"
 #include "pax/backend/cpu/copy.h"
+#include "pax/backend/cpu/elementwise.h"
 #include "pax/backend/cpu/gemm_dnnl.h"
 #include "pax/core/buffer.h"
 #include "pax/core/error.h"

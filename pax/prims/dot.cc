@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pax/backend/cpu/copy.h"
+#include "pax/backend/cpu/elementwise.h"
 #include "pax/backend/cpu/gemm_dnnl.h"
 #include "pax/core/buffer.h"
 #include "pax/core/error.h"

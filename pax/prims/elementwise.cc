@@ -172,12 +172,7 @@ void integer_pow_kernel(const Params& p, std::span<const TensorView> in, std::sp
 }
 
 void convert_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
-  const TensorView& x = in[0];
-  const TensorView& y = out[0];
-  const size_t wi = itemsize(x.dtype), wo = itemsize(y.dtype);
-  cpu::parallel_for(x.numel(), grain(x.dtype), [&](int64_t b, int64_t e) {
-    cpu::convert(x.dtype, x.as<char>() + b * wi, y.dtype, y.as<char>() + b * wo, size_t(e - b));
-  });
+  cpu::convert_parallel(in[0].dtype, in[0].data, out[0].dtype, out[0].data, in[0].numel());
 }
 
 void select_n_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {

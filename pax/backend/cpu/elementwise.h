@@ -35,6 +35,8 @@ void integer_pow(DType dtype, int64_t exponent, const void* x, void* y, size_t n
 // Element type conversion with XLA semantics (float->int saturates, NaN->0,
 // ->bool is "!= 0", ->bf16/f16 round to nearest even).
 void convert(DType from, const void* x, DType to, void* y, size_t n);
+// convert() over n elements split across threads.
+void convert_parallel(DType from, const void* x, DType to, void* y, int64_t n);
 // y[i] = cases[which[i]][i]; `which` is bool or i32, cases have element width `width`.
 void select_n(DType which_dtype, const void* which, const void* const* cases, size_t num_cases,
               size_t width, void* y, size_t n);

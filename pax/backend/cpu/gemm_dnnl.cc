@@ -88,13 +88,6 @@ bool gemm_dnnl(const GemmShape& g, const MatrixView& a, const MatrixView& b, con
   return true;
 }
 
-void convert_parallel(DType from, const void* src, DType to, void* dst, int64_t n) {
-  const int64_t wi = int64_t(itemsize(from)), wo = int64_t(itemsize(to));
-  parallel_for(n, grain_for(wi + wo), [&](int64_t b, int64_t e) {
-    convert(from, static_cast<const char*>(src) + b * wi, to, static_cast<char*>(dst) + b * wo, size_t(e - b));
-  });
-}
-
 bool dnnl_has_f16_matmul() {
   static const bool has = [] {
     const int64_t n = 64;

@@ -1,8 +1,7 @@
 // Batched matrix products on the CPU, C[b] = A[b] · B[b] with
 //   A (batch, m, k), B (batch, k, n), C (batch, m, n)
 // given as strided views: oneDNN's matmul for f32 and bf16 (f32 accumulation),
-// and a cache-blocked OpenMP loop for f64 and the integer dtypes; plus the
-// parallel dtype conversion used around the oneDNN kernels.
+// and a cache-blocked OpenMP loop for f64 and the integer dtypes.
 #pragma once
 
 #include <cstdint>
@@ -37,9 +36,5 @@ bool dnnl_has_f16_matmul();
 // C = A · B for contiguous row-major operands that all have `dtype` (u8, u32,
 // i32, i64, f32 or f64). Integers wrap around like XLA's. Sizes may be 0.
 void gemm_blocked(DType dtype, const GemmShape& shape, const void* a, const void* b, void* c);
-
-// Converts n elements between dtypes in parallel: operands into, and results
-// out of, the dtypes the oneDNN kernels compute in.
-void convert_parallel(DType from, const void* src, DType to, void* dst, int64_t n);
 
 }  // namespace pax::cpu

@@ -123,14 +123,6 @@ void block_partials(ReduceOp op, DType dtype, const char* x, const Plan& p, char
   });
 }
 
-// Converts n elements in parallel (accumulators to the output dtype).
-void convert_parallel(DType from, const char* x, DType to, char* y, int64_t n) {
-  const int64_t wi = int64_t(itemsize(from)), wo = int64_t(itemsize(to));
-  parallel_for(n, grain_for(wi + wo), [&](int64_t b, int64_t e) {
-    convert(from, x + b * wi, to, y + b * wo, size_t(e - b));
-  });
-}
-
 // Whether v is a better arg-reduction candidate than the current best `cur`
 // (strictly better, or a NaN replacing a number; nothing replaces a NaN).
 template <bool kMax, class V>
