@@ -196,21 +196,6 @@ void store_from_double(void* p, size_t i, double v, bool src_float) {
   else t[i] = T(int64_t(v));
 }
 
-template <class F>
-void visit(DType d, F&& f) {
-  switch (d) {
-    case DType::bool_: return f(bool{});
-    case DType::u8: return f(uint8_t{});
-    case DType::u32: return f(uint32_t{});
-    case DType::i32: return f(int32_t{});
-    case DType::i64: return f(int64_t{});
-    case DType::bf16: return f(bf16{});
-    case DType::f16: return f(f16{});
-    case DType::f32: return f(float{});
-    case DType::f64: return f(double{});
-  }
-}
-
 }  // namespace
 
 void convert_host(DType from, const void* src, DType to, void* dst, size_t n) {
@@ -221,9 +206,9 @@ void convert_host(DType from, const void* src, DType to, void* dst, size_t n) {
   }
   // Integer -> integer goes through int64 so large i64 values stay exact.
   bool int_path = !is_floating(from) && !is_floating(to);
-  visit(from, [&](auto s) {
+  visit_dtype(from, [&](auto s) {
     using S = decltype(s);
-    visit(to, [&](auto t) {
+    visit_dtype(to, [&](auto t) {
       using T = decltype(t);
       for (size_t i = 0; i < n; ++i) {
         if (int_path) {

@@ -72,6 +72,24 @@ template <> struct dtype_of<float> { static constexpr DType value = DType::f32; 
 template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
 template <class T> inline constexpr DType dtype_v = dtype_of<T>::value;
 
+// Calls f with a value of the C++ type of `d` (bool{}, uint8_t{}, ..., double{}),
+// so that a loop is compiled per type and the dtype is switched on once.
+template <class F>
+decltype(auto) visit_dtype(DType d, F&& f) {
+  switch (d) {
+    case DType::bool_: return f(bool{});
+    case DType::u8: return f(uint8_t{});
+    case DType::u32: return f(uint32_t{});
+    case DType::i32: return f(int32_t{});
+    case DType::i64: return f(int64_t{});
+    case DType::bf16: return f(bf16{});
+    case DType::f16: return f(f16{});
+    case DType::f32: return f(float{});
+    case DType::f64: return f(double{});
+  }
+  return f(float{});  // unreachable for valid dtypes
+}
+
 // Converts `n` host values between any two dtypes with the same rules as
 // convert_element_type (float->int saturates, NaN->0; ->bool is "!= 0").
 void convert_host(DType from, const void* src, DType to, void* dst, size_t n);

@@ -88,6 +88,13 @@ Array to_inexact(const Array& x) {
 
 Array to_bool(const ArrayLike& x) { return x.as(DType::bool_); }
 
+// Where the truncating remainder r of x / y is non-zero and its sign differs
+// from y's: there floor division is one less and Python's % adds y.
+Array inexact_with_sign_mismatch(const Array& r, const Array& y) {
+  Array zero = lax::broadcast_in_dim(scalar(0.0, r.dtype()), r.shape().dims(), {});
+  return lax::bitwise_and(lax::ne(r, zero), lax::ne(lax::lt(r, zero), lax::lt(y, zero)));
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -123,11 +130,8 @@ Array floor_divide(const ArrayLike& a, const ArrayLike& b) {
   if (is_unsigned(x.dtype())) return lax::div(x, y);
   // Truncating division, then one step down where the signs differ and the
   // division was inexact.
-  Array q = lax::div(x, y);
-  Array r = lax::rem(x, y);
-  Array zero = lax::broadcast_in_dim(scalar(0.0, x.dtype()), x.shape().dims(), {});
-  Array adjust = lax::bitwise_and(lax::ne(r, zero), lax::ne(lax::lt(r, zero), lax::lt(y, zero)));
-  return lax::sub(q, lax::convert_element_type(adjust, x.dtype()));
+  Array adjust = inexact_with_sign_mismatch(lax::rem(x, y), y);
+  return lax::sub(lax::div(x, y), lax::convert_element_type(adjust, x.dtype()));
 }
 
 Array remainder(const ArrayLike& a, const ArrayLike& b) {
@@ -135,9 +139,7 @@ Array remainder(const ArrayLike& a, const ArrayLike& b) {
   PAX_CHECK(x.dtype() != DType::bool_, "remainder: bool operands are not supported");
   Array r = lax::rem(x, y);
   if (is_unsigned(x.dtype())) return r;
-  Array zero = lax::broadcast_in_dim(scalar(0.0, x.dtype()), x.shape().dims(), {});
-  Array fix = lax::bitwise_and(lax::ne(r, zero), lax::ne(lax::lt(r, zero), lax::lt(y, zero)));
-  return lax::select_n(fix, {r, lax::add(r, y)});
+  return lax::select_n(inexact_with_sign_mismatch(r, y), {r, lax::add(r, y)});
 }
 
 Array power(const ArrayLike& a, const ArrayLike& b) {

@@ -18,21 +18,8 @@ namespace {
 
 using testing::all_close;
 using testing::random_array;
-
-std::vector<int64_t> unravel(int64_t flat, const std::vector<int64_t>& dims) {
-  std::vector<int64_t> idx(dims.size());
-  for (size_t d = dims.size(); d-- > 0;) {
-    idx[d] = flat % dims[d];
-    flat /= dims[d];
-  }
-  return idx;
-}
-
-int64_t ravel(const std::vector<int64_t>& idx, const Shape& s) {
-  int64_t flat = 0;
-  for (int64_t d = 0; d < s.rank(); ++d) flat = flat * s[d] + idx[size_t(d)];
-  return flat;
-}
+using testing::ravel;
+using testing::unravel;
 
 // Output axes: batch, lhs free, rhs free; sums over the contracting axes in f64.
 std::vector<double> reference_dot(const Array& lhs, const Array& rhs, const lax::DotDimensionNumbers& dn) {
@@ -55,7 +42,7 @@ std::vector<double> reference_dot(const Array& lhs, const Array& rhs, const lax:
   for (int64_t d : k_dims) k_n *= d;
   std::vector<double> out(size_t(out_n), 0.0);
   for (int64_t o = 0; o < out_n; ++o) {
-    const std::vector<int64_t> oi = unravel(o, out_dims);
+    const std::vector<int64_t> oi = unravel(o, Shape(out_dims));
     std::vector<int64_t> li(size_t(lhs.ndim())), ri(size_t(rhs.ndim()));
     size_t pos = 0;
     for (size_t i = 0; i < dn.lhs_batch.size(); ++i, ++pos) {
@@ -66,7 +53,7 @@ std::vector<double> reference_dot(const Array& lhs, const Array& rhs, const lax:
     for (int64_t a : rf) ri[size_t(a)] = oi[pos++];
     double acc = 0.0;
     for (int64_t k = 0; k < k_n; ++k) {
-      const std::vector<int64_t> ki = unravel(k, k_dims);
+      const std::vector<int64_t> ki = unravel(k, Shape(k_dims));
       for (size_t i = 0; i < ki.size(); ++i) {
         li[size_t(dn.lhs_contracting[i])] = ki[i];
         ri[size_t(dn.rhs_contracting[i])] = ki[i];

@@ -21,6 +21,8 @@ using lax::GatherMode;
 using lax::ScatterDimensionNumbers;
 using testing::all_close;
 using testing::random_array;
+using testing::ravel;
+using testing::unravel;
 
 Array make(const std::vector<double>& v, const Shape& shape, DType dtype) {
   std::vector<unsigned char> bytes(v.size() * itemsize(dtype));
@@ -49,21 +51,6 @@ double round_to(DType dtype, double v) {
   convert_host(DType::f64, &v, dtype, buf, 1);
   convert_host(dtype, buf, DType::f64, &out, 1);
   return out;
-}
-
-std::vector<int64_t> unravel(int64_t flat, const Shape& s) {
-  std::vector<int64_t> idx(size_t(s.rank()));
-  for (int64_t d = s.rank() - 1; d >= 0; --d) {
-    idx[size_t(d)] = flat % s[d];
-    flat /= s[d];
-  }
-  return idx;
-}
-
-int64_t ravel(const std::vector<int64_t>& idx, const Shape& s) {
-  int64_t flat = 0;
-  for (int64_t d = 0; d < s.rank(); ++d) flat = flat * s[d] + idx[size_t(d)];
-  return flat;
 }
 
 bool contains(const Ints& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }

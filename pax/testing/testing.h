@@ -32,6 +32,21 @@ inline Array random_array(const Shape& shape, DType dtype, uint32_t seed, double
   return from_host(bytes.data(), shape, dtype);
 }
 
+// Multi-index of a row-major flat index, and back (for reference loops).
+inline std::vector<int64_t> unravel(int64_t flat, const Shape& shape) {
+  std::vector<int64_t> idx(static_cast<size_t>(shape.rank()));
+  for (int64_t d = shape.rank() - 1; d >= 0; --d) {
+    idx[static_cast<size_t>(d)] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return idx;
+}
+inline int64_t ravel(const std::vector<int64_t>& idx, const Shape& shape) {
+  int64_t flat = 0;
+  for (int64_t d = 0; d < shape.rank(); ++d) flat = flat * shape[d] + idx[static_cast<size_t>(d)];
+  return flat;
+}
+
 // Checks shape and |actual - expected| <= atol + rtol * |expected| elementwise
 // (NaN matches NaN, infinities must match exactly).
 inline ::testing::AssertionResult all_close(const Array& actual, const std::vector<double>& expected,

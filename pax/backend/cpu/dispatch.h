@@ -1,5 +1,6 @@
-// Maps a runtime DType to its C++ element type once per kernel call, so inner
-// loops are compiled per type (no per-element switches).
+// Dispatch helpers for kernels: pax::visit_dtype (from core) maps a runtime
+// DType to its C++ type; visit_width maps an element width to an unsigned
+// type of that size for kernels that only move bytes.
 #pragma once
 
 #include <cstdint>
@@ -9,21 +10,7 @@
 
 namespace pax::cpu {
 
-template <class F>
-decltype(auto) visit_dtype(DType d, F&& f) {
-  switch (d) {
-    case DType::bool_: return f(bool{});
-    case DType::u8: return f(uint8_t{});
-    case DType::u32: return f(uint32_t{});
-    case DType::i32: return f(int32_t{});
-    case DType::i64: return f(int64_t{});
-    case DType::bf16: return f(bf16{});
-    case DType::f16: return f(f16{});
-    case DType::f32: return f(float{});
-    case DType::f64: return f(double{});
-  }
-  PAX_FAIL("invalid dtype");
-}
+using pax::visit_dtype;
 
 // The unsigned integer type of the same width (for byte-moving kernels).
 template <size_t N> struct bits_of;

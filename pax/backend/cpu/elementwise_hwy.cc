@@ -145,6 +145,29 @@ void StoreF32(DType dtype, const float* x, void* y, size_t n) {
   else F32ToF16(x, static_cast<uint16_t*>(y), n);
 }
 
+// Calls body(x32, i, m) for consecutive blocks [i, i + m) of a 16-bit float
+// operand widened to f32 (and body(a32, b32, i, m) for two operands).
+template <class Body>
+HWY_INLINE void ForEachWidenedBlock(DType dtype, const void* x, size_t n, const Body& body) {
+  HWY_ALIGN float buf[kBlock];
+  for (size_t i = 0; i < n; i += kBlock) {
+    const size_t m = std::min(kBlock, n - i);
+    LoadF32(dtype, static_cast<const uint16_t*>(x) + i, buf, m);
+    body(buf, i, m);
+  }
+}
+template <class Body>
+HWY_INLINE void ForEachWidenedBlock(DType dtype, const void* a, const void* b, size_t n, const Body& body) {
+  HWY_ALIGN float ba[kBlock];
+  HWY_ALIGN float bb[kBlock];
+  for (size_t i = 0; i < n; i += kBlock) {
+    const size_t m = std::min(kBlock, n - i);
+    LoadF32(dtype, static_cast<const uint16_t*>(a) + i, ba, m);
+    LoadF32(dtype, static_cast<const uint16_t*>(b) + i, bb, m);
+    body(ba, bb, i, m);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Float unary operations (f32 vectors; f64 where Highway covers it).
 
@@ -163,26 +186,33 @@ struct SignOp {
     return hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Neg(one), s);
   }
 };
+// exp overflows above `hi`; Highway's approximation is valid down to `lo`.
+template <class T>
+struct ExpRange {
+  static constexpr T hi = sizeof(T) == 4 ? T(88.72283935546875) : T(709.782712893384);
+  static constexpr T lo = sizeof(T) == 4 ? T(-105) : T(-1001);
+};
+template <class D, class V>
+HWY_INLINE V ClampExpArg(D d, V x) {
+  using R = ExpRange<hn::TFromD<D>>;
+  return hn::Max(hn::Min(x, hn::Set(d, R::hi)), hn::Set(d, R::lo));
+}
 struct ExpOp {
   template <class D, class V>
   V operator()(D d, V x) const {
-    using T = hn::TFromD<D>;
-    const T hi = sizeof(T) == 4 ? T(88.72283935546875) : T(709.782712893384);
-    const T lo = sizeof(T) == 4 ? T(-105) : T(-1001);
-    V y = hn::Exp(d, hn::Max(hn::Min(x, hn::Set(d, hi)), hn::Set(d, lo)));
-    y = hn::IfThenElse(hn::Gt(x, hn::Set(d, hi)), hn::Inf(d), y);
+    using R = ExpRange<hn::TFromD<D>>;
+    V y = hn::Exp(d, ClampExpArg(d, x));
+    y = hn::IfThenElse(hn::Gt(x, hn::Set(d, R::hi)), hn::Inf(d), y);
     return KeepNaN(d, x, y);
   }
 };
 struct Expm1Op {
   template <class D, class V>
   V operator()(D d, V x) const {
-    using T = hn::TFromD<D>;
-    const T hi = sizeof(T) == 4 ? T(88.72283935546875) : T(709.782712893384);
-    const T lo = sizeof(T) == 4 ? T(-105) : T(-1001);
-    V y = hn::Expm1(d, hn::Max(hn::Min(x, hn::Set(d, hi)), hn::Set(d, lo)));
-    y = hn::IfThenElse(hn::Gt(x, hn::Set(d, hi)), hn::Inf(d), y);
-    y = hn::IfThenElse(hn::Lt(x, hn::Set(d, lo)), hn::Set(d, -1), y);
+    using R = ExpRange<hn::TFromD<D>>;
+    V y = hn::Expm1(d, ClampExpArg(d, x));
+    y = hn::IfThenElse(hn::Gt(x, hn::Set(d, R::hi)), hn::Inf(d), y);
+    y = hn::IfThenElse(hn::Lt(x, hn::Set(d, R::lo)), hn::Set(d, -1), y);
     return KeepNaN(d, x, y);
   }
 };
@@ -426,17 +456,11 @@ void Unary(UnaryOp op, DType dtype, const void* x, void* y, size_t n) {
     case DType::f32: return UnaryF32(op, static_cast<const float*>(x), static_cast<float*>(y), n);
     case DType::f64: return UnaryF64(op, static_cast<const double*>(x), static_cast<double*>(y), n);
     case DType::bf16:
-    case DType::f16: {
-      HWY_ALIGN float buf[kBlock];
-      const size_t w = 2;
-      for (size_t i = 0; i < n; i += kBlock) {
-        size_t m = std::min(kBlock, n - i);
-        LoadF32(dtype, static_cast<const char*>(x) + i * w, buf, m);
+    case DType::f16:
+      return ForEachWidenedBlock(dtype, x, n, [&](float* buf, size_t i, size_t m) {
         UnaryF32(op, buf, buf, m);
-        StoreF32(dtype, buf, static_cast<char*>(y) + i * w, m);
-      }
-      return;
-    }
+        StoreF32(dtype, buf, static_cast<uint16_t*>(y) + i, m);
+      });
     case DType::i32: return UnaryInt(op, static_cast<const int32_t*>(x), static_cast<int32_t*>(y), n);
     case DType::i64: return UnaryInt(op, static_cast<const int64_t*>(x), static_cast<int64_t*>(y), n);
     case DType::u8: return UnaryInt(op, static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), n);
@@ -581,18 +605,11 @@ void Binary(BinaryOp op, DType dtype, const void* a, const void* b, void* y, siz
     case DType::f64:
       return BinaryFloat(op, static_cast<const double*>(a), static_cast<const double*>(b), static_cast<double*>(y), n);
     case DType::bf16:
-    case DType::f16: {
-      HWY_ALIGN float ba[kBlock];
-      HWY_ALIGN float bb[kBlock];
-      for (size_t i = 0; i < n; i += kBlock) {
-        size_t m = std::min(kBlock, n - i);
-        LoadF32(dtype, static_cast<const uint16_t*>(a) + i, ba, m);
-        LoadF32(dtype, static_cast<const uint16_t*>(b) + i, bb, m);
+    case DType::f16:
+      return ForEachWidenedBlock(dtype, a, b, n, [&](float* ba, float* bb, size_t i, size_t m) {
         BinaryFloat(op, ba, bb, ba, m);
         StoreF32(dtype, ba, static_cast<uint16_t*>(y) + i, m);
-      }
-      return;
-    }
+      });
     case DType::i32:
       return BinaryInt(op, static_cast<const int32_t*>(a), static_cast<const int32_t*>(b), static_cast<int32_t*>(y), n);
     case DType::i64:
@@ -631,17 +648,10 @@ void Compare(CompareOp op, DType dtype, const void* a, const void* b, bool* y, s
     case DType::f32: return CompareTyped(op, static_cast<const float*>(a), static_cast<const float*>(b), y, n);
     case DType::f64: return CompareTyped(op, static_cast<const double*>(a), static_cast<const double*>(b), y, n);
     case DType::bf16:
-    case DType::f16: {
-      HWY_ALIGN float ba[kBlock];
-      HWY_ALIGN float bb[kBlock];
-      for (size_t i = 0; i < n; i += kBlock) {
-        size_t m = std::min(kBlock, n - i);
-        LoadF32(dtype, static_cast<const uint16_t*>(a) + i, ba, m);
-        LoadF32(dtype, static_cast<const uint16_t*>(b) + i, bb, m);
+    case DType::f16:
+      return ForEachWidenedBlock(dtype, a, b, n, [&](float* ba, float* bb, size_t i, size_t m) {
         CompareTyped(op, ba, bb, y + i, m);
-      }
-      return;
-    }
+      });
     case DType::i32: return CompareTyped(op, static_cast<const int32_t*>(a), static_cast<const int32_t*>(b), y, n);
     case DType::i64: return CompareTyped(op, static_cast<const int64_t*>(a), static_cast<const int64_t*>(b), y, n);
     case DType::u8: return CompareTyped(op, static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), y, n);
@@ -695,16 +705,11 @@ void IntegerPow(DType dtype, int64_t e, const void* x, void* y, size_t n) {
     case DType::f32: return IntegerPowTyped(e, static_cast<const float*>(x), static_cast<float*>(y), n);
     case DType::f64: return IntegerPowTyped(e, static_cast<const double*>(x), static_cast<double*>(y), n);
     case DType::bf16:
-    case DType::f16: {
-      HWY_ALIGN float buf[kBlock];
-      for (size_t i = 0; i < n; i += kBlock) {
-        size_t m = std::min(kBlock, n - i);
-        LoadF32(dtype, static_cast<const uint16_t*>(x) + i, buf, m);
+    case DType::f16:
+      return ForEachWidenedBlock(dtype, x, n, [&](float* buf, size_t i, size_t m) {
         IntegerPowTyped(e, buf, buf, m);
         StoreF32(dtype, buf, static_cast<uint16_t*>(y) + i, m);
-      }
-      return;
-    }
+      });
     case DType::i32: {
       const int32_t* xi = static_cast<const int32_t*>(x);
       int32_t* yi = static_cast<int32_t*>(y);
