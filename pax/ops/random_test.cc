@@ -8,6 +8,7 @@
 #include <cmath>
 #include <set>
 
+#include "pax/backend/backend.h"
 #include "pax/testing/testing.h"
 
 namespace pax {
@@ -86,6 +87,19 @@ TEST(Random, DiscreteDistributions) {
   EXPECT_EQ(c.shape(), (Shape{50000}));
   EXPECT_NEAR(mean(equal(c, 1)).item<double>(), 0.6, 0.01);
   EXPECT_NEAR(mean(equal(c, 0)).item<double>(), 0.1, 0.01);
+}
+
+TEST(Random, IdenticalForAnyThreadCount) {
+  const int before = num_threads();
+  set_num_threads(1);
+  std::vector<float> one = random::normal(random::key(11), {1 << 20}).to_vector<float>();
+  std::vector<uint32_t> bits_one = random::bits(random::key(12), {(1 << 20) + 1}).to_vector<uint32_t>();
+  set_num_threads(2);
+  std::vector<float> two = random::normal(random::key(11), {1 << 20}).to_vector<float>();
+  std::vector<uint32_t> bits_two = random::bits(random::key(12), {(1 << 20) + 1}).to_vector<uint32_t>();
+  set_num_threads(before);
+  EXPECT_EQ(one, two);
+  EXPECT_EQ(bits_one, bits_two);
 }
 
 TEST(Random, PermutationIsAPermutation) {
