@@ -25,10 +25,11 @@ const std::shared_ptr<Tracer>& Array::tracer_ptr() const {
 
 const std::shared_ptr<Buffer>& Array::buffer() const {
   PAX_CHECK(impl_, "use of an empty Array (default-constructed handle)");
-  PAX_CHECK(impl_->buffer, "the value of a traced array ", impl_->aval.str(),
-            " is not available while tracing (inside jit, make_jaxpr or eval_shape); "
-            "only its shape and dtype are known");
-  return impl_->buffer;
+  if (impl_->buffer) return impl_->buffer;
+  if (const Array* value = impl_->tracer->concrete()) return value->buffer();
+  PAX_FAIL("the value of the traced array ", impl_->aval.str(), " is needed, but it is being traced by ",
+           impl_->tracer->owner(), ", where only its shape and dtype are known; use a static argument, or ",
+           "lax control flow (cond, while_loop) instead of C++ control flow on array values");
 }
 
 void Array::copy_to_host(DType as, void* dst) const {

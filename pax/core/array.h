@@ -15,10 +15,9 @@
 #include "pax/core/dtype.h"
 #include "pax/core/error.h"
 #include "pax/core/shape.h"
+#include "pax/core/tracer.h"
 
 namespace pax {
-
-class Tracer;  // defined by the interpreters: a value being traced or differentiated
 
 class Array {
  public:
@@ -40,7 +39,8 @@ class Array {
   bool is_tracer() const { return impl_ && impl_->tracer != nullptr; }
   Tracer* tracer() const { return impl_ ? impl_->tracer.get() : nullptr; }
   const std::shared_ptr<Tracer>& tracer_ptr() const;
-  // The buffer of a concrete array; throws pax::Error for a tracer.
+  // The buffer of a concrete array (or of the concrete value behind a grad
+  // tracer); throws pax::Error while the value is only being traced.
   const std::shared_ptr<Buffer>& buffer() const;
   const void* data() const { return buffer()->data(); }
   Device device() const { return buffer()->device(); }

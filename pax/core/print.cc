@@ -162,7 +162,12 @@ struct Printer {
 
 std::ostream& operator<<(std::ostream& os, const Array& a) {
   if (!a.defined()) return os << "Array(<empty>)";
-  if (!a.is_concrete()) return os << "Traced<" << a.aval().str() << ">";
+  if (a.is_tracer() && !a.tracer()->concrete()) {
+    if (a.tracer()->owner() == "eval_shape") {
+      return os << "ShapeDtypeStruct(shape=" << a.shape() << ", dtype=" << dtype_name(a.dtype()) << ")";
+    }
+    return os << "Traced<" << a.aval().str() << ">with<" << a.tracer()->owner() << ">";
+  }
   const PrintOptions& opts = print_options();
   std::vector<double> values = a.to_vector<double>();
   Formatter f{a.dtype()};

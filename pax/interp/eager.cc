@@ -1,4 +1,4 @@
-// bind() and the eager interpreter.
+// The eager interpreter: run a primitive now, on concrete arrays.
 #include <vector>
 
 #include "pax/backend/backend.h"
@@ -9,14 +9,19 @@
 namespace pax {
 
 std::vector<Array> eager_apply(Prim prim, std::span<const Array> inputs, const Params& params) {
+  const PrimDef& def = prim_def(prim);
+  if (def.impl) {
+    infer_avals(prim, [&] {
+      std::vector<AVal> avals;
+      for (const Array& a : inputs) avals.push_back(a.aval());
+      return avals;
+    }(), params);
+    return def.impl(inputs, params);
+  }
   std::vector<AVal> in_avals;
   in_avals.reserve(inputs.size());
-  for (const Array& a : inputs) {
-    PAX_CHECK(a.defined(), prim_name(prim), ": an operand is an empty Array");
-    in_avals.push_back(a.aval());
-  }
+  for (const Array& a : inputs) in_avals.push_back(a.aval());
   std::vector<AVal> out_avals = infer_avals(prim, in_avals, params);
-  const PrimDef& def = prim_def(prim);
 
   if (def.output_aliases_input >= 0) {
     return {Array(std::move(out_avals[0]), inputs[size_t(def.output_aliases_input)].buffer())};
@@ -41,20 +46,6 @@ std::vector<Array> eager_apply(Prim prim, std::span<const Array> inputs, const P
   }
   kernel(params, in_views, out_views);
   return outputs;
-}
-
-std::vector<Array> bind(Prim prim, std::span<const Array> inputs, const Params& params) {
-  for (const Array& a : inputs) {
-    PAX_CHECK(a.defined(), prim_name(prim), ": an operand is an empty Array");
-    PAX_CHECK(!a.is_tracer(), prim_name(prim), ": traced operands need an interpreter level");
-  }
-  return eager_apply(prim, inputs, params);
-}
-
-Array bind1(Prim prim, std::span<const Array> inputs, const Params& params) {
-  std::vector<Array> out = bind(prim, inputs, params);
-  PAX_CHECK(out.size() == 1, prim_name(prim), ": has ", out.size(), " outputs; use bind()");
-  return std::move(out[0]);
 }
 
 }  // namespace pax

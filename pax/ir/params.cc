@@ -50,6 +50,7 @@ std::string value_str(const ParamValue& v) {
     std::string operator()(DType d) const { return dtype_short_name(d); }
     std::string operator()(const std::string& s) const { return s; }
     std::string operator()(const Ints& v) const { return ints_str(v); }
+    std::string operator()(const ParamObjectPtr& p) const { return p ? p->str() : "None"; }
   };
   return std::visit(Visitor{}, v);
 }
@@ -77,6 +78,8 @@ size_t Params::hash() const {
             for (int64_t x : v) mix(std::hash<int64_t>{}(x));
           } else if constexpr (std::is_same_v<T, DType>) {
             mix(size_t(v));
+          } else if constexpr (std::is_same_v<T, ParamObjectPtr>) {
+            mix(std::hash<const void*>{}(v.get()));
           } else {
             mix(std::hash<T>{}(v));
           }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <iosfwd>
 #include <string>
 #include <utility>
@@ -16,7 +17,17 @@
 namespace pax {
 
 using Ints = std::vector<int64_t>;
-using ParamValue = std::variant<bool, int64_t, double, DType, std::string, Ints>;
+
+// A structured parameter: the sub-jaxprs of control-flow primitives, the
+// user rules of custom_vjp. Compared and hashed by identity.
+class ParamObject {
+ public:
+  virtual ~ParamObject() = default;
+  virtual std::string str() const = 0;
+};
+using ParamObjectPtr = std::shared_ptr<const ParamObject>;
+
+using ParamValue = std::variant<bool, int64_t, double, DType, std::string, Ints, ParamObjectPtr>;
 
 class Params {
  public:
@@ -40,6 +51,13 @@ class Params {
   DType dtype(std::string_view name) const { return get<DType>(name); }
   const std::string& s(std::string_view name) const { return get<std::string>(name); }
   const Ints& ints(std::string_view name) const { return get<Ints>(name); }
+  // A structured parameter of type T (e.g. the Jaxpr of a jit_call).
+  template <class T>
+  std::shared_ptr<const T> object(std::string_view name) const {
+    auto p = std::dynamic_pointer_cast<const T>(get<ParamObjectPtr>(name));
+    if (!p) type_error(name);
+    return p;
+  }
 
   const std::vector<Item>& items() const { return items_; }
   bool empty() const { return items_.empty(); }

@@ -235,4 +235,25 @@ Array random_bits(const Array& key, const Ints& shape, int64_t bit_width) {
   return bind1(Prim::random_bits, {key}, Params{{"shape", shape}, {"bit_width", bit_width}});
 }
 
+Array psum(const Array& x, const std::string& axis_name) {
+  return bind1(Prim::psum, {x}, Params{{"axis_name", axis_name}});
+}
+Array pmean(const Array& x, const std::string& axis_name) {
+  Array s = psum(x, axis_name);
+  return div(s, broadcast_in_dim(scalar(double(axis_size(axis_name)), s.dtype()), s.shape().dims(), {}));
+}
+Array pmax(const Array& x, const std::string& axis_name) {
+  return bind1(Prim::pmax, {x}, Params{{"axis_name", axis_name}});
+}
+Array pmin(const Array& x, const std::string& axis_name) {
+  return bind1(Prim::pmin, {x}, Params{{"axis_name", axis_name}});
+}
+Array all_gather(const Array& x, const std::string& axis_name, int64_t axis, bool tiled) {
+  return bind1(Prim::all_gather, {x},
+               Params{{"axis_name", axis_name}, {"axis", axis}, {"tiled", tiled}, {"axis_size", axis_size(axis_name)}});
+}
+Array axis_index(const std::string& axis_name) {
+  return bind1(Prim::axis_index, {}, Params{{"axis_name", axis_name}});
+}
+
 }  // namespace pax::lax

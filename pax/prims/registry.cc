@@ -9,13 +9,30 @@ namespace {
 PrimTable build_table() {
   PrimTable table{};
   register_elementwise_prims(table);
+  register_elementwise_ad(table);
+  register_elementwise_batching(table);
   register_reduce_prims(table);
+  register_reduce_ad(table);
+  register_reduce_batching(table);
   register_shape_prims(table);
+  register_shape_ad(table);
+  register_shape_batching(table);
   register_indexing_prims(table);
+  register_indexing_ad(table);
+  register_indexing_batching(table);
   register_dot_prims(table);
+  register_dot_ad(table);
+  register_dot_batching(table);
   register_conv_prims(table);
+  register_conv_ad(table);
+  register_conv_batching(table);
   register_sort_prims(table);
+  register_sort_ad(table);
+  register_sort_batching(table);
   register_random_prims(table);
+  register_random_batching(table);
+  register_control_prims(table);
+  register_collective_prims(table);
   return table;
 }
 

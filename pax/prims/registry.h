@@ -1,13 +1,19 @@
-// The per-primitive table: shape/dtype rule and kernels, filled by the family
-// files under pax/prims/ (elementwise.cc, reduce.cc, shape.cc, ...). Later
-// transforms add their VJP, JVP and batching rules to the same entry.
+// The per-primitive table. Each family of primitives registers, in three
+// neighbouring files:
+//   <family>.cc        shape/dtype rule and kernels (and impl rules)
+//   <family>_ad.cc     VJP and JVP rules, written with pax::lax ops so that
+//                      they are themselves traceable and differentiable
+//   <family>_batch.cc  batching rules for vmap
+// Control flow and collectives keep all their rules in one file each.
 #pragma once
 
 #include <array>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "pax/backend/kernel.h"
+#include "pax/core/array.h"
 #include "pax/core/shape.h"
 #include "pax/ir/params.h"
 #include "pax/ir/prims.h"
@@ -18,12 +24,44 @@ namespace pax {
 // the primitive, the operands and what would be valid.
 using ShapeRule = std::vector<AVal> (*)(std::span<const AVal> in, const Params& params);
 
+// Eager evaluation of primitives that are not a single kernel (jit_call,
+// control flow): receives concrete arrays.
+using ImplRule = std::vector<Array> (*)(std::span<const Array> in, const Params& params);
+
+// Reverse mode: input cotangents from output cotangents. An undefined
+// (default-constructed) Array is a symbolic zero, in both directions; inputs
+// without a gradient (integers, indices) get an undefined cotangent. The rule
+// returns one entry per input, with the input's shape and dtype.
+using VjpRule = std::vector<Array> (*)(std::span<const Array> primals_in, std::span<const Array> primals_out,
+                                       std::span<const Array> cotangents_out, const Params& params);
+
+// Forward mode: output tangents from input tangents (undefined = zero).
+using JvpRule = std::vector<Array> (*)(std::span<const Array> primals_in, std::span<const Array> tangents_in,
+                                       std::span<const Array> primals_out, const Params& params);
+
+// vmap: `values` carry the batch axis at `bdims[i]` (-1: not batched). The
+// rule returns the outputs and the batch axis of each (-1: not batched).
+struct BatchInfo {
+  int64_t axis_size;
+  std::string axis_name;  // of the vmap level applying the rule (collectives compare it)
+};
+struct Batched {
+  std::vector<Array> values;
+  std::vector<int64_t> bdims;
+};
+using BatchRule = Batched (*)(std::span<const Array> values, std::span<const int64_t> bdims, const Params& params,
+                              const BatchInfo& info);
+
 struct PrimDef {
   ShapeRule shape_rule = nullptr;
   KernelFn cpu_kernel = nullptr;
   // >= 0 when output 0 has the same bytes as that input (reshape, squeeze,
   // expand_dims): eager execution then shares the buffer instead of copying.
   int output_aliases_input = -1;
+  ImplRule impl = nullptr;
+  VjpRule vjp = nullptr;
+  JvpRule jvp = nullptr;
+  BatchRule batch = nullptr;
 };
 
 using PrimTable = std::array<PrimDef, kNumPrims>;
@@ -33,14 +71,31 @@ const PrimDef& prim_def(Prim p);
 // Checks the arity and runs the primitive's shape rule.
 std::vector<AVal> infer_avals(Prim p, std::span<const AVal> in, const Params& params);
 
-// Family registration functions, one per file under pax/prims/.
+// Family registration functions (see the file comment).
 void register_elementwise_prims(PrimTable& table);
+void register_elementwise_ad(PrimTable& table);
+void register_elementwise_batching(PrimTable& table);
 void register_reduce_prims(PrimTable& table);
+void register_reduce_ad(PrimTable& table);
+void register_reduce_batching(PrimTable& table);
 void register_shape_prims(PrimTable& table);
+void register_shape_ad(PrimTable& table);
+void register_shape_batching(PrimTable& table);
 void register_indexing_prims(PrimTable& table);
+void register_indexing_ad(PrimTable& table);
+void register_indexing_batching(PrimTable& table);
 void register_dot_prims(PrimTable& table);
+void register_dot_ad(PrimTable& table);
+void register_dot_batching(PrimTable& table);
 void register_conv_prims(PrimTable& table);
+void register_conv_ad(PrimTable& table);
+void register_conv_batching(PrimTable& table);
 void register_sort_prims(PrimTable& table);
+void register_sort_ad(PrimTable& table);
+void register_sort_batching(PrimTable& table);
 void register_random_prims(PrimTable& table);
+void register_random_batching(PrimTable& table);
+void register_control_prims(PrimTable& table);
+void register_collective_prims(PrimTable& table);
 
 }  // namespace pax

