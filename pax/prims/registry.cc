@@ -32,6 +32,7 @@ PrimTable build_table() {
   register_random_prims(table);
   register_random_batching(table);
   register_control_prims(table);
+  register_control_flow_prims(table);
   register_collective_prims(table);
   return table;
 }

@@ -96,6 +96,7 @@ void register_sort_batching(PrimTable& table);
 void register_random_prims(PrimTable& table);
 void register_random_batching(PrimTable& table);
 void register_control_prims(PrimTable& table);
+void register_control_flow_prims(PrimTable& table);
 void register_collective_prims(PrimTable& table);
 
 }  // namespace pax
