@@ -6,6 +6,7 @@
 #include "pax/interp/custom_vjp.h"
 #include "pax/ir/jaxpr.h"
 #include "pax/ops/lax.h"
+#include "pax/prims/ad_util.h"
 #include "pax/prims/registry.h"
 
 namespace pax {
@@ -118,7 +119,13 @@ std::vector<Array> backward_pass(const VjpTrace& trace, std::span<const int> out
       }
     }
     if (!any) continue;
-    std::vector<Array> cts_in = prim_def(e.prim).vjp(e.in_primals, e.out_primals, cts_out, e.params);
+    std::vector<bool> needs(e.in_ids.size());
+    for (size_t i = 0; i < needs.size(); ++i) needs[i] = e.in_ids[i] >= 0;
+    std::vector<Array> cts_in;
+    {
+      ad::NeedsCotangentScope scope(&needs);
+      cts_in = prim_def(e.prim).vjp(e.in_primals, e.out_primals, cts_out, e.params);
+    }
     PAX_CHECK(cts_in.size() == e.in_primals.size(), "grad: the VJP rule of ", prim_name(e.prim), " returned ",
               cts_in.size(), " cotangents for ", e.in_primals.size(), " inputs");
     for (size_t i = 0; i < cts_in.size(); ++i) {

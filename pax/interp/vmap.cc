@@ -47,7 +47,12 @@ std::vector<Array> VmapTrace::process(Prim prim, std::span<const Array> inputs, 
   if (!any && !(is_collective(prim) && params.s("axis_name") == axis_name_)) return bind(prim, values, params);
   const PrimDef& def = prim_def(prim);
   PAX_CHECK(def.batch, "vmap: primitive ", prim_name(prim), " has no batching rule");
-  Batched out = def.batch(values, bdims, params, BatchInfo{axis_size_, axis_name_});
+  BatchInfo info{axis_size_, axis_name_, {}, {}};
+  for (size_t i = 0; i < values.size(); ++i) {
+    info.in_avals.push_back(bdims[i] >= 0 ? unbatched_aval(values[i], bdims[i]) : values[i].aval());
+  }
+  info.out_avals = infer_avals(prim, info.in_avals, params);
+  Batched out = def.batch(values, bdims, params, info);
   PAX_CHECK(out.values.size() == out.bdims.size(), "vmap: the batching rule of ", prim_name(prim),
             " returned mismatched outputs");
   std::vector<Array> result;

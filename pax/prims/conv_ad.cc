@@ -143,7 +143,8 @@ std::vector<Array> conv_vjp(std::span<const Array> in, std::span<const Array>, s
   // transposed convolutions would be degenerate).
   if (g.size() == 0 || lhs.size() == 0 || rhs.size() == 0) return {ad::zeros_like(lhs), ad::zeros_like(rhs)};
   const Conv c = conv_of(p);
-  return {lhs_cotangent(g, lhs, rhs, c), rhs_cotangent(g, lhs, rhs, c)};
+  return {ad::needs_cotangent(0) ? lhs_cotangent(g, lhs, rhs, c) : Array(),
+          ad::needs_cotangent(1) ? rhs_cotangent(g, lhs, rhs, c) : Array()};
 }
 
 std::vector<Array> conv_jvp(std::span<const Array> in, std::span<const Array> t, std::span<const Array>,

@@ -19,15 +19,7 @@ template <Prim P>
 Batched elementwise_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p,
                           const BatchInfo& info) {
   if (values.size() == 1) return {{bind1(P, values, p)}, {bdims[0]}};
-  // The operands as one example sees them, checked by the primitive's own
-  // shape rule so that errors name those shapes rather than the batched ones.
-  std::vector<AVal> avals;
-  for (size_t i = 0; i < values.size(); ++i) {
-    AVal a = values[i].aval();
-    if (bdims[i] >= 0) a.shape.dims().erase(a.shape.dims().begin() + bdims[i]);
-    avals.push_back(std::move(a));
-  }
-  infer_avals(P, avals, p);
+  const std::vector<AVal>& avals = info.in_avals;
   // The per-example shape of the result: select_n's selector may be the only
   // operand of lower rank.
   const Shape& shape = std::max_element(avals.begin(), avals.end(), [](const AVal& a, const AVal& b) {

@@ -18,20 +18,6 @@
 namespace pax {
 namespace {
 
-// The primitive's shape rule on the unbatched operands: bad inputs are
-// reported as the user wrote them, and the dimension numbers are known valid
-// before they are rewritten.
-std::vector<AVal> check_unbatched(Prim prim, std::span<const Array> values, std::span<const int64_t> bdims,
-                                  const Params& p) {
-  std::vector<AVal> avals;
-  for (size_t i = 0; i < values.size(); ++i) {
-    AVal a = values[i].aval();
-    if (bdims[i] >= 0) a.shape.dims().erase(a.shape.dims().begin() + bdims[i]);
-    avals.push_back(a);
-  }
-  return infer_avals(prim, avals, p);
-}
-
 // Unbatched axis numbers -> axis numbers once an axis is inserted at `pos`.
 Ints bump(Ints axes, int64_t pos) {
   for (int64_t& a : axes) a += a >= pos ? 1 : 0;
@@ -89,7 +75,7 @@ int64_t index_batch_axis(const Array& indices, int64_t bdim) {
 
 Batched gather_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p,
                      const BatchInfo& info) {
-  const std::vector<AVal> out = check_unbatched(Prim::gather, values, bdims, p);
+  const std::vector<AVal>& out = info.out_avals;
   const int64_t size = info.axis_size;
   Array x = values[0], idx = values[1];
   const int64_t xb = bdims[0];
@@ -132,7 +118,6 @@ Batched gather_batch(std::span<const Array> values, std::span<const int64_t> bdi
 
 Batched scatter_add_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p,
                           const BatchInfo& info) {
-  check_unbatched(Prim::scatter_add, values, bdims, p);
   const int64_t size = info.axis_size;
   Array x = values[0], idx = values[1], upd = values[2];
   int64_t xb = bdims[0], ub = bdims[2];

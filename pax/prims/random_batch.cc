@@ -11,26 +11,13 @@
 namespace pax {
 namespace {
 
-// Checks the operands as one example sees them with the primitive's shape
-// rule (errors then name those shapes) and returns their avals.
-std::vector<AVal> checked_examples(Prim prim, std::span<const Array> values, std::span<const int64_t> bdims,
-                                   const Params& p) {
-  std::vector<AVal> avals;
-  for (size_t i = 0; i < values.size(); ++i) {
-    AVal a = values[i].aval();
-    if (bdims[i] >= 0) a.shape.dims().erase(a.shape.dims().begin() + bdims[i]);
-    avals.push_back(std::move(a));
-  }
-  infer_avals(prim, avals, p);
-  return avals;
-}
 
 // threefry2x32(k0, k1, x0, x1): everything on axis 0; a key that is a scalar
 // per example stays one when it is shared, and takes the counters' shape when
 // it is batched.
 Batched threefry2x32_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p,
                            const BatchInfo& info) {
-  const std::vector<AVal> avals = checked_examples(Prim::threefry2x32, values, bdims, p);
+  const std::vector<AVal>& avals = info.in_avals;
   Ints shape = avals[2].shape.dims();
   shape.insert(shape.begin(), info.axis_size);
   std::vector<Array> args;
@@ -53,7 +40,6 @@ Batched threefry2x32_batch(std::span<const Array> values, std::span<const int64_
 // counters = pad(iota(n), 0) split in two halves, as in jax.random.
 Batched random_bits_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p,
                           const BatchInfo& info) {
-  checked_examples(Prim::random_bits, values, bdims, p);
   const int64_t b = info.axis_size;
   const Ints& shape = p.ints("shape");
   const int64_t n = Shape(shape).numel();

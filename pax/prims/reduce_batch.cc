@@ -7,23 +7,14 @@
 namespace pax {
 namespace {
 
-// The operand as one example sees it, checked by the primitive's shape rule
-// (errors then name that shape, and the axes below are known to be valid).
-AVal checked_example(Prim prim, const Array& x, int64_t bdim, const Params& p) {
-  AVal a = x.aval();
-  a.shape.dims().erase(a.shape.dims().begin() + bdim);
-  infer_avals(prim, {&a, 1}, p);
-  return a;
-}
-
 // The axis of the batched operand that holds per-example axis `axis`.
 int64_t past_batch(int64_t axis, int64_t bdim) { return axis < bdim ? axis : axis + 1; }
 
 // reduce_sum / max / min / prod / and / or
 template <Prim P>
-Batched reduce_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p, const BatchInfo&) {
+Batched reduce_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p, const BatchInfo& info) {
   const int64_t d = bdims[0];
-  const AVal a = checked_example(P, values[0], d, p);
+  const AVal& a = info.in_avals[0];
   Ints axes = normalize_axes(p.ints("axes"), a.shape.rank(), prim_name(P));
   int64_t out_bdim = d;
   for (int64_t& axis : axes) {
@@ -37,9 +28,9 @@ Batched reduce_batch(std::span<const Array> values, std::span<const int64_t> bdi
 
 // argmax / argmin remove their axis; cumsum keeps it.
 template <Prim P>
-Batched axis_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p, const BatchInfo&) {
+Batched axis_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p, const BatchInfo& info) {
   const int64_t d = bdims[0];
-  const AVal a = checked_example(P, values[0], d, p);
+  const AVal& a = info.in_avals[0];
   const int64_t axis = normalize_axis(p.i("axis"), a.shape.rank(), prim_name(P));
   Params q = p;
   q.set("axis", past_batch(axis, d));

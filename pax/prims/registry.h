@@ -44,6 +44,11 @@ using JvpRule = std::vector<Array> (*)(std::span<const Array> primals_in, std::s
 struct BatchInfo {
   int64_t axis_size;
   std::string axis_name;  // of the vmap level applying the rule (collectives compare it)
+  // The operands and results as one example sees them. The vmap level has
+  // checked them with the primitive's shape rule before calling the batching
+  // rule, so errors name the shapes the user wrote and params are valid.
+  std::vector<AVal> in_avals;
+  std::vector<AVal> out_avals;
 };
 struct Batched {
   std::vector<Array> values;

@@ -19,18 +19,6 @@ namespace {
 using Values = std::span<const Array>;
 using Bdims = std::span<const int64_t>;
 
-// The operands as one example sees them, checked by the primitive's shape
-// rule: errors name those shapes, and the parameters are known to be valid.
-std::vector<AVal> checked_examples(Prim prim, Values values, Bdims bdims, const Params& p) {
-  std::vector<AVal> avals;
-  for (size_t i = 0; i < values.size(); ++i) {
-    AVal a = values[i].aval();
-    if (bdims[i] >= 0) a.shape.dims().erase(a.shape.dims().begin() + bdims[i]);
-    avals.push_back(std::move(a));
-  }
-  infer_avals(prim, avals, p);
-  return avals;
-}
 
 // The axis of the batched operand that holds per-example axis `axis`.
 int64_t past_batch(int64_t axis, int64_t bdim) { return axis < bdim ? axis : axis + 1; }
@@ -63,7 +51,7 @@ Params with(const Params& p, const char* name, ParamValue value) {
 // keeps the first d axes; otherwise it moves to the front.
 
 Batched reshape_batch(Values values, Bdims bdims, const Params& p, const BatchInfo& info) {
-  const AVal a = checked_examples(Prim::reshape, values, bdims, p)[0];
+  const AVal& a = info.in_avals[0];
   Ints sizes = p.ints("new_sizes");
   const int64_t d = bdims[0];
   const bool keeps_prefix =
@@ -75,7 +63,6 @@ Batched reshape_batch(Values values, Bdims bdims, const Params& p, const BatchIn
 
 // transpose: the batch axis stays at d.
 Batched transpose_batch(Values values, Bdims bdims, const Params& p, const BatchInfo&) {
-  checked_examples(Prim::transpose, values, bdims, p);
   const int64_t d = bdims[0];
   Ints perm;
   for (int64_t a : p.ints("permutation")) perm.push_back(past_batch(a, d));
@@ -86,7 +73,6 @@ Batched transpose_batch(Values values, Bdims bdims, const Params& p, const Batch
 // broadcast_in_dim: the batch axis goes right after the output axis of the
 // operand axis before it, which keeps broadcast_dimensions increasing.
 Batched broadcast_in_dim_batch(Values values, Bdims bdims, const Params& p, const BatchInfo& info) {
-  checked_examples(Prim::broadcast_in_dim, values, bdims, p);
   const int64_t d = bdims[0];
   Ints shape = p.ints("shape");
   Ints dims = p.ints("broadcast_dimensions");
@@ -97,8 +83,8 @@ Batched broadcast_in_dim_batch(Values values, Bdims bdims, const Params& p, cons
   return {{lax::broadcast_in_dim(values[0], shape, dims)}, {to}};
 }
 
-Batched squeeze_batch(Values values, Bdims bdims, const Params& p, const BatchInfo&) {
-  const AVal a = checked_examples(Prim::squeeze, values, bdims, p)[0];
+Batched squeeze_batch(Values values, Bdims bdims, const Params& p, const BatchInfo& info) {
+  const AVal& a = info.in_avals[0];
   const int64_t d = bdims[0];
   Ints dims = normalize_axes(p.ints("dimensions"), a.shape.rank(), "squeeze");
   int64_t to = d;
@@ -111,8 +97,8 @@ Batched squeeze_batch(Values values, Bdims bdims, const Params& p, const BatchIn
 
 // expand_dims: the batch axis goes just before the output axis of the
 // operand axis that followed it (or last).
-Batched expand_dims_batch(Values values, Bdims bdims, const Params& p, const BatchInfo&) {
-  const AVal a = checked_examples(Prim::expand_dims, values, bdims, p)[0];
+Batched expand_dims_batch(Values values, Bdims bdims, const Params& p, const BatchInfo& info) {
+  const AVal& a = info.in_avals[0];
   const int64_t d = bdims[0];
   const int64_t out_rank = a.shape.rank() + int64_t(p.ints("dimensions").size());
   Ints dims = normalize_axes(p.ints("dimensions"), out_rank, "expand_dims");
@@ -128,8 +114,8 @@ Batched expand_dims_batch(Values values, Bdims bdims, const Params& p, const Bat
   return {{lax::expand_dims(values[0], dims)}, {to}};
 }
 
-Batched rev_batch(Values values, Bdims bdims, const Params& p, const BatchInfo&) {
-  const AVal a = checked_examples(Prim::rev, values, bdims, p)[0];
+Batched rev_batch(Values values, Bdims bdims, const Params& p, const BatchInfo& info) {
+  const AVal& a = info.in_avals[0];
   const int64_t d = bdims[0];
   Ints dims = normalize_axes(p.ints("dimensions"), a.shape.rank(), "rev");
   for (int64_t& x : dims) x = past_batch(x, d);
@@ -138,7 +124,6 @@ Batched rev_batch(Values values, Bdims bdims, const Params& p, const BatchInfo&)
 
 // slice: the whole batch axis.
 Batched slice_batch(Values values, Bdims bdims, const Params& p, const BatchInfo& info) {
-  checked_examples(Prim::slice, values, bdims, p);
   const int64_t d = bdims[0];
   Ints start = p.ints("start_indices"), limit = p.ints("limit_indices");
   Ints strides = p.has("strides") ? p.ints("strides") : Ints{};
@@ -150,7 +135,6 @@ Batched slice_batch(Values values, Bdims bdims, const Params& p, const BatchInfo
 
 // concatenate: operands aligned on one batch axis (unbatched ones broadcast).
 Batched concatenate_batch(Values values, Bdims bdims, const Params& p, const BatchInfo& info) {
-  checked_examples(Prim::concatenate, values, bdims, p);
   const int64_t to = common_bdim(bdims);
   std::vector<Array> parts;
   for (size_t i = 0; i < values.size(); ++i) parts.push_back(move_batch_axis(values[i], bdims[i], to, info.axis_size));
@@ -161,7 +145,7 @@ Batched concatenate_batch(Values values, Bdims bdims, const Params& p, const Bat
 // batched padding value (a scalar per example) is written over the padding
 // afterwards, found by padding a mask of the operand.
 Batched pad_batch(Values values, Bdims bdims, const Params& p, const BatchInfo& info) {
-  const AVal a = checked_examples(Prim::pad, values, bdims, p)[0];
+  const AVal& a = info.in_avals[0];
   const Array& x = values[0];
   const int64_t dx = bdims[0];
   Ints cfg = p.ints("padding_config");
@@ -205,7 +189,6 @@ Array index_matrix(const std::vector<Array>& cols) {
 }
 
 Batched dynamic_slice_batch(Values values, Bdims bdims, const Params& p, const BatchInfo& info) {
-  checked_examples(Prim::dynamic_slice, values, bdims, p);
   const int64_t n = info.axis_size;
   const int64_t dx = bdims[0];
   Ints sizes = p.ints("slice_sizes");
@@ -263,7 +246,6 @@ Batched dus_batched_starts(Values values, Bdims bdims, const BatchInfo& info) {
 }
 
 Batched dynamic_update_slice_batch(Values values, Bdims bdims, const Params& p, const BatchInfo& info) {
-  checked_examples(Prim::dynamic_update_slice, values, bdims, p);
   Bdims start_bdims = bdims.subspan(2);
   if (std::any_of(start_bdims.begin(), start_bdims.end(), [](int64_t d) { return d >= 0; })) {
     return dus_batched_starts(values, bdims, info);

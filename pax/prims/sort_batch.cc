@@ -10,21 +10,8 @@
 namespace pax {
 namespace {
 
-// The primitive's shape rule on the unbatched operands: bad inputs are
-// reported as the user wrote them, not as the batched operands.
-void check_unbatched(Prim prim, std::span<const Array> values, std::span<const int64_t> bdims, const Params& p) {
-  std::vector<AVal> avals;
-  for (size_t i = 0; i < values.size(); ++i) {
-    AVal a = values[i].aval();
-    if (bdims[i] >= 0) a.shape.dims().erase(a.shape.dims().begin() + bdims[i]);
-    avals.push_back(a);
-  }
-  infer_avals(prim, avals, p);
-}
-
 Batched sort_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p,
                    const BatchInfo& info) {
-  check_unbatched(Prim::sort, values, bdims, p);
   int64_t b = -1;
   for (int64_t d : bdims) {
     if (d >= 0) {
@@ -45,7 +32,6 @@ Batched sort_batch(std::span<const Array> values, std::span<const int64_t> bdims
 
 Batched top_k_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p,
                     const BatchInfo& info) {
-  check_unbatched(Prim::top_k, values, bdims, p);
   Array x = values[0];
   int64_t b = bdims[0];
   if (b == x.ndim() - 1) {
