@@ -45,7 +45,7 @@ std::string greedy_sample(const Tree& params, int length) {
   std::string out;
   for (int i = 0; i < length; ++i) {
     int t = argmax(matmul(emb, h)).item<int32_t>();
-    out += char(t);
+    out += t >= 32 && t < 127 ? char(t) : '?';
     std::tie(h, c) = lstm_cell(params["cell"], reshape(take(emb, array<int32_t>({t}), 0), {kDim}), h, c);
   }
   return out;
@@ -67,11 +67,14 @@ int main() {
 
   std::printf("sample before: \"%s\"\n", greedy_sample(params, int(text.size())).c_str());
 
-  // loss(params, h, c) for one window, with the final state as auxiliary output.
-  auto step_grad = [](const std::vector<int>& window) {
+  // loss(params, h, c) for one window, with the final state as auxiliary
+  // output. The first window starts from the learned initial state, so its
+  // gradient reaches c_0; later windows start from the carried state.
+  auto step_grad = [](const std::vector<int>& window, bool first) {
     return value_and_grad(
-        [window](const Tree& p, const Array& h, const Array& c) {
-          auto [loss, state] = window_loss(p, window, h, c);
+        [window, first](const Tree& p, const Array& h, const Array& c) {
+          const Array& c0 = p["c_0"].leaf();
+          auto [loss, state] = first ? window_loss(p, window, tanh(c0), c0) : window_loss(p, window, h, c);
           return std::make_pair(loss, state);
         },
         has_aux);
@@ -81,12 +84,11 @@ int main() {
   const size_t bptt = 5;
   Tree velocity = tree_map([](const Array& p) { return zeros_like(p); }, params);
   for (int epoch = 0; epoch <= 150; ++epoch) {
-    // The initial state depends on c_0 (learned); carried state is cut off.
-    Array h = tanh(params["c_0"].leaf()), c = params["c_0"].leaf();
+    Array h = zeros({kDim}), c = zeros({kDim});  // replaced by c_0 in the first window
     float total = 0;
     for (size_t start = 0; start < data.size(); start += bptt) {
       std::vector<int> window(data.begin() + long(start), data.begin() + long(std::min(data.size(), start + bptt)));
-      auto [value_state, grads] = step_grad(window)(params, h, c);
+      auto [value_state, grads] = step_grad(window, start == 0)(params, h, c);
       auto [loss, state] = value_state;
       total += loss.item<float>();
       h = stop_gradient(state[0]);
