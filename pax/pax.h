@@ -17,3 +17,4 @@
 #include "pax/ops/numpy.h"
 #include "pax/ops/random.h"
 #include "pax/backend/backend.h"
+#include "pax/api/control_flow.h"

@@ -182,7 +182,7 @@ TEST(Cond, ErrorsNameTheBranches) {
 
 // Needs batching rules of the elementwise, shape, reduction and dot
 // primitives (written separately); enable once they are in.
-TEST(Cond, DISABLED_VmapBatchedAndUnbatchedPredicate) {
+TEST(Cond, VmapBatchedAndUnbatchedPredicate) {
   // Batched predicate: every branch runs and the results are selected.
   ArrayFn f = [](const std::vector<Array>& a) {
     return cond(
@@ -334,7 +334,7 @@ TEST(WhileLoop, ErrorsAreClear) {
 
 // Needs batching rules of the elementwise, shape, reduction and dot
 // primitives (written separately); enable once they are in.
-TEST(WhileLoop, DISABLED_VmapWithPerExampleTripCounts) {
+TEST(WhileLoop, VmapWithPerExampleTripCounts) {
   // Each example doubles (away from -2) until it reaches its own limit.
   ArrayFn f = [](const std::vector<Array>& a) {
     const Array& limit = a[1];
@@ -722,7 +722,7 @@ TEST(Scan, VmapStructural) {
 
 // Needs batching rules of the elementwise, shape, reduction and dot
 // primitives (written separately); enable once they are in.
-TEST(Scan, DISABLED_VmapMatchesALoop) {
+TEST(Scan, VmapMatchesALoop) {
   ArrayFn f = [](const std::vector<Array>& a) { return rnn_scan(a[0], a[1], a[2]); };
   Array h0 = random_array({3}, DType::f64, 40), xs = random_array({5, 3}, DType::f64, 41),
         w = random_array({3}, DType::f64, 42);
@@ -847,7 +847,7 @@ TEST(Checkpoint, InsideScanAndWithStaticArguments) {
 
 // Needs batching rules of the elementwise, shape, reduction and dot
 // primitives (written separately); enable once they are in.
-TEST(Checkpoint, DISABLED_Vmap) {
+TEST(Checkpoint, Vmap) {
   auto block = checkpoint(mlp, RematPolicy::dots_saveable);
   ArrayFn f = [&](const std::vector<Array>& a) { return block(a[0], a[1]); };
   Array x = random_array({2, 3}, DType::f64, 57), w = random_array({3, 3}, DType::f64, 58);
