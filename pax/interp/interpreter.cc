@@ -61,7 +61,7 @@ int64_t axis_size(const std::string& axis_name) {
   PAX_FAIL("unbound axis name '", axis_name, "'; collectives need an enclosing vmap with axis_name='", axis_name, "'");
 }
 
-std::vector<Array> bind(Prim prim, std::span<const Array> inputs, const Params& params) {
+Trace* find_top_trace(Prim prim, std::span<const Array> inputs, const Params& params) {
   Trace* top = nullptr;
   for (const Array& a : inputs) {
     PAX_CHECK(a.defined(), prim_name(prim), ": an operand is an empty Array");
@@ -86,6 +86,11 @@ std::vector<Array> bind(Prim prim, std::span<const Array> inputs, const Params& 
   }
   Trace* dyn = dynamic_trace();
   if (dyn && (!top || dyn->level() > top->level())) top = dyn;
+  return top;
+}
+
+std::vector<Array> bind(Prim prim, std::span<const Array> inputs, const Params& params) {
+  Trace* top = find_top_trace(prim, inputs, params);
   if (!top) return eager_apply(prim, inputs, params);
   return top->process(prim, inputs, params);
 }

@@ -83,6 +83,9 @@ Trace* dynamic_trace();
 // The number of levels on this thread's stack (the next level is this + 1).
 int current_level();
 
+// The level bind() hands `prim` to (nullptr: eager execution).
+Trace* find_top_trace(Prim prim, std::span<const Array> inputs, const Params& params);
+
 std::vector<Array> bind(Prim prim, std::span<const Array> inputs, const Params& params = {});
 inline std::vector<Array> bind(Prim prim, std::initializer_list<Array> inputs, const Params& params = {}) {
   return bind(prim, std::span<const Array>(inputs.begin(), inputs.size()), params);

@@ -62,7 +62,7 @@ std::vector<Array> JvpTrace::process(Prim prim, std::span<const Array> inputs, c
 }
 
 std::pair<std::vector<Array>, std::vector<Array>> jvp_flat(const FlatFn& f, std::span<const Array> primals,
-                                                           std::span<const Array> tangents) {
+                                                           std::span<const Array> tangents, bool instantiate_zeros) {
   PAX_CHECK(primals.size() == tangents.size(), "jvp: ", primals.size(), " primals but ", tangents.size(),
             " tangents");
   auto trace = std::make_shared<JvpTrace>();
@@ -71,18 +71,24 @@ std::pair<std::vector<Array>, std::vector<Array>> jvp_flat(const FlatFn& f, std:
     TraceScope scope(trace, /*dynamic=*/false);
     std::vector<Array> inputs;
     for (size_t i = 0; i < primals.size(); ++i) {
+      if (!tangents[i].defined() || !is_floating(primals[i].dtype())) {
+        inputs.push_back(primals[i]);
+        continue;
+      }
       PAX_CHECK(tangents[i].shape() == primals[i].shape() && tangents[i].dtype() == primals[i].dtype(),
                 "jvp: tangent ", tangents[i].aval().str(), " does not match its primal ", primals[i].aval().str());
-      inputs.push_back(is_floating(primals[i].dtype()) ? trace->pack(primals[i], tangents[i]) : primals[i]);
+      inputs.push_back(trace->pack(primals[i], tangents[i]));
     }
     for (const Array& o : f(inputs)) {
       auto [p, t] = trace->unpack(o);
       outs.push_back(p);
-      touts.push_back(t);
+      touts.push_back(is_floating(p.dtype()) ? t : Array());
     }
   }
-  for (size_t i = 0; i < outs.size(); ++i) {
-    if (!touts[i].defined()) touts[i] = zeros_like_aval(outs[i]);
+  if (instantiate_zeros) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (!touts[i].defined()) touts[i] = zeros_like_aval(outs[i]);
+    }
   }
   return {outs, touts};
 }

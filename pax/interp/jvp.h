@@ -31,8 +31,11 @@ class JvpTracer : public LevelTracer {
   const Array tangent;
 };
 
-// Primal outputs and their tangents (zeros where independent of the inputs).
+// Primal outputs and their tangents. Undefined input tangents are zeros;
+// output tangents that do not depend on the inputs are zeros, materialised
+// unless `instantiate_zeros` is false (then undefined).
 std::pair<std::vector<Array>, std::vector<Array>> jvp_flat(const FlatFn& f, std::span<const Array> primals,
-                                                           std::span<const Array> tangents);
+                                                           std::span<const Array> tangents,
+                                                           bool instantiate_zeros = true);
 
 }  // namespace pax

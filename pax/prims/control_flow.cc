@@ -60,36 +60,8 @@ std::vector<AVal> avals_of(std::span<const Array> xs) {
   return out;
 }
 
-bool differentiated_here(std::span<const Array> operands) {
-  // The level bind() will hand the primitive to (see interpreter.cc).
-  Trace* top = nullptr;
-  for (const Array& x : operands) {
-    Trace* t = trace_of(x);
-    if (t && t->active() && (!top || t->level() > top->level())) top = t;
-  }
-  Trace* dyn = dynamic_trace();
-  if (dyn && (!top || dyn->level() > top->level())) top = dyn;
-  return dynamic_cast<VjpTrace*>(top) != nullptr;
-}
-
-std::pair<std::vector<Array>, std::vector<Array>> jvp_fn(const FlatFn& f, std::span<const Array> primals,
-                                                         std::span<const Array> tangents) {
-  auto trace = std::make_shared<JvpTrace>();
-  std::vector<Array> outs, touts;
-  {
-    TraceScope scope(trace, /*dynamic=*/false);
-    std::vector<Array> inputs;
-    for (size_t i = 0; i < primals.size(); ++i) {
-      const bool tracked = tangents[i].defined() && is_floating(primals[i].dtype());
-      inputs.push_back(tracked ? trace->pack(primals[i], tangents[i]) : primals[i]);
-    }
-    for (const Array& o : f(inputs)) {
-      auto [p, t] = trace->unpack(o);
-      outs.push_back(p);
-      touts.push_back(is_floating(p.dtype()) ? t : Array());
-    }
-  }
-  return {outs, touts};
+bool differentiated_here(Prim prim, std::span<const Array> operands, const Params& params) {
+  return dynamic_cast<VjpTrace*>(find_top_trace(prim, operands, params)) != nullptr;
 }
 
 Batched batch_fn(const FlatFn& f, std::span<const Array> values, std::span<const int64_t> bdims,

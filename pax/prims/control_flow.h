@@ -96,12 +96,7 @@ std::vector<AVal> avals_of(std::span<const Array> xs);
 
 // True when the innermost level that will process `operands` is grad (so
 // residual outputs are worth computing).
-bool differentiated_here(std::span<const Array> operands);
-
-// f's outputs and their tangents under a fresh jvp level. Only floating
-// primals with a defined tangent are tracked; undefined tangents are zeros.
-std::pair<std::vector<Array>, std::vector<Array>> jvp_fn(const FlatFn& f, std::span<const Array> primals,
-                                                         std::span<const Array> tangents);
+bool differentiated_here(Prim prim, std::span<const Array> operands, const Params& params = {});
 
 // f on values batched at bdims (-1: not batched) under a fresh vmap level of
 // `info`'s size and axis name; returns each output's value and batch axis.

@@ -11,6 +11,7 @@
 #include "pax/interp/vmap.h"
 #include "pax/ops/lax.h"
 #include "pax/prims/ad_util.h"
+#include "pax/interp/jvp.h"
 #include "pax/prims/control_flow.h"
 
 namespace pax::cf {
@@ -84,8 +85,8 @@ std::vector<Array> cond_jvp(std::span<const Array> primals, std::span<const Arra
   std::vector<ClosedFn> jvps;
   for (const auto& branch : list.branches) {
     FlatFn f = [&](std::span<const Array> xs) {
-      auto [outs, touts] = jvp_fn([&](std::span<const Array> a) { return call(*branch, a); }, xs.first(ops.size()),
-                                  place(ops.size(), with_t, xs.subspan(ops.size())));
+      auto [outs, touts] = jvp_flat([&](std::span<const Array> a) { return call(*branch, a); }, xs.first(ops.size()),
+                                  place(ops.size(), with_t, xs.subspan(ops.size())), false);
       return floating_tangents(outs, touts);
     };
     jvps.push_back(trace_closed(f, avals_of(inputs), "branch_jvp"));

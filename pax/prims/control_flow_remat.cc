@@ -11,6 +11,7 @@
 #include "pax/interp/custom_vjp.h"
 #include "pax/interp/vjp.h"
 #include "pax/interp/vmap.h"
+#include "pax/interp/jvp.h"
 #include "pax/prims/control_flow.h"
 
 namespace pax::cf {
@@ -107,8 +108,8 @@ std::vector<Array> remat_jvp(std::span<const Array> primals, std::span<const Arr
   // [args, tangents of with_t] -> tangents of the floating outputs
   ClosedFn jvp = trace_closed(
       [&](std::span<const Array> xs) {
-        auto [outs, touts] = jvp_fn([&](std::span<const Array> a) { return call(*program, a); }, xs.first(n),
-                                    place(n, with_t, xs.subspan(n)));
+        auto [outs, touts] = jvp_flat([&](std::span<const Array> a) { return call(*program, a); }, xs.first(n),
+                                    place(n, with_t, xs.subspan(n)), false);
         return floating_tangents(outs, touts);
       },
       avals_of(inputs), "remat_jvp");
@@ -150,7 +151,7 @@ std::shared_ptr<const Program> with_dot_outputs(const Program& program) {
 std::vector<Array> remat(const std::shared_ptr<const Program>& jaxpr, RematPolicy policy, std::span<const Array> args) {
   std::shared_ptr<const Program> program = jaxpr;
   int64_t num_res = 0;
-  if (policy == RematPolicy::dots_saveable && differentiated_here(args)) {
+  if (policy == RematPolicy::dots_saveable && differentiated_here(Prim::remat, args)) {
     if (auto augmented = with_dot_outputs(*jaxpr)) {
       num_res = int64_t(augmented->jaxpr()->outvars.size() - jaxpr->jaxpr()->outvars.size());
       program = augmented;

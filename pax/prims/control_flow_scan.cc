@@ -13,6 +13,7 @@
 #include "pax/interp/vmap.h"
 #include "pax/ops/lax.h"
 #include "pax/prims/ad_util.h"
+#include "pax/interp/jvp.h"
 #include "pax/prims/control_flow.h"
 
 namespace pax::cf {
@@ -181,8 +182,8 @@ std::vector<Array> scan_jvp(std::span<const Array> primals, std::span<const Arra
         std::span<const Array> consts = c.next(nc), ct = c.next(const_t.size()), carry = c.next(ncar),
                                cart = c.next(carry_t.size()), x = c.next(nx), xt = c.next(x_t.size());
         auto [outs, touts] =
-            jvp_fn([&](std::span<const Array> a) { return call(*s.body, a); }, concat({consts, carry, x}),
-                   concat({place(nc, const_t, ct), place(ncar, carry_t, cart), place(nx, x_t, xt)}));
+            jvp_flat([&](std::span<const Array> a) { return call(*s.body, a); }, concat({consts, carry, x}),
+                   concat({place(nc, const_t, ct), place(ncar, carry_t, cart), place(nx, x_t, xt)}), false);
         std::span<const Array> o(outs), t(touts);
         return concat({o.first(ncar), floating_tangents(o.first(ncar), t.first(ncar)), o.subspan(ncar),
                        floating_tangents(o.subspan(ncar), t.subspan(ncar))});
@@ -339,7 +340,7 @@ Params scan_params(const ScanSpec& s, bool save_carries) {
 }
 
 std::vector<Array> scan(const ScanSpec& spec, std::span<const Array> operands, bool want_carries) {
-  const bool save = want_carries || differentiated_here(operands);
+  const bool save = want_carries || differentiated_here(Prim::scan, operands);
   std::vector<Array> out = bind(Prim::scan, operands, scan_params(spec, save));
   if (save && !want_carries) out.resize(out.size() - size_t(spec.num_carry));
   return out;

@@ -9,6 +9,7 @@
 #include "pax/interp/vmap.h"
 #include "pax/ops/lax.h"
 #include "pax/prims/ad_util.h"
+#include "pax/interp/jvp.h"
 #include "pax/prims/control_flow.h"
 
 namespace pax::cf {
@@ -80,8 +81,8 @@ std::vector<Array> while_jvp(std::span<const Array> primals, std::span<const Arr
         std::vector<Array> t = place(nbc, const_t, xs.subspan(nbc, nct));
         std::vector<Array> ct = place(n, carry_t, xs.subspan(nbc + nct + n));
         t.insert(t.end(), ct.begin(), ct.end());
-        auto [outs, touts] = jvp_fn([&](std::span<const Array> a) { return call(*w.body, a); },
-                                    concat({xs.first(nbc), xs.subspan(nbc + nct, n)}), t);
+        auto [outs, touts] = jvp_flat([&](std::span<const Array> a) { return call(*w.body, a); },
+                                    concat({xs.first(nbc), xs.subspan(nbc + nct, n)}), t, false);
         std::vector<Array> tangents_out = floating_tangents(outs, touts);
         outs.insert(outs.end(), tangents_out.begin(), tangents_out.end());
         return outs;
