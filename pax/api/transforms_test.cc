@@ -11,6 +11,7 @@
 #include "pax/ops/numpy.h"
 #include "pax/ops/random.h"
 #include "pax/testing/testing.h"
+#include "pax/testing/transform_check.h"
 
 namespace pax {
 namespace {
@@ -237,6 +238,25 @@ TEST(CustomVjp, UsesTheUserBackwardPass) {
   EXPECT_TRUE(all_close(grad([&](const Array& v) { return sum(f(v)); })(x), {2, 2}));
   EXPECT_TRUE(all_close(jit(grad([&](const Array& v) { return sum(f(v)); }))(x), {2, 2}));
   EXPECT_TRUE(all_close(grad(jit([&](const Array& v) { return sum(f(v)); }))(x), {2, 2}));
+}
+
+}  // namespace
+}  // namespace pax
+
+namespace pax {
+namespace {
+
+TEST(Collectives, AllGatherIsDifferentiable) {
+  // vmap over members: each member's gathered vector is the whole batch, so
+  // d/dx_i sum_j sum(gathered_j * w) = B * w_i.
+  Array x = testing::random_array({3, 2}, DType::f64, 5);
+  Array w = testing::random_array({3, 2}, DType::f64, 6);
+  auto f = [&](const Array& xs) {
+    auto per_member = vmap([&](const Array& xi) { return sum(lax::all_gather(xi, "b") * w); }, {.axis_name = "b"});
+    return sum(per_member(xs));
+  };
+  EXPECT_TRUE(testing::all_close(grad(f)(x), w * 3.0, 1e-12));
+  EXPECT_TRUE(testing::check_vjp([&](const std::vector<Array>& a) { return f(a[0]); }, {x}));
 }
 
 }  // namespace

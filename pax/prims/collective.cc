@@ -122,6 +122,31 @@ std::vector<Array> pext_jvp(std::span<const Array> in, std::span<const Array> t,
   return {lax::div(bind1(Prim::psum, {lax::mul(t[0], mask)}, p), count)};
 }
 
+// all_gather: every member's slice of the gathered cotangent, summed over
+// the members (psum), is its own cotangent.
+std::vector<Array> all_gather_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> cts,
+                                  const Params& p) {
+  if (!cts[0].defined()) return {Array()};
+  const std::string& name = p.s("axis_name");
+  Array total = bind1(Prim::psum, {cts[0]}, Params{{"axis_name", name}});
+  const int64_t rank = in[0].ndim();
+  const bool tiled = p.b("tiled");
+  const int64_t axis = normalize_axis(p.i("axis"), tiled ? rank : rank + 1, "all_gather");
+  Array index = bind1(Prim::axis_index, {}, Params{{"axis_name", name}});
+  const int64_t chunk = tiled ? in[0].dim(axis) : 1;
+  Array start = lax::mul(index, scalar(double(chunk), DType::i32));
+  std::vector<Array> starts(size_t(total.ndim()), scalar(0.0, DType::i32));
+  starts[size_t(axis)] = start;
+  Ints sizes = total.shape().dims();
+  sizes[size_t(axis)] = chunk;
+  Array mine = lax::dynamic_slice(total, starts, sizes);
+  return {tiled ? mine : lax::squeeze(mine, {axis})};
+}
+std::vector<Array> all_gather_jvp(std::span<const Array>, std::span<const Array> t, std::span<const Array>,
+                                  const Params& p) {
+  return {t[0].defined() ? bind1(Prim::all_gather, {t[0]}, p) : Array()};
+}
+
 }  // namespace
 
 void register_collective_prims(PrimTable& t) {
@@ -141,6 +166,8 @@ void register_collective_prims(PrimTable& t) {
   t[size_t(Prim::pmax)].jvp = pext_jvp;
   t[size_t(Prim::pmin)].vjp = pext_vjp;
   t[size_t(Prim::pmin)].jvp = pext_jvp;
+  t[size_t(Prim::all_gather)].vjp = all_gather_vjp;
+  t[size_t(Prim::all_gather)].jvp = all_gather_jvp;
 }
 
 }  // namespace pax

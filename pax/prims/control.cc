@@ -20,6 +20,11 @@ namespace {
 
 std::vector<AVal> identity_rule(std::span<const AVal> in, const Params&) { return {in[0]}; }
 
+std::vector<Array> stop_gradient_vjp(std::span<const Array>, std::span<const Array>, std::span<const Array>,
+                                     const Params&) {
+  return {Array()};
+}
+
 std::vector<Array> stop_gradient_jvp(std::span<const Array>, std::span<const Array>, std::span<const Array>,
                                      const Params&) {
   return {Array()};
@@ -81,6 +86,7 @@ std::vector<Array> custom_vjp_vjp(std::span<const Array> primals_in, std::span<c
 
 void register_control_prims(PrimTable& t) {
   t[size_t(Prim::stop_gradient)] = PrimDef{identity_rule, nullptr, 0};
+  t[size_t(Prim::stop_gradient)].vjp = stop_gradient_vjp;
   t[size_t(Prim::stop_gradient)].jvp = stop_gradient_jvp;
   t[size_t(Prim::stop_gradient)].batch = stop_gradient_batch;
 

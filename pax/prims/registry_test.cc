@@ -25,6 +25,34 @@ TEST(Registry, EveryPrimitiveIsComplete) {
   EXPECT_THROW(prim_from_name("nonexistent"), Error);
 }
 
+// Primitives whose outputs are never floating (or that are differentiated by
+// the interpreter levels themselves) need no VJP / JVP rule.
+bool non_differentiable(Prim p) {
+  switch (p) {
+    case Prim::is_finite: case Prim::not_: case Prim::bitcast_convert_type: case Prim::and_: case Prim::or_:
+    case Prim::xor_: case Prim::eq: case Prim::ne: case Prim::lt: case Prim::le: case Prim::gt: case Prim::ge:
+    case Prim::shift_left: case Prim::shift_right_logical: case Prim::shift_right_arithmetic:
+    case Prim::reduce_and: case Prim::reduce_or: case Prim::argmax: case Prim::argmin: case Prim::iota:
+    case Prim::threefry2x32: case Prim::random_bits: case Prim::axis_index: case Prim::jit_call:
+      return true;
+    default:
+      return false;
+  }
+}
+
+TEST(Registry, EveryPrimitiveHasItsTransformRules) {
+  for (int i = 0; i < kNumPrims; ++i) {
+    const Prim p = Prim(i);
+    const PrimDef& def = prim_def(p);
+    // jit_call and custom_vjp_call are batched through their bodies by the vmap level.
+    if (p != Prim::jit_call && p != Prim::custom_vjp_call) EXPECT_NE(def.batch, nullptr) << prim_name(p);
+    if (non_differentiable(p)) continue;
+    EXPECT_NE(def.vjp, nullptr) << prim_name(p);
+    // custom_vjp has no forward mode, as in JAX; stop_gradient's VJP is the level's.
+    if (p != Prim::custom_vjp_call) EXPECT_NE(def.jvp, nullptr) << prim_name(p);
+  }
+}
+
 TEST(Registry, ArityIsChecked) {
   AVal a{Shape{2}, DType::f32};
   std::vector<AVal> one{a};
