@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "pax/backend/cpu/dispatch.h"
-#include "pax/backend/cpu/fused_store.h"
+#include "pax/backend/cpu/fused_kernels.h"
 #include "pax/backend/cpu/parallel.h"
 #include "pax/core/buffer.h"
 #include "pax/core/error.h"
@@ -141,7 +141,7 @@ class Task {
  public:
   Task(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out, size_t tile_bytes,
        size_t extra_bytes)
-      : p_(p), in_(in), out_(out) {
+      : p_(p), in_(in), out_(out), steps_(p.chain_steps) {
     const size_t reg_total = size_t(p.num_regs) * p.reg_bytes;
     char* regs = thread_scratch(reg_total + round64(tile_bytes) + round64(extra_bytes) +
                                 p.slots.size() * sizeof(void*));
@@ -172,13 +172,21 @@ class Task {
       const FusedSlot& slot = p_.slots[size_t(p_.reduce->slot)];
       ptr_[p_.reduce->slot] = tile_ + size_t(start - tile_start) * slot.width;
     }
-    const size_t last = p_.instrs.size() - 1;
-    for (size_t i = 0; i < last; ++i) exec(p_.instrs[i], ptr_, size_t(m));
     if (p_.direct_store >= 0) {
+      // Only the last instruction writes this slot, and nothing reads it.
       const FusedStore& st = p_.stores[size_t(p_.direct_store)];
       ptr_[st.slot] = static_cast<char*>(out_[size_t(st.output)]) + size_t(start) * p_.slots[size_t(st.slot)].width;
     }
-    exec(p_.instrs[last], ptr_, size_t(m));
+    if (p_.chain_first >= 0) {
+      for (size_t k = 0; k < steps_.size(); ++k) {
+        if (p_.chain_leaves[k] >= 0) steps_[k].leaf = ptr_[p_.chain_leaves[k]];
+      }
+      const FusedSlot& first = p_.slots[size_t(p_.chain_first)];
+      chain(first.dtype, ptr_[p_.chain_first], first.kind == FusedSlot::Kind::splat, steps_, ptr_[p_.instrs.back().result],
+            size_t(m));
+    } else {
+      for (const FusedInstr& ins : p_.instrs) exec(ins, ptr_, size_t(m));
+    }
     const int64_t lo = std::max(start, own_lo), hi = std::min(start + m, own_hi);
     if (lo >= hi) return;
     for (size_t k = 0; k < p_.stores.size(); ++k) {
@@ -218,6 +226,7 @@ class Task {
   char* tile_;
   char* extra_;
   bool streamed_ = false;
+  std::vector<ChainStep> steps_;  // the program's chain, with this block's leaves
 };
 
 void run_plain(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out) {
@@ -389,6 +398,7 @@ void FusedProgram::finalize() {
     ++writers;
   }
   if (writers != 1) direct_store = -1;
+  find_chain();
   if (reduce) {
     const FusedSlot& s = slots[size_t(reduce->slot)];
     PAX_CHECK(s.kind == FusedSlot::Kind::reg, "fused loop: the reduced value must be an instruction result");
@@ -396,6 +406,60 @@ void FusedProgram::finalize() {
                   reduce->outer * reduce->n * reduce->inner == size,
               "fused loop: unsupported reduction");
   }
+}
+
+void FusedProgram::find_chain() {
+  chain_first = -1;
+  chain_steps.clear();
+  chain_leaves.clear();
+  // Reads of each slot by instructions, stores and the reduction.
+  std::vector<int> reads(slots.size(), 0);
+  for (const FusedInstr& ins : instrs) {
+    for (int a : ins.args) ++reads[size_t(a)];
+  }
+  for (const FusedStore& st : stores) ++reads[size_t(st.slot)];
+  if (reduce) ++reads[size_t(reduce->slot)];
+  auto is_leaf = [&](int s) { return slots[size_t(s)].kind != FusedSlot::Kind::reg; };
+  const DType dt = instrs[0].dtype;
+  std::vector<ChainStep> steps;
+  std::vector<int> leaves;
+  int first = -1;
+  int acc = -1;  // the previous result
+  for (const FusedInstr& ins : instrs) {
+    const bool binary = ins.kind == FusedInstr::Kind::binary;
+    if ((!binary && ins.kind != FusedInstr::Kind::unary) || ins.dtype != dt || ins.out_dtype != dt ||
+        !chain_supports(binary, ins.op, dt)) {
+      return;
+    }
+    ChainStep step;
+    step.binary = binary;
+    step.op = ins.op;
+    int leaf = -1;
+    if (acc < 0) {
+      if (!is_leaf(ins.args[0]) || (binary && !is_leaf(ins.args[1]))) return;
+      first = acc = ins.args[0];
+      if (binary) leaf = ins.args[1];
+    } else {
+      if (reads[size_t(acc)] != 1) return;  // an intermediate read twice, or stored
+      if (!binary) {
+        if (ins.args[0] != acc) return;
+      } else if (ins.args[0] == acc && ins.args[1] != acc && is_leaf(ins.args[1])) {
+        leaf = ins.args[1];
+      } else if (ins.args[1] == acc && ins.args[0] != acc && is_leaf(ins.args[0])) {
+        leaf = ins.args[0];
+        step.leaf_first = true;
+      } else {
+        return;
+      }
+    }
+    if (binary) step.scalar = slots[size_t(leaf)].kind == FusedSlot::Kind::splat;
+    steps.push_back(step);
+    leaves.push_back(leaf);
+    acc = ins.result;
+  }
+  chain_first = first;
+  chain_steps = std::move(steps);
+  chain_leaves = std::move(leaves);
 }
 
 void run_fused(const FusedProgram& p, std::span<const void* const> inputs, std::span<void* const> outputs) {

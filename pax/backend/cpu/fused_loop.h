@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "pax/backend/cpu/elementwise.h"
+#include "pax/backend/cpu/fused_kernels.h"
 #include "pax/backend/cpu/reduce.h"
 #include "pax/core/dtype.h"
 
@@ -99,6 +100,13 @@ struct FusedProgram {
   std::optional<FusedReduce> reduce;
   // Set by finalize:
   std::vector<int> per_block;   // input and view slots, resolved per block
+  // When every instruction combines the previous result with an input or a
+  // constant (f32 / f64), the instructions run as one accumulator chain in
+  // vector registers (fused_kernels.h): the first operand's slot, the steps
+  // and each step's leaf slot (-1 for unary steps; leaves are set per block).
+  int chain_first = -1;
+  std::vector<ChainStep> chain_steps;
+  std::vector<int> chain_leaves;
   int num_regs = 0;
   int64_t block = kFusedBlock;  // elements per block
   size_t reg_bytes = 0;  // bytes of one register
@@ -110,9 +118,13 @@ struct FusedProgram {
   int num_outputs = 0;
 
   // Assigns registers to view / splat / reg slots (liveness over the
-  // instruction order; stored slots live to the end of the block) and checks
-  // the program. Call once after filling slots, instrs, stores and reduce.
+  // instruction order; stored slots live to the end of the block), finds an
+  // accumulator chain and checks the program. Call once after filling slots,
+  // instrs, stores and reduce.
   void finalize();
+
+ private:
+  void find_chain();
 };
 
 // Whether a reduction of (outer, n, inner) can end a fused loop.
