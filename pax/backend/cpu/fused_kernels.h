@@ -41,7 +41,10 @@ bool chain_supports(bool binary, uint8_t op, DType dtype);
 
 // y[i] = the steps applied in turn to first[i] (first[0] when first_scalar),
 // leaves read at [i] (or [0] when scalar), for i < n. y may be first or a
-// leaf (every operand of element i is read before y[i] is written).
-void chain(DType dtype, const void* first, bool first_scalar, std::span<const ChainStep> steps, void* y, size_t n);
+// leaf (every operand of element i is read before y[i] is written). With
+// `stream`, y is written with non-temporal stores where it is 64-byte
+// aligned (call stream_fence() before the values are read elsewhere).
+void chain(DType dtype, const void* first, bool first_scalar, std::span<const ChainStep> steps, void* y, size_t n,
+           bool stream = false);
 
 }  // namespace pax::cpu

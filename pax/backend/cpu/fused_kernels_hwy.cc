@@ -48,7 +48,7 @@ struct Min {
   }
 };
 
-constexpr size_t kTile = 4;  // vectors per tile: the accumulators and leaves stay in registers
+constexpr size_t kTile = 8;  // vectors per tile: the accumulators and leaves stay in registers
 
 // Loads `valid` (>= lanes: a whole vector) elements at p, zero-padded.
 template <class D, class T>
@@ -77,7 +77,7 @@ HWY_INLINE void Apply(D d, Op op, V* t, const V* c, bool leaf_first) {
 }
 
 // Elements [i, i + valid) as K vectors (the last ones partial or unused).
-template <size_t K, class D, class T>
+template <size_t K, bool kStream, class D, class T>
 HWY_INLINE void ChainTile(D d, const T* first, bool first_scalar, const ChainStep* steps, size_t num_steps, T* y,
                           size_t i, size_t valid) {
   using V = hn::Vec<D>;
@@ -104,25 +104,35 @@ HWY_INLINE void ChainTile(D d, const T* first, bool first_scalar, const ChainSte
     }
   }
   for (size_t k = 0; k < K; ++k) {
-    if (part(k) > 0) StorePart(d, t[k], y + i + k * N, part(k));
+    if constexpr (kStream) {
+      hn::Stream(t[k], d, y + i + k * N);
+    } else if (part(k) > 0) {
+      StorePart(d, t[k], y + i + k * N, part(k));
+    }
   }
 }
 
 template <class T>
-void ChainTyped(const T* first, bool first_scalar, const ChainStep* steps, size_t num_steps, T* y, size_t n) {
+void ChainTyped(const T* first, bool first_scalar, const ChainStep* steps, size_t num_steps, T* y, size_t n,
+                bool stream) {
   const hn::ScalableTag<T> d;
   const size_t N = hn::Lanes(d);
+  stream = stream && reinterpret_cast<uintptr_t>(y) % 64 == 0;
   size_t i = 0;
-  for (; i + kTile * N <= n; i += kTile * N) ChainTile<kTile>(d, first, first_scalar, steps, num_steps, y, i, kTile * N);
-  for (; i < n; i += N) ChainTile<1>(d, first, first_scalar, steps, num_steps, y, i, std::min(N, n - i));
+  for (; i + kTile * N <= n; i += kTile * N) {
+    if (stream) ChainTile<kTile, true>(d, first, first_scalar, steps, num_steps, y, i, kTile * N);
+    else ChainTile<kTile, false>(d, first, first_scalar, steps, num_steps, y, i, kTile * N);
+  }
+  for (; i < n; i += N) ChainTile<1, false>(d, first, first_scalar, steps, num_steps, y, i, std::min(N, n - i));
 }
 
 void Chain(DType dtype, const void* first, bool first_scalar, const ChainStep* steps, size_t num_steps, void* y,
-           size_t n) {
+           size_t n, bool stream) {
   if (dtype == DType::f64) {
-    return ChainTyped(static_cast<const double*>(first), first_scalar, steps, num_steps, static_cast<double*>(y), n);
+    return ChainTyped(static_cast<const double*>(first), first_scalar, steps, num_steps, static_cast<double*>(y), n,
+                      stream);
   }
-  ChainTyped(static_cast<const float*>(first), first_scalar, steps, num_steps, static_cast<float*>(y), n);
+  ChainTyped(static_cast<const float*>(first), first_scalar, steps, num_steps, static_cast<float*>(y), n, stream);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -151,8 +161,9 @@ bool chain_supports(bool binary, uint8_t op, DType dtype) {
   }
 }
 
-void chain(DType dtype, const void* first, bool first_scalar, std::span<const ChainStep> steps, void* y, size_t n) {
-  HWY_DYNAMIC_DISPATCH(Chain)(dtype, first, first_scalar, steps.data(), steps.size(), y, n);
+void chain(DType dtype, const void* first, bool first_scalar, std::span<const ChainStep> steps, void* y, size_t n,
+           bool stream) {
+  HWY_DYNAMIC_DISPATCH(Chain)(dtype, first, first_scalar, steps.data(), steps.size(), y, n, stream);
 }
 
 }  // namespace pax::cpu

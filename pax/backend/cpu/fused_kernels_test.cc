@@ -61,10 +61,15 @@ void check_random_chains(DType dtype) {
       }
       std::vector<T> got = first;  // in place
       chain(dtype, got.data(), false, steps, got.data(), n);
+      auto streamed = Buffer::allocate(n * sizeof(T));  // 64-byte aligned: non-temporal stores
+      chain(dtype, first.data(), false, steps, streamed->data(), n, /*stream=*/true);
+      stream_fence();
+      const T* s = static_cast<const T*>(streamed->data());
       for (size_t i = 0; i < n; ++i) {
-        const bool same = std::memcmp(&got[i], &want[i], sizeof(T)) == 0 || (std::isnan(got[i]) && std::isnan(want[i]));
-        ASSERT_TRUE(same) << "n " << n << " trial " << trial << " element " << i << ": got " << got[i] << ", want "
-                          << want[i];
+        auto same = [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0 || (std::isnan(a) && std::isnan(b)); };
+        ASSERT_TRUE(same(got[i], want[i]) && same(s[i], want[i]))
+            << "n " << n << " trial " << trial << " element " << i << ": got " << got[i] << " / " << s[i]
+            << ", want " << want[i];
       }
     }
   }

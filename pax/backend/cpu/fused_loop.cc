@@ -182,8 +182,10 @@ class Task {
         if (p_.chain_leaves[k] >= 0) steps_[k].leaf = ptr_[p_.chain_leaves[k]];
       }
       const FusedSlot& first = p_.slots[size_t(p_.chain_first)];
-      chain(first.dtype, ptr_[p_.chain_first], first.kind == FusedSlot::Kind::splat, steps_, ptr_[p_.instrs.back().result],
-            size_t(m));
+      const bool stream = p_.direct_store >= 0 && p_.stores[size_t(p_.direct_store)].stream;
+      chain(first.dtype, ptr_[p_.chain_first], first.kind == FusedSlot::Kind::splat, steps_,
+            ptr_[p_.instrs.back().result], size_t(m), stream);
+      streamed_ = streamed_ || stream;
     } else {
       for (const FusedInstr& ins : p_.instrs) exec(ins, ptr_, size_t(m));
     }
@@ -388,17 +390,17 @@ void FusedProgram::finalize() {
   block = kFusedBlock;
   reg_bytes = round64(size_t(block) * max_width);
   for (FusedStore& st : stores) st.stream = size_t(size) * itemsize(slots[size_t(st.slot)].dtype) >= kStreamBytes;
+  find_chain();
   // Plain loops own every block they compute, so the last instruction may
-  // write its stored result in place of the copy (unless it is streamed).
+  // write its stored result in place of the copy (streamed only by chains).
   direct_store = -1;
   int writers = 0;
   for (size_t k = 0; k < stores.size() && !reduce; ++k) {
     if (stores[k].slot != instrs.back().result) continue;
-    direct_store = stores[k].stream ? -1 : int(k);
+    direct_store = stores[k].stream && chain_first < 0 ? -1 : int(k);
     ++writers;
   }
   if (writers != 1) direct_store = -1;
-  find_chain();
   if (reduce) {
     const FusedSlot& s = slots[size_t(reduce->slot)];
     PAX_CHECK(s.kind == FusedSlot::Kind::reg, "fused loop: the reduced value must be an instruction result");

@@ -12,8 +12,15 @@
 // through a broadcast view gathered per block (`view`), or as one element
 // filled into a register once per task (`splat`). Stored values are copied
 // from their slot to the output at the end of each block, after every read of
-// the block, so an output may share its buffer with a same-sized input that
-// is read contiguously (in-place execution), when the loop has no reduction.
+// the block (or written by the last instruction itself), so an output may
+// share its buffer with a same-sized input that is read contiguously
+// (in-place execution), when the loop has no reduction. Outputs of 4 MiB and
+// more are written with non-temporal stores.
+//
+// A loop whose instructions form an accumulator chain (each combines the
+// previous result with an input or a constant: add, sub, mul, div, max, min,
+// neg, abs in f32 / f64) runs as one cpu::chain() per block instead, in
+// vector registers (fused_kernels.h).
 //
 // The trailing reduction (sum / max / min) reduces the domain seen as
 // (outer, n, inner):
