@@ -57,7 +57,7 @@ class Executable {
   virtual ~Executable() = default;
   // Runs on concrete arguments (moved in, so that donated buffers can be reused).
   virtual std::vector<Array> run(std::vector<Array> args) const = 0;
-  // The program after the compiler's passes.
+  // The optimised program: fused loops shown as fusion{...}, and the memory plan.
   virtual std::string str() const = 0;
   // The jaxpr after the passes (before fusion, which str() shows).
   virtual const Jaxpr& optimized_jaxpr() const = 0;
