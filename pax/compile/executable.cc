@@ -1,76 +1,249 @@
-// The executable: runs the optimised jaxpr equation by equation on the eager
-// kernels, releasing each intermediate after its last use.
+// compile(): passes, fusion and memory planning; the CPU executable that
+// runs the resulting schedule over one arena per call.
 #include "pax/compile/executable.h"
 
+#include <cstring>
+
+#include "pax/backend/backend.h"
+#include "pax/backend/cpu/fused_loop.h"
+#include "pax/compile/cost.h"
+#include "pax/compile/fusion.h"
+#include "pax/compile/memory_plan.h"
+#include "pax/compile/passes/passes.h"
+#include "pax/compile/passes/rewrite.h"
 #include "pax/core/error.h"
 #include "pax/interp/interpreter.h"
 #include "pax/prims/registry.h"
 
 namespace pax {
+
+// ---------------------------------------------------------------------------
+// Whether the caller gave up its only handle to an argument: the Array is the
+// last handle to its value, and no other value (a reshape, say) shares the
+// buffer. Array keeps its handle count private; explicit instantiation may
+// name private members, which reads it without changing core.
 namespace {
 
-class InterpretedExecutable : public Executable {
- public:
-  explicit InterpretedExecutable(JaxprPtr jaxpr) : jaxpr_(std::move(jaxpr)) {
-    // Last use of every variable, so intermediates are freed early.
-    last_use_.assign(jaxpr_->avals.size(), -1);
-    for (size_t k = 0; k < jaxpr_->eqns.size(); ++k) {
-      for (Var v : jaxpr_->eqns[k].inputs) last_use_[size_t(v)] = int(k);
-    }
-    for (Var v : jaxpr_->outvars) last_use_[size_t(v)] = int(jaxpr_->eqns.size());
-  }
-
-  std::vector<Array> run(std::vector<Array> args) const override {
-    const Jaxpr& j = *jaxpr_;
-    PAX_CHECK(args.size() == j.invars.size(), "executable: takes ", j.invars.size(), " arguments, got ", args.size());
-    std::vector<Array> env(j.avals.size());
-    for (size_t i = 0; i < j.constvars.size(); ++i) env[size_t(j.constvars[i])] = j.consts[i];
-    for (size_t i = 0; i < args.size(); ++i) {
-      PAX_CHECK(args[i].shape() == j.aval(j.invars[i]).shape && args[i].dtype() == j.aval(j.invars[i]).dtype,
-                "executable: argument ", i, " is ", args[i].aval().str(), " but the program expects ",
-                j.aval(j.invars[i]).str());
-      env[size_t(j.invars[i])] = std::move(args[i]);
-    }
-    std::vector<Array> inputs;
-    for (size_t k = 0; k < j.eqns.size(); ++k) {
-      const Eqn& e = j.eqns[k];
-      inputs.clear();
-      for (Var v : e.inputs) inputs.push_back(env[size_t(v)]);
-      std::vector<Array> out = eager_apply(e.prim, inputs, e.params);
-      for (size_t i = 0; i < out.size(); ++i) env[size_t(e.outputs[i])] = std::move(out[i]);
-      for (Var v : e.inputs) {
-        if (last_use_[size_t(v)] == int(k)) env[size_t(v)] = Array();
-      }
-    }
-    std::vector<Array> out;
-    for (Var v : j.outvars) out.push_back(env[size_t(v)]);
-    return out;
-  }
-
-  std::string str() const override { return jaxpr_->str(); }
-  const Jaxpr& optimized_jaxpr() const override { return *jaxpr_; }
-
- private:
-  JaxprPtr jaxpr_;
-  std::vector<int> last_use_;
+struct ArrayImplTag {
+  friend auto array_impl_member(ArrayImplTag);
+};
+template <auto Member>
+struct ArrayImplAccess {
+  friend auto array_impl_member(ArrayImplTag) { return Member; }
 };
 
 }  // namespace
 
-std::shared_ptr<Executable> compile(JaxprPtr jaxpr, const CompileOptions&) {
-  return std::make_shared<InterpretedExecutable>(std::move(jaxpr));
+template struct ArrayImplAccess<&Array::impl_>;
+
+namespace {
+
+bool owns_buffer_exclusively(const Array& x) {
+  return x.is_concrete() && (x.*array_impl_member(ArrayImplTag{})).use_count() == 1 &&
+         x.buffer().use_count() == 1;
 }
 
-CostAnalysis cost_analysis(const Jaxpr& jaxpr) {
-  CostAnalysis c;
-  for (const Eqn& e : jaxpr.eqns) {
-    for (Var v : e.inputs) c.bytes_accessed += double(jaxpr.aval(v).shape.numel() * int64_t(itemsize(jaxpr.aval(v).dtype)));
-    for (Var v : e.outputs) {
-      c.bytes_accessed += double(jaxpr.aval(v).shape.numel() * int64_t(itemsize(jaxpr.aval(v).dtype)));
-      c.flops += double(jaxpr.aval(v).shape.numel());
+// ---------------------------------------------------------------------------
+
+// `jaxpr` with its first constant_args.size() inputs turned into constants.
+Jaxpr bind_constant_args(const Jaxpr& jaxpr, const std::vector<Array>& values) {
+  PAX_CHECK(values.size() <= jaxpr.invars.size(), "compile: ", values.size(),
+            " constant arguments for a program of ", jaxpr.invars.size(), " inputs");
+  Jaxpr out = jaxpr;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const AVal& want = jaxpr.aval(jaxpr.invars[i]);
+    PAX_CHECK(values[i].is_concrete() && values[i].shape() == want.shape && values[i].dtype() == want.dtype,
+              "compile: constant argument ", i, " is ", values[i].aval().str(), " but the program expects ",
+              want.str());
+    out.constvars.push_back(jaxpr.invars[i]);
+    out.consts.push_back(values[i]);
+  }
+  out.invars.erase(out.invars.begin(), out.invars.begin() + int64_t(values.size()));
+  return out;
+}
+
+class CpuExecutable : public Executable {
+ public:
+  CpuExecutable(JaxprPtr source, const CompileOptions& options) : source_(std::move(source)) {
+    skip_ = options.constant_args.size();
+    Jaxpr j = skip_ ? bind_constant_args(*source_, options.constant_args) : *source_;
+    if (options.optimize) j = optimize(j, PassOptions{options.fold_limit});
+    jaxpr_ = std::move(j);
+    schedule_ = schedule(jaxpr_, options.fuse);
+    std::vector<bool> donate;
+    for (size_t i = skip_; i < options.donate.size(); ++i) donate.push_back(options.donate[i]);
+    plan_ = plan_memory(jaxpr_, schedule_, donate);
+    donor_.assign(jaxpr_.invars.size(), false);
+    for (const Storage& st : plan_.storages) {
+      if (st.donor >= 0) donor_[size_t(st.donor)] = true;
+    }
+    kernels_.assign(schedule_.steps.size(), nullptr);
+    for (size_t s = 0; s < schedule_.steps.size(); ++s) {
+      const Step& step = schedule_.steps[s];
+      if (step.kind != Step::Kind::kernel) continue;
+      const Prim p = jaxpr_.eqns[step.index].prim;
+      kernels_[s] = cpu_backend().kernel(p);
+      PAX_CHECK(kernels_[s], prim_name(p), ": primitive has no kernel on the ", cpu_backend().name, " backend");
+    }
+    cost_ = schedule_cost(jaxpr_, schedule_);
+  }
+
+  std::vector<Array> run(std::vector<Array> args) const override;
+
+  std::string str() const override { return schedule_.str(jaxpr_) + "\nmemory: " + plan_.str(); }
+  const Jaxpr& optimized_jaxpr() const override { return jaxpr_; }
+  CostAnalysis cost() const override { return cost_; }
+  const MemoryStats& memory() const override { return plan_.stats; }
+
+ private:
+  // The buffers of one call.
+  struct Frame {
+    std::vector<void*> base;                    // per storage
+    std::vector<std::shared_ptr<Buffer>> held;  // arguments, buffers, outputs
+    std::vector<bool> donated;                  // arguments whose buffer an output may take
+    std::shared_ptr<Buffer> arena;
+  };
+
+  void check_args(const std::vector<Array>& args) const;
+  void* ptr(const Frame& f, Var v) const { return f.base[size_t(plan_.storage_of[size_t(v)])]; }
+  // Gives a step's output its memory: its arena slice, a donated argument's
+  // buffer, or a new buffer.
+  void materialize(Frame& f, Var v) const;
+  void run_kernel(Frame& f, size_t s) const;
+  void run_impl(Frame& f, size_t s) const;
+  void run_fused_step(Frame& f, size_t s) const;
+  const std::shared_ptr<Buffer>& buffer_of(const Frame& f, Var v) const;
+
+  JaxprPtr source_;
+  size_t skip_ = 0;  // leading arguments bound as constants
+  Jaxpr jaxpr_;
+  Schedule schedule_;
+  MemoryPlan plan_;
+  std::vector<bool> donor_;  // per program input: some output may take its buffer
+  std::vector<KernelFn> kernels_;
+  CostAnalysis cost_;
+};
+
+void CpuExecutable::check_args(const std::vector<Array>& args) const {
+  const Jaxpr& j = *source_;
+  PAX_CHECK(args.size() == j.invars.size(), "executable: takes ", j.invars.size(), " arguments, got ", args.size());
+  for (size_t i = skip_; i < args.size(); ++i) {
+    const AVal& want = j.aval(j.invars[i]);
+    PAX_CHECK(args[i].defined() && args[i].shape() == want.shape && args[i].dtype() == want.dtype,
+              "executable: argument ", i, " is ", args[i].defined() ? args[i].aval().str() : "undefined",
+              " but the program expects ", want.str());
+    PAX_CHECK(args[i].is_concrete(), "executable: argument ", i, " is a tracer of ", args[i].tracer()->owner(),
+              "; executables run on concrete arrays");
+  }
+}
+
+void CpuExecutable::materialize(Frame& f, Var v) const {
+  const int id = plan_.storage_of[size_t(v)];
+  const Storage& st = plan_.storages[size_t(id)];
+  if (st.kind == Storage::Kind::arena) return;
+  if (st.donor >= 0) {
+    const int arg = plan_.storage_of[size_t(jaxpr_.invars[size_t(st.donor)])];
+    if (f.donated[size_t(arg)]) {
+      f.donated[size_t(arg)] = false;
+      f.held[size_t(id)] = std::move(f.held[size_t(arg)]);
+      f.base[size_t(id)] = f.base[size_t(arg)];
+      return;
     }
   }
-  return c;
+  f.held[size_t(id)] = Buffer::allocate(st.nbytes);
+  f.base[size_t(id)] = f.held[size_t(id)]->data();
+}
+
+void CpuExecutable::run_kernel(Frame& f, size_t s) const {
+  const Eqn& e = jaxpr_.eqns[schedule_.steps[s].index];
+  std::vector<TensorView> in(e.inputs.size()), out(e.outputs.size());
+  for (size_t i = 0; i < e.inputs.size(); ++i) {
+    const AVal& a = jaxpr_.aval(e.inputs[i]);
+    in[i] = TensorView{ptr(f, e.inputs[i]), &a.shape, a.dtype};
+  }
+  for (size_t i = 0; i < e.outputs.size(); ++i) {
+    materialize(f, e.outputs[i]);
+    const AVal& a = jaxpr_.aval(e.outputs[i]);
+    out[i] = TensorView{ptr(f, e.outputs[i]), &a.shape, a.dtype};
+  }
+  kernels_[s](e.params, in, out);
+}
+
+const std::shared_ptr<Buffer>& CpuExecutable::buffer_of(const Frame& f, Var v) const {
+  const int id = plan_.storage_of[size_t(v)];
+  const Storage& st = plan_.storages[size_t(id)];
+  return st.kind == Storage::Kind::constant ? jaxpr_.consts[size_t(st.index)].buffer() : f.held[size_t(id)];
+}
+
+void CpuExecutable::run_impl(Frame& f, size_t s) const {
+  const Eqn& e = jaxpr_.eqns[schedule_.steps[s].index];
+  std::vector<Array> in;
+  for (Var v : e.inputs) in.emplace_back(jaxpr_.aval(v), buffer_of(f, v));
+  std::vector<Array> out = eager_apply(e.prim, in, e.params);
+  for (size_t i = 0; i < e.outputs.size(); ++i) {
+    const int id = plan_.storage_of[size_t(e.outputs[i])];
+    f.held[size_t(id)] = out[i].buffer();
+    f.base[size_t(id)] = f.held[size_t(id)]->data();
+  }
+}
+
+void CpuExecutable::run_fused_step(Frame& f, size_t s) const {
+  const FusionGroup& g = schedule_.groups[schedule_.steps[s].index];
+  std::vector<const void*> in(g.inputs.size());
+  std::vector<void*> out(g.outputs.size());
+  for (size_t i = 0; i < g.inputs.size(); ++i) in[i] = ptr(f, g.inputs[i]);
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    materialize(f, g.outputs[i]);
+    out[i] = ptr(f, g.outputs[i]);
+  }
+  cpu::run_fused(*g.program, in, out);
+}
+
+std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
+  check_args(args);
+  const size_t n = plan_.storages.size();
+  Frame f{std::vector<void*>(n, nullptr), std::vector<std::shared_ptr<Buffer>>(n), std::vector<bool>(n, false), {}};
+  if (plan_.stats.arena_bytes > 0) f.arena = Buffer::allocate(plan_.stats.arena_bytes);
+  for (size_t id = 0; id < n; ++id) {
+    const Storage& st = plan_.storages[id];
+    if (st.kind == Storage::Kind::arena) {
+      f.base[id] = f.arena ? static_cast<char*>(f.arena->data()) + st.offset : nullptr;
+    } else if (st.kind == Storage::Kind::constant) {
+      f.base[id] = const_cast<void*>(jaxpr_.consts[size_t(st.index)].data());
+    }
+  }
+  for (size_t i = 0; i < jaxpr_.invars.size(); ++i) {
+    Array& x = args[skip_ + i];
+    const size_t id = size_t(plan_.storage_of[size_t(jaxpr_.invars[i])]);
+    f.donated[id] = donor_[i] && owns_buffer_exclusively(x);
+    f.held[id] = x.buffer();
+    f.base[id] = const_cast<void*>(x.data());
+  }
+  args.clear();  // the frame holds the only references this call keeps
+  for (size_t s = 0; s < schedule_.steps.size(); ++s) {
+    switch (schedule_.steps[s].kind) {
+      case Step::Kind::kernel: run_kernel(f, s); break;
+      case Step::Kind::impl: run_impl(f, s); break;
+      case Step::Kind::fused: run_fused_step(f, s); break;
+      case Step::Kind::alias: break;
+    }
+    for (int id : plan_.release_after[s]) {
+      if (f.donated[size_t(id)]) continue;  // kept for the output that takes it
+      f.held[size_t(id)].reset();
+    }
+  }
+  const std::vector<AVal> out_avals = source_->out_avals();
+  std::vector<Array> out;
+  out.reserve(jaxpr_.outvars.size());
+  for (size_t k = 0; k < jaxpr_.outvars.size(); ++k) out.emplace_back(out_avals[k], buffer_of(f, jaxpr_.outvars[k]));
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<Executable> compile(JaxprPtr jaxpr, const CompileOptions& options) {
+  PAX_CHECK(jaxpr, "compile: no jaxpr");
+  return std::make_shared<CpuExecutable>(std::move(jaxpr), options);
 }
 
 std::shared_ptr<Executable> Program::executable() const {

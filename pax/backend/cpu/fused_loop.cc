@@ -1,0 +1,475 @@
+// The fused loop executor (see fused_loop.h): register allocation, the
+// per-block interpreter, and the task structure of plain loops and of loops
+// ending in a row or column reduction.
+#include "pax/backend/cpu/fused_loop.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <memory>
+
+#include "pax/backend/cpu/dispatch.h"
+#include "pax/backend/cpu/fused_kernels.h"
+#include "pax/backend/cpu/parallel.h"
+#include "pax/core/buffer.h"
+#include "pax/core/error.h"
+
+namespace pax::cpu {
+namespace {
+
+constexpr int64_t kWindow = 512;                 // see kFusedBlock
+constexpr int64_t kMinChunk = 16 * kFusedBlock;  // fewest elements per task of a plain loop
+constexpr int64_t kChunks = 128;                  // tasks a large plain loop is cut into
+constexpr int64_t kRowBlock = int64_t(1) << 15;  // cpu::reduce's longest row segment (reduce.cc)
+constexpr int64_t kRowTile = int64_t(1) << 14;   // elements of whole short rows per task
+constexpr int64_t kColTaskElems = int64_t(1) << 16;
+constexpr int64_t kMaxColTasks = 64;
+constexpr int64_t kMaxColInner = int64_t(1) << 15;  // bounds the partial rows of column tasks
+constexpr size_t kMaxViewRank = 12;
+constexpr size_t kStreamBytes = size_t(4) << 20;  // outputs from this size on bypass the cache
+constexpr size_t kMaxCases = 16;
+
+static_assert(kFusedBlock % kWindow == 0 && kMinChunk % kFusedBlock == 0);
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t floor_window(int64_t i) { return i / kWindow * kWindow; }
+
+// Per-thread scratch memory, kept between calls. Page-aligned: registers then
+// sit at the same offset within a page as the blocks of large arrays, so that
+// a register store never looks like an earlier store to the next block's
+// input (4 KiB aliasing), which would hold the streaming loads back.
+constexpr size_t kPage = 4096;
+
+char* thread_scratch(size_t bytes) {
+  thread_local std::unique_ptr<char[]> mem;
+  thread_local size_t capacity = 0;
+  if (bytes + kPage > capacity) {
+    capacity = std::max(bytes + kPage, capacity * 2);
+    mem.reset(new char[capacity]);
+  }
+  return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(mem.get()) + kPage - 1) & ~uintptr_t(kPage - 1));
+}
+
+size_t round64(size_t n) { return (n + 63) & ~size_t(63); }
+
+BinaryOp accumulate_op(ReduceOp op, DType acc) {
+  if (acc == DType::bool_) return op == ReduceOp::max ? BinaryOp::or_ : BinaryOp::and_;
+  return op == ReduceOp::sum ? BinaryOp::add : op == ReduceOp::max ? BinaryOp::max : BinaryOp::min;
+}
+
+// Copies elements [start, start + m) of a strided view into dst.
+void gather_view(const FusedSlot& s, const char* base, int64_t start, int64_t m, char* dst) {
+  visit_width(itemsize(s.dtype), [&](auto t) {
+    using T = decltype(t);
+    const T* src = reinterpret_cast<const T*>(base);
+    T* y = reinterpret_cast<T*>(dst);
+    const size_t rank = s.dims.size();
+    const size_t last = rank - 1;
+    int64_t idx[kMaxViewRank];
+    int64_t off = 0;
+    int64_t rem = start;
+    for (size_t d = rank; d-- > 0;) {
+      idx[d] = rem % s.dims[d];
+      rem /= s.dims[d];
+      off += idx[d] * s.strides[d];
+    }
+    const int64_t len = s.dims[last], stride = s.strides[last];
+    for (int64_t done = 0; done < m;) {
+      const int64_t run = std::min(len - idx[last], m - done);
+      if (stride == 0) {
+        std::fill(y + done, y + done + run, src[off]);
+      } else if (stride == 1) {
+        std::memcpy(y + done, src + off, size_t(run) * sizeof(T));
+      } else {
+        for (int64_t k = 0; k < run; ++k) y[done + k] = src[off + k * stride];
+      }
+      done += run;
+      idx[last] += run;
+      off += run * stride;
+      if (idx[last] < len) continue;
+      off -= len * stride;
+      idx[last] = 0;
+      for (size_t d = last; d-- > 0;) {
+        off += s.strides[d];
+        if (++idx[d] < s.dims[d]) break;
+        off -= s.dims[d] * s.strides[d];
+        idx[d] = 0;
+      }
+    }
+  });
+}
+
+void fill_splat(const FusedSlot& s, const void* src, char* dst, int64_t n) {
+  visit_width(itemsize(s.dtype), [&](auto t) {
+    using T = decltype(t);
+    T v;
+    std::memcpy(&v, src, sizeof(T));
+    if constexpr (sizeof(T) == sizeof(int32_t)) {
+      if (s.clamp_hi >= 0) {
+        int32_t k;
+        std::memcpy(&k, &v, sizeof(k));
+        k = int32_t(std::clamp<int64_t>(k, 0, s.clamp_hi));
+        std::memcpy(&v, &k, sizeof(k));
+      }
+    }
+    std::fill(reinterpret_cast<T*>(dst), reinterpret_cast<T*>(dst) + n, v);
+  });
+}
+
+void exec(const FusedInstr& ins, void* const* ptr, size_t m) {
+  void* y = ptr[ins.result];
+  const void* a = ptr[ins.args[0]];
+  switch (ins.kind) {
+    case FusedInstr::Kind::unary: return unary(UnaryOp(ins.op), ins.dtype, a, y, m);
+    case FusedInstr::Kind::binary: return binary(BinaryOp(ins.op), ins.dtype, a, ptr[ins.args[1]], y, m);
+    case FusedInstr::Kind::compare:
+      return compare(CompareOp(ins.op), ins.dtype, a, ptr[ins.args[1]], static_cast<bool*>(y), m);
+    case FusedInstr::Kind::is_finite: return is_finite(ins.dtype, a, static_cast<bool*>(y), m);
+    case FusedInstr::Kind::integer_pow: return integer_pow(ins.dtype, ins.exponent, a, y, m);
+    case FusedInstr::Kind::convert: return convert(ins.dtype, a, ins.out_dtype, y, m);
+    case FusedInstr::Kind::select_n: {
+      const void* cases[kMaxCases];
+      const size_t num = ins.args.size() - 1;
+      for (size_t c = 0; c < num; ++c) cases[c] = ptr[ins.args[c + 1]];
+      return select_n(ins.dtype, a, cases, num, itemsize(ins.out_dtype), y, m);
+    }
+  }
+}
+
+// The state of one task: its registers and the current pointer of every slot.
+class Task {
+ public:
+  Task(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out, size_t tile_bytes,
+       size_t extra_bytes)
+      : p_(p), in_(in), out_(out), steps_(p.chain_steps) {
+    const size_t reg_total = size_t(p.num_regs) * p.reg_bytes;
+    char* regs = thread_scratch(reg_total + round64(tile_bytes) + round64(extra_bytes) +
+                                p.slots.size() * sizeof(void*));
+    tile_ = regs + reg_total;
+    extra_ = tile_ + round64(tile_bytes);
+    ptr_ = reinterpret_cast<void**>(extra_ + round64(extra_bytes));
+    for (size_t s = 0; s < p.slots.size(); ++s) {
+      const FusedSlot& slot = p.slots[s];
+      ptr_[s] = slot.reg >= 0 ? regs + size_t(slot.reg) * p.reg_bytes : nullptr;
+      if (slot.kind == FusedSlot::Kind::splat) fill_splat(slot, in[size_t(slot.arg)], regs + size_t(slot.reg) * p.reg_bytes, p.block);
+    }
+  }
+
+  char* tile() const { return tile_; }
+  char* extra() const { return extra_; }
+  void* slot(int s) const { return ptr_[s]; }
+
+  // Computes elements [start, start + m) and stores those in [own_lo, own_hi).
+  // With a tile, the reduced slot is written at tile + (start - tile_start).
+  void run_block(int64_t start, int64_t m, int64_t own_lo, int64_t own_hi, int64_t tile_start = -1) {
+    for (int s : p_.per_block) {
+      const FusedSlot& slot = p_.slots[size_t(s)];
+      const char* base = static_cast<const char*>(in_[size_t(slot.arg)]);
+      if (slot.kind == FusedSlot::Kind::input) ptr_[s] = const_cast<char*>(base) + size_t(start) * slot.width;
+      else gather_view(slot, base, start, m, static_cast<char*>(ptr_[s]));
+    }
+    if (tile_start >= 0) {
+      const FusedSlot& slot = p_.slots[size_t(p_.reduce->slot)];
+      ptr_[p_.reduce->slot] = tile_ + size_t(start - tile_start) * slot.width;
+    }
+    if (p_.direct_store >= 0) {
+      // Only the last instruction writes this slot, and nothing reads it.
+      const FusedStore& st = p_.stores[size_t(p_.direct_store)];
+      ptr_[st.slot] = static_cast<char*>(out_[size_t(st.output)]) + size_t(start) * p_.slots[size_t(st.slot)].width;
+    }
+    if (p_.chain_first >= 0) {
+      for (size_t k = 0; k < steps_.size(); ++k) {
+        if (p_.chain_leaves[k] >= 0) steps_[k].leaf = ptr_[p_.chain_leaves[k]];
+      }
+      const FusedSlot& first = p_.slots[size_t(p_.chain_first)];
+      const bool stream = p_.direct_store >= 0 && p_.stores[size_t(p_.direct_store)].stream;
+      chain(first.dtype, ptr_[p_.chain_first], first.kind == FusedSlot::Kind::splat, steps_,
+            ptr_[p_.instrs.back().result], size_t(m), stream);
+      streamed_ = streamed_ || stream;
+    } else {
+      for (const FusedInstr& ins : p_.instrs) exec(ins, ptr_, size_t(m));
+    }
+    const int64_t lo = std::max(start, own_lo), hi = std::min(start + m, own_hi);
+    if (lo >= hi) return;
+    for (size_t k = 0; k < p_.stores.size(); ++k) {
+      if (int(k) == p_.direct_store) continue;
+      const FusedStore& st = p_.stores[k];
+      const size_t w = p_.slots[size_t(st.slot)].width;
+      char* dst = static_cast<char*>(out_[size_t(st.output)]) + size_t(lo) * w;
+      const char* src = static_cast<const char*>(ptr_[st.slot]) + size_t(lo - start) * w;
+      if (st.stream && reinterpret_cast<uintptr_t>(dst) % 64 == 0) {
+        stream_copy(dst, src, size_t(hi - lo) * w);
+        streamed_ = true;
+      } else {
+        std::memcpy(dst, src, size_t(hi - lo) * w);
+      }
+    }
+  }
+
+  ~Task() {
+    if (streamed_) stream_fence();
+  }
+
+  // Runs the blocks of [lo, hi) (lo a window boundary), storing [own_lo, own_hi).
+  template <class AfterBlock>
+  void run_range(int64_t lo, int64_t hi, int64_t own_lo, int64_t own_hi, int64_t tile_start, AfterBlock&& after) {
+    for (int64_t b = lo; b < hi; b += p_.block) {
+      const int64_t m = std::min(p_.block, hi - b);
+      run_block(b, m, own_lo, own_hi, tile_start);
+      after(b, m);
+    }
+  }
+
+ private:
+  const FusedProgram& p_;
+  std::span<const void* const> in_;
+  std::span<void* const> out_;
+  void** ptr_;
+  char* tile_;
+  char* extra_;
+  bool streamed_ = false;
+  std::vector<ChainStep> steps_;  // the program's chain, with this block's leaves
+};
+
+void run_plain(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out) {
+  // Tasks of whole blocks: they see the kernels' windows, and each ends
+  // with one fence for its streamed stores (so tasks are not too short).
+  const int64_t chunk = std::max(kMinChunk, ceil_div(ceil_div(p.size, kChunks), p.block) * p.block);
+  parallel_for(p.size, chunk, [&](int64_t b, int64_t e) {
+    Task task(p, in, out, 0, 0);
+    task.run_range(b, e, b, e, -1, [](int64_t, int64_t) {});
+  });
+}
+
+// Rows of n elements are cut into segments of min(n, kRowBlock) (units), as
+// cpu::reduce cuts them; tasks hold one segment, or several whole rows.
+void run_row_reduce(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out) {
+  const FusedReduce& r = *p.reduce;
+  const DType dt = p.slots[size_t(r.slot)].dtype;
+  const DType acc = accumulator_dtype(dt);
+  const size_t w = itemsize(dt), aw = itemsize(acc);
+  const int64_t rb = std::min(r.n, kRowBlock);
+  const int64_t nb = ceil_div(r.n, rb);
+  const int64_t units = r.outer * nb;
+  const int64_t per_task = nb == 1 ? std::max<int64_t>(1, kRowTile / r.n) : 1;
+  const int64_t tasks = ceil_div(units, per_task);
+  const bool direct = nb == 1 && acc == r.out_dtype;
+  std::shared_ptr<Buffer> partials = direct ? nullptr : Buffer::allocate(size_t(units) * aw);
+  char* part = direct ? static_cast<char*>(out[size_t(r.output)]) : static_cast<char*>(partials->data());
+  auto unit_lo = [&](int64_t u) { return (u / nb) * r.n + (u % nb) * rb; };
+  auto unit_hi = [&](int64_t u) { return (u / nb) * r.n + std::min(r.n, (u % nb + 1) * rb); };
+  const size_t tile_bytes = size_t(std::max(per_task * r.n, rb) + 2 * kWindow) * w;
+  parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
+    Task task(p, in, out, tile_bytes, 0);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t u0 = t * per_task, u1 = std::min(units, u0 + per_task);
+      const int64_t a = unit_lo(u0), z = unit_hi(u1 - 1);
+      // Blocks start on a window boundary, so each kernel sees whole windows.
+      const int64_t lo = floor_window(a), hi = std::min(p.size, ceil_div(z, kWindow) * kWindow);
+      task.run_range(lo, hi, a, z, lo, [](int64_t, int64_t) {});
+      const char* x = task.tile() + size_t(a - lo) * w;
+      if (nb == 1) reduce_rows(r.op, dt, x, size_t(u1 - u0), size_t(r.n), part + size_t(u0) * aw);
+      else reduce_rows(r.op, dt, x, 1, size_t(z - a), part + size_t(u0) * aw);
+    }
+  });
+  if (!direct) reduce(r.op, acc, part, r.out_dtype, out[size_t(r.output)], r.outer, nb, 1);
+}
+
+// Each task accumulates a run of rows into a partial row (accumulator dtype);
+// the partial rows are then reduced in order.
+void run_col_reduce(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out) {
+  const FusedReduce& r = *p.reduce;
+  const DType dt = p.slots[size_t(r.slot)].dtype;
+  const DType acc = accumulator_dtype(dt);
+  const size_t aw = itemsize(acc);
+  const BinaryOp op = accumulate_op(r.op, acc);
+  const int64_t want = std::clamp<int64_t>(ceil_div(p.size, kColTaskElems), 1, kMaxColTasks);
+  const int64_t rows = ceil_div(r.n, want);
+  const int64_t tasks = ceil_div(r.n, rows);
+  const bool direct = tasks == 1 && acc == r.out_dtype;
+  std::shared_ptr<Buffer> partials = direct ? nullptr : Buffer::allocate(size_t(tasks * r.inner) * aw);
+  char* part = direct ? static_cast<char*>(out[size_t(r.output)]) : static_cast<char*>(partials->data());
+  alignas(8) unsigned char identity[8];
+  reduce_identity(r.op, acc, identity);
+  const size_t convert_bytes = acc == dt ? 0 : size_t(p.block) * aw;
+  parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
+    Task task(p, in, out, 0, convert_bytes);
+    for (int64_t t = t0; t < t1; ++t) {
+      char* row = part + size_t(t * r.inner) * aw;
+      visit_width(aw, [&](auto v) {
+        using T = decltype(v);
+        std::memcpy(&v, identity, sizeof(T));
+        std::fill(reinterpret_cast<T*>(row), reinterpret_cast<T*>(row) + r.inner, v);
+      });
+      const int64_t a = t * rows * r.inner, z = std::min(r.n, (t + 1) * rows) * r.inner;
+      const int64_t lo = floor_window(a), hi = std::min(p.size, ceil_div(z, kWindow) * kWindow);
+      task.run_range(lo, hi, a, z, -1, [&](int64_t b, int64_t m) {
+        const int64_t s0 = std::max(b, a), s1 = std::min(b + m, z);
+        if (s0 >= s1) return;
+        const char* v = static_cast<const char*>(task.slot(r.slot)) + size_t(s0 - b) * itemsize(dt);
+        if (acc != dt) {
+          convert(dt, v, acc, task.extra(), size_t(s1 - s0));
+          v = task.extra();
+        }
+        for (int64_t pos = s0; pos < s1;) {
+          const int64_t c = pos % r.inner;
+          const int64_t len = std::min(r.inner - c, s1 - pos);
+          char* dst = row + size_t(c) * aw;
+          binary(op, acc, dst, v + size_t(pos - s0) * aw, dst, size_t(len));
+          pos += len;
+        }
+      });
+    }
+  });
+  if (!direct) reduce(r.op, acc, part, r.out_dtype, out[size_t(r.output)], 1, tasks, r.inner);
+}
+
+}  // namespace
+
+bool fusable_reduction(ReduceOp op, DType dtype, int64_t outer, int64_t n, int64_t inner) {
+  if (op != ReduceOp::sum && op != ReduceOp::max && op != ReduceOp::min) return false;
+  if (op == ReduceOp::sum && dtype == DType::bool_) return false;
+  if (n < 2 || outer < 1 || inner < 1) return false;
+  return inner == 1 || (outer == 1 && inner <= kMaxColInner);
+}
+
+void FusedProgram::finalize() {
+  PAX_CHECK(size > 0 && !instrs.empty(), "fused loop: no domain or no instruction");
+  std::vector<int> last_use(slots.size(), -1);
+  const int kEnd = INT_MAX;
+  for (size_t i = 0; i < instrs.size(); ++i) {
+    const FusedInstr& ins = instrs[i];
+    PAX_CHECK(ins.result >= 0 && size_t(ins.result) < slots.size() && slots[size_t(ins.result)].kind ==
+                  FusedSlot::Kind::reg, "fused loop: instruction ", i, " writes a slot that is not a register");
+    PAX_CHECK(!ins.args.empty() && ins.args.size() <= kMaxCases + 1, "fused loop: instruction ", i, " has ",
+              ins.args.size(), " operands");
+    for (int a : ins.args) {
+      PAX_CHECK(a >= 0 && size_t(a) < slots.size(), "fused loop: instruction ", i, " reads slot ", a);
+      last_use[size_t(a)] = int(i);
+    }
+  }
+  for (const FusedStore& st : stores) last_use[size_t(st.slot)] = kEnd;
+  if (reduce) last_use[size_t(reduce->slot)] = kEnd;
+  size_t max_width = 1;
+  per_block.clear();
+  for (size_t i = 0; i < slots.size(); ++i) {
+    FusedSlot& s = slots[i];
+    s.width = uint8_t(itemsize(s.dtype));
+    if (s.kind == FusedSlot::Kind::input || s.kind == FusedSlot::Kind::view) per_block.push_back(int(i));
+    PAX_CHECK(s.kind != FusedSlot::Kind::view || (!s.dims.empty() && s.dims.size() <= kMaxViewRank &&
+                                                   s.dims.size() == s.strides.size()),
+              "fused loop: a view needs 1 to ", kMaxViewRank, " dimensions");
+    if (s.kind != FusedSlot::Kind::input) max_width = std::max(max_width, itemsize(s.dtype));
+    s.reg = -1;
+  }
+  // Splats and views hold a register for the whole task / block; instruction
+  // results take one at their instruction and give it back after their last
+  // use (never to their own instruction's result: kernels of mixed widths may
+  // not run in place).
+  num_regs = 0;
+  std::vector<int> free_regs;
+  for (FusedSlot& s : slots) {
+    if (s.kind == FusedSlot::Kind::splat || s.kind == FusedSlot::Kind::view) s.reg = num_regs++;
+  }
+  for (size_t i = 0; i < instrs.size(); ++i) {
+    FusedSlot& res = slots[size_t(instrs[i].result)];
+    if (free_regs.empty()) {
+      res.reg = num_regs++;
+    } else {
+      res.reg = free_regs.back();
+      free_regs.pop_back();
+    }
+    for (int a : instrs[i].args) {
+      FusedSlot& s = slots[size_t(a)];
+      if (s.kind == FusedSlot::Kind::reg && last_use[size_t(a)] == int(i) &&
+          std::find(free_regs.begin(), free_regs.end(), s.reg) == free_regs.end()) {
+        free_regs.push_back(s.reg);
+      }
+    }
+  }
+  block = kFusedBlock;
+  reg_bytes = round64(size_t(block) * max_width);
+  for (FusedStore& st : stores) st.stream = size_t(size) * itemsize(slots[size_t(st.slot)].dtype) >= kStreamBytes;
+  find_chain();
+  // Plain loops own every block they compute, so the last instruction may
+  // write its stored result in place of the copy (streamed only by chains).
+  direct_store = -1;
+  int writers = 0;
+  for (size_t k = 0; k < stores.size() && !reduce; ++k) {
+    if (stores[k].slot != instrs.back().result) continue;
+    direct_store = stores[k].stream && chain_first < 0 ? -1 : int(k);
+    ++writers;
+  }
+  if (writers != 1) direct_store = -1;
+  if (reduce) {
+    const FusedSlot& s = slots[size_t(reduce->slot)];
+    PAX_CHECK(s.kind == FusedSlot::Kind::reg, "fused loop: the reduced value must be an instruction result");
+    PAX_CHECK(fusable_reduction(reduce->op, s.dtype, reduce->outer, reduce->n, reduce->inner) &&
+                  reduce->outer * reduce->n * reduce->inner == size,
+              "fused loop: unsupported reduction");
+  }
+}
+
+void FusedProgram::find_chain() {
+  chain_first = -1;
+  chain_steps.clear();
+  chain_leaves.clear();
+  // Reads of each slot by instructions, stores and the reduction.
+  std::vector<int> reads(slots.size(), 0);
+  for (const FusedInstr& ins : instrs) {
+    for (int a : ins.args) ++reads[size_t(a)];
+  }
+  for (const FusedStore& st : stores) ++reads[size_t(st.slot)];
+  if (reduce) ++reads[size_t(reduce->slot)];
+  auto is_leaf = [&](int s) { return slots[size_t(s)].kind != FusedSlot::Kind::reg; };
+  const DType dt = instrs[0].dtype;
+  std::vector<ChainStep> steps;
+  std::vector<int> leaves;
+  int first = -1;
+  int acc = -1;  // the previous result
+  for (const FusedInstr& ins : instrs) {
+    const bool binary = ins.kind == FusedInstr::Kind::binary;
+    if ((!binary && ins.kind != FusedInstr::Kind::unary) || ins.dtype != dt || ins.out_dtype != dt ||
+        !chain_supports(binary, ins.op, dt)) {
+      return;
+    }
+    ChainStep step;
+    step.binary = binary;
+    step.op = ins.op;
+    int leaf = -1;
+    if (acc < 0) {
+      if (!is_leaf(ins.args[0]) || (binary && !is_leaf(ins.args[1]))) return;
+      first = acc = ins.args[0];
+      if (binary) leaf = ins.args[1];
+    } else {
+      if (reads[size_t(acc)] != 1) return;  // an intermediate read twice, or stored
+      if (!binary) {
+        if (ins.args[0] != acc) return;
+      } else if (ins.args[0] == acc && ins.args[1] != acc && is_leaf(ins.args[1])) {
+        leaf = ins.args[1];
+      } else if (ins.args[1] == acc && ins.args[0] != acc && is_leaf(ins.args[0])) {
+        leaf = ins.args[0];
+        step.leaf_first = true;
+      } else {
+        return;
+      }
+    }
+    if (binary) step.scalar = slots[size_t(leaf)].kind == FusedSlot::Kind::splat;
+    steps.push_back(step);
+    leaves.push_back(leaf);
+    acc = ins.result;
+  }
+  chain_first = first;
+  chain_steps = std::move(steps);
+  chain_leaves = std::move(leaves);
+}
+
+void run_fused(const FusedProgram& p, std::span<const void* const> inputs, std::span<void* const> outputs) {
+  PAX_CHECK(int(inputs.size()) == p.num_inputs && int(outputs.size()) == p.num_outputs, "fused loop: takes ",
+            p.num_inputs, " inputs and ", p.num_outputs, " outputs, got ", inputs.size(), " and ", outputs.size());
+  if (!p.reduce) return run_plain(p, inputs, outputs);
+  if (p.reduce->inner == 1) return run_row_reduce(p, inputs, outputs);
+  run_col_reduce(p, inputs, outputs);
+}
+
+}  // namespace pax::cpu

@@ -1,0 +1,174 @@
+// The compiled executable end to end: nested jit inlined, constant arguments
+// folded, a program of ~2000 equations, the printed schedule, cost analysis,
+// impl-rule steps, outputs that alias inputs or constants, concurrent calls
+// and argument errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "pax/api/transforms.h"
+#include "pax/compile/executable.h"
+#include "pax/ops/nn.h"
+#include "pax/ops/numpy.h"
+#include "pax/testing/testing.h"
+
+namespace pax {
+namespace {
+
+using testing::all_close;
+using testing::random_array;
+
+bool uses(const Jaxpr& j, Prim p) {
+  return std::any_of(j.eqns.begin(), j.eqns.end(), [p](const Eqn& e) { return e.prim == p; });
+}
+
+TEST(Executable, NestedJitIsInlined) {
+  auto inner = jit([](const Array& x) { return tanh(x) * 2.0; });
+  auto outer = [inner](const Array& x) { return sum(inner(x) + inner(x * 3.0)); };
+  Array x = random_array({100}, DType::f32, 1);
+  auto compiled = jit(outer).lower(x).compile();
+  const Jaxpr& opt = compiled.executable().optimized_jaxpr();
+  EXPECT_FALSE(uses(opt, Prim::jit_call));
+  EXPECT_TRUE(uses(opt, Prim::tanh));
+  EXPECT_TRUE(all_close(compiled(x), outer(x), 1e-6, 1e-6));
+}
+
+TEST(Executable, ConstantArgumentsAreFolded) {
+  // As jit passes its closed-over constants: leading inputs with known values.
+  Array ones3 = ones({3});
+  Array w = array<float>({1, 2, 3});
+  auto traced = make_jaxpr([ones3, w](const Array& x) { return x * ones3 + exp(w); })(zeros({3}));
+  auto program = convert_constvars(*traced);
+  CompileOptions options;
+  options.constant_args = traced->consts;
+  auto exe = compile(program, options);
+  EXPECT_EQ(exe->optimized_jaxpr().eqns.size(), 1u) << exe->str();  // x + const
+  std::vector<Array> args = traced->consts;
+  Array x = random_array({3}, DType::f32, 2);
+  args.push_back(x);
+  EXPECT_TRUE(all_close(exe->run(args)[0], x * ones3 + exp(w), 0, 0));
+  // Without them, the same program keeps its equations.
+  auto plain = compile(program);
+  EXPECT_GT(plain->optimized_jaxpr().eqns.size(), 1u);
+  EXPECT_TRUE(all_close(plain->run(args)[0], x * ones3 + exp(w), 0, 0));
+  options.constant_args = {zeros({4})};
+  EXPECT_PAX_ERROR(compile(program, options), "constant argument 0");
+}
+
+TEST(Executable, FoldLimitOption) {
+  Array w = random_array({50, 50}, DType::f32, 3);
+  auto jaxpr = make_jaxpr([w](const Array& x) { return x + exp(w); })(zeros({50, 50}));
+  CompileOptions small;
+  small.fold_limit = 100;
+  EXPECT_FALSE(uses(compile(jaxpr)->optimized_jaxpr(), Prim::exp));
+  EXPECT_TRUE(uses(compile(jaxpr, small)->optimized_jaxpr(), Prim::exp));
+}
+
+// A deep stack of small dense layers, unrolled: 8 equations per layer.
+Array mlp_stack(const Array& x, const Array& w, const Array& b) {
+  Array h = x;
+  for (int layer = 0; layer < 260; ++layer) {
+    Array z = lax::add(lax::dot_general(h, w, {{1}, {0}, {}, {}}), lax::broadcast_in_dim(b, {4, 16}, {1}));
+    h = lax::mul(lax::tanh(z), lax::logistic(lax::neg(z)));
+    h = lax::add(h, lax::mul(z, lax::broadcast_in_dim(scalar(0.01f), {4, 16}, {})));
+  }
+  return h;
+}
+
+TEST(Executable, TwoThousandEquationsCompile) {
+  Array x = random_array({4, 16}, DType::f32, 4);
+  Array w = random_array({16, 16}, DType::f32, 5, -0.3, 0.3);
+  Array b = random_array({16}, DType::f32, 6);
+  auto jaxpr = make_jaxpr(mlp_stack)(x, w, b);
+  EXPECT_GE(jaxpr->eqns.size(), 2000u);
+  auto exe = compile(jaxpr);
+  typecheck(exe->optimized_jaxpr());
+  EXPECT_TRUE(all_close(exe->run({x, w, b})[0], mlp_stack(x, w, b), 0, 0));
+}
+
+TEST(Executable, PrintsFusedSchedule) {
+  auto f = [](const Array& x, const Array& w) { return nn::relu(matmul(exp(x) * 2.0, w) + 1.0); };
+  auto exe = compile(make_jaxpr(f)(zeros({4, 8}), zeros({8, 2})));
+  const std::string s = exe->str();
+  EXPECT_NE(s.find("fusion[size=32]{"), std::string::npos) << s;         // exp, then a multiply
+  EXPECT_NE(s.find("fusion[size=8, chain]{"), std::string::npos) << s;  // (z + 1) max 0 in registers
+  EXPECT_NE(s.find("dot_general"), std::string::npos) << s;
+  EXPECT_NE(s.find("memory: arena"), std::string::npos) << s;
+}
+
+TEST(Cost, FlopsTranscendentalsAndBytes) {
+  auto dot = make_jaxpr([](const Array& a, const Array& b) { return matmul(a, b); })(zeros({4, 8}), zeros({8, 2}));
+  EXPECT_EQ(cost_analysis(*dot).flops, 2.0 * 4 * 2 * 8);
+  EXPECT_EQ(cost_analysis(*dot).bytes_accessed, 4.0 * (32 + 16 + 8));
+  auto batched = make_jaxpr([](const Array& a, const Array& b) { return matmul(a, b); })(zeros({3, 4, 8}),
+                                                                                       zeros({3, 8, 5}));
+  EXPECT_EQ(cost_analysis(*batched).flops, 2.0 * 3 * 4 * 5 * 8);
+  auto conv = make_jaxpr([](const Array& x, const Array& k) {
+    return lax::conv_general_dilated(x, k, {1, 1}, {{0, 0}, {0, 0}}, {1, 1}, {1, 1},
+                                     lax::conv_dimension_numbers("NCHW", "OIHW", "NCHW"));
+  })(zeros({1, 3, 8, 8}), zeros({4, 3, 3, 3}));
+  EXPECT_EQ(cost_analysis(*conv).flops, 2.0 * (4 * 6 * 6) * (3 * 3) * 3);
+  auto chain = make_jaxpr([](const Array& x) { return sum(exp(x) * 2.0); })(zeros({100}));
+  const CostAnalysis before = cost_analysis(*chain);
+  EXPECT_EQ(before.transcendentals, 100);
+  EXPECT_EQ(before.flops, 100 + 100);  // the multiply and the sum
+  // After fusion the loop reads x and writes the sum once.
+  const CostAnalysis after = compile(chain)->cost();
+  EXPECT_EQ(after.flops, before.flops);
+  EXPECT_EQ(after.transcendentals, before.transcendentals);
+  EXPECT_EQ(after.bytes_accessed, 4.0 * 100 + 4.0 * 1 + 4.0 /* the literal */);
+  EXPECT_LT(after.bytes_accessed, before.bytes_accessed);
+}
+
+TEST(Executable, CustomVjpRunsThroughItsRule) {
+  auto clip_grad = custom_vjp([](const Array& x) { return x * 2.0; },
+                              [](const Array& x) { return std::make_pair(x * 2.0, x); },
+                              [](const Array&, const Array& g) { return clip(g, -1.0, 1.0); });
+  auto f = [clip_grad](const Array& x) { return sum(exp(clip_grad(x))); };
+  Array x = random_array({10}, DType::f32, 6);
+  EXPECT_TRUE(all_close(jit(f)(x), f(x), 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(jit(grad(f))(x), grad(f)(x), 1e-6, 1e-6));
+}
+
+TEST(Executable, OutputsAliasingInputsAndConstants) {
+  Array c = array<float>({7, 8});
+  auto f = [c](const Array& x) { return std::make_tuple(x, reshape(x, {6}), c, stop_gradient(x)); };
+  Array x = random_array({2, 3}, DType::f32, 7);
+  auto out = jit(f)(x);
+  EXPECT_EQ(std::get<0>(out).data(), x.data());
+  EXPECT_EQ(std::get<1>(out).data(), x.data());
+  EXPECT_EQ(std::get<1>(out).shape(), Shape({6}));
+  EXPECT_TRUE(all_close(std::get<2>(out), {7, 8}));
+  EXPECT_TRUE(all_close(std::get<3>(out), x, 0, 0));
+}
+
+TEST(Executable, ConcurrentCalls) {
+  auto f = [](const Array& x) { return sum(tanh(x) * 3.0 + 1.0, -1); };
+  Array x = random_array({64, 500}, DType::f32, 8);
+  auto exe = compile(make_jaxpr(f)(x));
+  Array want = exe->run({x})[0];
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      bool all = true;
+      for (int i = 0; i < 20; ++i) all = all && bool(all_close(exe->run({x})[0], want, 0, 0));
+      ok[size_t(t)] = all;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int v : ok) EXPECT_TRUE(v);
+}
+
+TEST(Executable, ArgumentErrors) {
+  auto exe = compile(make_jaxpr([](const Array& x) { return x * 2.0; })(zeros({3})));
+  EXPECT_PAX_ERROR(exe->run({}), "takes 1 arguments, got 0");
+  EXPECT_PAX_ERROR(exe->run({zeros({4})}), "argument 0 is f32[4] but the program expects f32[3]");
+  EXPECT_PAX_ERROR(exe->run({zeros({3}, DType::i32)}), "expects f32[3]");
+  EXPECT_PAX_ERROR(exe->run({Array()}), "argument 0 is undefined");
+  EXPECT_PAX_ERROR(compile(nullptr), "no jaxpr");
+}
+
+}  // namespace
+}  // namespace pax

@@ -1,0 +1,641 @@
+// Fusion: grouping equations into fused loops, and building each group's
+// register program (see fusion.h).
+#include "pax/compile/fusion.h"
+
+#include <algorithm>
+#include <optional>
+#include <sstream>
+#include <unordered_map>
+
+#include "pax/backend/cpu/fused_loop.h"
+#include "pax/core/error.h"
+#include "pax/prims/registry.h"
+
+namespace pax {
+namespace {
+
+constexpr size_t kMaxSelectCases = 16;
+constexpr size_t kMaxViewRank = 12;
+
+// ---------------------------------------------------------------------------
+// What an equation is to a fused loop.
+
+enum class Role : uint8_t {
+  none,       // not fusable
+  compute,    // an elementwise instruction
+  reshape,    // same elements in the same order (a free alias)
+  broadcast,  // a broadcast of a value from outside (a strided read)
+  reduce,     // the trailing reduction
+};
+
+struct Instr {
+  cpu::FusedInstr::Kind kind;
+  uint8_t op = 0;
+};
+
+std::optional<Instr> instr_of(const Eqn& e) {
+  using K = cpu::FusedInstr::Kind;
+  auto un = [](cpu::UnaryOp op) { return Instr{K::unary, uint8_t(op)}; };
+  auto bin = [](cpu::BinaryOp op) { return Instr{K::binary, uint8_t(op)}; };
+  auto cmp = [](cpu::CompareOp op) { return Instr{K::compare, uint8_t(op)}; };
+  switch (e.prim) {
+    case Prim::neg: return un(cpu::UnaryOp::neg);
+    case Prim::abs: return un(cpu::UnaryOp::abs);
+    case Prim::sign: return un(cpu::UnaryOp::sign);
+    case Prim::exp: return un(cpu::UnaryOp::exp);
+    case Prim::expm1: return un(cpu::UnaryOp::expm1);
+    case Prim::log: return un(cpu::UnaryOp::log);
+    case Prim::log1p: return un(cpu::UnaryOp::log1p);
+    case Prim::sqrt: return un(cpu::UnaryOp::sqrt);
+    case Prim::rsqrt: return un(cpu::UnaryOp::rsqrt);
+    case Prim::tanh: return un(cpu::UnaryOp::tanh);
+    case Prim::logistic: return un(cpu::UnaryOp::logistic);
+    case Prim::erf: return un(cpu::UnaryOp::erf);
+    case Prim::erf_inv: return un(cpu::UnaryOp::erf_inv);
+    case Prim::sin: return un(cpu::UnaryOp::sin);
+    case Prim::cos: return un(cpu::UnaryOp::cos);
+    case Prim::floor: return un(cpu::UnaryOp::floor);
+    case Prim::ceil: return un(cpu::UnaryOp::ceil);
+    case Prim::not_: return un(cpu::UnaryOp::not_);
+    case Prim::round: {
+      const bool even = e.params.has("rounding_method") && e.params.i("rounding_method") == 1;
+      return un(even ? cpu::UnaryOp::round_even : cpu::UnaryOp::round_away);
+    }
+    case Prim::is_finite: return Instr{K::is_finite};
+    case Prim::integer_pow: return Instr{K::integer_pow};
+    case Prim::convert_element_type: return Instr{K::convert};
+    case Prim::add: return bin(cpu::BinaryOp::add);
+    case Prim::sub: return bin(cpu::BinaryOp::sub);
+    case Prim::mul: return bin(cpu::BinaryOp::mul);
+    case Prim::div: return bin(cpu::BinaryOp::div);
+    case Prim::rem: return bin(cpu::BinaryOp::rem);
+    case Prim::pow: return bin(cpu::BinaryOp::pow);
+    case Prim::max: return bin(cpu::BinaryOp::max);
+    case Prim::min: return bin(cpu::BinaryOp::min);
+    case Prim::and_: return bin(cpu::BinaryOp::and_);
+    case Prim::or_: return bin(cpu::BinaryOp::or_);
+    case Prim::xor_: return bin(cpu::BinaryOp::xor_);
+    case Prim::shift_left: return bin(cpu::BinaryOp::shift_left);
+    case Prim::shift_right_logical: return bin(cpu::BinaryOp::shift_right_logical);
+    case Prim::shift_right_arithmetic: return bin(cpu::BinaryOp::shift_right_arithmetic);
+    case Prim::eq: return cmp(cpu::CompareOp::eq);
+    case Prim::ne: return cmp(cpu::CompareOp::ne);
+    case Prim::lt: return cmp(cpu::CompareOp::lt);
+    case Prim::le: return cmp(cpu::CompareOp::le);
+    case Prim::gt: return cmp(cpu::CompareOp::gt);
+    case Prim::ge: return cmp(cpu::CompareOp::ge);
+    case Prim::select_n:
+      if (e.inputs.size() - 1 > kMaxSelectCases) return std::nullopt;
+      return Instr{K::select_n};
+    default: return std::nullopt;
+  }
+}
+
+// A broadcast's read pattern: the operand seen through strides over the
+// result's shape (size-1 and contiguous dimensions merged).
+struct View {
+  std::vector<int64_t> dims, strides;
+};
+
+View view_of(const Shape& in, const Shape& out, const Ints& bdims) {
+  std::vector<int64_t> full(size_t(out.rank()), 0);
+  const std::vector<int64_t> in_strides = in.strides();
+  for (size_t i = 0; i < bdims.size(); ++i) {
+    if (in[int64_t(i)] != 1) full[size_t(bdims[i])] = in_strides[i];
+  }
+  View v;
+  for (int64_t d = 0; d < out.rank(); ++d) {
+    if (out[d] == 1) continue;
+    if (!v.dims.empty() && v.strides.back() == full[size_t(d)] * out[d]) {
+      v.dims.back() *= out[d];
+      v.strides.back() = full[size_t(d)];
+      continue;
+    }
+    v.dims.push_back(out[d]);
+    v.strides.push_back(full[size_t(d)]);
+  }
+  return v;
+}
+
+struct ReduceShape {
+  cpu::ReduceOp op;
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+// A reduction as (outer, n, inner) when its reduced axes are the leading or
+// the trailing ones (size-1 dimensions ignored), as the reduce kernel merges them.
+std::optional<ReduceShape> reduce_shape(const Eqn& e, const AVal& x) {
+  ReduceShape r;
+  switch (e.prim) {
+    case Prim::reduce_sum: r.op = cpu::ReduceOp::sum; break;
+    case Prim::reduce_max: r.op = cpu::ReduceOp::max; break;
+    case Prim::reduce_min: r.op = cpu::ReduceOp::min; break;
+    default: return std::nullopt;
+  }
+  std::vector<bool> reduced(size_t(x.shape.rank()), false);
+  for (int64_t a : e.params.ints("axes")) reduced[size_t(a < 0 ? a + x.shape.rank() : a)] = true;
+  std::vector<std::pair<bool, int64_t>> groups;
+  for (int64_t d = 0; d < x.shape.rank(); ++d) {
+    if (x.shape[d] == 1) continue;
+    if (!groups.empty() && groups.back().first == reduced[size_t(d)]) groups.back().second *= x.shape[d];
+    else groups.emplace_back(reduced[size_t(d)], x.shape[d]);
+  }
+  if (groups.size() == 1 && groups[0].first) {
+    r.n = groups[0].second;
+  } else if (groups.size() == 2 && !groups[0].first) {
+    r.outer = groups[0].second;
+    r.n = groups[1].second;
+  } else if (groups.size() == 2) {
+    r.n = groups[0].second;
+    r.inner = groups[1].second;
+  } else {
+    return std::nullopt;
+  }
+  if (!cpu::fusable_reduction(r.op, x.dtype, r.outer, r.n, r.inner)) return std::nullopt;
+  return r;
+}
+
+Role role_of(const Jaxpr& j, const Eqn& e) {
+  if (e.outputs.size() != 1) return Role::none;
+  const AVal& out = j.aval(e.outputs[0]);
+  if (out.shape.numel() == 0) return Role::none;
+  if (instr_of(e)) return Role::compute;
+  switch (e.prim) {
+    case Prim::reshape: case Prim::squeeze: case Prim::expand_dims: case Prim::bitcast_convert_type:
+      return Role::reshape;
+    case Prim::broadcast_in_dim: {
+      const AVal& in = j.aval(e.inputs[0]);
+      if (in.shape.numel() == out.shape.numel()) return Role::reshape;
+      return view_of(in.shape, out.shape, e.params.ints("broadcast_dimensions")).dims.size() <= kMaxViewRank
+                 ? Role::broadcast
+                 : Role::none;
+    }
+    default:
+      return reduce_shape(e, j.aval(e.inputs[0])) ? Role::reduce : Role::none;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Grouping
+
+struct Group {
+  int step;         // position in the schedule
+  int64_t domain;   // loop elements
+  bool reduce = false, compute = false, alive = true;
+  int max_ext = -1;  // latest step among the values read from outside
+  std::vector<size_t> members;
+};
+
+// One position of the schedule being built: a group, or a single equation
+// (floating: a broadcast that runs only if something besides loops reads it).
+struct Slot {
+  int group = -1;
+  size_t eqn = 0;
+  bool floating = false;
+};
+
+class Grouper {
+ public:
+  explicit Grouper(const Jaxpr& j)
+      : j_(j),
+        group_of_(j.avals.size(), -1),
+        avail_(j.avals.size(), -1),
+        computed_(j.avals.size(), false),
+        floating_(j.avals.size(), -1) {}
+
+  void run(bool fuse) {
+    for (size_t k = 0; k < j_.eqns.size(); ++k) visit(k, fuse ? role_of(j_, j_.eqns[k]) : Role::none);
+  }
+
+  const std::vector<Slot>& order() const { return order_; }
+  const std::vector<Group>& groups() const { return groups_; }
+  // The broadcast equation that produces v, when loops read it as a view.
+  const std::vector<int>& floating() const { return floating_; }
+
+ private:
+  int64_t numel(Var v) const { return j_.aval(v).shape.numel(); }
+  // The group v is an elementwise value of, when that group's domain is n.
+  int internal(Var v, int64_t n) const {
+    const int g = group_of_[size_t(v)];
+    return g >= 0 && numel(v) == n ? g : -1;
+  }
+
+  void single(size_t k) {
+    const int s = int(order_.size());
+    order_.push_back({-1, k});
+    for (Var o : j_.eqns[k].outputs) avail_[size_t(o)] = s;
+  }
+
+  void visit(size_t k, Role role) {
+    const Eqn& e = j_.eqns[k];
+    if (role == Role::broadcast) {
+      // Every loop reading it reads its operand through a view instead.
+      order_.push_back({-1, k, true});
+      avail_[size_t(e.outputs[0])] = avail_[size_t(e.inputs[0])];
+      floating_[size_t(e.outputs[0])] = int(k);
+      return;
+    }
+    if (role == Role::reshape && floating_[size_t(e.inputs[0])] >= 0) role = Role::none;
+    if (role == Role::none) return single(k);
+    const int64_t n = role == Role::reduce ? numel(e.inputs[0]) : numel(e.outputs[0]);
+    if (role == Role::reduce && (internal(e.inputs[0], n) < 0 || !computed_[size_t(e.inputs[0])])) return single(k);
+    std::vector<int> candidates;
+    for (Var v : e.inputs) {
+      const int g = internal(v, n);
+      if (g >= 0 && std::find(candidates.begin(), candidates.end(), g) == candidates.end()) candidates.push_back(g);
+    }
+    std::sort(candidates.begin(), candidates.end(),
+              [&](int a, int b) { return groups_[size_t(a)].step < groups_[size_t(b)].step; });
+    for (int g : candidates) {
+      std::vector<int> merges;
+      if (!can_join(g, e, n, role, merges)) continue;
+      for (int h : merges) merge(h, g);
+      return add(g, k, role);
+    }
+    Group fresh;
+    fresh.step = int(order_.size());
+    fresh.domain = n;
+    groups_.push_back(fresh);
+    order_.push_back({int(groups_.size()) - 1, 0});
+    add(int(groups_.size()) - 1, k, role);
+  }
+
+  // Whether e can run inside group g: every operand is g's own value, a
+  // value of a later group that can move into g, or available before g runs.
+  bool can_join(int g, const Eqn& e, int64_t n, Role role, std::vector<int>& merges) const {
+    const Group& G = groups_[size_t(g)];
+    bool reduce = G.reduce || role == Role::reduce;
+    if (G.reduce && role == Role::reduce) return false;
+    for (Var v : e.inputs) {
+      const int h = internal(v, n);
+      if (h == g || std::find(merges.begin(), merges.end(), h) != merges.end()) continue;
+      if (h >= 0 && groups_[size_t(h)].step > G.step) {
+        const Group& H = groups_[size_t(h)];
+        if (H.max_ext >= G.step || (H.reduce && reduce)) return false;
+        reduce = reduce || H.reduce;
+        merges.push_back(h);
+        continue;
+      }
+      if (avail_[size_t(v)] >= G.step) return false;
+    }
+    return true;
+  }
+
+  void merge(int h, int g) {
+    Group& H = groups_[size_t(h)];
+    Group& G = groups_[size_t(g)];
+    for (size_t m : H.members) {
+      G.members.push_back(m);
+      for (Var o : j_.eqns[m].outputs) {
+        if (group_of_[size_t(o)] == h) group_of_[size_t(o)] = g;
+        avail_[size_t(o)] = G.step;
+      }
+    }
+    G.max_ext = std::max(G.max_ext, H.max_ext);
+    G.reduce = G.reduce || H.reduce;
+    G.compute = G.compute || H.compute;
+    H.alive = false;
+    H.members.clear();
+  }
+
+  void add(int g, size_t k, Role role) {
+    Group& G = groups_[size_t(g)];
+    const Eqn& e = j_.eqns[k];
+    G.members.push_back(k);
+    G.compute = G.compute || role == Role::compute;
+    G.reduce = G.reduce || role == Role::reduce;
+    for (Var v : e.inputs) {
+      if (internal(v, G.domain) != g) G.max_ext = std::max(G.max_ext, avail_[size_t(v)]);
+    }
+    for (Var o : e.outputs) {
+      avail_[size_t(o)] = G.step;
+      if (role == Role::reduce) continue;
+      group_of_[size_t(o)] = g;
+      computed_[size_t(o)] = role == Role::compute || (role == Role::reshape && computed_[size_t(e.inputs[0])]);
+    }
+  }
+
+  const Jaxpr& j_;
+  std::vector<Slot> order_;
+  std::vector<Group> groups_;
+  std::vector<int> group_of_;  // per var: the group it is an elementwise value of
+  std::vector<int> avail_;     // per var: the step after which it exists (-1: inputs, consts)
+  std::vector<bool> computed_;  // per var: produced by an instruction (not a view of an input)
+  std::vector<int> floating_;   // per var: the broadcast producing it, or -1
+};
+
+// ---------------------------------------------------------------------------
+// Program building
+
+class ProgramBuilder {
+ public:
+  ProgramBuilder(const Jaxpr& j, const std::vector<int>& floating, FusionGroup& g, int64_t domain)
+      : j_(j), floating_(floating), g_(g) {
+    g.size = domain;
+    p_.size = domain;
+  }
+
+  void add(const Eqn& e, Role role) {
+    const Var o = e.outputs[0];
+    switch (role) {
+      case Role::reshape: slot_[o] = operand(e.inputs[0]); break;
+      case Role::compute: slot_[o] = instruction(e); break;
+      case Role::reduce: {
+        const ReduceShape r = *reduce_shape(e, j_.aval(e.inputs[0]));
+        cpu::FusedReduce red;
+        red.op = r.op;
+        red.slot = slot_.at(e.inputs[0]);
+        red.outer = r.outer;
+        red.n = r.n;
+        red.inner = r.inner;
+        red.out_dtype = j_.aval(o).dtype;
+        p_.reduce = red;
+        break;
+      }
+      case Role::broadcast:
+      case Role::none: PAX_FAIL("fusion: equation ", prim_name(e.prim), " is not a loop member");
+    }
+  }
+
+  // Marks v (a value of the group) as written by the loop.
+  void output(Var v, bool reduced) {
+    const int index = int(g_.outputs.size());
+    g_.outputs.push_back(v);
+    if (reduced) p_.reduce->output = index;
+    else p_.stores.push_back({slot_.at(v), index});
+  }
+
+  void finish() {
+    p_.num_inputs = int(g_.inputs.size());
+    p_.num_outputs = int(g_.outputs.size());
+    p_.finalize();
+    std::sort(g_.eqns.begin(), g_.eqns.end());
+    g_.has_reduction = p_.reduce.has_value();
+    g_.program = std::make_shared<const cpu::FusedProgram>(std::move(p_));
+  }
+
+ private:
+  int new_slot(cpu::FusedSlot s) {
+    p_.slots.push_back(std::move(s));
+    return int(p_.slots.size()) - 1;
+  }
+
+  int input_index(Var v, bool contiguous) {
+    auto it = std::find(g_.inputs.begin(), g_.inputs.end(), v);
+    if (it == g_.inputs.end()) {
+      g_.inputs.push_back(v);
+      g_.contiguous.push_back(contiguous);
+      return int(g_.inputs.size()) - 1;
+    }
+    const size_t i = size_t(it - g_.inputs.begin());
+    g_.contiguous[i] = g_.contiguous[i] && contiguous;
+    return int(i);
+  }
+
+  // The slot of a value of the loop's domain: the group's own, a broadcast
+  // read through a view, or a contiguous read of an input.
+  int operand(Var v) {
+    auto it = slot_.find(v);
+    if (it != slot_.end()) return it->second;
+    if (const int k = floating_[size_t(v)]; k >= 0) {
+      g_.eqns.push_back(size_t(k));
+      return slot_[v] = broadcast(j_.eqns[size_t(k)]);
+    }
+    auto in = direct_.find(v);
+    if (in != direct_.end()) return in->second;
+    PAX_CHECK(j_.aval(v).shape.numel() == p_.size, "fusion: ", var_name(v), ":", j_.aval(v).str(),
+              " is read by a loop of ", p_.size, " elements");
+    cpu::FusedSlot s;
+    s.kind = cpu::FusedSlot::Kind::input;
+    s.dtype = j_.aval(v).dtype;
+    s.arg = input_index(v, true);
+    return direct_[v] = new_slot(std::move(s));
+  }
+
+  int splat(Var v, int64_t clamp_hi) {
+    cpu::FusedSlot s;
+    s.kind = cpu::FusedSlot::Kind::splat;
+    s.dtype = j_.aval(v).dtype;
+    s.arg = input_index(v, false);
+    s.clamp_hi = clamp_hi;
+    return new_slot(std::move(s));
+  }
+
+  int broadcast(const Eqn& e) {
+    const Var x = e.inputs[0];
+    View view = view_of(j_.aval(x).shape, j_.aval(e.outputs[0]).shape, e.params.ints("broadcast_dimensions"));
+    bool zero = true;
+    for (int64_t s : view.strides) zero = zero && s == 0;
+    if (zero) return splat(x, -1);
+    cpu::FusedSlot s;
+    s.kind = cpu::FusedSlot::Kind::view;
+    s.dtype = j_.aval(x).dtype;
+    s.arg = input_index(x, false);
+    s.dims = std::move(view.dims);
+    s.strides = std::move(view.strides);
+    return new_slot(std::move(s));
+  }
+
+  int instruction(const Eqn& e) {
+    const Instr what = *instr_of(e);
+    cpu::FusedInstr ins;
+    ins.kind = what.kind;
+    ins.op = what.op;
+    ins.dtype = j_.aval(e.inputs[0]).dtype;
+    ins.out_dtype = j_.aval(e.outputs[0]).dtype;
+    if (what.kind == cpu::FusedInstr::Kind::integer_pow) ins.exponent = e.params.i("y");
+    for (size_t i = 0; i < e.inputs.size(); ++i) {
+      const Var v = e.inputs[i];
+      if (e.prim == Prim::select_n && i == 0 && j_.aval(v).shape.numel() != p_.size) {
+        // A scalar selector: the kernel clamps an int32 one.
+        ins.args.push_back(splat(v, j_.aval(v).dtype == DType::i32 ? int64_t(e.inputs.size()) - 2 : -1));
+      } else {
+        ins.args.push_back(operand(v));
+      }
+    }
+    cpu::FusedSlot r;
+    r.kind = cpu::FusedSlot::Kind::reg;
+    r.dtype = ins.out_dtype;
+    ins.result = new_slot(std::move(r));
+    p_.instrs.push_back(std::move(ins));
+    return p_.instrs.back().result;
+  }
+
+  const Jaxpr& j_;
+  const std::vector<int>& floating_;
+  FusionGroup& g_;
+  cpu::FusedProgram p_;
+  std::unordered_map<Var, int> slot_;    // group values
+  std::unordered_map<Var, int> direct_;  // contiguous input reads
+};
+
+// ---------------------------------------------------------------------------
+// Assembling the schedule
+
+class ScheduleBuilder {
+ public:
+  ScheduleBuilder(const Jaxpr& j, const Grouper& grouper) : j_(j), grouper_(grouper) {}
+
+  Schedule build() {
+    // Which values are read outside the group (or step) that produces them.
+    std::vector<int> eqn_group(j_.eqns.size(), -1);
+    for (size_t g = 0; g < grouper_.groups().size(); ++g) {
+      for (size_t m : grouper_.groups()[g].members) eqn_group[m] = int(g);
+    }
+    std::vector<int> producer_group(j_.avals.size(), -2);
+    for (size_t k = 0; k < j_.eqns.size(); ++k) {
+      for (Var o : j_.eqns[k].outputs) producer_group[size_t(o)] = eqn_group[k];
+    }
+    escapes_.assign(j_.avals.size(), false);
+    for (size_t k = 0; k < j_.eqns.size(); ++k) {
+      for (Var v : j_.eqns[k].inputs) {
+        if (producer_group[size_t(v)] != eqn_group[k] || eqn_group[k] < 0) escapes_[size_t(v)] = true;
+      }
+    }
+    for (Var v : j_.outvars) escapes_[size_t(v)] = true;
+    // Broadcasts are materialised only for readers other than loops.
+    needed_.assign(j_.avals.size(), false);
+    for (size_t k = 0; k < j_.eqns.size(); ++k) {
+      const int g = eqn_group[k];
+      if (g >= 0 && grouper_.groups()[size_t(g)].compute) continue;
+      for (Var v : j_.eqns[k].inputs) needed_[size_t(v)] = true;
+    }
+    for (Var v : j_.outvars) needed_[size_t(v)] = true;
+
+    for (const Slot& slot : grouper_.order()) {
+      if (slot.floating) {
+        if (needed_[size_t(j_.eqns[slot.eqn].outputs[0])]) single(slot.eqn);
+        continue;
+      }
+      if (slot.group < 0) {
+        single(slot.eqn);
+        continue;
+      }
+      const Group& g = grouper_.groups()[size_t(slot.group)];
+      if (!g.alive) continue;
+      std::vector<size_t> members = g.members;
+      std::sort(members.begin(), members.end());
+      if (!g.compute) {
+        for (size_t m : members) single(m);
+        continue;
+      }
+      fused(g, members);
+    }
+    return std::move(out_);
+  }
+
+ private:
+  void single(size_t k) { out_.steps.push_back({step_kind(j_.eqns[k].prim), k}); }
+
+  void fused(const Group& g, const std::vector<size_t>& members) {
+    // Values needed outside: instruction results are stored by the loop;
+    // reshapes run after it as steps of their own (their operand is stored).
+    std::vector<size_t> post;
+    for (size_t i = members.size(); i-- > 0;) {
+      const Eqn& e = j_.eqns[members[i]];
+      if (!escapes_[size_t(e.outputs[0])] || role_of(j_, e) != Role::reshape) continue;
+      post.insert(post.begin(), members[i]);
+      escapes_[size_t(e.inputs[0])] = true;
+    }
+    FusionGroup fg;
+    fg.eqns = members;
+    ProgramBuilder b(j_, grouper_.floating(), fg, g.domain);
+    for (size_t m : members) b.add(j_.eqns[m], role_of(j_, j_.eqns[m]));
+    for (size_t m : members) {
+      const Eqn& e = j_.eqns[m];
+      const Role role = role_of(j_, e);
+      if ((role == Role::compute || role == Role::reduce) && escapes_[size_t(e.outputs[0])]) {
+        b.output(e.outputs[0], role == Role::reduce);
+      }
+    }
+    b.finish();
+    out_.steps.push_back({Step::Kind::fused, out_.groups.size()});
+    out_.groups.push_back(std::move(fg));
+    for (size_t m : post) single(m);
+  }
+
+  const Jaxpr& j_;
+  const Grouper& grouper_;
+  std::vector<bool> escapes_;  // per var: read outside the group that computes it
+  std::vector<bool> needed_;   // per var: read by a step other than a loop
+  Schedule out_;
+};
+
+std::string decl(const Jaxpr& j, Var v) {
+  std::string s = var_name(v);
+  s += ':';
+  s += j.aval(v).str();
+  return s;
+}
+
+std::string eqn_str(const Jaxpr& j, const Eqn& e) {
+  std::ostringstream os;
+  for (size_t i = 0; i < e.outputs.size(); ++i) os << (i ? " " : "") << decl(j, e.outputs[i]);
+  os << " = " << prim_name(e.prim);
+  if (!e.params.empty()) os << "[" << e.params.str() << "]";
+  for (Var v : e.inputs) os << " " << var_name(v);
+  return os.str();
+}
+
+}  // namespace
+
+Step::Kind step_kind(Prim p) {
+  const PrimDef& def = prim_def(p);
+  if (def.impl) return Step::Kind::impl;
+  if (def.output_aliases_input >= 0) return Step::Kind::alias;
+  return Step::Kind::kernel;
+}
+
+std::string var_name(Var v) {
+  std::string s;
+  int64_t n = v;
+  do {
+    s.push_back(char('a' + n % 26));
+    n /= 26;
+  } while (n > 0);
+  return std::string(s.rbegin(), s.rend());
+}
+
+Schedule schedule(const Jaxpr& jaxpr, bool fuse) {
+  Grouper grouper(jaxpr);
+  grouper.run(fuse);
+  return ScheduleBuilder(jaxpr, grouper).build();
+}
+
+std::vector<Var> Schedule::inputs(const Jaxpr& j, const Step& s) const {
+  return s.kind == Step::Kind::fused ? groups[s.index].inputs : j.eqns[s.index].inputs;
+}
+
+std::vector<Var> Schedule::outputs(const Jaxpr& j, const Step& s) const {
+  return s.kind == Step::Kind::fused ? groups[s.index].outputs : j.eqns[s.index].outputs;
+}
+
+std::string Schedule::str(const Jaxpr& j) const {
+  std::ostringstream os;
+  os << "{ lambda ";
+  for (size_t i = 0; i < j.constvars.size(); ++i) os << (i ? " " : "") << decl(j, j.constvars[i]);
+  os << "; ";
+  for (size_t i = 0; i < j.invars.size(); ++i) os << (i ? " " : "") << decl(j, j.invars[i]);
+  os << ". let\n";
+  for (const Step& s : steps) {
+    if (s.kind != Step::Kind::fused) {
+      os << "    " << eqn_str(j, j.eqns[s.index]) << "\n";
+      continue;
+    }
+    const FusionGroup& g = groups[s.index];
+    os << "    ";
+    for (size_t i = 0; i < g.outputs.size(); ++i) os << (i ? " " : "") << decl(j, g.outputs[i]);
+    os << " = fusion[size=" << g.size << (g.program->chain_first >= 0 ? ", chain" : "") << "]{\n";
+    for (size_t m : g.eqns) os << "        " << eqn_str(j, j.eqns[m]) << "\n";
+    os << "      }";
+    for (Var v : g.inputs) os << " " << var_name(v);
+    os << "\n";
+  }
+  os << "  in (";
+  for (size_t i = 0; i < j.outvars.size(); ++i) os << (i ? ", " : "") << var_name(j.outvars[i]);
+  if (j.outvars.size() == 1) os << ",";
+  os << ") }";
+  return os.str();
+}
+
+}  // namespace pax

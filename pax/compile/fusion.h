@@ -1,0 +1,72 @@
+// Elementwise fusion: the schedule of an optimised jaxpr, in which maximal
+// groups of elementwise equations (with the broadcasts and reshapes feeding
+// them, and possibly one trailing reduce_sum / max / min) run as one fused
+// loop (pax/backend/cpu/fused_loop.h), and every other equation as itself.
+//
+// Equations are visited in order. An elementwise equation joins the group of
+// one of its operands when the groups have the same number of elements (the
+// loop domain) and every other operand is available before that group runs;
+// groups that only depend on values available earlier may be merged into it.
+// A group runs at the position of its first equation, so the schedule stays
+// a valid topological order. Broadcasts of values from outside become
+// strided reads of the loop, reshapes are free; a broadcast / reshape whose
+// result is also needed outside the loop is computed by its own step.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pax/ir/jaxpr.h"
+
+namespace pax {
+
+namespace cpu {
+struct FusedProgram;  // pax/backend/cpu/fused_loop.h
+}
+
+struct FusionGroup {
+  std::vector<size_t> eqns;  // member equations and the broadcasts it reads, in program order
+  std::vector<Var> inputs;   // values read from outside the group
+  std::vector<Var> outputs;  // values written: used after the group, or the reduction's result
+  // Per input: read only contiguously (never through a broadcast), so an
+  // output of the same size may overwrite it in place.
+  std::vector<bool> contiguous;
+  int64_t size = 0;            // loop elements
+  bool has_reduction = false;  // ends in a reduction
+  std::shared_ptr<const cpu::FusedProgram> program;
+};
+
+struct Step {
+  enum class Kind : uint8_t {
+    kernel,  // one equation, run by its CPU kernel
+    alias,   // one equation whose result shares its input's bytes (reshape, ...)
+    impl,    // one equation run by its impl rule on Arrays (custom_vjp_call, ...)
+    fused,   // a fusion group
+  };
+  Kind kind;
+  size_t index;  // equation index, or group index for fused steps
+};
+
+struct Schedule {
+  std::vector<Step> steps;
+  std::vector<FusionGroup> groups;
+
+  // The values a step reads / writes.
+  std::vector<Var> inputs(const Jaxpr& j, const Step& s) const;
+  std::vector<Var> outputs(const Jaxpr& j, const Step& s) const;
+  // The program with fused groups shown as fusion{...}.
+  std::string str(const Jaxpr& j) const;
+};
+
+// The schedule of `jaxpr` (fuse=false: one step per equation).
+Schedule schedule(const Jaxpr& jaxpr, bool fuse = true);
+
+// How an equation runs when it is not fused.
+Step::Kind step_kind(Prim p);
+
+// jaxpr-style variable names (a, b, ..., z, ba, ...).
+std::string var_name(Var v);
+
+}  // namespace pax

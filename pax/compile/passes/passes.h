@@ -1,0 +1,41 @@
+// The compiler's jaxpr-to-jaxpr passes. Each takes a well-typed jaxpr and
+// returns an equivalent one; all primitives are pure, so equations may be
+// removed, merged or evaluated early. Variables keep their numbers (new ones
+// are appended), so avals stay indexed by Var.
+//
+//   inline_calls    splices the program of every jit_call equation in place
+//   fold_constants  evaluates equations whose inputs are all constants, at
+//                   compile time, when their outputs are small
+//   simplify        algebraic identities (x*1, neg(neg x), reshape chains, ...)
+//   cse             merges equations with the same primitive, params and inputs
+//   dce             drops equations whose results are never used
+//
+// optimize() runs them in order; in debug builds (NDEBUG undefined) every
+// pass's result is type-checked.
+#pragma once
+
+#include <cstdint>
+
+#include "pax/ir/jaxpr.h"
+
+namespace pax {
+
+// Outputs above this many elements are left to run time by constant folding
+// (a broadcast of a scalar to a large shape is not materialised).
+inline constexpr int64_t kDefaultFoldLimit = int64_t(1) << 16;
+
+Jaxpr inline_calls(const Jaxpr& jaxpr);
+Jaxpr fold_constants(const Jaxpr& jaxpr, int64_t max_elements = kDefaultFoldLimit);
+Jaxpr simplify(const Jaxpr& jaxpr);
+Jaxpr cse(const Jaxpr& jaxpr);
+Jaxpr dce(const Jaxpr& jaxpr);
+
+struct PassOptions {
+  int64_t fold_limit = kDefaultFoldLimit;
+};
+
+// inline_calls, then fold / simplify / cse / dce twice (each can expose work
+// for the others).
+Jaxpr optimize(const Jaxpr& jaxpr, const PassOptions& options = {});
+
+}  // namespace pax

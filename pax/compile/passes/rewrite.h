@@ -1,0 +1,67 @@
+// Helpers shared by the passes: a jaxpr's header copied without equations,
+// a variable substitution, and the constant values of variables.
+#pragma once
+
+#include <vector>
+
+#include "pax/ir/jaxpr.h"
+
+namespace pax::passes {
+
+// `j` without equations and outputs (avals, constants and inputs kept).
+Jaxpr copy_header(const Jaxpr& j);
+
+// Replaces variables by others (each target already final).
+class Subst {
+ public:
+  explicit Subst(size_t num_vars) : to_(num_vars) {
+    for (size_t i = 0; i < to_.size(); ++i) to_[i] = Var(i);
+  }
+  Var operator()(Var v) const { return size_t(v) < to_.size() ? to_[size_t(v)] : v; }
+  void set(Var from, Var to) {
+    if (size_t(from) >= to_.size()) grow(size_t(from) + 1);
+    to_[size_t(from)] = to;
+  }
+  void grow(size_t num_vars) {
+    for (size_t i = to_.size(); i < num_vars; ++i) to_.push_back(Var(i));
+  }
+  // e's inputs substituted.
+  Eqn apply(Eqn e) const {
+    for (Var& v : e.inputs) v = (*this)(v);
+    return e;
+  }
+  // Sets out.outvars from j.outvars, substituted.
+  void finish(Jaxpr& out, const Jaxpr& j) const {
+    out.outvars.clear();
+    for (Var v : j.outvars) out.outvars.push_back((*this)(v));
+  }
+
+ private:
+  std::vector<Var> to_;
+};
+
+// The value of each constvar (undefined for other variables).
+class ConstValues {
+ public:
+  explicit ConstValues(const Jaxpr& j) : values_(j.avals.size()) {
+    for (size_t i = 0; i < j.constvars.size(); ++i) values_[size_t(j.constvars[i])] = j.consts[i];
+  }
+  const Array* get(Var v) const {
+    return size_t(v) < values_.size() && values_[size_t(v)].defined() ? &values_[size_t(v)] : nullptr;
+  }
+  void set(Var v, Array value) {
+    if (size_t(v) >= values_.size()) values_.resize(size_t(v) + 1);
+    values_[size_t(v)] = std::move(value);
+  }
+
+ private:
+  std::vector<Array> values_;
+};
+
+// Appends a constant to `j` and returns its variable.
+Var add_const(Jaxpr& j, Array value);
+
+// Type-checks a pass's result in debug builds.
+void check_pass(const Jaxpr& j, const char* pass);
+
+}  // namespace pax::passes

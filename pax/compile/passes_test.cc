@@ -1,0 +1,237 @@
+// The jaxpr passes one by one: inlining of nested jit, dead code, common
+// subexpressions, constant folding (and its size threshold), algebraic
+// simplification. Each result must type-check and compute the same values.
+#include <gtest/gtest.h>
+
+#include "pax/api/transforms.h"
+#include "pax/compile/passes/passes.h"
+#include "pax/ops/nn.h"
+#include "pax/ops/numpy.h"
+#include "pax/testing/testing.h"
+
+namespace pax {
+namespace {
+
+using testing::all_close;
+using testing::random_array;
+
+int count(const Jaxpr& j, Prim p) {
+  int n = 0;
+  for (const Eqn& e : j.eqns) n += e.prim == p;
+  return n;
+}
+
+// The pass keeps the program well-typed and its values (exactly).
+void expect_equivalent(const Jaxpr& before, const Jaxpr& after, const std::vector<Array>& args) {
+  typecheck(after);
+  std::vector<Array> want = eval_jaxpr(before, args);
+  std::vector<Array> got = eval_jaxpr(after, args);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(all_close(got[i], want[i], 0, 0)) << after.str();
+}
+
+TEST(Inline, SplicesNestedJitCalls) {
+  auto inner = jit([](const Array& x) { return exp(x) * 2.0; });
+  auto middle = jit([inner](const Array& x) { return inner(x) + inner(x * x); });
+  auto jaxpr = make_jaxpr([middle](const Array& x) { return sum(middle(x) - 1.0); })(zeros({5}));
+  ASSERT_EQ(count(*jaxpr, Prim::jit_call), 1);
+  Jaxpr out = inline_calls(*jaxpr);
+  EXPECT_EQ(count(out, Prim::jit_call), 0);
+  EXPECT_EQ(count(out, Prim::exp), 2);
+  expect_equivalent(*jaxpr, out, {random_array({5}, DType::f32, 1)});
+}
+
+TEST(Inline, CalleeReturningItsInput) {
+  auto ident = jit([](const Array& x, const Array& y) { return std::make_pair(y, x * 3.0); });
+  auto jaxpr = make_jaxpr([ident](const Array& x) {
+    auto [a, b] = ident(x, x + 1.0);
+    return a * b;
+  })(zeros({3}));
+  Jaxpr out = inline_calls(*jaxpr);
+  EXPECT_EQ(count(out, Prim::jit_call), 0);
+  expect_equivalent(*jaxpr, out, {random_array({3}, DType::f32, 2)});
+}
+
+TEST(Dce, DropsUnusedEquationsAndConstants) {
+  Array unused = array<float>({1, 2, 3});
+  auto jaxpr = make_jaxpr([unused](const Array& x) {
+    Array dead = exp(x) + unused;  // never returned
+    (void)dead;
+    return x * 2.0;
+  })(zeros({3}));
+  ASSERT_EQ(count(*jaxpr, Prim::exp), 1);
+  Jaxpr out = dce(*jaxpr);
+  EXPECT_EQ(count(out, Prim::exp), 0);
+  EXPECT_EQ(count(out, Prim::add), 0);
+  for (const Array& c : out.consts) EXPECT_NE(c.id(), unused.id());
+  expect_equivalent(*jaxpr, out, {random_array({3}, DType::f32, 3)});
+}
+
+TEST(Cse, MergesEqualEquationsOnly) {
+  auto jaxpr = make_jaxpr([](const Array& x, const Array& y) {
+    Array a = lax::mul(x, y);
+    Array b = lax::mul(x, y);
+    Array c = lax::mul(y, x);  // other input order: kept
+    Array r0 = lax::reduce_sum(a, {0});
+    Array r1 = lax::reduce_sum(b, {1});  // other params: kept
+    return std::make_pair(lax::add(r0, r1), lax::add(a, c));
+  })(zeros({4, 4}), zeros({4, 4}));
+  Jaxpr out = dce(cse(*jaxpr));
+  EXPECT_EQ(count(out, Prim::mul), 2);
+  EXPECT_EQ(count(out, Prim::reduce_sum), 2);
+  expect_equivalent(*jaxpr, out, {random_array({4, 4}, DType::f32, 4), random_array({4, 4}, DType::f32, 5)});
+}
+
+TEST(Cse, MergesEqualLiteralConstants) {
+  // Each literal is its own constant when traced; equal values merge, and
+  // then so do the broadcasts of them.
+  auto jaxpr = make_jaxpr([](const Array& x, const Array& y) { return x * 0.5 + y * 0.5; })(zeros({8}), zeros({8}));
+  ASSERT_EQ(jaxpr->consts.size(), 2u);
+  Jaxpr out = dce(cse(*jaxpr));
+  EXPECT_EQ(out.consts.size(), 1u);
+  EXPECT_EQ(count(out, Prim::broadcast_in_dim), 1);
+  expect_equivalent(*jaxpr, out, {random_array({8}, DType::f32, 6), random_array({8}, DType::f32, 7)});
+}
+
+TEST(Cse, RandomBitsOfTheSameKeyMerge) {
+  auto jaxpr = make_jaxpr([](const Array& key) {
+    return lax::add(lax::random_bits(key, {16}), lax::random_bits(key, {16}));
+  })(zeros({2}, DType::u32));
+  EXPECT_EQ(count(dce(cse(*jaxpr)), Prim::random_bits), 1);
+}
+
+TEST(Fold, EvaluatesConstantSubexpressions) {
+  Array w = array<float>({0.5, -1, 2});
+  auto jaxpr = make_jaxpr([w](const Array& x) { return x + exp(w) * 3.0; })(zeros({3}));
+  Jaxpr out = dce(fold_constants(*jaxpr));
+  EXPECT_EQ(count(out, Prim::exp), 0);
+  EXPECT_EQ(count(out, Prim::mul), 0);
+  EXPECT_EQ(out.eqns.size(), 1u);  // the add
+  expect_equivalent(*jaxpr, out, {random_array({3}, DType::f32, 8)});
+}
+
+TEST(Fold, LeavesLargeResultsToRunTime) {
+  auto make = [](int64_t n) {
+    Array w = random_array({n, n}, DType::f32, 9);
+    return make_jaxpr([w](const Array& x) { return x * exp(w); })(zeros({n, n}));
+  };
+  // 200 * 200 = 40000 elements fold; 300 * 300 = 90000 exceed the default 65536.
+  EXPECT_EQ(count(dce(fold_constants(*make(200))), Prim::exp), 0);
+  EXPECT_EQ(count(dce(fold_constants(*make(300))), Prim::exp), 1);
+  EXPECT_EQ(count(dce(fold_constants(*make(200), 1000)), Prim::exp), 1);
+  auto small = make(200);
+  expect_equivalent(*small, dce(fold_constants(*small)), {random_array({200, 200}, DType::f32, 10)});
+}
+
+TEST(Fold, BroadcastsOfConstantsStayForTheLoops) {
+  auto jaxpr = make_jaxpr([](const Array& x) { return x * 2.0; })(zeros({4}));
+  Jaxpr out = dce(fold_constants(*jaxpr));
+  EXPECT_EQ(count(out, Prim::broadcast_in_dim), 1);
+  ASSERT_EQ(out.consts.size(), 1u);
+  EXPECT_EQ(out.consts[0].ndim(), 0);
+}
+
+TEST(Fold, IotaAndShapeOpsOfConstants) {
+  auto jaxpr = make_jaxpr([](const Array& x) {
+    Array i = lax::iota(DType::f32, {2, 3}, 1);
+    return x + lax::transpose(lax::reshape(i, {3, 2}), {1, 0});
+  })(zeros({2, 3}));
+  Jaxpr out = dce(fold_constants(*jaxpr));
+  EXPECT_EQ(out.eqns.size(), 1u);
+  expect_equivalent(*jaxpr, out, {random_array({2, 3}, DType::f32, 10)});
+}
+
+TEST(Simplify, MultiplyByOneAndNeutralZeros) {
+  auto jaxpr = make_jaxpr([](const Array& x, const Array& i) {
+    Array a = x * 1.0;
+    Array b = 1.0 * a;
+    Array c = b - 0.0;                 // exact: x - (+0) == x
+    Array d = lax::add(c, lax::broadcast_in_dim(scalar(-0.0f), {4}, {}));  // exact: x + (-0) == x
+    Array e = d + 0.0;                 // not exact for x = -0: kept
+    Array k = (i + 0) * 1 - 0;         // integers: all identities
+    return std::make_pair(e, k);
+  })(zeros({4}), zeros({4}, DType::i32));
+  Jaxpr out = dce(simplify(*jaxpr));
+  EXPECT_EQ(count(out, Prim::mul), 0);
+  EXPECT_EQ(count(out, Prim::sub), 0);
+  EXPECT_EQ(count(out, Prim::add), 1) << out.str();
+  EXPECT_EQ(out.outvars[1], out.invars[1]);
+  expect_equivalent(*jaxpr, out, {array<float>({-0.0f, 1.5f, -2.0f, NAN}), array<int32_t>({1, -2, 3, 0})});
+}
+
+TEST(Simplify, IdentityShapeOpsConvertsAndNegations) {
+  auto jaxpr = make_jaxpr([](const Array& x) {
+    Array a = lax::neg(lax::neg(x));
+    Array b = lax::convert_element_type(a, DType::f32);
+    Array c = lax::reshape(b, {2, 3});
+    Array d = lax::transpose(c, {0, 1});
+    Array e = lax::broadcast_in_dim(d, {2, 3}, {0, 1});
+    Array f = lax::squeeze(lax::expand_dims(e, {0}), {0});
+    Array g = lax::integer_pow(stop_gradient(f), 1);
+    return lax::reduce_sum(lax::reshape(g, {2, 1, 3}), {1});
+  })(zeros({2, 3}));
+  Jaxpr out = dce(simplify(*jaxpr));
+  EXPECT_TRUE(out.eqns.empty()) << out.str();
+  EXPECT_EQ(out.outvars[0], out.invars[0]);
+  expect_equivalent(*jaxpr, out, {random_array({2, 3}, DType::f32, 11)});
+}
+
+TEST(Simplify, ChainsCollapse) {
+  auto jaxpr = make_jaxpr([](const Array& x) {
+    Array r = lax::reshape(lax::reshape(lax::expand_dims(x, {0}), {6, 4}), {3, 8});
+    Array t = lax::transpose(lax::transpose(lax::reshape(x, {2, 3, 4}), {2, 0, 1}), {2, 0, 1});
+    Array b = lax::broadcast_in_dim(lax::broadcast_in_dim(lax::reshape(x, {24}), {2, 24}, {1}), {5, 2, 24}, {1, 2});
+    return std::make_tuple(r, t, b);
+  })(zeros({4, 6}));
+  Jaxpr out = dce(simplify(*jaxpr));
+  EXPECT_EQ(count(out, Prim::reshape), 3);  // x -> (3, 8), x -> (2, 3, 4), x -> (24)
+  EXPECT_EQ(count(out, Prim::expand_dims), 0);
+  EXPECT_EQ(count(out, Prim::transpose), 1);
+  EXPECT_EQ(count(out, Prim::broadcast_in_dim), 1);
+  expect_equivalent(*jaxpr, out, {random_array({4, 6}, DType::f32, 12)});
+}
+
+TEST(Simplify, TransposeBackToIdentity) {
+  auto jaxpr = make_jaxpr([](const Array& x) { return lax::transpose(lax::transpose(x, {1, 2, 0}), {2, 0, 1}); })(
+      zeros({2, 3, 4}));
+  Jaxpr out = dce(simplify(*jaxpr));
+  EXPECT_TRUE(out.eqns.empty());
+  expect_equivalent(*jaxpr, out, {random_array({2, 3, 4}, DType::f32, 13)});
+}
+
+TEST(Simplify, ConstantSelector) {
+  auto jaxpr = make_jaxpr([](const Array& a, const Array& b, const Array& c) {
+    Array hi = lax::select_n(scalar(int32_t(7)), {a, b, c});   // clamped to case 2
+    Array lo = lax::select_n(scalar(int32_t(-3)), {a, b, c});  // clamped to case 0
+    Array same = lax::select_n(lax::gt(a, b), {c, c});
+    return std::make_tuple(hi, lo, same);
+  })(zeros({4}), zeros({4}), zeros({4}));
+  Jaxpr out = dce(simplify(*jaxpr));
+  EXPECT_EQ(count(out, Prim::select_n), 0);
+  EXPECT_EQ(out.outvars[0], out.invars[2]);
+  EXPECT_EQ(out.outvars[1], out.invars[0]);
+  EXPECT_EQ(out.outvars[2], out.invars[2]);
+}
+
+TEST(Optimize, TrainingStepTypechecksAfterEveryPass) {
+  // An MLP loss and its gradient: every pass runs on a realistic program.
+  auto loss = [](const Array& w1, const Array& w2, const Array& x) {
+    Array h = nn::relu(matmul(x, w1) + 0.1);
+    return mean(square(matmul(h, w2) - 1.0));
+  };
+  auto step = [loss](const Array& w1, const Array& w2, const Array& x) {
+    auto [l, g] = value_and_grad<0, 1>(loss)(w1, w2, x);
+    return std::make_tuple(l, w1 - 0.01 * std::get<0>(g), w2 - 0.01 * std::get<1>(g));
+  };
+  std::vector<Array> args = {random_array({8, 16}, DType::f32, 14), random_array({16, 4}, DType::f32, 15),
+                             random_array({5, 8}, DType::f32, 16)};
+  auto jaxpr = make_jaxpr(step)(args[0], args[1], args[2]);
+  Jaxpr out = optimize(*jaxpr);
+  EXPECT_LE(out.eqns.size(), jaxpr->eqns.size());
+  std::vector<Array> want = eval_jaxpr(*jaxpr, args);
+  std::vector<Array> got = eval_jaxpr(out, args);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(all_close(got[i], want[i], 1e-6, 1e-6));
+}
+
+}  // namespace
+}  // namespace pax
