@@ -267,9 +267,11 @@ std::shared_ptr<const JitEntry> JitCache::lookup(const JitKey& key, const TreeFn
   CompileOptions options;
   options.donate.assign(entry->consts.size(), false);
   options.donate.insert(options.donate.end(), donate_leaf.begin(), donate_leaf.end());
-  entry->program = std::make_shared<Program>(convert_constvars(*jaxpr), name, options);
   bool cacheable = true;
   for (const Array& c : entry->consts) cacheable = cacheable && !c.is_tracer();
+  // Concrete constants are compiled in, so the passes see their values.
+  if (cacheable) options.constant_args = entry->consts;
+  entry->program = std::make_shared<Program>(convert_constvars(*jaxpr), name, options);
   std::lock_guard<std::mutex> lock(mu_);
   ++num_traces_;
   if (cacheable) entries_.emplace(key, entry);

@@ -17,31 +17,7 @@
 
 namespace pax {
 
-// ---------------------------------------------------------------------------
-// Whether the caller gave up its only handle to an argument: the Array is the
-// last handle to its value, and no other value (a reshape, say) shares the
-// buffer. Array keeps its handle count private; explicit instantiation may
-// name private members, which reads it without changing core.
 namespace {
-
-struct ArrayImplTag {
-  friend auto array_impl_member(ArrayImplTag);
-};
-template <auto Member>
-struct ArrayImplAccess {
-  friend auto array_impl_member(ArrayImplTag) { return Member; }
-};
-
-}  // namespace
-
-template struct ArrayImplAccess<&Array::impl_>;
-
-namespace {
-
-bool owns_buffer_exclusively(const Array& x) {
-  return x.is_concrete() && (x.*array_impl_member(ArrayImplTag{})).use_count() == 1 &&
-         x.buffer().use_count() == 1;
-}
 
 // ---------------------------------------------------------------------------
 
@@ -215,7 +191,7 @@ std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
   for (size_t i = 0; i < jaxpr_.invars.size(); ++i) {
     Array& x = args[skip_ + i];
     const size_t id = size_t(plan_.storage_of[size_t(jaxpr_.invars[i])]);
-    f.donated[id] = donor_[i] && owns_buffer_exclusively(x);
+    f.donated[id] = donor_[i] && x.owns_buffer_exclusively();
     f.held[id] = x.buffer();
     f.base[id] = const_cast<void*>(x.data());
   }

@@ -72,6 +72,13 @@ class Array {
   // Same values, another dtype (convert_element_type); defined in pax/ops.
   Array astype(DType dtype) const;
 
+  // True when this handle is the only one to its value and no other value
+  // (a reshape, say) shares its buffer: the buffer may then be overwritten,
+  // as compiled programs do with donated arguments.
+  bool owns_buffer_exclusively() const {
+    return impl_ && impl_->buffer && impl_.use_count() == 1 && impl_->buffer.use_count() == 1;
+  }
+
   // Identity of the underlying value (two handles to one value compare equal).
   const void* id() const { return impl_.get(); }
 
