@@ -261,3 +261,24 @@ TEST(Collectives, AllGatherIsDifferentiable) {
 
 }  // namespace
 }  // namespace pax
+
+namespace pax {
+namespace {
+
+TEST(Compose, VmapJitGradInAnyOrder) {
+  auto f = [](const Array& w, const Array& x) { return sum(tanh(x * w) * x); };
+  Array w = testing::random_array({3}, DType::f64, 7);
+  Array xs = testing::random_array({4, 3}, DType::f64, 8);
+  // Per-example gradients with respect to w, four ways.
+  std::vector<Array> loop;
+  for (int64_t i = 0; i < 4; ++i) loop.push_back(grad(f)(w, reshape(slice_along(xs, 0, i, i + 1), {3})));
+  Array want = stack(loop);
+  VmapOptions per_example{{std::nullopt, 0}, {0}, ""};
+  EXPECT_TRUE(testing::all_close(vmap(grad(f), per_example)(w, xs), want, 1e-12));
+  EXPECT_TRUE(testing::all_close(vmap(jit(grad(f)), per_example)(w, xs), want, 1e-12));
+  EXPECT_TRUE(testing::all_close(jit(vmap(grad(f), per_example))(w, xs), want, 1e-12));
+  EXPECT_TRUE(testing::all_close(vmap(grad(jit(f)), per_example)(w, xs), want, 1e-12));
+}
+
+}  // namespace
+}  // namespace pax
