@@ -82,17 +82,6 @@ std::vector<Case> cases() {
   };
 }
 
-// The VJP of f at the arguments against a fixed cotangent, both cotangents
-// raveled and concatenated (for jit against eager).
-ArrayFn vjp_fn(const ArrayFn& f, const std::vector<Array>& args) {
-  const Array ct = testing::random_like(f(args), 99);
-  return [f, ct](const std::vector<Array>& xs) {
-    auto [out, back] = vjp(f, xs);
-    std::vector<Array> g = back(ct);
-    return concatenate({ravel(g[0]), ravel(g[1])}, 0);
-  };
-}
-
 TEST(ConvAD, VjpMatchesFiniteDifferences) {
   for (const Case& c : cases()) EXPECT_TRUE(testing::check_vjp(c.f, c.args, kEps, kTol)) << c.name;
 }
@@ -110,7 +99,7 @@ TEST(ConvAD, SecondOrder) {
 TEST(ConvAD, JitMatchesEager) {
   for (const Case& c : cases()) {
     EXPECT_TRUE(testing::check_jit(c.f, c.args)) << c.name;
-    EXPECT_TRUE(testing::check_jit(vjp_fn(c.f, c.args), c.args)) << c.name << " (vjp)";
+    EXPECT_TRUE(testing::check_jit(testing::vjp_as_fn(c.f, c.args), c.args)) << c.name << " (vjp)";
   }
 }
 

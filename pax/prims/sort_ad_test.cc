@@ -48,21 +48,6 @@ ArrayFn nonlinear(const ArrayFn& f) {
   return [f](const std::vector<Array>& a) { return lax::sin(f(a)); };
 }
 
-// The VJP of f at the arguments against a fixed cotangent, every floating
-// input's cotangent raveled and concatenated (for jit against eager).
-ArrayFn vjp_fn(const ArrayFn& f, const std::vector<Array>& args) {
-  const std::vector<size_t> pos = testing::detail::float_positions(args);
-  const Array ct = testing::random_like(f(args), 99);
-  return [f, pos, ct](const std::vector<Array>& xs) {
-    std::vector<Array> floats;
-    for (size_t k : pos) floats.push_back(xs[k]);
-    auto [out, back] = vjp(testing::detail::of_floats(f, xs, pos), floats);
-    std::vector<Array> flat;
-    for (const Array& g : back(ct)) flat.push_back(ravel(g));
-    return concatenate(flat, 0);
-  };
-}
-
 TEST(SortAD, VjpMatchesFiniteDifferences) {
   for (const Case& c : cases()) EXPECT_TRUE(testing::check_vjp(c.f, c.args)) << c.name;
 }
@@ -78,7 +63,7 @@ TEST(SortAD, SecondOrder) {
 TEST(SortAD, JitMatchesEager) {
   for (const Case& c : cases()) {
     EXPECT_TRUE(testing::check_jit(c.f, c.args)) << c.name;
-    EXPECT_TRUE(testing::check_jit(vjp_fn(c.f, c.args), c.args)) << c.name << " (vjp)";
+    EXPECT_TRUE(testing::check_jit(testing::vjp_as_fn(c.f, c.args), c.args)) << c.name << " (vjp)";
   }
 }
 

@@ -175,6 +175,22 @@ inline ::testing::AssertionResult check_vmap(const ArrayFn& f, const std::vector
   return all_close(got, want, tol, tol);
 }
 
+// The VJP of f at `args` against a fixed random cotangent, as a function of
+// the arguments: every floating input's cotangent raveled and concatenated
+// (so check_jit can compare the backward pass under jit with eager).
+inline ArrayFn vjp_as_fn(const ArrayFn& f, const std::vector<Array>& args) {
+  const std::vector<size_t> pos = detail::float_positions(args);
+  const Array ct = random_like(f(args), 99);
+  return [f, pos, ct](const std::vector<Array>& xs) {
+    std::vector<Array> floats;
+    for (size_t k : pos) floats.push_back(xs[k]);
+    auto [out, back] = vjp(detail::of_floats(f, xs, pos), floats);
+    std::vector<Array> flat;
+    for (const Array& g : back(ct)) flat.push_back(ravel(g));
+    return concatenate(flat, 0);
+  };
+}
+
 // jit(f) equals f run eagerly (bit-exact when tol is 0).
 inline ::testing::AssertionResult check_jit(const ArrayFn& f, const std::vector<Array>& args, double tol = 0) {
   auto jf = jit([f](const std::vector<Array>& xs) { return f(xs); });
