@@ -1,0 +1,634 @@
+// Config: path editing, parsing of command-line values, printing, JSON.
+#include "pax/config/config.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <set>
+#include <sstream>
+
+namespace pax {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::vector<FieldRef> fields_of(const BaseHParams& h) {
+  std::vector<FieldRef> out;
+  h.visit_fields([&](const FieldRef& f) { out.push_back(f); });
+  return out;
+}
+
+const char* kind_name(const FieldRef& f) {
+  switch (f.kind) {
+    case FieldKind::boolean: return "a bool (true or false)";
+    case FieldKind::integer: return "an integer";
+    case FieldKind::real: return "a number";
+    case FieldKind::string: return "a string";
+    case FieldKind::dtype: return "a dtype (float32, bfloat16, int32, ...)";
+    case FieldKind::integers: return "a list of integers like [1, 2]";
+    case FieldKind::reals: return "a list of numbers like [0.5, 1]";
+    case FieldKind::strings: return "a list of strings like [a, b]";
+    case FieldKind::optional_integer: return "an integer or None";
+    case FieldKind::optional_real: return "a number or None";
+    case FieldKind::enumeration: return "an enum value";
+    case FieldKind::nested: return "a nested config (set its fields)";
+    case FieldKind::hparams: return "a config template (a registered type name or None)";
+    case FieldKind::hparams_list: return "a list of config templates";
+  }
+  return "?";
+}
+
+FieldRef find_field(const BaseHParams& h, const std::string& name) {
+  std::vector<FieldRef> fields = fields_of(h);
+  std::vector<std::string> names;
+  for (const FieldRef& f : fields) {
+    if (name == f.name) return f;
+    names.push_back(f.name);
+  }
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+  PAX_FAIL("no field '", name, "' in ", h.type_name(), "; ", did_you_mean(name, names),
+           "valid fields: ", list.empty() ? "(none)" : list);
+}
+
+// ---------------------------------------------------------------------------
+// paths
+
+struct Step {
+  std::string field;
+  std::optional<size_t> index;  // list element
+};
+
+std::vector<Step> parse_path(const std::string& path) {
+  PAX_CHECK(!path.empty(), "config: empty path");
+  std::vector<Step> steps;
+  std::string part;
+  auto flush = [&]() {
+    PAX_CHECK(!part.empty(), "config: malformed path '", path, "'");
+    // "layers[2]" or a bare number after a list field ("layers.2").
+    size_t bracket = part.find('[');
+    if (bracket != std::string::npos) {
+      PAX_CHECK(part.back() == ']', "config: malformed index in path '", path, "'");
+      steps.push_back({part.substr(0, bracket), std::stoul(part.substr(bracket + 1, part.size() - bracket - 2))});
+    } else if (std::all_of(part.begin(), part.end(), ::isdigit) && !steps.empty() && !steps.back().index) {
+      steps.back().index = std::stoul(part);
+    } else {
+      steps.push_back({part, std::nullopt});
+    }
+    part.clear();
+  };
+  for (char c : path) {
+    if (c == '.') flush();
+    else part += c;
+  }
+  flush();
+  return steps;
+}
+
+// The HParams object a step leads to.
+BaseHParams* descend(BaseHParams* h, const Step& s, const std::string& path) {
+  FieldRef f = find_field(*h, s.field);
+  switch (f.kind) {
+    case FieldKind::nested:
+      PAX_CHECK(!s.index, "config: '", s.field, "' in ", h->type_name(), " is not a list (path '", path, "')");
+      return static_cast<BaseHParams*>(f.ptr);
+    case FieldKind::hparams: {
+      PAX_CHECK(!s.index, "config: '", s.field, "' in ", h->type_name(), " is not a list (path '", path, "')");
+      auto& p = *static_cast<HParamsPtr*>(f.ptr);
+      PAX_CHECK(p, "config: '", s.field, "' in ", h->type_name(), " is None; set it to a type first (path '", path,
+                "')");
+      return p.get();
+    }
+    case FieldKind::hparams_list: {
+      auto& v = *static_cast<std::vector<HParamsPtr>*>(f.ptr);
+      PAX_CHECK(s.index, "config: '", s.field, "' in ", h->type_name(), " is a list; give an index like ", s.field,
+                "[0] (path '", path, "')");
+      PAX_CHECK(*s.index < v.size(), "config: index ", *s.index, " is out of range for '", s.field, "' (", v.size(),
+                " elements) in path '", path, "'");
+      PAX_CHECK(v[*s.index], "config: ", s.field, "[", *s.index, "] is None (path '", path, "')");
+      return v[*s.index].get();
+    }
+    default:
+      PAX_FAIL("config: '", s.field, "' in ", h->type_name(), " is ", kind_name(f), ", not a config with fields (path '",
+               path, "')");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// values as strings
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+std::string unquote(const std::string& s) {
+  if (s.size() >= 2 && (s.front() == '"' || s.front() == '\'') && s.back() == s.front()) return s.substr(1, s.size() - 2);
+  return s;
+}
+
+std::vector<std::string> split_list(const std::string& text, const char* what) {
+  std::string s = trim(text);
+  if (!s.empty() && s.front() == '[') {
+    PAX_CHECK(s.back() == ']', "config: unterminated list '", text, "' for ", what);
+    s = s.substr(1, s.size() - 2);
+  }
+  std::vector<std::string> out;
+  if (trim(s).empty()) return out;
+  std::string item;
+  std::istringstream in(s);
+  while (std::getline(in, item, ',')) out.push_back(unquote(trim(item)));
+  return out;
+}
+
+[[noreturn]] void bad_value(const BaseHParams& h, const FieldRef& f, const std::string& value) {
+  PAX_FAIL("config: field '", f.name, "' of ", h.type_name(), " is ", kind_name(f), "; cannot set it to '", value,
+           "'");
+}
+
+int64_t parse_int(const BaseHParams& h, const FieldRef& f, const std::string& s) {
+  try {
+    size_t used = 0;
+    int64_t v = std::stoll(s, &used);
+    if (used == s.size()) return v;
+  } catch (const std::exception&) {
+  }
+  bad_value(h, f, s);
+}
+
+double parse_real(const BaseHParams& h, const FieldRef& f, const std::string& s) {
+  try {
+    size_t used = 0;
+    double v = std::stod(s, &used);
+    if (used == s.size()) return v;
+  } catch (const std::exception&) {
+  }
+  bad_value(h, f, s);
+}
+
+std::string format_real(double v) {
+  std::string s = fmt::format("{}", v);
+  return s;
+}
+
+void set_field(BaseHParams& h, const FieldRef& f, const std::string& raw) {
+  const std::string value = trim(raw);
+  switch (f.kind) {
+    case FieldKind::boolean: {
+      bool& b = *static_cast<bool*>(f.ptr);
+      if (value == "true" || value == "True" || value == "1") b = true;
+      else if (value == "false" || value == "False" || value == "0") b = false;
+      else bad_value(h, f, value);
+      return;
+    }
+    case FieldKind::integer: {
+      int64_t v = parse_int(h, f, value);
+      if (f.int_bytes == 4) *static_cast<int*>(f.ptr) = int(v);
+      else *static_cast<int64_t*>(f.ptr) = v;
+      return;
+    }
+    case FieldKind::real: {
+      double v = parse_real(h, f, value);
+      if (f.real_bytes == 4) *static_cast<float*>(f.ptr) = float(v);
+      else *static_cast<double*>(f.ptr) = v;
+      return;
+    }
+    case FieldKind::string: *static_cast<std::string*>(f.ptr) = unquote(value); return;
+    case FieldKind::dtype:
+      try {
+        *static_cast<DType*>(f.ptr) = dtype_from_name(unquote(value));
+      } catch (const Error&) {
+        bad_value(h, f, value);
+      }
+      return;
+    case FieldKind::integers: {
+      std::vector<int64_t> v;
+      for (const std::string& s : split_list(value, f.name)) v.push_back(parse_int(h, f, s));
+      *static_cast<std::vector<int64_t>*>(f.ptr) = v;
+      return;
+    }
+    case FieldKind::reals: {
+      std::vector<double> v;
+      for (const std::string& s : split_list(value, f.name)) v.push_back(parse_real(h, f, s));
+      *static_cast<std::vector<double>*>(f.ptr) = v;
+      return;
+    }
+    case FieldKind::strings: *static_cast<std::vector<std::string>*>(f.ptr) = split_list(value, f.name); return;
+    case FieldKind::optional_integer: {
+      auto& o = *static_cast<std::optional<int64_t>*>(f.ptr);
+      if (value == "None" || value == "null") o.reset();
+      else o = parse_int(h, f, value);
+      return;
+    }
+    case FieldKind::optional_real: {
+      auto& o = *static_cast<std::optional<double>*>(f.ptr);
+      if (value == "None" || value == "null") o.reset();
+      else o = parse_real(h, f, value);
+      return;
+    }
+    case FieldKind::enumeration: {
+      const std::vector<std::string>& names = f.enum_names->names;
+      const std::string v = unquote(value);
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (names[i] == v) {
+          *static_cast<int*>(f.ptr) = int(i);
+          return;
+        }
+      }
+      std::string list;
+      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+      PAX_FAIL("config: field '", f.name, "' of ", h.type_name(), " is a ", f.enum_names->type_name, "; '", v,
+               "' is not one of its values; ", did_you_mean(v, names), "valid: ", list);
+    }
+    case FieldKind::hparams: {
+      auto& p = *static_cast<HParamsPtr*>(f.ptr);
+      const std::string name = unquote(value);
+      if (name == "None" || name == "null") p.reset();
+      else p = make_hparams(name);
+      return;
+    }
+    case FieldKind::nested:
+    case FieldKind::hparams_list:
+      PAX_FAIL("config: field '", f.name, "' of ", h.type_name(), " is ", kind_name(f),
+               "; set its elements' fields by path instead");
+  }
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + v[i];
+  return out + "]";
+}
+
+std::string get_field(const FieldRef& f) {
+  switch (f.kind) {
+    case FieldKind::boolean: return *static_cast<bool*>(f.ptr) ? "true" : "false";
+    case FieldKind::integer:
+      return std::to_string(f.int_bytes == 4 ? int64_t(*static_cast<int*>(f.ptr)) : *static_cast<int64_t*>(f.ptr));
+    case FieldKind::real:
+      return format_real(f.real_bytes == 4 ? double(*static_cast<float*>(f.ptr)) : *static_cast<double*>(f.ptr));
+    case FieldKind::string: return *static_cast<std::string*>(f.ptr);
+    case FieldKind::dtype: return dtype_name(*static_cast<DType*>(f.ptr));
+    case FieldKind::integers: {
+      std::vector<std::string> s;
+      for (int64_t v : *static_cast<std::vector<int64_t>*>(f.ptr)) s.push_back(std::to_string(v));
+      return join(s);
+    }
+    case FieldKind::reals: {
+      std::vector<std::string> s;
+      for (double v : *static_cast<std::vector<double>*>(f.ptr)) s.push_back(format_real(v));
+      return join(s);
+    }
+    case FieldKind::strings: return join(*static_cast<std::vector<std::string>*>(f.ptr));
+    case FieldKind::optional_integer: {
+      auto& o = *static_cast<std::optional<int64_t>*>(f.ptr);
+      return o ? std::to_string(*o) : "None";
+    }
+    case FieldKind::optional_real: {
+      auto& o = *static_cast<std::optional<double>*>(f.ptr);
+      return o ? format_real(*o) : "None";
+    }
+    case FieldKind::enumeration: {
+      int i = *static_cast<int*>(f.ptr);
+      return i >= 0 && size_t(i) < f.enum_names->names.size() ? f.enum_names->names[size_t(i)] : std::to_string(i);
+    }
+    case FieldKind::nested: return static_cast<BaseHParams*>(f.ptr)->type_name();
+    case FieldKind::hparams: {
+      auto& p = *static_cast<HParamsPtr*>(f.ptr);
+      return p ? p->type_name() : "None";
+    }
+    case FieldKind::hparams_list: {
+      std::vector<std::string> s;
+      for (const HParamsPtr& p : *static_cast<std::vector<HParamsPtr>*>(f.ptr)) s.push_back(p ? p->type_name() : "None");
+      return join(s);
+    }
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------------------
+// printing
+
+void print(const BaseHParams& h, int depth, bool docs, std::ostringstream& out) {
+  const std::string pad(size_t(depth) * 2, ' ');
+  for (const FieldRef& f : fields_of(h)) {
+    const std::string value = get_field(f);
+    out << pad << f.name << " = " << (f.kind == FieldKind::string ? '"' + value + '"' : value);
+    if (docs && f.doc && *f.doc) out << "  # " << f.doc;
+    out << "\n";
+    if (f.kind == FieldKind::nested) {
+      print(*static_cast<BaseHParams*>(f.ptr), depth + 1, docs, out);
+    } else if (f.kind == FieldKind::hparams) {
+      if (auto& p = *static_cast<HParamsPtr*>(f.ptr)) print(*p, depth + 1, docs, out);
+    } else if (f.kind == FieldKind::hparams_list) {
+      const auto& v = *static_cast<std::vector<HParamsPtr>*>(f.ptr);
+      for (size_t i = 0; i < v.size(); ++i) {
+        out << pad << "  [" << i << "] = " << (v[i] ? v[i]->type_name() : "None") << "\n";
+        if (v[i]) print(*v[i], depth + 2, docs, out);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// JSON
+
+void count_refs(const HParamsPtr& p, std::map<const BaseHParams*, int>& counts) {
+  if (!p) return;
+  if (++counts[p.get()] > 1) return;
+  for (const FieldRef& f : fields_of(*p)) {
+    if (f.kind == FieldKind::hparams) {
+      count_refs(*static_cast<HParamsPtr*>(f.ptr), counts);
+    } else if (f.kind == FieldKind::hparams_list) {
+      for (const HParamsPtr& c : *static_cast<std::vector<HParamsPtr>*>(f.ptr)) count_refs(c, counts);
+    } else if (f.kind == FieldKind::nested) {
+      // Nested structs are values, never shared; recurse through them for templates.
+      BaseHParams* n = static_cast<BaseHParams*>(f.ptr);
+      for (const FieldRef& g : fields_of(*n)) {
+        if (g.kind == FieldKind::hparams) count_refs(*static_cast<HParamsPtr*>(g.ptr), counts);
+      }
+    }
+  }
+}
+
+struct JsonWriter {
+  std::map<const BaseHParams*, int> counts;
+  std::map<const BaseHParams*, std::string> ids;
+
+  json object(const BaseHParams& h, const std::string& path, bool shareable) {
+    json j;
+    if (shareable && counts[&h] > 1) {
+      auto it = ids.find(&h);
+      if (it != ids.end()) return json{{"$ref", it->second}};
+      ids[&h] = path;
+      j["$id"] = path;
+    }
+    j["type"] = h.type_name();
+    for (const FieldRef& f : fields_of(h)) j[f.name] = value(f, path.empty() ? f.name : path + "." + f.name);
+    return j;
+  }
+
+  json value(const FieldRef& f, const std::string& path) {
+    switch (f.kind) {
+      case FieldKind::boolean: return *static_cast<bool*>(f.ptr);
+      case FieldKind::integer:
+        return f.int_bytes == 4 ? int64_t(*static_cast<int*>(f.ptr)) : *static_cast<int64_t*>(f.ptr);
+      case FieldKind::real: return f.real_bytes == 4 ? double(*static_cast<float*>(f.ptr)) : *static_cast<double*>(f.ptr);
+      case FieldKind::string: return *static_cast<std::string*>(f.ptr);
+      case FieldKind::dtype: return dtype_name(*static_cast<DType*>(f.ptr));
+      case FieldKind::integers: return *static_cast<std::vector<int64_t>*>(f.ptr);
+      case FieldKind::reals: return *static_cast<std::vector<double>*>(f.ptr);
+      case FieldKind::strings: return *static_cast<std::vector<std::string>*>(f.ptr);
+      case FieldKind::optional_integer: {
+        auto& o = *static_cast<std::optional<int64_t>*>(f.ptr);
+        return o ? json(*o) : json(nullptr);
+      }
+      case FieldKind::optional_real: {
+        auto& o = *static_cast<std::optional<double>*>(f.ptr);
+        return o ? json(*o) : json(nullptr);
+      }
+      case FieldKind::enumeration: return get_field(f);
+      case FieldKind::nested: return object(*static_cast<BaseHParams*>(f.ptr), path, false);
+      case FieldKind::hparams: {
+        auto& p = *static_cast<HParamsPtr*>(f.ptr);
+        return p ? object(*p, path, true) : json(nullptr);
+      }
+      case FieldKind::hparams_list: {
+        json arr = json::array();
+        const auto& v = *static_cast<std::vector<HParamsPtr>*>(f.ptr);
+        for (size_t i = 0; i < v.size(); ++i) {
+          arr.push_back(v[i] ? object(*v[i], path + "[" + std::to_string(i) + "]", true) : json(nullptr));
+        }
+        return arr;
+      }
+    }
+    return nullptr;
+  }
+};
+
+struct JsonReader {
+  std::map<std::string, HParamsPtr> ids;
+
+  [[noreturn]] void wrong(const BaseHParams& h, const FieldRef& f, const json& v, const std::string& path) {
+    PAX_FAIL("config JSON: field '", path, "' (", f.name, " of ", h.type_name(), ") must be ", kind_name(f), ", got ",
+             v.dump());
+  }
+
+  HParamsPtr object(const json& j, const std::string& path) {
+    if (j.is_null()) return nullptr;
+    PAX_CHECK(j.is_object(), "config JSON: '", path.empty() ? "<root>" : path, "' must be an object, got ", j.dump());
+    if (j.contains("$ref")) {
+      auto it = ids.find(j["$ref"].get<std::string>());
+      PAX_CHECK(it != ids.end(), "config JSON: '", path, "' refers to unknown '", j["$ref"].get<std::string>(), "'");
+      return it->second;
+    }
+    PAX_CHECK(j.contains("type") && j["type"].is_string(), "config JSON: '", path.empty() ? "<root>" : path,
+              "' has no \"type\"");
+    HParamsPtr h = make_hparams(j["type"].get<std::string>());
+    if (j.contains("$id")) ids[j["$id"].get<std::string>()] = h;
+    fill(*h, j, path);
+    return h;
+  }
+
+  void fill(BaseHParams& h, const json& j, const std::string& path) {
+    for (const auto& [key, v] : j.items()) {
+      if (key == "type" || key == "$id") continue;
+      FieldRef f = find_field(h, key);
+      const std::string sub = path.empty() ? key : path + "." + key;
+      switch (f.kind) {
+        case FieldKind::boolean:
+          if (!v.is_boolean()) wrong(h, f, v, sub);
+          *static_cast<bool*>(f.ptr) = v.get<bool>();
+          break;
+        case FieldKind::integer:
+          if (!v.is_number_integer()) wrong(h, f, v, sub);
+          if (f.int_bytes == 4) *static_cast<int*>(f.ptr) = v.get<int>();
+          else *static_cast<int64_t*>(f.ptr) = v.get<int64_t>();
+          break;
+        case FieldKind::real:
+          if (!v.is_number()) wrong(h, f, v, sub);
+          if (f.real_bytes == 4) *static_cast<float*>(f.ptr) = v.get<float>();
+          else *static_cast<double*>(f.ptr) = v.get<double>();
+          break;
+        case FieldKind::string:
+          if (!v.is_string()) wrong(h, f, v, sub);
+          *static_cast<std::string*>(f.ptr) = v.get<std::string>();
+          break;
+        case FieldKind::dtype:
+        case FieldKind::enumeration:
+          if (!v.is_string()) wrong(h, f, v, sub);
+          set_field(h, f, v.get<std::string>());
+          break;
+        case FieldKind::integers:
+          if (!v.is_array()) wrong(h, f, v, sub);
+          *static_cast<std::vector<int64_t>*>(f.ptr) = v.get<std::vector<int64_t>>();
+          break;
+        case FieldKind::reals:
+          if (!v.is_array()) wrong(h, f, v, sub);
+          *static_cast<std::vector<double>*>(f.ptr) = v.get<std::vector<double>>();
+          break;
+        case FieldKind::strings:
+          if (!v.is_array()) wrong(h, f, v, sub);
+          *static_cast<std::vector<std::string>*>(f.ptr) = v.get<std::vector<std::string>>();
+          break;
+        case FieldKind::optional_integer: {
+          auto& o = *static_cast<std::optional<int64_t>*>(f.ptr);
+          if (v.is_null()) o.reset();
+          else if (v.is_number_integer()) o = v.get<int64_t>();
+          else wrong(h, f, v, sub);
+          break;
+        }
+        case FieldKind::optional_real: {
+          auto& o = *static_cast<std::optional<double>*>(f.ptr);
+          if (v.is_null()) o.reset();
+          else if (v.is_number()) o = v.get<double>();
+          else wrong(h, f, v, sub);
+          break;
+        }
+        case FieldKind::nested: {
+          auto* n = static_cast<BaseHParams*>(f.ptr);
+          PAX_CHECK(v.is_object(), "config JSON: '", sub, "' must be an object");
+          PAX_CHECK(!v.contains("type") || v["type"] == n->type_name(), "config JSON: '", sub, "' must be a ",
+                    n->type_name(), ", got ", v["type"].dump());
+          fill(*n, v, sub);
+          break;
+        }
+        case FieldKind::hparams: *static_cast<HParamsPtr*>(f.ptr) = object(v, sub); break;
+        case FieldKind::hparams_list: {
+          if (!v.is_array()) wrong(h, f, v, sub);
+          std::vector<HParamsPtr> list;
+          for (size_t i = 0; i < v.size(); ++i) list.push_back(object(v[i], sub + "[" + std::to_string(i) + "]"));
+          *static_cast<std::vector<HParamsPtr>*>(f.ptr) = list;
+          break;
+        }
+      }
+    }
+  }
+};
+
+// Deep copy with a map from old to new objects so that sharing survives.
+HParamsPtr clone_shared(const HParamsPtr& p, std::map<const BaseHParams*, HParamsPtr>& done);
+
+void clone_children(BaseHParams& copy, std::map<const BaseHParams*, HParamsPtr>& done) {
+  copy.visit_fields([&](const FieldRef& f) {
+    if (f.kind == FieldKind::hparams) {
+      auto& p = *static_cast<HParamsPtr*>(f.ptr);
+      p = clone_shared(p, done);
+    } else if (f.kind == FieldKind::hparams_list) {
+      for (HParamsPtr& p : *static_cast<std::vector<HParamsPtr>*>(f.ptr)) p = clone_shared(p, done);
+    } else if (f.kind == FieldKind::nested) {
+      clone_children(*static_cast<BaseHParams*>(f.ptr), done);
+    }
+  });
+}
+
+HParamsPtr clone_shared(const HParamsPtr& p, std::map<const BaseHParams*, HParamsPtr>& done) {
+  if (!p) return nullptr;
+  auto it = done.find(p.get());
+  if (it != done.end()) return it->second;
+  HParamsPtr copy = p->clone();
+  done[p.get()] = copy;
+  clone_children(*copy, done);
+  return copy;
+}
+
+}  // namespace
+
+HParamsPtr deep_clone(const HParamsPtr& root) {
+  std::map<const BaseHParams*, HParamsPtr> done;
+  return clone_shared(root, done);
+}
+
+Config Config::make(const std::string& type_name, const std::string& kind) {
+  return Config(make_hparams(type_name, kind));
+}
+
+const char* Config::type_name() const { return root_ ? root_->type_name() : "None"; }
+
+void Config::set(const std::string& path, const std::string& value) {
+  PAX_CHECK(root_, "config: set('", path, "') on an empty config");
+  std::vector<Step> steps = parse_path(path);
+  BaseHParams* h = root_.get();
+  for (size_t i = 0; i + 1 < steps.size(); ++i) h = descend(h, steps[i], path);
+  const Step& last = steps.back();
+  FieldRef f = find_field(*h, last.field);
+  if (last.index) {
+    PAX_CHECK(f.kind == FieldKind::hparams_list, "config: '", last.field, "' in ", h->type_name(),
+              " is not a list of templates (path '", path, "')");
+    auto& v = *static_cast<std::vector<HParamsPtr>*>(f.ptr);
+    PAX_CHECK(*last.index < v.size(), "config: index ", *last.index, " is out of range for '", last.field, "' (",
+              v.size(), " elements)");
+    const std::string name = unquote(trim(value));
+    v[*last.index] = name == "None" ? nullptr : make_hparams(name);
+    return;
+  }
+  set_field(*h, f, value);
+}
+
+void Config::apply_overrides(const std::vector<std::string>& assignments) {
+  for (const std::string& a : assignments) {
+    size_t eq = a.find('=');
+    PAX_CHECK(eq != std::string::npos && eq > 0, "config: override '", a, "' must look like path=value");
+    set(trim(a.substr(0, eq)), a.substr(eq + 1));
+  }
+}
+
+std::string Config::get(const std::string& path) const {
+  PAX_CHECK(root_, "config: get('", path, "') on an empty config");
+  std::vector<Step> steps = parse_path(path);
+  BaseHParams* h = root_.get();
+  for (size_t i = 0; i + 1 < steps.size(); ++i) h = descend(h, steps[i], path);
+  const Step& last = steps.back();
+  if (last.index) return descend(h, last, path)->type_name();
+  return get_field(find_field(*h, last.field));
+}
+
+HParamsPtr Config::at(const std::string& path) const {
+  PAX_CHECK(root_, "config: at('", path, "') on an empty config");
+  std::vector<Step> steps = parse_path(path);
+  BaseHParams* h = root_.get();
+  for (const Step& s : steps) h = descend(h, s, path);
+  // Find the owning pointer again to return a shared handle.
+  std::vector<Step> parent(steps.begin(), steps.end() - 1);
+  BaseHParams* owner = root_.get();
+  for (const Step& s : parent) owner = descend(owner, s, path);
+  FieldRef f = find_field(*owner, steps.back().field);
+  if (f.kind == FieldKind::hparams) return *static_cast<HParamsPtr*>(f.ptr);
+  if (f.kind == FieldKind::hparams_list) return (*static_cast<std::vector<HParamsPtr>*>(f.ptr))[*steps.back().index];
+  // A nested value struct: an aliasing handle that keeps the root alive.
+  return HParamsPtr(root_, h);
+}
+
+std::string Config::to_json(int indent) const {
+  JsonWriter w;
+  count_refs(root_, w.counts);
+  json j = root_ ? w.object(*root_, "", true) : json(nullptr);
+  return j.dump(indent);
+}
+
+Config Config::from_json(const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const std::exception& e) {
+    PAX_FAIL("config JSON: not valid JSON: ", e.what());
+  }
+  JsonReader r;
+  return Config(r.object(j, ""));
+}
+
+std::string Config::str(bool with_docs) const {
+  if (!root_) return "None\n";
+  std::ostringstream out;
+  out << root_->type_name() << "\n";
+  print(*root_, 1, with_docs, out);
+  return out.str();
+}
+
+Config Config::clone() const { return Config(deep_clone(root_)); }
+
+std::ostream& operator<<(std::ostream& os, const Config& c) { return os << c.str(); }
+
+}  // namespace pax

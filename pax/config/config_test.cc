@@ -1,0 +1,144 @@
+// Config: path editing, parsing, errors with suggestions, templates swapped
+// by name, sharing, JSON round trips and printing.
+#include "pax/config/config.h"
+
+#include <gtest/gtest.h>
+
+#include "pax/testing/testing.h"
+
+namespace pax {
+namespace {
+
+enum class Mode : int { fast, exact };
+PAX_ENUM(Mode, "fast", "exact")
+
+struct InnerHParams : BaseHParams {
+  int64_t dims = 4;
+  double scale = 0.5;
+  PAX_HPARAMS(TestInner, BaseHParams, (dims, "Depth."), (scale, "A scale."));
+};
+
+struct OtherInnerHParams : InnerHParams {
+  bool extra = false;
+  PAX_HPARAMS(TestOtherInner, InnerHParams, (extra, "An extra flag."));
+};
+
+struct OuterHParams : BaseHParams {
+  int64_t num_layers = 2;
+  float dropout = 0.0f;
+  int small = 3;
+  bool use_bias = true;
+  std::string name = "outer";
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape = {1, 2};
+  std::vector<double> rates = {0.5};
+  std::vector<std::string> tags = {"a"};
+  std::optional<int64_t> limit;
+  Mode mode = Mode::fast;
+  InnerHParams nested;
+  HParamsPtr child = std::make_shared<InnerHParams>();
+  std::vector<HParamsPtr> layers = {std::make_shared<InnerHParams>(), std::make_shared<InnerHParams>()};
+  PAX_HPARAMS(TestOuter, BaseHParams, (num_layers, "Number of layers."), (dropout, "Dropout rate."),
+              (small, "A 32-bit integer."), (use_bias, "Whether to add a bias."), (name, "A name."),
+              (dtype, "Weight dtype."), (shape, "A shape."), (rates, "Rates."), (tags, "Tags."),
+              (limit, "An optional limit."), (mode, "How to run."), (nested, "A nested struct."),
+              (child, "A swappable template."), (layers, "A list of templates."));
+};
+
+PAX_REGISTER_HPARAMS(InnerHParams, "test");
+PAX_REGISTER_HPARAMS(OtherInnerHParams, "test");
+PAX_REGISTER_HPARAMS(OuterHParams, "test");
+
+TEST(Config, SetAndGetByPathWithTypedParsing) {
+  Config c = Config::make("TestOuter");
+  c.apply_overrides({"num_layers=6", "dropout=0.25", "small=-7", "use_bias=false", "name=\"decoder\"",
+                     "dtype=bfloat16", "shape=[3, 4, 5]", "rates=0.1,0.2", "tags=[x, y]", "limit=10", "mode=exact",
+                     "nested.dims=8", "child.scale=2.5", "layers[1].dims=16", "layers.0.scale=0.125"});
+  auto& h = c.as<OuterHParams>();
+  EXPECT_EQ(h.num_layers, 6);
+  EXPECT_FLOAT_EQ(h.dropout, 0.25f);
+  EXPECT_EQ(h.small, -7);
+  EXPECT_FALSE(h.use_bias);
+  EXPECT_EQ(h.name, "decoder");
+  EXPECT_EQ(h.dtype, DType::bf16);
+  EXPECT_EQ(h.shape, (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_EQ(h.rates, (std::vector<double>{0.1, 0.2}));
+  EXPECT_EQ(h.tags, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(h.limit, 10);
+  EXPECT_EQ(h.mode, Mode::exact);
+  EXPECT_EQ(h.nested.dims, 8);
+  EXPECT_EQ(static_cast<InnerHParams&>(*h.child).scale, 2.5);
+  EXPECT_EQ(static_cast<InnerHParams&>(*h.layers[1]).dims, 16);
+  EXPECT_EQ(c.get("layers[0].scale"), "0.125");
+  EXPECT_EQ(c.get("mode"), "exact");
+  EXPECT_EQ(c.get("shape"), "[3, 4, 5]");
+  c.set("limit", "None");
+  EXPECT_FALSE(h.limit.has_value());
+}
+
+TEST(Config, MistakesFailWithSuggestions) {
+  Config c = Config::make("TestOuter");
+  EXPECT_PAX_ERROR(c.set("num_layer", "3"),
+                   "no field 'num_layer' in TestOuter; did you mean 'num_layers'? valid fields: num_layers, dropout");
+  EXPECT_PAX_ERROR(c.set("num_layers", "six"), "field 'num_layers' of TestOuter is an integer; cannot set it to 'six'");
+  EXPECT_PAX_ERROR(c.set("use_bias", "maybe"), "is a bool (true or false)");
+  EXPECT_PAX_ERROR(c.set("dtype", "float8"), "is a dtype");
+  EXPECT_PAX_ERROR(c.set("mode", "exct"), "'exct' is not one of its values; did you mean 'exact'? valid: fast, exact");
+  EXPECT_PAX_ERROR(c.set("child", "TestInnr"), "unknown config type 'TestInnr'; did you mean 'TestInner'?");
+  EXPECT_PAX_ERROR(c.set("child.dimz", "1"), "no field 'dimz' in TestInner; did you mean 'dims'?");
+  EXPECT_PAX_ERROR(c.set("layers[5].dims", "1"), "index 5 is out of range for 'layers' (2 elements)");
+  EXPECT_PAX_ERROR(c.set("layers.dims", "1"), "is a list; give an index");
+  EXPECT_PAX_ERROR(c.set("nested", "3"), "set its elements' fields by path instead");
+  EXPECT_PAX_ERROR(c.apply_overrides({"num_layers"}), "must look like path=value");
+  EXPECT_PAX_ERROR(Config::make("NoSuchType"), "unknown config type 'NoSuchType'");
+}
+
+TEST(Config, TemplatesSwapTypeByName) {
+  Config c = Config::make("TestOuter");
+  c.set("child", "TestOtherInner");
+  EXPECT_STREQ(c.as<OuterHParams>().child->type_name(), "TestOtherInner");
+  c.set("child.extra", "true");
+  EXPECT_TRUE(static_cast<OtherInnerHParams&>(*c.as<OuterHParams>().child).extra);
+  c.set("child", "None");
+  EXPECT_EQ(c.as<OuterHParams>().child, nullptr);
+  EXPECT_PAX_ERROR(c.set("child.dims", "1"), "is None; set it to a type first");
+  c.set("layers[0]", "TestOtherInner");
+  EXPECT_STREQ(c.as<OuterHParams>().layers[0]->type_name(), "TestOtherInner");
+}
+
+TEST(Config, JsonRoundTripPreservesValuesAndSharing) {
+  Config c = Config::make("TestOuter");
+  c.apply_overrides({"num_layers=9", "dtype=bf16", "limit=3", "mode=exact", "child=TestOtherInner", "child.extra=true",
+                     "nested.scale=0.75"});
+  auto& h = c.as<OuterHParams>();
+  h.layers[1] = h.layers[0];  // one shared object, as Fiddle allows
+  const std::string json = c.to_json();
+  EXPECT_NE(json.find("\"$ref\""), std::string::npos) << json;
+  Config back = Config::from_json(json);
+  EXPECT_EQ(back, c);
+  EXPECT_EQ(back.to_json(), json);
+  auto& b = back.as<OuterHParams>();
+  EXPECT_EQ(b.layers[0], b.layers[1]);  // still shared after loading
+  EXPECT_NE(b.layers[0], h.layers[0]);
+  Config copy = c.clone();
+  EXPECT_EQ(copy, c);
+  EXPECT_EQ(copy.as<OuterHParams>().layers[0], copy.as<OuterHParams>().layers[1]);
+  copy.set("num_layers", "1");
+  EXPECT_EQ(h.num_layers, 9);  // a deep copy
+  EXPECT_PAX_ERROR(Config::from_json("{\"type\": \"TestOuter\", \"num_layrs\": 1}"), "did you mean 'num_layers'");
+  EXPECT_PAX_ERROR(Config::from_json("{\"type\": \"TestOuter\", \"num_layers\": \"x\"}"), "must be an integer");
+  EXPECT_PAX_ERROR(Config::from_json("{not json"), "not valid JSON");
+}
+
+TEST(Config, PrintsReadably) {
+  Config c = Config::make("TestOuter");
+  const std::string s = c.str();
+  EXPECT_NE(s.find("TestOuter\n  num_layers = 2  # Number of layers.\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("  name = \"outer\""), std::string::npos) << s;
+  EXPECT_NE(s.find("  child = TestInner  # A swappable template.\n    dims = 4  # Depth."), std::string::npos) << s;
+  EXPECT_NE(s.find("    [1] = TestInner"), std::string::npos) << s;
+  EXPECT_EQ(c.str(false).find("#"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pax

@@ -1,0 +1,90 @@
+// Linear, Bias, FeedForward (linear + bias + activation) and MLPBlock (a
+// stack of FeedForward layers), as praxis.layers.linears.
+#pragma once
+
+#include "pax/nn/activations.h"
+#include "pax/nn/layer.h"
+
+namespace pax::nn {
+
+// y = x @ w, w: (input_dims, output_dims).
+class Linear : public Layer {
+ public:
+  struct HParams : Layer::HParams {
+    int64_t input_dims = 0;
+    int64_t output_dims = 0;
+    PAX_HPARAMS(Linear, Layer::HParams, (input_dims, "Depth of the input."),
+                (output_dims, "Depth of the output."));
+  };
+  // x: (..., input_dims) -> (..., output_dims)
+  Array fprop(const Array& x) const;
+
+ protected:
+  void setup() override;
+};
+
+// y = x + b, b: (dims,), initialised to zeros.
+class Bias : public Layer {
+ public:
+  struct HParams : Layer::HParams {
+    int64_t dims = 0;
+    PAX_HPARAMS(Bias, Layer::HParams, (dims, "Depth of the input (and of the bias)."));
+  };
+  Array fprop(const Array& x) const;
+
+ protected:
+  void setup() override;
+};
+
+// activation(x @ w + b).
+class FeedForward : public Layer {
+ public:
+  struct HParams : Layer::HParams {
+    int64_t input_dims = 0;
+    int64_t output_dims = 0;
+    bool has_bias = true;
+    HParamsPtr linear_tpl = tpl<Linear>();
+    HParamsPtr activation_tpl = tpl<ReLU>();
+    PAX_HPARAMS(FeedForward, Layer::HParams, (input_dims, "Depth of the input."),
+                (output_dims, "Depth of the output."), (has_bias, "Add a bias after the projection."),
+                (linear_tpl, "Template of the projection (its dims are set from this layer's)."),
+                (activation_tpl, "Template of the activation (ReLU, GELU, SiLU, Tanh, Sigmoid, Identity)."));
+  };
+  Array fprop(const Array& x) const;
+
+ protected:
+  void setup() override;
+
+ private:
+  const Linear* linear_ = nullptr;
+  const Bias* bias_ = nullptr;
+  const Activation* activation_ = nullptr;
+};
+
+// input -> hidden ... -> output through num_layers FeedForward layers; the
+// last one's activation is Identity unless apply_activation_last.
+class MLPBlock : public Layer {
+ public:
+  struct HParams : Layer::HParams {
+    int64_t input_dims = 0;
+    int64_t hidden_dims = 0;
+    int64_t output_dims = 0;
+    int64_t num_layers = 2;
+    bool apply_activation_last = false;
+    HParamsPtr ff_tpl = tpl<FeedForward>();
+    PAX_HPARAMS(MLPBlock, Layer::HParams, (input_dims, "Depth of the input."),
+                (hidden_dims, "Depth of the hidden layers."), (output_dims, "Depth of the output."),
+                (num_layers, "Number of FeedForward layers (>= 1)."),
+                (apply_activation_last, "Apply the activation after the last layer too."),
+                (ff_tpl, "Template of each FeedForward layer."));
+  };
+  Array fprop(const Array& x) const;
+
+ protected:
+  void setup() override;
+
+ private:
+  std::vector<const FeedForward*> layers_;
+};
+
+}  // namespace pax::nn
