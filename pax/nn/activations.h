@@ -12,7 +12,7 @@ class Activation : public Layer {
   struct HParams : Layer::HParams {
     PAX_HPARAMS_NO_FIELDS(Activation, Layer::HParams);
   };
-  virtual Array fprop(const Array& x) const = 0;
+  Array fprop(const Array& x) const override = 0;
 };
 
 class ReLU : public Activation {

@@ -17,7 +17,7 @@ class Dropout : public Layer {
                 (noise_shape_broadcast_dims, "Axes along which one mask value is shared (e.g. the time axis)."),
                 (deterministic, "Never drop, even in training."));
   };
-  Array fprop(const Array& x) const;
+  Array fprop(const Array& x) const override;
 
  protected:
   void setup() override;

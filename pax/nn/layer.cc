@@ -222,6 +222,11 @@ std::vector<const Layer*> Layer::create_children(const std::string& name, const 
   return out;
 }
 
+Array Layer::fprop(const Array& x) const {
+  PAX_FAIL(type_name(), " '", path_, "' does not map a single array (input ", x.aval().str(),
+           "); call its own fprop with the inputs it takes");
+}
+
 const Layer& Layer::child(const std::string& name) const {
   std::string names;
   for (const auto& [n, c] : children_) {

@@ -66,6 +66,12 @@ class Layer {
   // A child by name (throws listing the children).
   const Layer& child(const std::string& name) const;
 
+  // The forward pass of layers that map one array to one array (Linear,
+  // activations, norms, convolutions, ...), so that containers such as
+  // Sequential can call any of them. Layers with other inputs define their
+  // own fprop overloads; calling this one on them is an error.
+  virtual Array fprop(const Array& x) const;
+
  protected:
   // Declares variables and children; called once when the layer is built.
   virtual void setup() {}

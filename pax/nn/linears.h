@@ -17,7 +17,7 @@ class Linear : public Layer {
                 (output_dims, "Depth of the output."));
   };
   // x: (..., input_dims) -> (..., output_dims)
-  Array fprop(const Array& x) const;
+  Array fprop(const Array& x) const override;
 
  protected:
   void setup() override;
@@ -30,7 +30,7 @@ class Bias : public Layer {
     int64_t dims = 0;
     PAX_HPARAMS(Bias, Layer::HParams, (dims, "Depth of the input (and of the bias)."));
   };
-  Array fprop(const Array& x) const;
+  Array fprop(const Array& x) const override;
 
  protected:
   void setup() override;
@@ -50,7 +50,7 @@ class FeedForward : public Layer {
                 (linear_tpl, "Template of the projection (its dims are set from this layer's)."),
                 (activation_tpl, "Template of the activation (ReLU, GELU, SiLU, Tanh, Sigmoid, Identity)."));
   };
-  Array fprop(const Array& x) const;
+  Array fprop(const Array& x) const override;
 
  protected:
   void setup() override;
@@ -78,7 +78,7 @@ class MLPBlock : public Layer {
                 (apply_activation_last, "Apply the activation after the last layer too."),
                 (ff_tpl, "Template of each FeedForward layer."));
   };
-  Array fprop(const Array& x) const;
+  Array fprop(const Array& x) const override;
 
  protected:
   void setup() override;

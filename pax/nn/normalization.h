@@ -21,7 +21,7 @@ class LayerNorm : public Layer {
                 (epsilon, "Added to the variance for stability."), (use_scale, "Learn a scale (initialised to 1)."),
                 (use_bias, "Learn a bias (initialised to 0)."));
   };
-  Array fprop(const Array& x) const;
+  Array fprop(const Array& x) const override;
 
  protected:
   void setup() override;
@@ -36,7 +36,7 @@ class RmsNorm : public Layer {
     PAX_HPARAMS(RmsNorm, Layer::HParams, (dim, "Depth of the last axis."),
                 (epsilon, "Added to the mean square for stability."));
   };
-  Array fprop(const Array& x) const;
+  Array fprop(const Array& x) const override;
 
  protected:
   void setup() override;
