@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "pax/api/function_adapter.h"
 #include "pax/api/transform_core.h"
 #include "pax/api/tree_convert.h"
 

@@ -66,11 +66,11 @@ struct WeightInit : BaseHParams {
 // What setup() declares for one variable.
 struct WeightHParams {
   Shape shape;
-  std::optional<WeightInit> init;   // default: the layer's params_init
-  std::optional<DType> dtype;       // default: the layer's dtype
-  std::string collection = "params";  // params (trainable), batch_stats, non_trainable, ...
-  Ints fan_in_axes;                 // default: axis -2 (times leading "receptive field" axes)
-  Ints fan_out_axes;                // default: axis -1 (times leading axes)
+  std::optional<WeightInit> init = {};   // default: the layer's params_init
+  std::optional<DType> dtype = {};       // default: the layer's dtype
+  std::string collection = "params";     // params (trainable), batch_stats, non_trainable, ...
+  Ints fan_in_axes = {};                 // default: axis -2 (times leading "receptive field" axes)
+  Ints fan_out_axes = {};                // default: axis -1 (times leading axes)
 };
 
 // (fan_in, fan_out) of a weight shape.
