@@ -131,7 +131,7 @@ void CombinedQKVProjectionLayer::setup() {
   }
 }
 
-std::tuple<Array, Array, Array> CombinedQKVProjectionLayer::fprop(const Array& x) const {
+std::tuple<Array, Array, Array> CombinedQKVProjectionLayer::project(const Array& x) const {
   const auto& hp = hparams<HParams>();
   PAX_CHECK(x.ndim() >= 1 && x.dim(-1) == hp.input_dim, "CombinedQKVProjectionLayer '", path(), "': input ",
             x.aval().str(), " must end in input_dim = ", hp.input_dim);
@@ -166,7 +166,7 @@ void DotProductAttention::setup() {
   PAX_CHECK(hp.atten_logit_cap >= 0, who, "atten_logit_cap must be >= 0, got ", hp.atten_logit_cap);
 
   auto projection = [&](const char* name, int64_t heads, bool output) {
-    auto p = detail::clone_template<AttentionProjection::HParams>(hp.proj_tpl, "proj_tpl", who);
+    auto p = clone_template<AttentionProjection::HParams>(hp.proj_tpl, "proj_tpl", who);
     p->input_dim = hp.input_dim;
     p->num_heads = heads;
     p->dim_per_head = dim_per_head_;
@@ -175,7 +175,7 @@ void DotProductAttention::setup() {
     return &create_child<AttentionProjection>(name, p);
   };
   if (hp.combine_qkv) {
-    auto p = detail::clone_template<CombinedQKVProjectionLayer::HParams>(hp.combined_qkv_proj_tpl,
+    auto p = clone_template<CombinedQKVProjectionLayer::HParams>(hp.combined_qkv_proj_tpl,
                                                                          "combined_qkv_proj_tpl", who);
     p->input_dim = hp.input_dim;
     p->num_heads = hp.num_heads;
@@ -189,12 +189,12 @@ void DotProductAttention::setup() {
   }
   post_ = projection("post", hp.num_heads, true);
 
-  auto dropout = detail::clone_template<Dropout::HParams>(hp.dropout_tpl, "dropout_tpl", who);
+  auto dropout = clone_template<Dropout::HParams>(hp.dropout_tpl, "dropout_tpl", who);
   dropout->keep_prob = 1.0 - hp.atten_dropout_prob;
   atten_dropout_ = &create_child<Dropout>("atten_dropout", dropout);
 
   if (hp.use_rotary_position_emb) {
-    auto rotary = detail::clone_template<RotaryPositionalEmbedding::HParams>(hp.rotary_position_emb_tpl,
+    auto rotary = clone_template<RotaryPositionalEmbedding::HParams>(hp.rotary_position_emb_tpl,
                                                                              "rotary_position_emb_tpl", who);
     rotary->embedding_dims = dim_per_head_;
     rotary_ = &create_child<RotaryPositionalEmbedding>("rotary_position_emb", rotary);
@@ -241,7 +241,7 @@ std::tuple<Array, Array, Array> DotProductAttention::project_qkv(const Array& qu
   PAX_CHECK(query_vec.id() == key_vec.id() && query_vec.id() == value_vec.id(), "DotProductAttention '", path(),
             "': combine_qkv projects query_vec only; pass the same array as key_vec and value_vec "
             "(self-attention)");
-  return combined_qkv_->fprop(query_vec);
+  return combined_qkv_->project(query_vec);
 }
 
 Array DotProductAttention::fprop(const Array& query_vec, const Array& key_vec, const Array& value_vec,
@@ -272,12 +272,8 @@ Array DotProductAttention::fprop(const Array& query_vec, const Array& key_vec, c
 Array DotProductAttention::fprop(const Array& x, const Array& atten_mask) const { return fprop(x, x, x, atten_mask); }
 
 std::optional<Array> DotProductAttention::find_cache(const std::string& name) const {
-  // Layer offers no presence test; a missing variable is reported by throwing.
-  try {
-    return variable(kDecoderCache, name);
-  } catch (const Error&) {
-    return std::nullopt;
-  }
+  if (!has_variable(kDecoderCache, name)) return std::nullopt;
+  return variable(kDecoderCache, name);
 }
 
 int64_t DotProductAttention::decode_cache_length() const {

@@ -25,17 +25,6 @@
 
 namespace pax::nn {
 
-namespace detail {
-// A copy of the template in field `field` as an H, for a parent to fill in;
-// throws naming the field and the type it must have otherwise.
-template <class H>
-std::shared_ptr<H> clone_template(const HParamsPtr& tpl, const char* field, const std::string& where) {
-  auto p = std::dynamic_pointer_cast<H>(tpl ? tpl->clone() : nullptr);
-  PAX_CHECK(p, where, field, " must be a ", H().type_name(), ", got ", tpl ? tpl->type_name() : "None");
-  return p;
-}
-}  // namespace detail
-
 // ---------------------------------------------------------------------------
 // masks
 
@@ -89,7 +78,7 @@ class CombinedQKVProjectionLayer : public Layer {
                 (num_heads, "Number of heads N."), (dim_per_head, "Depth of each head H."),
                 (use_bias, "Add a bias (initialised to 0)."));
   };
-  std::tuple<Array, Array, Array> fprop(const Array& x) const;
+  std::tuple<Array, Array, Array> project(const Array& x) const;
 
  protected:
   void setup() override;

@@ -16,13 +16,8 @@ namespace {
 
 using testing::all_close;
 
-// Replaces every params leaf by uniform values in [-scale, scale) (biases too,
-// so that they are exercised).
-Tree randomize(Tree vars, uint32_t seed, double scale = 1.0) {
-  vars["params"] =
-      tree_map([&](const Array& a) { return testing::random_array(a.shape(), a.dtype(), seed++, -scale, scale); },
-               vars["params"]);
-  return vars;
+Tree randomize(const Tree& vars, uint32_t seed, double scale = 1.0) {
+  return testing::randomize_params(vars, seed, scale);
 }
 
 std::vector<double> host(const Tree& params, const std::string& path) {

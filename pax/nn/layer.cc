@@ -267,6 +267,14 @@ Array Layer::theta(const std::string& name) const {
   return to_fprop_dtype(w);
 }
 
+bool Layer::has_variable(const std::string& collection, const std::string& name) const {
+  ApplyState& st = state("has_variable", *this);
+  std::vector<std::string> loc = variable_location(collection, *this, name);
+  return find(st.updated, loc) != nullptr || (st.variables && find(*st.variables, loc) != nullptr);
+}
+
+bool Layer::has_rng(const std::string& stream) const { return state("has_rng", *this).rngs.count(stream) > 0; }
+
 bool Layer::is_mutable(const std::string& collection) const {
   ApplyState& st = state("is_mutable", *this);
   return st.initializing || st.mutable_collections.count(collection) > 0;

@@ -99,6 +99,10 @@ class Layer {
   // Writes a variable of a mutable collection (e.g. batch_stats).
   void update_variable(const std::string& collection, const std::string& name, const Array& value) const;
   bool is_mutable(const std::string& collection) const;
+  // Whether the variable exists in this init / apply (written or given).
+  bool has_variable(const std::string& collection, const std::string& name) const;
+  // Whether this apply got a key for `stream`.
+  bool has_rng(const std::string& stream) const;
   void add_summary(const std::string& name, const Array& value) const;
   void add_aux_loss(const Array& value, double weight = 1.0) const;
   // A fresh key of `stream` for this layer (a different one on every call
@@ -144,6 +148,15 @@ std::unique_ptr<L> build(const Config& config) {
   PAX_CHECK(typed, "build: the config builds a ", l->type_name(), ", not the requested layer type");
   l.release();
   return std::unique_ptr<L>(typed);
+}
+
+// A copy of a template field as an H, for a parent to fill in and pass to
+// create_child; throws naming the field and the type it must have.
+template <class H>
+std::shared_ptr<H> clone_template(const HParamsPtr& tpl, const char* field, const std::string& where) {
+  auto p = std::dynamic_pointer_cast<H>(tpl ? tpl->clone() : nullptr);
+  PAX_CHECK(p, where, field, " must be a ", H().type_name(), ", got ", tpl ? tpl->type_name() : "None");
+  return p;
 }
 
 // A default template of layer type L, to edit and pass to create_child.

@@ -34,17 +34,10 @@ HParamsPtr norm_params(const HParamsPtr& tpl, int64_t dim, const std::string& wh
   return p;
 }
 
-detail::NormRef norm_ref(const Layer& l) {
-  if (dynamic_cast<const LayerNorm*>(&l)) {
-    return {&l, [](const Layer& n, const Array& x) { return static_cast<const LayerNorm&>(n).fprop(x); }};
-  }
-  return {&l, [](const Layer& n, const Array& x) { return static_cast<const RmsNorm&>(n).fprop(x); }};
-}
-
 // A copy of a Dropout template dropping with probability `prob`.
 HParamsPtr dropout_params(const HParamsPtr& tpl, double prob, const char* field, const std::string& where) {
   PAX_CHECK(prob >= 0 && prob < 1, where, field, " must be in [0, 1), got ", prob);
-  auto p = detail::clone_template<Dropout::HParams>(tpl, "dropout_tpl", where);
+  auto p = clone_template<Dropout::HParams>(tpl, "dropout_tpl", where);
   p->keep_prob = 1.0 - prob;
   return p;
 }
@@ -73,9 +66,9 @@ void TransformerFeedForward::setup() {
   PAX_CHECK(!hp.add_skip_connection || output_dims == hp.input_dims, where,
             "add_skip_connection needs output_dims == input_dims, got ", output_dims, " and ", hp.input_dims);
   check_norm_policy(hp.norm_policy, where);
-  norm_ = norm_ref(create_child("layer_norm", norm_params(hp.ln_tpl, hp.input_dims, where)));
+  norm_ = &create_child("layer_norm", norm_params(hp.ln_tpl, hp.input_dims, where));
   auto ffn = [&](const char* name, int64_t in, int64_t out, const HParamsPtr& activation) {
-    auto p = detail::clone_template<FeedForward::HParams>(hp.fflayer_tpl, "fflayer_tpl", where);
+    auto p = clone_template<FeedForward::HParams>(hp.fflayer_tpl, "fflayer_tpl", where);
     p->input_dims = in;
     p->output_dims = out;
     p->has_bias = hp.has_bias;
@@ -103,12 +96,12 @@ Array TransformerFeedForward::fprop(const Array& inputs, const Array& paddings) 
     if (hp.apply_padding_first) x = x * keep;
   }
   const Array residual = x;
-  if (hp.norm_policy == "pre") x = norm_(x);
+  if (hp.norm_policy == "pre") x = norm_->fprop(x);
   Array h = ffn1_->fprop(x);  // (..., hidden_dims)
   if (keep.defined() && !hp.apply_padding_first) h = h * keep;
   h = ffn2_->fprop(relu_dropout_->fprop(h));
   if (keep.defined() && !hp.apply_padding_first) h = h * keep;
-  if (hp.norm_policy == "post") h = norm_(h);
+  if (hp.norm_policy == "post") h = norm_->fprop(h);
   h = residual_dropout_->fprop(h);
   if (!hp.add_skip_connection) return h;
   return residual + (hp.residual_weight == 1.0 ? h : h * hp.residual_weight);
@@ -124,9 +117,9 @@ void Transformer::setup() {
             "input_dims, hidden_dims and num_heads must be > 0, got ", hp.input_dims, ", ", hp.hidden_dims, " and ",
             hp.num_heads);
   check_norm_policy(hp.norm_policy, where);
-  norm_ = norm_ref(create_child("layer_norm", norm_params(hp.ln_tpl, hp.input_dims, where)));
+  norm_ = &create_child("layer_norm", norm_params(hp.ln_tpl, hp.input_dims, where));
 
-  auto atten = detail::clone_template<DotProductAttention::HParams>(hp.tr_atten_tpl, "tr_atten_tpl", where);
+  auto atten = clone_template<DotProductAttention::HParams>(hp.tr_atten_tpl, "tr_atten_tpl", where);
   atten->input_dim = hp.input_dims;
   atten->hidden_dim = hp.input_dims;
   atten->num_heads = hp.num_heads;
@@ -138,7 +131,7 @@ void Transformer::setup() {
   residual_dropout_ = &create_child<Dropout>(
       "residual_dropout", dropout_params(hp.dropout_tpl, hp.residual_dropout_prob, "residual_dropout_prob", where));
 
-  auto ff = detail::clone_template<TransformerFeedForward::HParams>(hp.tr_fflayer_tpl, "tr_fflayer_tpl", where);
+  auto ff = clone_template<TransformerFeedForward::HParams>(hp.tr_fflayer_tpl, "tr_fflayer_tpl", where);
   ff->input_dims = hp.input_dims;
   ff->hidden_dims = hp.hidden_dims;
   ff->relu_dropout_prob = hp.relu_dropout_prob;
@@ -158,9 +151,9 @@ Array Transformer::fprop(const Array& inputs, const Array& paddings, const Array
     mask = padding_mask(paddings);
   }
   Array x = to_fprop_dtype(inputs);
-  Array normed = hp.norm_policy == "pre" ? norm_(x) : x;
+  Array normed = hp.norm_policy == "pre" ? norm_->fprop(x) : x;
   Array atten = self_attention_->fprop(normed, mask);  // (B, T, D)
-  if (hp.norm_policy == "post") atten = norm_(atten);
+  if (hp.norm_policy == "post") atten = norm_->fprop(atten);
   return ff_layer_->fprop(residual_dropout_->fprop(atten) + x, paddings);
 }
 
@@ -170,9 +163,9 @@ Array Transformer::extend_step(const Array& inputs, const Array& time_step, cons
             inputs.aval().str(), " must be (batch, ", hp.input_dims, ")");
   Array mask = atten_mask.defined() ? atten_mask : default_step_mask(time_step, *self_attention_, who(*this));
   Array x = to_fprop_dtype(inputs);
-  Array normed = hp.norm_policy == "pre" ? norm_(x) : x;
+  Array normed = hp.norm_policy == "pre" ? norm_->fprop(x) : x;
   Array atten = self_attention_->extend_step(normed, mask, time_step);  // (B, D)
-  if (hp.norm_policy == "post") atten = norm_(atten);
+  if (hp.norm_policy == "post") atten = norm_->fprop(atten);
   return ff_layer_->extend_step(residual_dropout_->fprop(atten) + x);
 }
 
@@ -193,7 +186,7 @@ void StackedTransformer::setup() {
       "input_dropout", dropout_params(hp.dropout_tpl, hp.input_dropout_prob, "input_dropout_prob", where));
   std::vector<HParamsPtr> tpls;
   for (int64_t i = 0; i < hp.num_layers; ++i) {
-    auto p = detail::clone_template<Transformer::HParams>(hp.transformer_layer_params_tpl,
+    auto p = clone_template<Transformer::HParams>(hp.transformer_layer_params_tpl,
                                                           "transformer_layer_params_tpl", where);
     p->input_dims = hp.model_dims;
     p->hidden_dims = hp.hidden_dims;
@@ -353,12 +346,8 @@ void RepeatedVariables::setup() {
 }
 
 std::optional<Array> RepeatedVariables::find(const std::string& collection, const std::string& name) const {
-  // Layer offers no presence test; a missing variable is reported by throwing.
-  try {
-    return variable(collection, name);
-  } catch (const Error&) {
-    return std::nullopt;
-  }
+  if (!has_variable(collection, name)) return std::nullopt;
+  return variable(collection, name);
 }
 
 void RepeatedVariables::write(const std::string& collection, const std::string& name, const Array& value) const {
@@ -429,12 +418,9 @@ Array Repeat::run(const Array& inputs, const Step& step, const Tree& vars,
   const auto& hp = hparams<HParams>();
   Tree xs = Tree::dict({{"vars", vars}});
   if (is_training()) {
-    // One dropout key per repetition, when this apply has the stream.
-    try {
-      xs["key"] = random::split(next_prng_key("dropout"), hp.x_times);
-    } catch (const Error&) {
-      // No key: a sub-layer that needs one says so.
-    }
+    // One dropout key per repetition, when this apply has the stream (a
+    // sub-layer that needs one and gets none says so).
+    if (has_rng("dropout")) xs["key"] = random::split(next_prng_key("dropout"), hp.x_times);
   }
   ApplyOptions options;
   options.train = is_training();

@@ -41,16 +41,6 @@ enum class CheckpointPolicy : int {
 };
 PAX_ENUM(CheckpointPolicy, "none", "nothing_saveable", "dots_saveable")
 
-namespace detail {
-// A normalisation child (LayerNorm or RmsNorm) called without knowing which:
-// they share no base class with a virtual fprop.
-struct NormRef {
-  const Layer* layer = nullptr;
-  Array (*fn)(const Layer&, const Array&) = nullptr;
-  Array operator()(const Array& x) const { return fn(*layer, x); }
-};
-}  // namespace detail
-
 // residual + dropout(ffn2(dropout(activation(ffn1(norm(x)))))) * residual_weight
 // with norm_policy "pre"; "post" normalises after ffn2 instead. Paddings
 // (B, T), when given, zero the padded positions of both projections.
@@ -93,7 +83,7 @@ class TransformerFeedForward : public Layer {
   void setup() override;
 
  private:
-  detail::NormRef norm_;
+  const Layer* norm_ = nullptr;  // LayerNorm or RmsNorm
   const FeedForward* ffn1_ = nullptr;
   const FeedForward* ffn2_ = nullptr;
   const Dropout* relu_dropout_ = nullptr;
@@ -159,7 +149,7 @@ class Transformer : public RepeatableLayer {
   void setup() override;
 
  private:
-  detail::NormRef norm_;
+  const Layer* norm_ = nullptr;  // LayerNorm or RmsNorm
   const DotProductAttention* self_attention_ = nullptr;
   const Dropout* residual_dropout_ = nullptr;
   const TransformerFeedForward* ff_layer_ = nullptr;

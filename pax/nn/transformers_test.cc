@@ -18,11 +18,8 @@ namespace {
 
 using testing::all_close;
 
-Tree randomize(Tree vars, uint32_t seed, double scale = 0.5) {
-  vars["params"] =
-      tree_map([&](const Array& a) { return testing::random_array(a.shape(), a.dtype(), seed++, -scale, scale); },
-               vars["params"]);
-  return vars;
+Tree randomize(const Tree& vars, uint32_t seed, double scale = 0.5) {
+  return testing::randomize_params(vars, seed, scale);
 }
 
 Array row(const Array& x, int64_t t) { return squeeze(slice_along(x, 1, t, t + 1), 1); }

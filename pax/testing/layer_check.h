@@ -8,6 +8,14 @@
 
 namespace pax::testing {
 
+// Replaces every params leaf by uniform values in [-scale, scale) (biases and
+// scales too, so that they are exercised).
+inline Tree randomize_params(Tree vars, uint32_t seed, double scale = 1.0) {
+  vars["params"] =
+      tree_map([&](const Array& a) { return random_array(a.shape(), a.dtype(), seed++, -scale, scale); }, vars["params"]);
+  return vars;
+}
+
 // f(params leaves..., inputs...) = call(layer) under apply, output as an Array.
 template <class L, class F>
 ::testing::AssertionResult check_layer_vjp(const L& layer, const Tree& variables, const std::vector<Array>& inputs,
