@@ -1,0 +1,128 @@
+// TransformerLm.
+#include "pax/nn/models/transformer_lm.h"
+
+#include "pax/nn/attention.h"
+#include "pax/ops/numpy.h"
+
+namespace pax::nn {
+
+Array segment_mask(const Array& segment_ids, DType dtype) {
+  PAX_CHECK(segment_ids.ndim() == 2, "segment_mask: segment_ids must be (batch, length), got ", segment_ids.aval().str());
+  Array same = equal(expand_dims(segment_ids, {2}), expand_dims(segment_ids, {1}));  // (B, T, T)
+  Array mask = where(same, 0.0, large_negative_number(dtype)).astype(dtype);
+  return expand_dims(mask, {1});
+}
+
+void TransformerLm::setup() {
+  const auto& hp = hparams<HParams>();
+  const std::string where = std::string("TransformerLm '") + path() + "': ";
+  PAX_CHECK(hp.model_dims > 0 && hp.vocab_size > 0, where, "model_dims and vocab_size must be > 0, got ",
+            hp.model_dims, " and ", hp.vocab_size);
+  auto softmax = clone_template<SharedEmbeddingSoftmax::HParams>(hp.softmax_tpl, "softmax_tpl", where);
+  softmax->num_classes = hp.vocab_size;
+  softmax->input_dims = hp.model_dims;
+  softmax_ = &create_child<SharedEmbeddingSoftmax>("softmax", softmax);
+  if (hp.separate_embedding_tpl) {
+    auto emb = clone_template<Embedding::HParams>(hp.separate_embedding_tpl, "separate_embedding_tpl", where);
+    emb->num_classes = hp.vocab_size;
+    emb->input_dims = hp.model_dims;
+    embedding_ = &create_child<Embedding>("embedding", emb);
+  }
+  if (hp.position_emb_tpl) {
+    HParamsPtr pos = hp.position_emb_tpl->clone();
+    if (auto* p = dynamic_cast<PositionalEmbedding::HParams*>(pos.get())) {
+      p->embedding_dims = hp.model_dims;
+    } else if (auto* t = dynamic_cast<TrainablePositionalEmbedding::HParams*>(pos.get())) {
+      t->embedding_dims = hp.model_dims;
+    } else {
+      PAX_FAIL(where, "position_emb_tpl must be a PositionalEmbedding or TrainablePositionalEmbedding, got ",
+               pos->type_name());
+    }
+    position_emb_ = &create_child("position_emb", pos);
+  }
+  HParamsPtr stack = hp.stacked_transformer_tpl ? hp.stacked_transformer_tpl->clone() : nullptr;
+  PAX_CHECK(stack, where, "stacked_transformer_tpl must be set");
+  if (auto* s = dynamic_cast<StackedTransformer::HParams*>(stack.get())) {
+    s->model_dims = hp.model_dims;
+    s->mask_self_attention = true;
+  } else if (auto* r = dynamic_cast<Repeat::HParams*>(stack.get())) {
+    if (auto* sub = dynamic_cast<StackedTransformer::HParams*>(r->sub_tpl.get())) {
+      auto copy = std::static_pointer_cast<StackedTransformer::HParams>(sub->clone());
+      copy->model_dims = hp.model_dims;
+      copy->mask_self_attention = true;
+      r->sub_tpl = copy;
+    }
+  } else {
+    PAX_FAIL(where, "stacked_transformer_tpl must be a StackedTransformer or a Repeat, got ", stack->type_name());
+  }
+  stack_ = &create_child<RepeatableLayer>("transformer", stack);
+  HParamsPtr ln = hp.final_ln_tpl ? hp.final_ln_tpl->clone() : nullptr;
+  PAX_CHECK(ln, where, "final_ln_tpl must be set");
+  if (auto* l = dynamic_cast<LayerNorm::HParams*>(ln.get())) {
+    l->dim = hp.model_dims;
+  } else if (auto* r = dynamic_cast<RmsNorm::HParams*>(ln.get())) {
+    r->dim = hp.model_dims;
+  } else {
+    PAX_FAIL(where, "final_ln_tpl must be a LayerNorm or RmsNorm, got ", ln->type_name());
+  }
+  final_ln_ = &create_child("final_ln", ln);
+}
+
+Array TransformerLm::embed(const Array& ids) const {
+  return embedding_ ? embedding_->emb_lookup(ids) : softmax_->emb_lookup(ids);
+}
+
+Array TransformerLm::fprop(const Array& ids, const Array& paddings, const Array& segment_ids,
+                           const Array& segment_pos) const {
+  PAX_CHECK(ids.ndim() == 2, "TransformerLm '", path(), "': ids must be (batch, length), got ", ids.aval().str());
+  PAX_CHECK(paddings.shape() == ids.shape(), "TransformerLm '", path(), "': paddings ", paddings.aval().str(),
+            " must match ids ", ids.aval().str());
+  Array x = embed(ids);  // (B, T, D)
+  if (position_emb_) {
+    // Both position embeddings map positions (B or 1, T) to (B or 1, T, D).
+    Array positions = segment_pos.defined() ? segment_pos : reshape(arange(ids.dim(1)), {1, ids.dim(1)});
+    x = x + position_emb_->fprop(positions).astype(x.dtype());
+  }
+  Array mask = segment_ids.defined() ? segment_mask(segment_ids) : Array();
+  x = stack_->fprop(x, paddings.astype(x.dtype()), mask);
+  return softmax_->get_logits(final_ln_->fprop(x));
+}
+
+Array TransformerLm::extend_step(const Array& ids, const Array& time_step) const {
+  PAX_CHECK(ids.ndim() == 1, "TransformerLm '", path(), "': extend_step ids must be (batch,), got ", ids.aval().str());
+  Array x = embed(ids);  // (B, D)
+  if (position_emb_) {
+    Array positions = reshape(time_step.astype(DType::i32), {1, 1});
+    x = x + reshape(position_emb_->fprop(positions), {1, -1}).astype(x.dtype());
+  }
+  x = stack_->extend_step(x, time_step, Array());
+  return softmax_->get_logits(final_ln_->fprop(x));
+}
+
+void TransformerLm::init_states(int64_t batch, int64_t max_length) const { stack_->init_states(batch, max_length); }
+
+int64_t TransformerLm::num_layers() const {
+  if (auto* s = dynamic_cast<const StackedTransformer*>(stack_)) return int64_t(s->x_layers().size());
+  const auto* r = static_cast<const Repeat*>(stack_);
+  const auto& rhp = r->hparams<Repeat::HParams>();
+  if (auto* s = dynamic_cast<const StackedTransformer*>(&r->sub())) return rhp.x_times * int64_t(s->x_layers().size());
+  return rhp.x_times;
+}
+
+int64_t TransformerLm::attention_dims() const {
+  const Transformer* block = nullptr;
+  if (auto* s = dynamic_cast<const StackedTransformer*>(stack_)) {
+    block = s->x_layers().empty() ? nullptr : s->x_layers()[0];
+  } else {
+    const RepeatableLayer& sub = static_cast<const Repeat*>(stack_)->sub();
+    if (auto* s = dynamic_cast<const StackedTransformer*>(&sub)) block = s->x_layers().empty() ? nullptr : s->x_layers()[0];
+    else block = dynamic_cast<const Transformer*>(&sub);
+  }
+  if (!block) return hparams<HParams>().model_dims;
+  const auto& ahp = block->self_attention().hparams<DotProductAttention::HParams>();
+  return ahp.num_heads * (ahp.dim_per_head > 0 ? ahp.dim_per_head : ahp.hidden_dim / ahp.num_heads);
+}
+
+PAX_REGISTER_LAYER(TransformerLm);
+
+}  // namespace pax::nn
