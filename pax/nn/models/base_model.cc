@@ -15,6 +15,20 @@ Tree weighted_scalar(const Array& value, const Array& weight) {
 Array metric_value(const Tree& metrics, const std::string& name) { return metrics[name][0].leaf(); }
 Array metric_weight(const Tree& metrics, const std::string& name) { return metrics[name][1].leaf(); }
 
+Tree cross_entropy_metrics(const Array& xent, const Array& logits, const Array& labels, const Array& weights,
+                           const std::string& accuracy_name) {
+  Array total_weight = sum(weights);
+  Array denom = maximum(total_weight, 1e-8);
+  Array avg_xent = sum(xent * weights) / denom;
+  Array correct = equal(argmax(logits, -1), labels.astype(DType::i32)).astype(logits.dtype());
+  Tree metrics;
+  metrics["total_loss"] = weighted_scalar(avg_xent, total_weight);
+  metrics["avg_xent"] = weighted_scalar(avg_xent, total_weight);
+  metrics[accuracy_name] = weighted_scalar(sum(correct * weights) / denom, total_weight);
+  metrics["num_predictions"] = weighted_scalar(total_weight, ones({}, logits.dtype()));
+  return metrics;
+}
+
 std::pair<Tree, Tree> BaseModel::fprop_batch(const Tree& input_batch) const {
   return compute_loss(compute_predictions(input_batch), input_batch);
 }

@@ -19,6 +19,13 @@ Tree weighted_scalar(const Array& value, const Array& weight);
 Array metric_value(const Tree& metrics, const std::string& name);
 Array metric_weight(const Tree& metrics, const std::string& name);
 
+// The metrics of a weighted cross entropy: total_loss and avg_xent (the
+// weighted mean of xent), `accuracy_name` (weighted fraction of examples
+// whose argmax logit is the label) and num_predictions (the total weight).
+// logits (..., C); labels, weights and xent (...).
+Tree cross_entropy_metrics(const Array& xent, const Array& logits, const Array& labels, const Array& weights,
+                           const std::string& accuracy_name);
+
 class BaseModel : public Layer {
  public:
   virtual Tree compute_predictions(const Tree& input_batch) const = 0;

@@ -41,22 +41,15 @@ std::pair<Tree, Tree> ClassificationModel::compute_loss(const Tree& predictions,
   Array onehot = pax::nn::one_hot(labels, c);
   Array targets = hp.label_smoothing > 0 ? onehot * (1.0 - hp.label_smoothing) + hp.label_smoothing / double(c) : onehot;
   Array xent = -sum(targets * log_probs, -1);  // (B,)
-  Array total_weight = sum(weights);
-  Array denom = maximum(total_weight, 1e-8);
-  Array avg_xent = sum(xent * weights) / denom;
-  Array correct = equal(argmax(logits, -1), labels.astype(DType::i32)).astype(logits.dtype());
-  Tree metrics;
-  metrics["total_loss"] = weighted_scalar(avg_xent, total_weight);
-  metrics["avg_xent"] = weighted_scalar(avg_xent, total_weight);
-  metrics["accuracy"] = weighted_scalar(sum(correct * weights) / denom, total_weight);
+  Tree metrics = cross_entropy_metrics(xent, logits, labels, weights, "accuracy");
   if (c >= 5) {
+    Array total_weight = metric_value(metrics, "num_predictions");
     // The label's logit is among the 5 largest: fewer than 5 logits exceed it.
     Array label_logit = take_along_axis(logits, expand_dims(labels, {-1}), -1);  // (B, 1)
     Array above = sum((logits > label_logit).astype(logits.dtype()), -1);
     Array top5 = (above < 5.0).astype(logits.dtype());
-    metrics["top5_accuracy"] = weighted_scalar(sum(top5 * weights) / denom, total_weight);
+    metrics["top5_accuracy"] = weighted_scalar(sum(top5 * weights) / maximum(total_weight, 1e-8), total_weight);
   }
-  metrics["num_predictions"] = weighted_scalar(total_weight, ones({}, logits.dtype()));
   return {metrics, Tree::dict({{"xent", xent}})};
 }
 

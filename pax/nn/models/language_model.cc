@@ -47,16 +47,9 @@ std::pair<Tree, Tree> LanguageModel::compute_loss(const Tree& predictions, const
   else weights = ones(labels.shape(), logits.dtype());
   Array log_probs = pax::nn::log_softmax(logits);
   Array xent = -squeeze(take_along_axis(log_probs, expand_dims(labels, {-1}), -1), -1);  // (B, T)
-  Array total_weight = sum(weights);
-  Array denom = maximum(total_weight, 1e-8);
-  Array avg_xent = sum(xent * weights) / denom;
-  Array correct = equal(argmax(logits, -1), labels.astype(DType::i32)).astype(logits.dtype());
-  Tree metrics;
-  metrics["total_loss"] = weighted_scalar(avg_xent, total_weight);
-  metrics["avg_xent"] = weighted_scalar(avg_xent, total_weight);
-  metrics["log_pplx"] = weighted_scalar(avg_xent, total_weight);
-  metrics["fraction_of_correct_next_step_preds"] = weighted_scalar(sum(correct * weights) / denom, total_weight);
-  metrics["num_predictions"] = weighted_scalar(total_weight, ones({}, logits.dtype()));
+  Tree metrics = cross_entropy_metrics(xent, logits, labels, weights, "fraction_of_correct_next_step_preds");
+  Tree avg_xent = metrics["avg_xent"];
+  metrics["log_pplx"] = avg_xent;
   return {metrics, Tree::dict({{"xent", xent}})};
 }
 
