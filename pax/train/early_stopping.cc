@@ -1,0 +1,82 @@
+// EarlyStopping: the update rule and the tree form for checkpoints.
+#include "pax/train/early_stopping.h"
+
+#include <cmath>
+#include <string>
+
+#include "pax/core/error.h"
+
+namespace pax::train {
+
+namespace {
+
+void check_settings(const EarlyStopping& s, const char* fn) {
+  PAX_CHECK(s.min_delta >= 0, fn, ": min_delta must be >= 0, got ", s.min_delta);
+  PAX_CHECK(s.patience >= 0, fn, ": patience must be >= 0, got ", s.patience);
+  PAX_CHECK(s.patience_count >= 0, fn, ": patience_count must be >= 0, got ", s.patience_count);
+}
+
+// The scalar at tree[key], read back as double.
+double scalar_at(const Tree& tree, const char* key) {
+  PAX_CHECK(tree.contains(key), "EarlyStopping::from_tree: missing key '", key, "' in ", tree.str());
+  const Tree& t = tree[key];
+  PAX_CHECK(t.is_leaf() && t.leaf().size() == 1, "EarlyStopping::from_tree: '", key,
+            "' must be a scalar array, got ", t.str());
+  return t.leaf().item<double>();
+}
+
+int64_t integer_at(const Tree& tree, const char* key) {
+  double v = scalar_at(tree, key);
+  PAX_CHECK(std::isfinite(v) && v == std::floor(v), "EarlyStopping::from_tree: '", key,
+            "' must be an integer, got ", v);
+  return int64_t(v);
+}
+
+}  // namespace
+
+EarlyStopping EarlyStopping::update(double metric) const {
+  check_settings(*this, "EarlyStopping::update");
+  EarlyStopping next = *this;
+  bool nothing_seen = best_metric == std::numeric_limits<double>::infinity();
+  if (!std::isnan(metric) && (nothing_seen || best_metric - metric > min_delta)) {
+    next.best_metric = metric;
+    next.patience_count = 0;
+    next.has_improved = true;
+  } else {
+    next.should_stop = patience_count >= patience || should_stop;
+    next.patience_count = patience_count + 1;
+    next.has_improved = false;
+  }
+  return next;
+}
+
+EarlyStopping EarlyStopping::reset() const {
+  EarlyStopping next;
+  next.min_delta = min_delta;
+  next.patience = patience;
+  return next;
+}
+
+Tree EarlyStopping::to_tree() const {
+  return Tree::dict({{"min_delta", scalar<double>(min_delta)},
+                     {"patience", scalar<int64_t>(patience)},
+                     {"best_metric", scalar<double>(best_metric)},
+                     {"patience_count", scalar<int64_t>(patience_count)},
+                     {"should_stop", scalar<bool>(should_stop)},
+                     {"has_improved", scalar<bool>(has_improved)}});
+}
+
+EarlyStopping EarlyStopping::from_tree(const Tree& tree) {
+  PAX_CHECK(tree.is_dict(), "EarlyStopping::from_tree: expected a dict of scalars, got ", tree.str());
+  EarlyStopping s;
+  s.min_delta = scalar_at(tree, "min_delta");
+  s.patience = integer_at(tree, "patience");
+  s.best_metric = scalar_at(tree, "best_metric");
+  s.patience_count = integer_at(tree, "patience_count");
+  s.should_stop = scalar_at(tree, "should_stop") != 0;
+  s.has_improved = scalar_at(tree, "has_improved") != 0;
+  check_settings(s, "EarlyStopping::from_tree");
+  return s;
+}
+
+}  // namespace pax::train
