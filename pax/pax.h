@@ -35,3 +35,7 @@
 #include "pax/nn/rnn.h"
 #include "pax/nn/rotary.h"
 #include "pax/nn/transformers.h"
+#include "pax/optim/optim.h"
+#include "pax/train/common_utils.h"
+#include "pax/train/early_stopping.h"
+#include "pax/train/train_state.h"

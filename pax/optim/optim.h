@@ -1,9 +1,10 @@
 // Umbrella header of the optimizers: gradient transformations, wrappers and
-// the ready-made optimizers (optax in C++).
+// the ready-made optimizers and the learning-rate schedules (optax in C++).
 #pragma once
 
 #include "pax/optim/adaptive.h"
 #include "pax/optim/aliases.h"
+#include "pax/optim/schedules.h"
 #include "pax/optim/transform.h"
 #include "pax/optim/transforms.h"
 #include "pax/optim/tree_utils.h"

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -31,6 +32,12 @@ class ScalarOrSchedule {
  public:
   ScalarOrSchedule(double value);  // NOLINT(google-explicit-constructor)
   ScalarOrSchedule(Schedule schedule);  // NOLINT(google-explicit-constructor)
+  // Any callable Array(const Array&) is a schedule: adam([](const Array& c) { ... }).
+  template <class F>
+    requires(std::is_invocable_r_v<Array, F&, const Array&> && !std::is_same_v<std::decay_t<F>, Schedule> &&
+             !std::is_same_v<std::decay_t<F>, ScalarOrSchedule>)
+  ScalarOrSchedule(F&& f)  // NOLINT(google-explicit-constructor)
+      : ScalarOrSchedule(Schedule(std::forward<F>(f))) {}
   // The value at step `count` (f32 scalar).
   Array operator()(const Array& count) const;
   bool is_schedule() const { return static_cast<bool>(schedule_); }

@@ -37,9 +37,10 @@ TEST(Transforms, LearningRateConstantAndSchedule) {
   GradientTransformation up = scale_by_learning_rate(0.25, /*flip_sign=*/false);
   EXPECT_TRUE(all_close(up.update(g, up.init(g), Tree()).first["b"].leaf(), {1.0}, 0, 0));
 
-  // lr(count) = 1 / (count + 2): evaluated at count = 0, 1, 2, ... (f32).
+  // lr(count) = 1 / (count + 2): evaluated at count = 0, 1, 2, ... (f32); a
+  // plain lambda converts to a schedule.
   GradientTransformation s =
-      scale_by_learning_rate(Schedule([](const Array& count) { return 1.0 / (count.astype(DType::f32) + 2.0); }));
+      scale_by_learning_rate([](const Array& count) { return 1.0 / (count.astype(DType::f32) + 2.0); });
   Tree state = s.init(g);
   for (int t = 0; t < 4; ++t) {
     EXPECT_EQ(state["count"].leaf().item<int32_t>(), t);
