@@ -9,6 +9,9 @@ packages=(
   libhwy-dev                                      # Highway: portable SIMD, vector math
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
+  libsentencepiece-dev                            # tokenizers (pax/data)
+  bible-kjv bible-kjv-text                        # KJV text: the `bible` command and its data
+  dataset-fashion-mnist                           # /usr/share/datasets/fashion-mnist/*.gz
 )
 
 missing=()

@@ -1,0 +1,21 @@
+// Whole-file reading and atomic writing for the input pipeline: gzip files
+// are decompressed transparently (text corpora and IDX files may be either),
+// and every write goes through a temporary file renamed into place, so a
+// reader (or a second process preparing the same data) never sees half a file.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace pax::data {
+
+// The contents of `path`, gunzipped when it is gzip-compressed (whatever its
+// name). Throws pax::Error naming the file when it is missing or unreadable.
+std::string read_file(const std::string& path);
+
+// Writes `bytes` to `path` (gzip-compressed when `gzip`), creating missing
+// parent directories: a temporary file beside it is written, flushed and
+// renamed over `path`.
+void write_file_atomic(const std::string& path, std::string_view bytes, bool gzip = false);
+
+}  // namespace pax::data

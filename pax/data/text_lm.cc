@@ -1,0 +1,198 @@
+// TextLmInput: documents, the validation split, tokenisation and packing.
+#include "pax/data/text_lm.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "pax/backend/cpu/parallel.h"
+#include "pax/data/datasets.h"
+#include "pax/data/file_io.h"
+#include "pax/data/host_random.h"
+
+namespace pax::data {
+namespace {
+
+bool blank(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
+}
+
+std::string_view strip_cr(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  return line;
+}
+
+}  // namespace
+
+std::vector<std::string> split_documents(const std::string& text, DocumentUnit unit) {
+  std::vector<std::string> docs;
+  if (unit == DocumentUnit::file) {
+    if (!blank(text)) docs.push_back(text);
+    return docs;
+  }
+  std::string paragraph;
+  auto flush = [&] {
+    if (!blank(paragraph)) docs.push_back(std::move(paragraph));
+    paragraph.clear();
+  };
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line = strip_cr(std::string_view(text).substr(pos, end - pos));
+    pos = end + 1;
+    if (unit == DocumentUnit::line) {
+      if (!blank(line)) docs.emplace_back(line);
+    } else if (blank(line)) {
+      flush();
+    } else {
+      if (!paragraph.empty()) paragraph += '\n';
+      paragraph.append(line);
+    }
+  }
+  flush();
+  return docs;
+}
+
+bool is_validation_document(int64_t index, double fraction) {
+  const uint64_t h = mix64(uint64_t(index) ^ 0x5d1e5eed5a1717edULL);
+  return double(h >> 11) * 0x1.0p-53 < fraction;
+}
+
+PackedRows pack_documents(std::span<const std::vector<int32_t>> documents, int64_t seq_length, bool pack,
+                          int32_t start_id, int32_t eos_id, int32_t pad_id) {
+  PAX_CHECK(seq_length >= 1, "pack_documents: seq_length must be >= 1, got ", seq_length);
+  const int64_t t = seq_length;
+  PackedRows r;
+  r.seq_length = t;
+  int64_t fill = t;  // tokens used in the current row (t: none open)
+  int32_t segment = 0;
+  auto new_row = [&] {
+    r.ids.resize(r.ids.size() + size_t(t), pad_id);
+    r.labels.resize(r.labels.size() + size_t(t), pad_id);
+    r.segment_ids.resize(r.segment_ids.size() + size_t(t), 0);
+    r.segment_pos.resize(r.segment_pos.size() + size_t(t), 0);
+    ++r.num_rows;
+    fill = 0;
+    segment = 0;
+  };
+  std::vector<int32_t> s;
+  for (const std::vector<int32_t>& doc : documents) {
+    s.clear();
+    s.push_back(start_id);
+    s.insert(s.end(), doc.begin(), doc.end());
+    if (eos_id >= 0) s.push_back(eos_id);
+    const int64_t n = int64_t(s.size()) - 1;  // (input, label) pairs
+    for (int64_t off = 0; off < n;) {
+      const int64_t take = std::min(n - off, t);
+      if (pack ? fill + take > t : fill > 0) new_row();
+      const size_t base = size_t((r.num_rows - 1) * t + fill);
+      ++segment;
+      for (int64_t j = 0; j < take; ++j) {
+        r.ids[base + size_t(j)] = s[size_t(off + j)];
+        r.labels[base + size_t(j)] = s[size_t(off + j + 1)];
+        r.segment_ids[base + size_t(j)] = segment;
+        r.segment_pos[base + size_t(j)] = int32_t(j);
+      }
+      fill += take;
+      off += take;
+    }
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------
+// TextLmInput
+
+TextLmInput::TextLmInput(const HParams& hp) : IndexedInput(hp) {
+  const std::string who = description();
+  PAX_CHECK(hp.seq_length >= 1, who, ": seq_length must be >= 1, got ", hp.seq_length);
+  PAX_CHECK(hp.split == TextSplit::all || (hp.validation_fraction > 0 && hp.validation_fraction < 1), who,
+            ": validation_fraction must be in (0, 1) to split the documents, got ", hp.validation_fraction);
+  tokenizer_ = load_tokenizer(hp.tokenizer);
+
+  std::vector<std::string> files = hp.files;
+  if (hp.source == TextSource::kjv) {
+    files = {kjv_text_path(hp.data_dir)};
+  } else {
+    PAX_CHECK(!files.empty(), who, ": `files` is empty; list the text files to read (or set source = kjv)");
+  }
+  std::vector<std::string> docs;
+  int64_t index = 0;
+  for (const std::string& f : files) {
+    for (std::string& d : split_documents(read_file(f), hp.document_unit)) {
+      const bool held_out = is_validation_document(index++, hp.validation_fraction);
+      if (hp.split == TextSplit::all || held_out == (hp.split == TextSplit::validation)) docs.push_back(std::move(d));
+    }
+  }
+  const char* split_name = hp.split == TextSplit::all ? "all" : hp.split == TextSplit::train ? "train" : "validation";
+  PAX_CHECK(!docs.empty(), who, ": no documents in the ", split_name, " split of ", files.size(), " file(s) (first: '", files[0], "')");
+  num_documents_ = int64_t(docs.size());
+
+  std::vector<std::vector<int32_t>> tokens(docs.size());
+  cpu::parallel_for(int64_t(docs.size()), 64, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) tokens[size_t(i)] = tokenizer_->encode(docs[size_t(i)]);
+  });
+  const Tokenizer& tok = *tokenizer_;
+  const int32_t pad = tok.pad_id() >= 0 ? tok.pad_id() : 0;
+  const int32_t start = tok.bos_id() >= 0 ? tok.bos_id() : pad;
+  rows_ = pack_documents(tokens, hp.seq_length, hp.pack, start, hp.add_eos ? tok.eos_id() : -1, pad);
+  PAX_CHECK(rows_.num_rows > 0, who, ": the documents hold no tokens");
+  set_num_examples(rows_.num_rows);
+}
+
+Tree TextLmInput::make_batch(const std::vector<int64_t>& indices) const {
+  const auto& hp = hparams<HParams>();
+  const int64_t b = int64_t(indices.size()), t = rows_.seq_length;
+  const int32_t pad = tokenizer_->pad_id() >= 0 ? tokenizer_->pad_id() : 0;
+  std::vector<int32_t> ids(size_t(b * t), pad), labels(size_t(b * t), pad), seg(size_t(b * t), 0),
+      pos(size_t(b * t), 0);
+  std::vector<float> paddings(size_t(b * t), 1.0f), weights(size_t(b * t), 0.0f);
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t e = indices[size_t(i)];
+    if (e < 0) continue;  // a padding row
+    const size_t src = size_t(e * t), dst = size_t(i * t);
+    std::copy_n(rows_.ids.begin() + src, t, ids.begin() + dst);
+    std::copy_n(rows_.labels.begin() + src, t, labels.begin() + dst);
+    std::copy_n(rows_.segment_ids.begin() + src, t, seg.begin() + dst);
+    std::copy_n(rows_.segment_pos.begin() + src, t, pos.begin() + dst);
+    for (int64_t j = 0; j < t; ++j) {
+      const float real = rows_.segment_ids[src + size_t(j)] > 0 ? 1.0f : 0.0f;
+      paddings[dst + size_t(j)] = 1.0f - real;
+      weights[dst + size_t(j)] = real;
+    }
+  }
+  const Shape shape{b, t};
+  Tree batch = Tree::dict({{"ids", array(ids, shape)},
+                           {"labels", array(labels, shape)},
+                           {"paddings", array(paddings, shape)},
+                           {"weights", array(weights, shape)}});
+  if (hp.pack) {
+    batch.set("segment_ids", array(seg, shape));
+    batch.set("segment_pos", array(pos, shape));
+  }
+  return batch;
+}
+
+std::vector<std::string> TextLmInput::ids_to_strings(const Array& ids, const Array& lengths) const {
+  PAX_CHECK(ids.ndim() == 2 && is_integer(ids.dtype()), description(), ": ids_to_strings needs integer ids (B, T), got ",
+            ids.aval().str());
+  const int64_t b = ids.dim(0), t = ids.dim(1);
+  std::vector<int64_t> lens(size_t(b), t);
+  if (lengths.defined()) {
+    PAX_CHECK(lengths.ndim() == 1 && lengths.dim(0) == b && is_integer(lengths.dtype()), description(),
+              ": ids_to_strings needs integer lengths (", b, ",) for ids ", ids.aval().str(), ", got ",
+              lengths.aval().str());
+    lens = lengths.to_vector<int64_t>();
+  }
+  const std::vector<int32_t> flat = ids.to_vector<int32_t>();
+  std::vector<std::string> out;
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t n = std::clamp<int64_t>(lens[size_t(i)], 0, t);
+    out.push_back(tokenizer_->decode(std::span<const int32_t>(flat.data() + i * t, size_t(n))));
+  }
+  return out;
+}
+
+PAX_REGISTER_INPUT(TextLmInput);
+
+}  // namespace pax::data
