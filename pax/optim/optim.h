@@ -4,6 +4,7 @@
 
 #include "pax/optim/adaptive.h"
 #include "pax/optim/aliases.h"
+#include "pax/optim/configs.h"
 #include "pax/optim/schedules.h"
 #include "pax/optim/transform.h"
 #include "pax/optim/transforms.h"

@@ -1,0 +1,200 @@
+// Configurable schedules and optimizers: building the optax-style objects
+// from their HParams, and the registry entries.
+#include "pax/optim/configs.h"
+
+#include <cmath>
+#include <map>
+
+#include "pax/core/error.h"
+#include "pax/ops/numpy.h"
+#include "pax/optim/aliases.h"
+#include "pax/optim/schedules.h"
+#include "pax/optim/wrappers.h"
+
+namespace pax::optim {
+
+Schedule ConstantSchedule::make() const { return constant_schedule(value); }
+
+Schedule LinearSchedule::make() const {
+  return linear_schedule(init_value, end_value, transition_steps, transition_begin);
+}
+
+Schedule PiecewiseConstantSchedule::make() const {
+  PAX_CHECK(values.size() == boundaries.size() + 1, "PiecewiseConstantSchedule: needs one value more than boundaries, got ",
+            values.size(), " values and ", boundaries.size(), " boundaries");
+  std::vector<Schedule> pieces;
+  for (double v : values) pieces.push_back(constant_schedule(v));
+  return join_schedules(std::move(pieces), boundaries);
+}
+
+Schedule ExponentialDecaySchedule::make() const {
+  return exponential_decay(init_value, transition_steps, decay_rate, transition_begin, staircase);
+}
+
+Schedule WarmupCosineDecaySchedule::make() const {
+  return warmup_cosine_decay_schedule(init_value, peak_value, warmup_steps, decay_steps, end_value);
+}
+
+Schedule LinearRampupExponentialDecay::make() const {
+  return linear_rampup_exponential_decay(warmup_steps, decay_start, decay_end, max, min_ratio);
+}
+
+Schedule LinearRampupCosineDecay::make() const {
+  return linear_rampup_cosine_decay(warmup_steps, decay_start, decay_end, max, min_ratio);
+}
+
+namespace {
+
+std::string registered_names(const std::string& kind) {
+  std::string names;
+  for (const std::string& n : registered_hparams(kind)) names += (names.empty() ? "" : ", ") + n;
+  return names;
+}
+
+}  // namespace
+
+Schedule make_schedule(const HParamsPtr& hparams, const std::string& field) {
+  auto* schedule = dynamic_cast<const ScheduleHParams*>(hparams.get());
+  PAX_CHECK(schedule, field, " must be a schedule (", registered_names("schedule"), "), got ",
+            hparams ? hparams->type_name() : "None");
+  return schedule->make();
+}
+
+const OptimizerHParams& optimizer_hparams(const HParamsPtr& hparams, const std::string& field) {
+  auto* optimizer = dynamic_cast<const OptimizerHParams*>(hparams.get());
+  PAX_CHECK(optimizer, field, " must be an optimizer (", registered_names("optimizer"), "), got ",
+            hparams ? hparams->type_name() : "None");
+  return *optimizer;
+}
+
+// ---------------------------------------------------------------------------
+// Optimizers
+
+void OptimizerHParams::visit_fields(const std::function<void(const FieldRef&)>& f) {
+  using config_detail::ref;
+  f(ref("learning_rate", "Peak learning rate; the rate at a step is learning_rate * lr_schedule(step).",
+        learning_rate));
+  f(ref("lr_schedule", "Multiplier of the learning rate over steps (a schedule).", lr_schedule));
+  f(ref("weight_decay", "Decoupled weight decay, multiplied by the learning rate (0: none).", weight_decay));
+  f(ref("decay_vectors", "Also decay vectors and scalars (biases, norm scales); matrices only otherwise.",
+        decay_vectors));
+  f(ref("ema_decay", "Keep an exponential moving average of the parameters with this decay (0: none).", ema_decay));
+}
+
+Schedule OptimizerHParams::learning_rate_schedule() const {
+  PAX_CHECK(std::isfinite(learning_rate), type_name(), ": learning_rate must be finite, got ", learning_rate);
+  Schedule multiplier = make_schedule(lr_schedule, std::string(type_name()) + ".lr_schedule");
+  const double peak = learning_rate;
+  return [multiplier, peak](const Array& count) { return multiplier(count) * peak; };
+}
+
+GradientTransformation OptimizerHParams::make() const {
+  PAX_CHECK(weight_decay >= 0, type_name(), ": weight_decay must be >= 0, got ", weight_decay);
+  PAX_CHECK(ema_decay >= 0 && ema_decay < 1, type_name(), ": ema_decay must be in [0, 1), got ", ema_decay);
+  Mask decay_mask = nullptr;
+  if (!decay_vectors) decay_mask = [](const std::string&, const Array& p) { return p.ndim() >= 2; };
+  GradientTransformation tx = make_with(learning_rate_schedule(), decay_mask);
+  return ema_decay > 0 ? with_param_ema(std::move(tx), ema_decay) : tx;
+}
+
+namespace {
+
+// Decoupled weight decay before an optimizer that has none of its own.
+GradientTransformation with_decay(double weight_decay, const Schedule& learning_rate, const Mask& mask,
+                                  GradientTransformation tx) {
+  if (weight_decay == 0) return tx;
+  // The decay joins the update after the learning rate: -lr * wd * param.
+  GradientTransformation decay = chain({add_decayed_weights(weight_decay, mask), scale_by_learning_rate(learning_rate)});
+  GradientTransformation out;
+  out.init = [tx, decay](const Tree& params) { return Tree::list({tx.init(params), decay.init(params)}); };
+  out.update = [tx, decay](const Tree& updates, const Tree& state, const Tree& params) {
+    PAX_CHECK(!params.is_none(), "weight decay needs the parameters in update()");
+    auto [u, s] = tx.update(updates, state[0], params);
+    Tree zeros = tree_map([](const Array& g) { return zeros_like(g); }, updates);
+    auto [d, ds] = decay.update(zeros, state[1], params);
+    return std::make_pair(apply_updates(u, d), Tree::list({s, ds}));
+  };
+  return out;
+}
+
+}  // namespace
+
+GradientTransformation Sgd::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
+  return with_decay(weight_decay, learning_rate, decay_mask, sgd(learning_rate, momentum, nesterov));
+}
+
+GradientTransformation Adam::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
+  AdamWOptions o;
+  o.b1 = beta1;
+  o.b2 = beta2;
+  o.eps = epsilon;
+  o.eps_root = epsilon_root;
+  o.weight_decay = weight_decay;
+  o.mask = decay_mask;
+  return adamw(learning_rate, o);
+}
+
+GradientTransformation Adafactor::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
+  AdafactorOptions o;
+  o.min_dim_size_to_factor = min_dim_size_to_factor;
+  o.decay_rate = decay_rate;
+  o.multiply_by_parameter_scale = multiply_by_parameter_scale;
+  o.clipping_threshold = clipping_threshold;
+  o.momentum = momentum;
+  o.eps = epsilon;
+  if (weight_decay > 0) o.weight_decay_rate = weight_decay;
+  o.weight_decay_mask = decay_mask;
+  return adafactor(ScalarOrSchedule(learning_rate), o);
+}
+
+GradientTransformation Lion::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
+  LionOptions o;
+  o.b1 = beta1;
+  o.b2 = beta2;
+  o.weight_decay = weight_decay;
+  o.mask = decay_mask;
+  return lion(learning_rate, o);
+}
+
+GradientTransformation Lamb::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
+  LambOptions o;
+  o.b1 = beta1;
+  o.b2 = beta2;
+  o.eps = epsilon;
+  o.weight_decay = weight_decay;
+  o.mask = decay_mask;
+  return lamb(learning_rate, o);
+}
+
+GradientTransformation RmsProp::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
+  RmspropOptions o;
+  o.decay = decay;
+  o.eps = epsilon;
+  o.centered = centered;
+  o.momentum = momentum;
+  return with_decay(weight_decay, learning_rate, decay_mask, rmsprop(learning_rate, o));
+}
+
+GradientTransformation Adagrad::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
+  AdagradOptions o;
+  o.initial_accumulator_value = initial_accumulator_value;
+  o.eps = epsilon;
+  return with_decay(weight_decay, learning_rate, decay_mask, adagrad(learning_rate, o));
+}
+
+PAX_REGISTER_HPARAMS(ConstantSchedule, "schedule");
+PAX_REGISTER_HPARAMS(LinearSchedule, "schedule");
+PAX_REGISTER_HPARAMS(PiecewiseConstantSchedule, "schedule");
+PAX_REGISTER_HPARAMS(ExponentialDecaySchedule, "schedule");
+PAX_REGISTER_HPARAMS(WarmupCosineDecaySchedule, "schedule");
+PAX_REGISTER_HPARAMS(LinearRampupExponentialDecay, "schedule");
+PAX_REGISTER_HPARAMS(LinearRampupCosineDecay, "schedule");
+PAX_REGISTER_HPARAMS(Sgd, "optimizer");
+PAX_REGISTER_HPARAMS(Adam, "optimizer");
+PAX_REGISTER_HPARAMS(Adafactor, "optimizer");
+PAX_REGISTER_HPARAMS(Lion, "optimizer");
+PAX_REGISTER_HPARAMS(Lamb, "optimizer");
+PAX_REGISTER_HPARAMS(RmsProp, "optimizer");
+PAX_REGISTER_HPARAMS(Adagrad, "optimizer");
+
+}  // namespace pax::optim

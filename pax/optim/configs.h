@@ -1,0 +1,218 @@
+// Configurable schedules and optimizers (Praxis's schedules.* and
+// optimizers.* HParams): registered HParams types that an experiment's
+// learner config names and `--set` can edit, each building the optax-style
+// object of schedules.h / aliases.h.
+//
+//   learner.optimizer = Adam {learning_rate = 1e-3, weight_decay = 0.01,
+//                             lr_schedule = LinearRampupCosineDecay {...}}
+//
+// As in Praxis, the learning rate at a step is learning_rate * lr_schedule(step).
+#pragma once
+
+#include "pax/config/hparams.h"
+#include "pax/optim/transform.h"
+#include "pax/optim/transforms.h"
+
+namespace pax::optim {
+
+// ---------------------------------------------------------------------------
+// Schedules (registered with kind "schedule").
+
+struct ScheduleHParams : BaseHParams {
+  using BaseHParams::visit_fields;
+  void visit_fields(const std::function<void(const FieldRef&)>&) override {}
+  virtual Schedule make() const = 0;
+};
+
+struct ConstantSchedule : ScheduleHParams {
+  double value = 1.0;
+  PAX_HPARAMS(ConstantSchedule, ScheduleHParams, (value, "The constant value."));
+  Schedule make() const override;
+};
+
+struct LinearSchedule : ScheduleHParams {
+  double init_value = 1.0;
+  double end_value = 0.0;
+  int64_t transition_steps = 1000;
+  int64_t transition_begin = 0;
+  PAX_HPARAMS(LinearSchedule, ScheduleHParams, (init_value, "Value before transition_begin."),
+              (end_value, "Value after transition_begin + transition_steps."),
+              (transition_steps, "Steps of the linear change."), (transition_begin, "Step where the change starts."));
+  Schedule make() const override;
+};
+
+struct PiecewiseConstantSchedule : ScheduleHParams {
+  std::vector<int64_t> boundaries;
+  std::vector<double> values = {1.0};
+  PAX_HPARAMS(PiecewiseConstantSchedule, ScheduleHParams,
+              (boundaries, "Increasing steps where the value changes (one fewer than values)."),
+              (values, "values[i] applies before boundaries[i]; the last one after the last boundary."));
+  Schedule make() const override;
+};
+
+struct ExponentialDecaySchedule : ScheduleHParams {
+  double init_value = 1.0;
+  int64_t transition_steps = 1000;
+  double decay_rate = 0.5;
+  int64_t transition_begin = 0;
+  bool staircase = false;
+  PAX_HPARAMS(ExponentialDecaySchedule, ScheduleHParams, (init_value, "Value at transition_begin."),
+              (transition_steps, "Steps per decay by decay_rate."), (decay_rate, "Factor per transition_steps."),
+              (transition_begin, "Step where the decay starts."), (staircase, "Decay in whole steps."));
+  Schedule make() const override;
+};
+
+struct WarmupCosineDecaySchedule : ScheduleHParams {
+  double init_value = 0.0;
+  double peak_value = 1.0;
+  int64_t warmup_steps = 100;
+  int64_t decay_steps = 1000;
+  double end_value = 0.0;
+  PAX_HPARAMS(WarmupCosineDecaySchedule, ScheduleHParams, (init_value, "Value at step 0."),
+              (peak_value, "Value at the end of the warmup."), (warmup_steps, "Steps of the linear warmup."),
+              (decay_steps, "Total steps of warmup and cosine decay."), (end_value, "Value after decay_steps."));
+  Schedule make() const override;
+};
+
+struct LinearRampupExponentialDecay : ScheduleHParams {
+  int64_t warmup_steps = 0;
+  int64_t decay_start = 0;
+  int64_t decay_end = 0;
+  double min_ratio = 0.01;
+  double max = 1.0;
+  PAX_HPARAMS(LinearRampupExponentialDecay, ScheduleHParams, (warmup_steps, "Steps of the linear rampup to max."),
+              (decay_start, "Step where the exponential decay starts."),
+              (decay_end, "Step where the decay reaches max * min_ratio."), (min_ratio, "Final ratio."),
+              (max, "Value after the rampup."));
+  Schedule make() const override;
+};
+
+struct LinearRampupCosineDecay : ScheduleHParams {
+  int64_t warmup_steps = 0;
+  int64_t decay_start = 0;
+  int64_t decay_end = 0;
+  double min_ratio = 0.01;
+  double max = 1.0;
+  PAX_HPARAMS(LinearRampupCosineDecay, ScheduleHParams, (warmup_steps, "Steps of the linear rampup to max."),
+              (decay_start, "Step where the cosine decay starts."),
+              (decay_end, "Step where the decay reaches max * min_ratio."), (min_ratio, "Final ratio."),
+              (max, "Value after the rampup."));
+  Schedule make() const override;
+};
+
+// ---------------------------------------------------------------------------
+// Optimizers (registered with kind "optimizer").
+
+struct OptimizerHParams : BaseHParams {
+  double learning_rate = 1e-3;
+  HParamsPtr lr_schedule = std::make_shared<ConstantSchedule>();
+  double weight_decay = 0.0;
+  bool decay_vectors = false;
+  double ema_decay = 0.0;
+  using BaseHParams::visit_fields;
+  void visit_fields(const std::function<void(const FieldRef&)>& f) override;
+
+  // learning_rate * lr_schedule(step).
+  Schedule learning_rate_schedule() const;
+  // The whole optimizer: the update rule, decoupled weight decay (of
+  // matrices only unless decay_vectors), the learning rate, and an EMA of
+  // the parameters when ema_decay > 0 (read it with param_ema()).
+  GradientTransformation make() const;
+
+ protected:
+  // The optimizer with its learning rate and weight decay.
+  virtual GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const = 0;
+};
+
+struct Sgd : OptimizerHParams {
+  std::optional<double> momentum;
+  bool nesterov = false;
+  PAX_HPARAMS(Sgd, OptimizerHParams, (momentum, "Momentum decay (None: plain SGD)."),
+              (nesterov, "Nesterov momentum."));
+
+ protected:
+  GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;
+};
+
+struct Adam : OptimizerHParams {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+  double epsilon_root = 0.0;
+  PAX_HPARAMS(Adam, OptimizerHParams, (beta1, "Decay of the first moment."), (beta2, "Decay of the second moment."),
+              (epsilon, "Added to the root of the second moment."),
+              (epsilon_root, "Added to the second moment inside the root."));
+
+ protected:
+  GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;
+};
+
+struct Adafactor : OptimizerHParams {
+  int64_t min_dim_size_to_factor = 128;
+  double decay_rate = 0.8;
+  bool multiply_by_parameter_scale = true;
+  std::optional<double> clipping_threshold = 1.0;
+  std::optional<double> momentum;
+  double epsilon = 1e-30;
+  PAX_HPARAMS(Adafactor, OptimizerHParams,
+              (min_dim_size_to_factor, "Factor second moments of matrices whose two largest dims are this large."),
+              (decay_rate, "Exponent of the second-moment decay schedule."),
+              (multiply_by_parameter_scale, "Scale updates by the parameter's root mean square."),
+              (clipping_threshold, "Clip updates to this block RMS (None: no clipping)."),
+              (momentum, "First-moment decay (None: no momentum)."), (epsilon, "Regulariser of the second moment."));
+
+ protected:
+  GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;
+};
+
+struct Lion : OptimizerHParams {
+  double beta1 = 0.9;
+  double beta2 = 0.99;
+  PAX_HPARAMS(Lion, OptimizerHParams, (beta1, "Interpolation of the update direction."),
+              (beta2, "Decay of the momentum."));
+
+ protected:
+  GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;
+};
+
+struct Lamb : OptimizerHParams {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-6;
+  PAX_HPARAMS(Lamb, OptimizerHParams, (beta1, "Decay of the first moment."), (beta2, "Decay of the second moment."),
+              (epsilon, "Added to the root of the second moment."));
+
+ protected:
+  GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;
+};
+
+struct RmsProp : OptimizerHParams {
+  double decay = 0.9;
+  double epsilon = 1e-8;
+  bool centered = false;
+  std::optional<double> momentum;
+  PAX_HPARAMS(RmsProp, OptimizerHParams, (decay, "Decay of the squared-gradient average."),
+              (epsilon, "Added to the squared-gradient average."), (centered, "Divide by the standard deviation."),
+              (momentum, "Momentum decay (None: no momentum)."));
+
+ protected:
+  GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;
+};
+
+struct Adagrad : OptimizerHParams {
+  double initial_accumulator_value = 0.1;
+  double epsilon = 1e-7;
+  PAX_HPARAMS(Adagrad, OptimizerHParams, (initial_accumulator_value, "Initial sum of squared gradients."),
+              (epsilon, "Added to the root of the sum."));
+
+ protected:
+  GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;
+};
+
+// The schedule of a `lr_schedule`-style template field (throws naming
+// `field` unless it holds a schedule).
+Schedule make_schedule(const HParamsPtr& hparams, const std::string& field);
+// The optimizer of an `optimizer`-style template field.
+const OptimizerHParams& optimizer_hparams(const HParamsPtr& hparams, const std::string& field);
+
+}  // namespace pax::optim
