@@ -1,0 +1,126 @@
+// Train, eval and decode steps: the model's loss differentiated with respect
+// to its params, checked, and turned into updates by the learner's optimizer,
+// all inside one jitted program.
+#include "pax/train/steps.h"
+
+#include "pax/api/jit.h"
+#include "pax/api/transforms.h"
+#include "pax/nn/layer.h"
+#include "pax/ops/numpy.h"
+#include "pax/optim/tree_utils.h"
+
+namespace pax::train {
+
+Tree model_variables(const TrainState& state) {
+  Tree vars = Tree::dict({{"params", state.params}});
+  if (state.extra.is_dict())
+    for (const auto& [name, collection] : state.extra.entries()) vars.set(name, collection);
+  return vars;
+}
+
+namespace {
+
+// Names of the collections other than params (written during training).
+std::vector<std::string> mutable_collections(const TrainState& state) {
+  std::vector<std::string> names;
+  if (state.extra.is_dict())
+    for (const auto& [name, collection] : state.extra.entries()) names.push_back(name);
+  return names;
+}
+
+}  // namespace
+
+struct TrainStep::Impl {
+  std::function<std::pair<TrainState, Tree>(TrainState, const Tree&, const Array&)> step;
+  std::function<size_t()> traces;
+};
+
+TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner)
+    : model_(model), tx_(learner.make_optimizer()), impl_(std::make_shared<Impl>()) {
+  const std::string loss_name = learner.loss_name;
+  const bool skip_nonfinite = learner.skip_nonfinite_steps;
+  const double max_norm = learner.skip_step_gradient_norm_value;
+  const nn::BaseModel* m = &model_;
+  optim::GradientTransformation tx = tx_;
+  auto step = [m, tx, loss_name, skip_nonfinite, max_norm](const TrainState& state, const Tree& batch,
+                                                          const Array& key) {
+    std::vector<std::string> collections = mutable_collections(state);
+    auto loss_fn = [&](const Tree& params) {
+      TrainState with_params = state;
+      with_params.params = params;
+      nn::ApplyOptions options{.rngs = {{"dropout", key}}, .mutable_collections = collections, .train = true};
+      auto out = nn::apply_with(*m, model_variables(with_params),
+                                [&](const nn::BaseModel& model) { return model.fprop_batch(batch).first; }, options);
+      const Tree& metrics = out.output;
+      PAX_CHECK(metrics.is_dict() && metrics.contains(loss_name), "learner.loss_name '", loss_name,
+                "' is not a metric of ", m->type_name(), "; its metrics: ", metrics.str());
+      Array loss = nn::metric_value(metrics, loss_name).astype(DType::f32) + out.aux_loss.astype(DType::f32);
+      return std::make_pair(loss, std::make_pair(metrics, out.updates));
+    };
+    auto [loss_aux, grads] = value_and_grad(loss_fn, has_aux)(state.params);
+    auto [loss, aux] = loss_aux;
+    auto [metrics, updated_collections] = aux;
+    Array grad_norm = optim::global_norm(grads);
+    Array ok = scalar(true);
+    if (skip_nonfinite) ok = logical_and(ok, isfinite(grad_norm));
+    if (max_norm > 0) ok = logical_and(ok, grad_norm <= max_norm);
+    // Collections the forward pass wrote replace their old values.
+    Tree new_extra = state.extra;
+    if (updated_collections.is_dict())
+      for (const auto& [name, collection] : updated_collections.entries()) new_extra.set(name, collection);
+    TrainState updated = state.apply_gradients(tx, grads, new_extra);
+    TrainState next = updated;
+    next.params = optim::tree_select(ok, updated.params, state.params, "train step params");
+    next.opt_state = optim::tree_select(ok, updated.opt_state, state.opt_state, "train step optimizer state");
+    next.extra = optim::tree_select(ok, updated.extra, state.extra, "train step collections");
+    Tree out = Tree::dict({{"metrics", metrics},
+                           {"loss", loss},
+                           {"grad_norm", grad_norm.astype(DType::f32)},
+                           {"skipped", logical_not(ok).astype(DType::f32)}});
+    return std::make_pair(next, out);
+  };
+  auto jitted = std::make_shared<decltype(jit(step))>(jit(step, {.donate_argnums = {0}, .name = "train_step"}));
+  impl_->step = [jitted](TrainState state, const Tree& batch, const Array& key) {
+    return (*jitted)(std::move(state), batch, key);
+  };
+  impl_->traces = [jitted] { return jitted->num_traces(); };
+}
+
+TrainState TrainStep::init_state(const Array& key) const {
+  Tree variables = nn::init(model_, key);
+  Tree params = variables.contains("params") ? variables["params"] : Tree::dict();
+  Tree extra = Tree::dict();
+  for (const auto& [name, collection] : variables.entries())
+    if (name != "params") extra.set(name, collection);
+  return TrainState::create(params, tx_, extra);
+}
+
+std::pair<TrainState, Tree> TrainStep::operator()(TrainState state, const Tree& batch, const Array& key) const {
+  return impl_->step(std::move(state), batch, key);
+}
+
+size_t TrainStep::num_traces() const { return impl_->traces(); }
+
+struct EvalStep::Impl {
+  std::function<std::pair<Tree, Tree>(const Tree&, const Tree&)> step;
+};
+
+EvalStep::EvalStep(const nn::BaseModel& model) : impl_(std::make_shared<Impl>()) {
+  const nn::BaseModel* m = &model;
+  auto step = [m](const Tree& variables, const Tree& batch) {
+    return nn::apply_with(*m, variables, [&](const nn::BaseModel& model) { return model.fprop_batch(batch); }).output;
+  };
+  auto jitted = std::make_shared<decltype(jit(step))>(jit(step, {.name = "eval_step"}));
+  impl_->step = [jitted](const Tree& variables, const Tree& batch) { return (*jitted)(variables, batch); };
+}
+
+std::pair<Tree, Tree> EvalStep::operator()(const Tree& variables, const Tree& batch) const {
+  return impl_->step(variables, batch);
+}
+
+Tree decode_batch(const nn::BaseModel& model, const Tree& variables, const Tree& batch, const Array& key) {
+  nn::ApplyOptions options{.rngs = {{"decode", key}}, .mutable_collections = {"decoder_cache"}};
+  return nn::apply_with(model, variables, [&](const nn::BaseModel& m) { return m.decode(batch); }, options).output;
+}
+
+}  // namespace pax::train

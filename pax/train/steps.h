@@ -1,0 +1,61 @@
+// The jitted computations of the programs: one training step (forward, loss,
+// gradients, skip checks, optimizer, metrics), one evaluation step and one
+// decoding step of a model. Variables are the model's collections:
+// {params, batch_stats, ...}; a TrainState keeps params separately and the
+// other collections in `extra`.
+//
+//   TrainStep train(model, learner);
+//   TrainState state = train.init_state(random::key(seed));
+//   auto [next, out] = train(std::move(state), batch, step_key);
+//   out["metrics"]  weighted scalars {name: [value, weight]} of compute_loss
+//   out["grad_norm"], out["skipped"] (1 when the update was skipped), out["loss"]
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include "pax/core/tree.h"
+#include "pax/nn/models/base_model.h"
+#include "pax/train/learner.h"
+#include "pax/train/train_state.h"
+
+namespace pax::train {
+
+// {params: ..., <collection>: ...} of a TrainState, as the model reads them.
+Tree model_variables(const TrainState& state);
+
+class TrainStep {
+ public:
+  TrainStep(const nn::BaseModel& model, const Learner& learner);
+  // Variables drawn from `key`, optimizer state, step 0.
+  TrainState init_state(const Array& key) const;
+  // One step on `batch` with dropout keys from `key`. Pass the state with
+  // std::move: its buffers are reused for the new state.
+  std::pair<TrainState, Tree> operator()(TrainState state, const Tree& batch, const Array& key) const;
+  const optim::GradientTransformation& optimizer() const { return tx_; }
+  size_t num_traces() const;
+
+ private:
+  const nn::BaseModel& model_;
+  optim::GradientTransformation tx_;
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+// compute_predictions + compute_loss in evaluation mode: (metrics, per-example outputs).
+class EvalStep {
+ public:
+  explicit EvalStep(const nn::BaseModel& model);
+  std::pair<Tree, Tree> operator()(const Tree& variables, const Tree& batch) const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+// model.decode(batch) with sampling keys from `key` (eager: decoding loops
+// over positions with the KV cache).
+Tree decode_batch(const nn::BaseModel& model, const Tree& variables, const Tree& batch, const Array& key);
+
+}  // namespace pax::train
