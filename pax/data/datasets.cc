@@ -12,6 +12,7 @@
 
 #include "pax/core/error.h"
 #include "pax/data/file_io.h"
+#include "pax/data/tokenizer.h"
 
 namespace pax::data {
 namespace {
@@ -143,6 +144,28 @@ std::string kjv_text_path(const std::string& data_dir) {
   PAX_CHECK(!verses.empty(), "KJV text: the `bible` command printed no verses; is bible-kjv-text installed?");
   write_file_atomic(path.string(), verses);
   return path.string();
+}
+
+std::string kjv_sentencepiece_path(int64_t vocab_size, const std::string& data_dir) {
+  PAX_CHECK(vocab_size >= 64 && vocab_size <= 65536, "KJV SentencePiece model: vocab_size must be in [64, 65536], got ",
+            vocab_size);
+  const std::string text = kjv_text_path(data_dir);
+  const std::filesystem::path path =
+      std::filesystem::path(text).parent_path() / ("spm_" + std::to_string(vocab_size) + ".model");
+  if (is_file(path)) return path.string();
+  SentencePieceTrainOptions options;
+  options.vocab_size = vocab_size;
+  train_sentencepiece(text, path.string(), options);
+  return path.string();
+}
+
+std::string resolve_tokenizer_spec(const std::string& spec, const std::string& data_dir) {
+  const std::string prefix = "kjv_spm:";
+  if (spec.rfind(prefix, 0) != 0) return spec;
+  const std::string vocab = spec.substr(prefix.size());
+  PAX_CHECK(!vocab.empty() && vocab.size() <= 6 && vocab.find_first_not_of("0123456789") == std::string::npos,
+            "tokenizer '", spec, "' must be kjv_spm:<vocab size>, e.g. kjv_spm:4096");
+  return kjv_sentencepiece_path(std::stoll(vocab), data_dir);
 }
 
 // ---------------------------------------------------------------------------

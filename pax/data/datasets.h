@@ -4,6 +4,8 @@
 //   <data_dir>/kjv/kjv.txt          the King James Bible, one verse per line
 //                                   without references, written once from
 //                                   the `bible` command (package bible-kjv)
+//   <data_dir>/kjv/spm_<N>.model    a SentencePiece model of vocabulary N
+//                                   trained on it (tokenizer "kjv_spm:N")
 //   <data_dir>/fashion-mnist/*.gz   Fashion-MNIST IDX files, when a user puts
 //                                   them there; otherwise the ones of package
 //                                   dataset-fashion-mnist are read in place
@@ -13,6 +15,7 @@
 // $PAX_DATA_DIR, and "./data" relative to the working directory.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -27,6 +30,12 @@ std::string resolve_data_dir(const std::string& configured = "");
 // (atomically: concurrent processes are safe). Throws pax::Error saying how
 // to install the `bible` command when it is missing.
 std::string kjv_text_path(const std::string& data_dir = "");
+// The path of <data_dir>/kjv/spm_<vocab_size>.model, a SentencePiece model
+// trained on the KJV text the first time it is asked for (then cached).
+std::string kjv_sentencepiece_path(int64_t vocab_size, const std::string& data_dir = "");
+// A tokenizer spec with the prepared ones resolved: "kjv_spm:<N>" becomes
+// kjv_sentencepiece_path(N); "bytes" and model paths pass through.
+std::string resolve_tokenizer_spec(const std::string& spec, const std::string& data_dir = "");
 // The KJV as one verse per line, from the output of
 // `bible "Gen1:1-Rev22:21"`: chapter headings and verse numbers removed,
 // verses wrapped over several lines joined.

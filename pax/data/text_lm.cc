@@ -8,6 +8,7 @@
 #include "pax/data/datasets.h"
 #include "pax/data/file_io.h"
 #include "pax/data/host_random.h"
+#include "pax/data/prompts.h"
 
 namespace pax::data {
 namespace {
@@ -103,12 +104,13 @@ PackedRows pack_documents(std::span<const std::vector<int32_t>> documents, int64
 // ---------------------------------------------------------------------------
 // TextLmInput
 
+
 TextLmInput::TextLmInput(const HParams& hp) : IndexedInput(hp) {
   const std::string who = description();
   PAX_CHECK(hp.seq_length >= 1, who, ": seq_length must be >= 1, got ", hp.seq_length);
   PAX_CHECK(hp.split == TextSplit::all || (hp.validation_fraction > 0 && hp.validation_fraction < 1), who,
             ": validation_fraction must be in (0, 1) to split the documents, got ", hp.validation_fraction);
-  tokenizer_ = load_tokenizer(hp.tokenizer);
+  tokenizer_ = load_tokenizer(resolve_tokenizer_spec(hp.tokenizer, hp.data_dir));
 
   std::vector<std::string> files = hp.files;
   if (hp.source == TextSource::kjv) {
@@ -174,23 +176,7 @@ Tree TextLmInput::make_batch(const std::vector<int64_t>& indices) const {
 }
 
 std::vector<std::string> TextLmInput::ids_to_strings(const Array& ids, const Array& lengths) const {
-  PAX_CHECK(ids.ndim() == 2 && is_integer(ids.dtype()), description(), ": ids_to_strings needs integer ids (B, T), got ",
-            ids.aval().str());
-  const int64_t b = ids.dim(0), t = ids.dim(1);
-  std::vector<int64_t> lens(size_t(b), t);
-  if (lengths.defined()) {
-    PAX_CHECK(lengths.ndim() == 1 && lengths.dim(0) == b && is_integer(lengths.dtype()), description(),
-              ": ids_to_strings needs integer lengths (", b, ",) for ids ", ids.aval().str(), ", got ",
-              lengths.aval().str());
-    lens = lengths.to_vector<int64_t>();
-  }
-  const std::vector<int32_t> flat = ids.to_vector<int32_t>();
-  std::vector<std::string> out;
-  for (int64_t i = 0; i < b; ++i) {
-    const int64_t n = std::clamp<int64_t>(lens[size_t(i)], 0, t);
-    out.push_back(tokenizer_->decode(std::span<const int32_t>(flat.data() + i * t, size_t(n))));
-  }
-  return out;
+  return decode_rows(*tokenizer_, ids, lengths);
 }
 
 PAX_REGISTER_INPUT(TextLmInput);

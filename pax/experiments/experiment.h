@@ -1,0 +1,122 @@
+// Experiments (paxml's experiment_registry and base_experiment): a registered
+// class returns the task — the model config, the learner and the train
+// settings — and the datasets. The paxcc command looks experiments up by
+// name ("lm.KjvTransformer"), resolves them into one Config (so that
+// `--set model.lm_tpl.model_dims=512` or `--set train_input.batch_size=16`
+// edit any field, with typo detection), saves it as JSON and runs it.
+//
+//   class KjvTransformer : public BaseExperiment {
+//     Task task() const override;              // model, learner, train settings
+//     Datasets datasets() const override;      // train, eval and decode inputs
+//   };
+//   PAX_REGISTER_EXPERIMENT("lm.KjvTransformer", KjvTransformer);
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pax/config/config.h"
+#include "pax/train/learner.h"
+
+namespace pax::experiments {
+
+// How long and how a training run goes (paxml's TrainHParams).
+struct TrainSettings : BaseHParams {
+  int64_t num_train_steps = 1000;
+  int64_t save_interval_steps = 500;
+  int64_t save_max_to_keep = 3;
+  int64_t save_keep_period = 0;
+  bool async_checkpoint = true;
+  int64_t summary_interval_steps = 100;
+  int64_t eval_interval_steps = 0;
+  int64_t decode_interval_steps = 0;
+  int64_t random_seed = 1234;
+  std::string early_stopping_metric;
+  bool early_stopping_higher_is_better = false;
+  double early_stopping_min_delta = 0.0;
+  int64_t early_stopping_patience = 3;
+  PAX_HPARAMS(TrainSettings, BaseHParams, (num_train_steps, "Train until this global step."),
+              (save_interval_steps, "Save a checkpoint every this many steps (and at the end)."),
+              (save_max_to_keep, "Checkpoints kept (the newest)."),
+              (save_keep_period, "Also keep every checkpoint whose step is a multiple of this (0: none)."),
+              (async_checkpoint, "Write checkpoints on a background thread."),
+              (summary_interval_steps, "Write train summaries and a console line every this many steps."),
+              (eval_interval_steps, "Evaluate on the eval inputs every this many steps and at the end (0: never)."),
+              (decode_interval_steps, "Decode the decode inputs every this many steps and at the end (0: never)."),
+              (random_seed, "Seed of the parameter initialisation and of dropout."),
+              (early_stopping_metric,
+               "Stop when this eval metric ('<input name>/<metric>', e.g. 'validation/log_pplx') stops improving "
+               "('': never)."),
+              (early_stopping_higher_is_better, "The early-stopping metric improves upwards (accuracy)."),
+              (early_stopping_min_delta, "Smallest change that counts as an improvement."),
+              (early_stopping_patience, "Evaluations without improvement before stopping."));
+};
+
+// The resolved experiment: everything a run needs, editable by path.
+struct ExperimentConfig : BaseHParams {
+  HParamsPtr model;
+  HParamsPtr learner = std::make_shared<train::Learner>();
+  HParamsPtr train = std::make_shared<TrainSettings>();
+  HParamsPtr train_input;
+  std::vector<HParamsPtr> eval_inputs;
+  std::vector<HParamsPtr> decode_inputs;
+  PAX_HPARAMS(Experiment, BaseHParams, (model, "The model (a registered BaseModel, e.g. LanguageModel)."),
+              (learner, "Loss, optimizer and gradient handling (a Learner)."),
+              (train, "Steps, checkpoint, summary, eval and decode intervals (TrainSettings)."),
+              (train_input, "The training input."), (eval_inputs, "Inputs evaluated every eval_interval_steps."),
+              (decode_inputs, "Inputs decoded every decode_interval_steps."));
+
+  const train::Learner& learner_hparams() const;
+  const TrainSettings& train_settings() const;
+};
+
+// What an experiment class returns.
+struct Task {
+  HParamsPtr model;
+  std::shared_ptr<train::Learner> learner = std::make_shared<train::Learner>();
+  std::shared_ptr<TrainSettings> train = std::make_shared<TrainSettings>();
+};
+struct Datasets {
+  HParamsPtr train;
+  std::vector<HParamsPtr> eval;
+  std::vector<HParamsPtr> decode;
+};
+
+class BaseExperiment {
+ public:
+  virtual ~BaseExperiment() = default;
+  virtual Task task() const = 0;
+  virtual Datasets datasets() const = 0;
+  // One line for `paxcc --list`.
+  virtual std::string description() const { return ""; }
+  // The task and datasets as one editable Config.
+  Config config() const;
+};
+
+// ---------------------------------------------------------------------------
+// Registry.
+
+using ExperimentFactory = std::function<std::unique_ptr<BaseExperiment>()>;
+void register_experiment(const std::string& name, ExperimentFactory factory);
+// Sorted names.
+std::vector<std::string> registered_experiments();
+// Throws pax::Error for an unknown name, suggesting close ones.
+std::unique_ptr<BaseExperiment> make_experiment(const std::string& name);
+
+// Checks a resolved config before any work: every part present and of the
+// right kind, settings in range. Throws pax::Error naming the field.
+void validate(const ExperimentConfig& config);
+
+}  // namespace pax::experiments
+
+#define PAX_EXPERIMENT_CONCAT_(a, b) a##b
+#define PAX_EXPERIMENT_NAME_(line) PAX_EXPERIMENT_CONCAT_(pax_experiment_registered_, line)
+// Registers an experiment class under a dotted name (in a .cc file).
+#define PAX_REGISTER_EXPERIMENT(name, Cls)                                                            \
+  static const bool PAX_EXPERIMENT_NAME_(__LINE__) = [] {                                             \
+    ::pax::experiments::register_experiment(name, [] { return std::unique_ptr<::pax::experiments::BaseExperiment>( \
+                                                          std::make_unique<Cls>()); });              \
+    return true;                                                                                      \
+  }()

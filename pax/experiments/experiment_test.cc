@@ -1,0 +1,94 @@
+// The experiment registry and the shipped experiments: lookup with
+// suggestions, every registered config resolves, validates and round-trips
+// through JSON, overrides edit it, and validate() names bad fields.
+#include "pax/experiments/experiment.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "pax/data/base_input.h"
+#include "pax/data/prompts.h"
+#include "pax/nn/models/language_model.h"
+#include "pax/testing/testing.h"
+
+namespace pax::experiments {
+namespace {
+
+TEST(Experiments, RegistryListsTheShippedExperiments) {
+  std::vector<std::string> names = registered_experiments();
+  for (const char* name : {"lm.KjvTransformer", "lm.KjvTransformerTiny", "vision.FashionMnistMlp",
+                           "vision.FashionMnistCnn"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+  }
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+}
+
+TEST(Experiments, UnknownNameSuggestsCloseOnes) {
+  try {
+    make_experiment("lm.KjvTransfomer");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("unknown experiment 'lm.KjvTransfomer'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("did you mean"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("lm.KjvTransformer"), std::string::npos) << msg;
+  }
+}
+
+TEST(Experiments, EveryConfigValidatesAndRoundTripsThroughJson) {
+  for (const std::string& name : registered_experiments()) {
+    SCOPED_TRACE(name);
+    Config cfg = make_experiment(name)->config();
+    EXPECT_STREQ(cfg.type_name(), "Experiment");
+    validate(cfg.as<ExperimentConfig>());
+    Config back = Config::from_json(cfg.to_json());
+    EXPECT_EQ(back.to_json(), cfg.to_json());
+    EXPECT_FALSE(make_experiment(name)->description().empty());
+  }
+}
+
+TEST(Experiments, OverridesEditTheResolvedConfig) {
+  Config cfg = make_experiment("lm.KjvTransformerTiny")->config();
+  cfg.apply_overrides({"model.lm_tpl.model_dims=32", "train.num_train_steps=7", "train_input.batch_size=3",
+                       "learner.optimizer.learning_rate=0.5"});
+  const auto& exp = cfg.as<ExperimentConfig>();
+  EXPECT_EQ(exp.train_settings().num_train_steps, 7);
+  EXPECT_EQ(std::static_pointer_cast<data::BaseInput::HParams>(exp.train_input)->batch_size, 3);
+  EXPECT_EQ(exp.learner_hparams().optimizer_hparams().learning_rate, 0.5);
+  EXPECT_EQ(cfg.get("model.lm_tpl.model_dims"), "32");
+  EXPECT_PAX_ERROR(cfg.apply_overrides({"train.num_train_step=7"}), "num_train_steps");
+}
+
+TEST(Experiments, ValidateNamesTheBadField) {
+  auto check = [](const std::string& override_text, const std::string& expected) {
+    Config cfg = make_experiment("lm.KjvTransformerTiny")->config();
+    cfg.apply_overrides({override_text});
+    EXPECT_PAX_ERROR(validate(cfg.as<ExperimentConfig>()), expected);
+  };
+  check("train.save_interval_steps=0", "train.save_interval_steps must be > 0");
+  check("train.num_train_steps=-1", "train.num_train_steps must be >= 0");
+  check("train.early_stopping_metric=log_pplx", "'<eval input name>/<metric>'");
+  check("train.early_stopping_metric=test/log_pplx", "eval input 'test'");
+  Config one_epoch = make_experiment("lm.KjvTransformerTiny")->config();
+  one_epoch.apply_overrides({"eval_inputs[0].eval_loop_num_batches=None"});  // with reset_for_eval: one epoch
+  validate(one_epoch.as<ExperimentConfig>());
+  Config cfg = make_experiment("lm.KjvTransformerTiny")->config();
+  cfg.apply_overrides({"eval_inputs[0].reset_for_eval=false", "eval_inputs[0].eval_loop_num_batches=None"});
+  EXPECT_PAX_ERROR(validate(cfg.as<ExperimentConfig>()), "reset_for_eval");
+}
+
+TEST(Experiments, TinyLmShape) {
+  Config cfg = make_experiment("lm.KjvTransformerTiny")->config();
+  const auto& exp = cfg.as<ExperimentConfig>();
+  auto model = nn::build_layer(exp.model);
+  auto* lm = dynamic_cast<const nn::LanguageModel*>(model.get());
+  ASSERT_NE(lm, nullptr);
+  EXPECT_EQ(lm->lm().num_layers(), 2);
+  auto decode = std::static_pointer_cast<data::PromptInput::HParams>(exp.decode_inputs.at(0));
+  EXPECT_FALSE(decode->prompts.empty());
+  EXPECT_EQ(decode->tokenizer, "bytes");
+}
+
+}  // namespace
+}  // namespace pax::experiments
