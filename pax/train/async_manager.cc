@@ -1,0 +1,49 @@
+// AsyncManager: one background thread per write, joined before the next.
+#include "pax/train/async_manager.h"
+
+#include <cstdio>
+#include <stdexcept>
+
+namespace pax::train {
+
+AsyncManager::~AsyncManager() {
+  if (thread_.joinable()) thread_.join();
+  if (error_) {
+    try {
+      std::rethrow_exception(error_);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "paxcc: an asynchronous checkpoint save failed and was never waited for: %s\n",
+                   e.what());
+    } catch (...) {
+      std::fprintf(stderr, "paxcc: an asynchronous checkpoint save failed and was never waited for\n");
+    }
+  }
+}
+
+void AsyncManager::wait_previous_save() {
+  if (thread_.joinable()) thread_.join();
+  failed_.store(false, std::memory_order_relaxed);
+  if (error_) {
+    std::exception_ptr e = error_;
+    error_ = nullptr;
+    std::rethrow_exception(e);
+  }
+}
+
+void AsyncManager::rethrow_if_failed() {
+  if (failed_.load(std::memory_order_acquire)) wait_previous_save();
+}
+
+void AsyncManager::run(std::function<void()> work) {
+  wait_previous_save();
+  thread_ = std::thread([this, work = std::move(work)] {
+    try {
+      work();
+    } catch (...) {
+      error_ = std::current_exception();
+      failed_.store(true, std::memory_order_release);
+    }
+  });
+}
+
+}  // namespace pax::train

@@ -1,0 +1,425 @@
+// Checkpoint directories: naming and listing, validation of what is saved,
+// the atomic write-and-commit protocol, pruning, validated reads, and
+// flax's functional API on top.
+#include "pax/train/checkpoint.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <set>
+#include <utility>
+
+#include "pax/core/error.h"
+#include "pax/core/version.h"
+#include "pax/train/crc32c.h"
+#include "pax/train/fs_util.h"
+#include "pax/train/json_check.h"
+
+namespace pax::train {
+namespace {
+
+constexpr const char* kTmpPrefix = "tmp_";
+constexpr const char* kAsideSuffix = ".old";     // an overwritten checkpoint set aside
+constexpr const char* kDeletingSuffix = ".del";  // a checkpoint being deleted
+constexpr uint64_t kMaxMetadataBytes = uint64_t(1) << 30;
+constexpr uint64_t kMaxJsonItemBytes = uint64_t(1) << 30;
+constexpr int kMaxJsonItemDepth = 600;
+// Three JSON levels per dict level must stay under the metadata reader's limit.
+constexpr int kMaxTreeDepth = 150;
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool ends_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+
+std::string crc_hex(uint32_t crc) {
+  char buf[9];
+  std::snprintf(buf, sizeof(buf), "%08x", crc);
+  return buf;
+}
+
+std::string marker_text(int64_t step, uint32_t metadata_crc) {
+  return "paxcc checkpoint committed\nstep: " + std::to_string(step) + "\nmetadata.json crc32c: " +
+         crc_hex(metadata_crc) + "\n";
+}
+
+int tree_depth(const Tree& t) {
+  int d = 0;
+  if (t.is_list()) {
+    for (const Tree& c : t.items()) d = std::max(d, tree_depth(c));
+  } else if (t.is_dict()) {
+    for (const auto& [k, c] : t.entries()) d = std::max(d, tree_depth(c));
+  }
+  return d + 1;
+}
+
+std::vector<int64_t> committed_steps(const std::string& dir, const std::string& prefix) {
+  std::vector<int64_t> steps;
+  for (const std::string& name : fs::list_dir(dir)) {
+    std::optional<int64_t> step = parse_checkpoint_dir_name(name, prefix);
+    if (step && is_committed_checkpoint(fs::join(dir, name))) steps.push_back(*step);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::string steps_str(const std::vector<int64_t>& steps) {
+  if (steps.empty()) return "none";
+  std::string out;
+  for (int64_t s : steps) out += (out.empty() ? "" : ", ") + std::to_string(s);
+  return out;
+}
+
+// flax's pruning: with `overwrite`, checkpoints newer than `step` go; then all
+// but the newest `keep`, except that walking from the oldest, one is kept
+// whenever it is at least keep_every_n_steps past the last one kept.
+std::vector<int64_t> flax_steps_to_remove(std::vector<int64_t> steps, int64_t step, bool overwrite, int64_t keep,
+                                          std::optional<int64_t> keep_every_n_steps) {
+  if (!std::binary_search(steps.begin(), steps.end(), step)) {
+    steps.insert(std::upper_bound(steps.begin(), steps.end(), step), step);
+  }
+  std::vector<int64_t> remove;
+  if (overwrite) {
+    auto newer = std::upper_bound(steps.begin(), steps.end(), step);
+    remove.assign(newer, steps.end());
+    steps.erase(newer, steps.end());
+  }
+  if (int64_t(steps.size()) > keep) {
+    std::optional<int64_t> last_kept;
+    for (size_t i = 0; i + size_t(keep) < steps.size(); ++i) {
+      if (keep_every_n_steps && (!last_kept || steps[i] - *last_kept >= *keep_every_n_steps)) {
+        last_kept = steps[i];
+        continue;
+      }
+      remove.push_back(steps[i]);
+    }
+  }
+  return remove;
+}
+
+// A checkpoint directory's metadata.json, validated and checked against the marker.
+std::pair<CheckpointMetadata, std::string> read_metadata_checked(const std::string& path) {
+  PAX_CHECK(fs::is_dir(path), "restore: checkpoint '", path, "' does not exist or is not a directory");
+  const std::string marker_path = fs::join(path, kCommitMarkerFile);
+  PAX_CHECK(fs::exists(marker_path), "restore: '", path, "' is not a committed checkpoint (it has no ",
+            kCommitMarkerFile, "; an interrupted save leaves such directories)");
+  const std::string metadata_path = fs::join(path, kMetadataFile);
+  const std::string text = fs::read_file(metadata_path, kMaxMetadataBytes);
+  CheckpointMetadata m = parse_checkpoint_metadata(text, metadata_path);
+  const std::string marker = fs::read_file(marker_path, 4096);
+  PAX_CHECK(marker == marker_text(m.step, crc32c(text.data(), text.size())), "restore: '", marker_path,
+            "' does not match '", metadata_path, "' (step ", m.step, ", metadata.json crc32c ",
+            crc_hex(crc32c(text.data(), text.size())), "): one of them is corrupted");
+  return {std::move(m), text};
+}
+
+void check_against_target(const TreeItemRecord& rec, const Tree& target, const std::string& file) {
+  // The stored structure with a placeholder leaf, to reuse tree_structure_diff's messages.
+  const Array placeholder = scalar(0.0f);
+  const std::vector<Array> placeholders(rec.tensors.size(), placeholder);
+  const Tree stored = tree_from_records(rec.structure, placeholders);
+  const std::string diff = tree_structure_diff(stored, target);
+  PAX_CHECK(diff.empty(), "restore: '", file, "': the stored tree differs from the target ", diff,
+            "; stored ", stored.str(), ", target ", target.str());
+  const std::vector<Array> leaves = tree_leaves(target);
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const TensorRecord& t = rec.tensors[i];
+    const AVal& want = leaves[i].aval();
+    PAX_CHECK(want.dtype == t.dtype && want.shape == t.shape, "restore: '", file, "': tensor '", t.name, "' is ",
+              AVal{t.shape, t.dtype, false}.str(), " in the checkpoint but ",
+              AVal{want.shape, want.dtype, false}.str(), " in the target");
+  }
+}
+
+Tree read_tree_item(const std::string& path, const std::string& name, const TreeItemRecord& rec,
+                    const Tree* target) {
+  const std::string file = fs::join(path, name + ".safetensors");
+  if (target && !target->is_none()) check_against_target(rec, *target, file);
+  std::vector<Array> target_leaves;
+  if (target && !target->is_none()) target_leaves = tree_leaves(*target);
+
+  SafetensorsReader reader(file);
+  const auto& stored = reader.header().tensors;
+  PAX_CHECK(stored.size() == rec.tensors.size(), "restore: safetensors file '", file, "' holds ", stored.size(),
+            " tensors but metadata.json lists ", rec.tensors.size());
+  std::map<std::string, size_t> index;  // tensor name -> leaf position
+  for (size_t i = 0; i < rec.tensors.size(); ++i) {
+    const TensorRecord& t = rec.tensors[i];
+    const SafetensorsEntry* e = reader.find(t.name);
+    PAX_CHECK(e != nullptr, "restore: safetensors file '", file, "': tensor '", t.name,
+              "' is listed in metadata.json but missing from the file");
+    PAX_CHECK(e->dtype == t.dtype && e->shape == t.shape, "restore: safetensors file '", file, "': tensor '",
+              t.name, "' is ", AVal{e->shape, e->dtype, false}.str(), " in the file but ",
+              AVal{t.shape, t.dtype, false}.str(), " in metadata.json");
+    index[t.name] = i;
+  }
+  // Read in file order so that the disk sees one sequential pass.
+  std::vector<Array> leaves(rec.tensors.size());
+  for (const SafetensorsEntry& e : stored) {
+    const size_t i = index.at(e.name);
+    const bool weak = i < target_leaves.size() && target_leaves[i].weak_type();
+    uint32_t crc = 0;
+    leaves[i] = reader.read(e, &crc, weak);
+    PAX_CHECK(crc == rec.tensors[i].crc32c, "restore: safetensors file '", file, "': tensor '", e.name,
+              "' fails its CRC32C check (metadata.json says ", crc_hex(rec.tensors[i].crc32c), ", the data gives ",
+              crc_hex(crc), "): the file is corrupted");
+  }
+  return tree_from_records(rec.structure, leaves);
+}
+
+std::string read_json_item(const std::string& path, const std::string& name, const JsonItemRecord& rec) {
+  const std::string file = fs::join(path, name + ".json");
+  std::string text = fs::read_file(file, kMaxJsonItemBytes);
+  PAX_CHECK(text.size() == rec.bytes, "restore: '", file, "' is ", text.size(), " bytes but metadata.json says ",
+            rec.bytes, ": the file is truncated or corrupted");
+  const uint32_t crc = crc32c(text.data(), text.size());
+  PAX_CHECK(crc == rec.crc32c, "restore: '", file, "' fails its CRC32C check (metadata.json says ",
+            crc_hex(rec.crc32c), ", the data gives ", crc_hex(crc), "): the file is corrupted");
+  check_json(text, "restore: '" + file + "'", kMaxJsonItemDepth);
+  return text;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Names and listing
+
+std::string checkpoint_dir_name(const std::string& prefix, int64_t step) {
+  PAX_CHECK(step >= 0, "checkpoint: step must be >= 0, got ", step);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%08lld", static_cast<long long>(step));
+  return prefix + buf;
+}
+
+std::optional<int64_t> parse_checkpoint_dir_name(std::string_view name, const std::string& prefix) {
+  if (!starts_with(name, prefix)) return std::nullopt;
+  const std::string_view digits = name.substr(prefix.size());
+  if (digits.size() < 8 || digits.size() > 19) return std::nullopt;
+  int64_t step = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  if (ec != std::errc() || end != digits.data() + digits.size() || step < 0) return std::nullopt;
+  if (checkpoint_dir_name(prefix, step) != name) return std::nullopt;  // only the canonical spelling
+  return step;
+}
+
+bool is_committed_checkpoint(const std::string& path) { return fs::exists(fs::join(path, kCommitMarkerFile)); }
+
+void remove_tmp_checkpoints(const std::string& ckpt_dir, const std::string& prefix) {
+  bool changed = false;
+  for (const std::string& name : fs::list_dir(ckpt_dir)) {
+    if (!starts_with(name, kTmpPrefix)) continue;
+    std::string_view base = std::string_view(name).substr(std::string_view(kTmpPrefix).size());
+    const bool aside = ends_with(base, kAsideSuffix);
+    if (aside || ends_with(base, kDeletingSuffix)) base.remove_suffix(4);
+    if (!parse_checkpoint_dir_name(base, prefix)) continue;
+    const std::string path = fs::join(ckpt_dir, name);
+    const std::string final_path = fs::join(ckpt_dir, std::string(base));
+    if (aside && !fs::exists(final_path) && is_committed_checkpoint(path)) {
+      fs::rename(path, final_path);  // the overwrite that set it aside never landed
+    } else {
+      fs::remove_all(path);
+    }
+    changed = true;
+  }
+  if (changed) fs::sync_dir(ckpt_dir);
+}
+
+// ---------------------------------------------------------------------------
+// Saving
+
+PreparedCheckpoint prepare_checkpoint(const CheckpointItems& items, int64_t step, const std::string& config_json) {
+  PAX_CHECK(step >= 0, "save checkpoint: step must be >= 0, got ", step);
+  PreparedCheckpoint p;
+  p.metadata.step = step;
+  p.metadata.paxcc_version = version();
+  if (!config_json.empty()) p.metadata.config_hash = config_hash(config_json);
+  for (const auto& [name, tree] : items.trees) {
+    PAX_CHECK(is_valid_item_name(name), "save checkpoint: invalid item name '", name,
+              "' (letters, digits, '_', '-', '.'; not starting with '.'; not 'metadata' or 'commit_success')");
+    PAX_CHECK(tree_depth(tree) <= kMaxTreeDepth, "save checkpoint: item '", name, "' is nested deeper than ",
+              kMaxTreeDepth, " levels");
+    TreeItemRecord rec;
+    rec.structure = tree_structure_records(tree);
+    const std::vector<Array> leaves = tree_leaves(tree);
+    const std::vector<std::string> paths = tree_paths(tree);
+    std::set<std::string> seen;
+    std::vector<NamedArray>& named = p.trees[name];
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      PAX_CHECK(seen.insert(paths[i]).second, "save checkpoint: item '", name, "' has two leaves at the path '",
+                paths[i], "' (a dict key containing '/'?); tensor names must be unique");
+      PAX_CHECK(paths[i] != "__metadata__", "save checkpoint: item '", name,
+                "' has a leaf at the path '__metadata__', a name safetensors reserves");
+      PAX_CHECK(leaves[i].is_concrete(), "save checkpoint: item '", name, "', leaf '", paths[i],
+                "' is a traced value; only concrete arrays can be saved");
+      rec.tensors.push_back({paths[i], leaves[i].dtype(), leaves[i].shape(), 0});
+      named.push_back({paths[i], leaves[i]});
+    }
+    p.metadata.trees.emplace(name, std::move(rec));
+  }
+  for (const auto& [name, text] : items.json) {
+    PAX_CHECK(is_valid_item_name(name), "save checkpoint: invalid JSON item name '", name, "'");
+    PAX_CHECK(!items.trees.count(name), "save checkpoint: '", name, "' is both a tree item and a JSON item");
+    check_json(text, "save checkpoint: JSON item '" + name + "'", kMaxJsonItemDepth);
+    p.json[name] = text;
+    p.metadata.json[name] = {};
+  }
+  return p;
+}
+
+std::string write_checkpoint(const PreparedCheckpoint& p, const std::string& ckpt_dir, const std::string& prefix) {
+  const int64_t step = p.metadata.step;
+  const std::string name = checkpoint_dir_name(prefix, step);
+  const std::string final_path = fs::join(ckpt_dir, name);
+  const std::string tmp = fs::join(ckpt_dir, kTmpPrefix + name);
+  fs::remove_all(tmp);
+  fs::make_dirs(tmp);
+
+  CheckpointMetadata m = p.metadata;
+  const std::map<std::string, std::string> file_metadata{{"format", "paxcc"}, {"step", std::to_string(step)}};
+  for (const auto& [item, tensors] : p.trees) {
+    const std::vector<uint32_t> crcs = write_safetensors(fs::join(tmp, item + ".safetensors"), tensors, file_metadata);
+    std::vector<TensorRecord>& records = m.trees.at(item).tensors;
+    for (size_t i = 0; i < crcs.size(); ++i) records[i].crc32c = crcs[i];
+  }
+  for (const auto& [item, text] : p.json) {
+    fs::write_file_synced(fs::join(tmp, item + ".json"), text);
+    m.json[item] = {text.size(), crc32c(text.data(), text.size())};
+  }
+  const std::string metadata = checkpoint_metadata_to_json(m);
+  fs::write_file_synced(fs::join(tmp, kMetadataFile), metadata);
+  fs::write_file_synced(fs::join(tmp, kCommitMarkerFile),
+                        marker_text(step, crc32c(metadata.data(), metadata.size())));
+  fs::sync_dir(tmp);
+
+  if (!fs::exists(final_path)) {
+    fs::rename(tmp, final_path);
+    fs::sync_dir(ckpt_dir);
+  } else if (fs::exchange(tmp, final_path)) {
+    fs::sync_dir(ckpt_dir);
+    fs::remove_all(tmp);  // now the replaced checkpoint
+  } else {
+    const std::string aside = tmp + kAsideSuffix;
+    fs::remove_all(aside);
+    fs::rename(final_path, aside);
+    fs::rename(tmp, final_path);
+    fs::sync_dir(ckpt_dir);
+    fs::remove_all(aside);
+  }
+  return final_path;
+}
+
+void remove_checkpoint(const std::string& ckpt_dir, const std::string& prefix, int64_t step) {
+  const std::string name = checkpoint_dir_name(prefix, step);
+  const std::string path = fs::join(ckpt_dir, name);
+  if (!fs::exists(path)) return;
+  // Renamed first: a crash mid-deletion leaves a tmp_ directory, never a
+  // listed checkpoint with files missing.
+  const std::string doomed = fs::join(ckpt_dir, kTmpPrefix + name + kDeletingSuffix);
+  fs::remove_all(doomed);
+  fs::rename(path, doomed);
+  fs::sync_dir(ckpt_dir);
+  fs::remove_all(doomed);
+}
+
+// ---------------------------------------------------------------------------
+// Reading
+
+CheckpointMetadata read_checkpoint_metadata(const std::string& path) { return read_metadata_checked(path).first; }
+
+CheckpointItems read_checkpoint(const std::string& path, const std::map<std::string, Tree>& targets) {
+  const CheckpointMetadata m = read_metadata_checked(path).first;
+  CheckpointItems out;
+  auto item_names = [&] {
+    std::string s;
+    for (const auto& [name, rec] : m.trees) s += (s.empty() ? "'" : ", '") + name + "'";
+    return s.empty() ? std::string("none") : s;
+  };
+  if (targets.empty()) {
+    for (const auto& [name, rec] : m.trees) out.trees[name] = read_tree_item(path, name, rec, nullptr);
+  } else {
+    for (const auto& [name, target] : targets) {
+      auto it = m.trees.find(name);
+      PAX_CHECK(it != m.trees.end(), "restore: checkpoint '", path, "' has no item '", name, "' (its items: ",
+                item_names(), ")");
+      out.trees[name] = read_tree_item(path, name, it->second, &target);
+    }
+  }
+  for (const auto& [name, rec] : m.json) out.json[name] = read_json_item(path, name, rec);
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Functional API
+
+std::string save_checkpoint(const std::string& ckpt_dir, const Tree& target, int64_t step,
+                            const SaveCheckpointOptions& options) {
+  if (options.async_manager) options.async_manager->wait_previous_save();
+  PAX_CHECK(options.keep >= 1, "save_checkpoint: keep must be >= 1, got ", options.keep);
+  PAX_CHECK(!options.keep_every_n_steps || *options.keep_every_n_steps >= 1,
+            "save_checkpoint: keep_every_n_steps must be >= 1, got ", options.keep_every_n_steps.value_or(0));
+  PAX_CHECK(!options.prefix.empty() && options.prefix.find('/') == std::string::npos,
+            "save_checkpoint: prefix must be a non-empty file name prefix, got '", options.prefix, "'");
+  CheckpointItems items;
+  items.trees[kTargetItemName] = target;
+  auto prepared = std::make_shared<const PreparedCheckpoint>(prepare_checkpoint(items, step, options.config_json));
+
+  fs::make_dirs(ckpt_dir);
+  remove_tmp_checkpoints(ckpt_dir, options.prefix);
+  const std::vector<int64_t> steps = committed_steps(ckpt_dir, options.prefix);
+  if (!options.overwrite && !steps.empty()) {
+    PAX_CHECK(!std::binary_search(steps.begin(), steps.end(), step), "save_checkpoint: a checkpoint for step ",
+              step, " already exists in '", ckpt_dir, "' (pass overwrite = true to replace it)");
+    PAX_CHECK(step > steps.back(), "save_checkpoint: step ", step, " is older than the latest checkpoint (step ",
+              steps.back(), ") in '", ckpt_dir, "' (pass overwrite = true to replace the newer ones)");
+  }
+  const std::vector<int64_t> remove =
+      flax_steps_to_remove(steps, step, options.overwrite, options.keep, options.keep_every_n_steps);
+  auto work = [prepared, ckpt_dir, prefix = options.prefix, remove] {
+    write_checkpoint(*prepared, ckpt_dir, prefix);
+    for (int64_t s : remove) remove_checkpoint(ckpt_dir, prefix, s);
+  };
+  if (options.async_manager) {
+    options.async_manager->run(std::move(work));
+  } else {
+    work();
+  }
+  return fs::join(ckpt_dir, checkpoint_dir_name(options.prefix, step));
+}
+
+std::optional<std::string> latest_checkpoint(const std::string& ckpt_dir, const std::string& prefix) {
+  const std::vector<int64_t> steps = committed_steps(ckpt_dir, prefix);
+  if (steps.empty()) return std::nullopt;
+  return fs::join(ckpt_dir, checkpoint_dir_name(prefix, steps.back()));
+}
+
+std::vector<int64_t> available_steps(const std::string& ckpt_dir, const std::string& prefix) {
+  return committed_steps(ckpt_dir, prefix);
+}
+
+Tree restore_checkpoint(const std::string& ckpt_dir_or_path, const Tree& target,
+                        const RestoreCheckpointOptions& options) {
+  const std::string& p = ckpt_dir_or_path;
+  std::string path;
+  if (options.step) {
+    path = fs::join(p, checkpoint_dir_name(options.prefix, *options.step));
+    PAX_CHECK(fs::is_dir(path), "restore_checkpoint: no checkpoint for step ", *options.step, " in '", p,
+              "' (committed steps: ", steps_str(committed_steps(p, options.prefix)), ")");
+  } else {
+    const std::string base = fs::basename(p);
+    const bool names_checkpoint = parse_checkpoint_dir_name(base, options.prefix).has_value() ||
+                                  starts_with(base, kTmpPrefix) || fs::exists(fs::join(p, kMetadataFile)) ||
+                                  fs::exists(fs::join(p, kCommitMarkerFile));
+    if (names_checkpoint) {
+      PAX_CHECK(fs::is_dir(p), "restore_checkpoint: checkpoint '", p, "' does not exist");
+      path = p;
+    } else {
+      std::optional<std::string> latest = latest_checkpoint(p, options.prefix);
+      if (!latest) return target;  // nothing saved yet
+      path = *latest;
+    }
+  }
+  std::map<std::string, Tree> targets{{kTargetItemName, target}};
+  return read_checkpoint(path, targets).trees.at(kTargetItemName);
+}
+
+}  // namespace pax::train

@@ -1,0 +1,120 @@
+// CheckpointManager: the step list kept in memory (so that should_save and
+// latest_step count a save still in flight), orbax's retention rule, and
+// saves through the shared write-and-commit layer.
+#include "pax/train/checkpoint_manager.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "pax/core/error.h"
+#include "pax/train/fs_util.h"
+
+namespace pax::train {
+
+CheckpointManager::CheckpointManager(std::string directory, CheckpointManagerOptions options)
+    : directory_(std::move(directory)), options_(std::move(options)) {
+  PAX_CHECK(options_.save_interval_steps >= 1, "CheckpointManager: save_interval_steps must be >= 1, got ",
+            options_.save_interval_steps);
+  PAX_CHECK(!options_.max_to_keep || *options_.max_to_keep >= 1, "CheckpointManager: max_to_keep must be >= 1, got ",
+            options_.max_to_keep.value_or(0));
+  PAX_CHECK(!options_.keep_period || *options_.keep_period >= 1, "CheckpointManager: keep_period must be >= 1, got ",
+            options_.keep_period.value_or(0));
+  fs::make_dirs(directory_);
+  remove_tmp_checkpoints(directory_, kDefaultCheckpointPrefix);
+  steps_ = available_steps(directory_, kDefaultCheckpointPrefix);
+}
+
+CheckpointManager::~CheckpointManager() = default;  // async_'s destructor waits
+
+std::optional<int64_t> CheckpointManager::latest_step() const {
+  if (steps_.empty()) return std::nullopt;
+  return steps_.back();
+}
+
+bool CheckpointManager::should_save(int64_t step) const {
+  if (!steps_.empty() && step <= steps_.back()) return false;
+  return step % options_.save_interval_steps == 0;
+}
+
+// orbax: all but the newest max_to_keep go, except multiples of keep_period.
+std::vector<int64_t> CheckpointManager::steps_to_remove(int64_t new_step) const {
+  std::vector<int64_t> remove;
+  if (!options_.max_to_keep) return remove;
+  std::vector<int64_t> steps = steps_;
+  steps.push_back(new_step);
+  const size_t keep = size_t(*options_.max_to_keep);
+  for (size_t i = 0; i + keep < steps.size(); ++i) {
+    if (options_.keep_period && steps[i] % *options_.keep_period == 0) continue;
+    remove.push_back(steps[i]);
+  }
+  return remove;
+}
+
+bool CheckpointManager::save(int64_t step, const CheckpointItems& items, const CheckpointSaveArgs& args) {
+  if (!args.force && !should_save(step)) {
+    collect_background_error(/*block=*/false);  // not saving must not hide a failed write
+    return false;
+  }
+  wait_until_finished();
+  PAX_CHECK(steps_.empty() || step > steps_.back(), "CheckpointManager::save: step ", step,
+            " is not newer than the latest checkpoint (step ", steps_.back(), ") in '", directory_, "'");
+  auto prepared = std::make_shared<const PreparedCheckpoint>(prepare_checkpoint(items, step, options_.config_json));
+  const std::vector<int64_t> remove = steps_to_remove(step);
+  auto work = [prepared, dir = directory_, remove] {
+    write_checkpoint(*prepared, dir, kDefaultCheckpointPrefix);
+    for (int64_t s : remove) remove_checkpoint(dir, kDefaultCheckpointPrefix, s);
+  };
+  // The list is updated now: should_save and latest_step see the save in flight.
+  steps_.push_back(step);
+  in_flight_step_ = step;
+  std::erase_if(steps_, [&](int64_t s) { return std::binary_search(remove.begin(), remove.end(), s); });
+  if (options_.async) {
+    async_.run(std::move(work));
+  } else {
+    try {
+      work();
+    } catch (...) {
+      forget_failed_save();
+      throw;
+    }
+  }
+  return true;
+}
+
+void CheckpointManager::wait_until_finished() { collect_background_error(/*block=*/true); }
+
+void CheckpointManager::collect_background_error(bool block) {
+  try {
+    if (block) {
+      async_.wait_previous_save();
+    } else {
+      async_.rethrow_if_failed();
+    }
+  } catch (...) {
+    forget_failed_save();
+    throw;
+  }
+}
+
+void CheckpointManager::forget_failed_save() {
+  // The failed save (and perhaps some of its pruning) did not happen: re-list,
+  // or where even that fails, at least drop the step that was not written.
+  try {
+    steps_ = available_steps(directory_, kDefaultCheckpointPrefix);
+  } catch (const Error&) {
+    std::erase(steps_, in_flight_step_);
+  }
+}
+
+CheckpointItems CheckpointManager::restore(std::optional<int64_t> step, const std::map<std::string, Tree>& targets) {
+  wait_until_finished();
+  if (!step) {
+    PAX_CHECK(!steps_.empty(), "CheckpointManager::restore: no checkpoint in '", directory_, "'");
+    step = steps_.back();
+  }
+  PAX_CHECK(std::binary_search(steps_.begin(), steps_.end(), *step), "CheckpointManager::restore: no checkpoint for step ",
+            *step, " in '", directory_, "'");
+  return read_checkpoint(fs::join(directory_, checkpoint_dir_name(kDefaultCheckpointPrefix, *step)), targets);
+}
+
+}  // namespace pax::train

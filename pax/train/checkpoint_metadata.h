@@ -1,0 +1,72 @@
+// metadata.json of a checkpoint directory: the step, the format version, an
+// optional hash of the experiment config, and for every item its tree
+// structure and the dtype, shape and CRC32C of every tensor (or the size and
+// CRC32C of a JSON item). See checkpoint.h for the whole on-disk format.
+// The parser treats the file as hostile: every field is type-checked and
+// cross-checked, and any problem is a pax::Error naming the file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pax/core/tree.h"
+
+namespace pax::train {
+
+inline constexpr int kCheckpointFormatVersion = 1;
+
+struct TensorRecord {
+  std::string name;  // the leaf's tree path, also its safetensors name
+  DType dtype = DType::f32;
+  Shape shape;
+  uint32_t crc32c = 0;  // of the tensor's bytes
+};
+
+// One node of a tree's structure in pre-order: its kind, its key in the
+// parent dict (empty otherwise) and its number of children.
+struct TreeNodeRecord {
+  Tree::Kind kind = Tree::Kind::none;
+  std::string key;
+  size_t num_children = 0;
+};
+
+struct TreeItemRecord {
+  std::vector<TreeNodeRecord> structure;  // pre-order; empty never (a None tree is one node)
+  std::vector<TensorRecord> tensors;      // the leaves in pre-order
+};
+
+struct JsonItemRecord {
+  uint64_t bytes = 0;
+  uint32_t crc32c = 0;
+};
+
+struct CheckpointMetadata {
+  int64_t step = 0;
+  int format_version = kCheckpointFormatVersion;
+  std::string paxcc_version;
+  std::string config_hash;  // "" when the checkpoint was saved without a config
+  std::map<std::string, TreeItemRecord> trees;
+  std::map<std::string, JsonItemRecord> json;
+};
+
+std::string checkpoint_metadata_to_json(const CheckpointMetadata& metadata);
+// Parses and validates metadata.json; `file` names it in errors.
+CheckpointMetadata parse_checkpoint_metadata(std::string_view text, const std::string& file);
+
+// A tree's structure records, and the tree rebuilt from them and its leaves.
+std::vector<TreeNodeRecord> tree_structure_records(const Tree& tree);
+Tree tree_from_records(std::span<const TreeNodeRecord> structure, std::span<const Array> leaves);
+
+// Item names become file names: letters, digits, '_', '-', '.', not starting
+// with '.', at most 100 characters, and not "metadata" or "commit_success".
+bool is_valid_item_name(const std::string& name);
+// "fnv1a64:<16 hex digits>" of the canonical form of a JSON document (keys
+// sorted, no whitespace), so that formatting does not change the hash.
+std::string config_hash(std::string_view config_json);
+
+}  // namespace pax::train
