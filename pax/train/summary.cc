@@ -1,0 +1,416 @@
+// Event files (TFRecord + hand-encoded Event protos), metrics.jsonl and the
+// JobSummaries facade.
+#include "pax/train/summary.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "pax/core/error.h"
+#include "pax/train/crc32c.h"
+#include "pax/train/report.h"
+
+namespace pax::train {
+
+namespace {
+
+double unix_now() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+double steady_now() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// --- protobuf wire format (only what Event / Summary / Summary.Value need) ---
+// Field keys are (field_number << 3) | wire_type.
+enum WireType : uint8_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
+
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(char(uint8_t(v) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(char(uint8_t(v)));
+}
+
+void put_fixed(std::string& out, uint64_t bits, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(char(uint8_t(bits >> (8 * i))));
+}
+
+void put_key(std::string& out, int field, WireType type) { put_varint(out, uint64_t(field) << 3 | type); }
+
+void put_bytes(std::string& out, int field, std::string_view bytes) {
+  put_key(out, field, kLengthDelimited);
+  put_varint(out, bytes.size());
+  out.append(bytes);
+}
+
+void put_double(std::string& out, int field, double v) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, 8);
+  put_key(out, field, kFixed64);
+  put_fixed(out, bits, 8);
+}
+
+void put_float(std::string& out, int field, float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  put_key(out, field, kFixed32);
+  put_fixed(out, bits, 4);
+}
+
+// tensorflow/core/util/event.proto and framework/summary.proto field numbers.
+constexpr int kEventWallTime = 1;     // double
+constexpr int kEventStep = 2;         // int64
+constexpr int kEventFileVersionField = 3;  // string
+constexpr int kEventSummary = 5;      // Summary
+constexpr int kSummaryValue = 1;      // repeated Summary.Value
+constexpr int kValueTag = 1;          // string
+constexpr int kValueSimpleValue = 2;  // float
+
+// proto3's canonical encoding leaves out fields at their default value (a
+// zero step), so that these bytes are what protobuf itself would write.
+std::string event_header(double wall_time, int64_t step) {
+  std::string e;
+  if (wall_time != 0 || std::signbit(wall_time)) put_double(e, kEventWallTime, wall_time);
+  if (step != 0) {
+    put_key(e, kEventStep, kVarint);
+    put_varint(e, uint64_t(step));  // int64: negative values take ten bytes
+  }
+  return e;
+}
+
+std::string file_version_event(double wall_time) {
+  std::string e = event_header(wall_time, 0);
+  put_bytes(e, kEventFileVersionField, kEventFileVersion);
+  return e;
+}
+
+std::string scalar_event(double wall_time, int64_t step, std::string_view tag, float value) {
+  // simple_value is a oneof member: written even when it is 0.
+  std::string v;
+  put_bytes(v, kValueTag, tag);
+  put_float(v, kValueSimpleValue, value);
+  std::string summary;
+  put_bytes(summary, kSummaryValue, v);
+  std::string e = event_header(wall_time, step);
+  put_bytes(e, kEventSummary, summary);
+  return e;
+}
+
+// TFRecord: u64 length, masked CRC of those 8 bytes, data, masked CRC of data.
+void append_record(std::string& out, std::string_view data) {
+  std::string len;
+  put_fixed(len, data.size(), 8);
+  out += len;
+  put_fixed(out, mask_crc32c(crc32c(len.data(), len.size())), 4);
+  out.append(data);
+  put_fixed(out, mask_crc32c(crc32c(data.data(), data.size())), 4);
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == 0) return "localhost";
+  return buf;
+}
+
+// Every byte of `data` to `fd`, retrying short writes and EINTR.
+void write_fully(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    PAX_CHECK(n > 0, "summaries: write to '", path, "' failed: ", std::strerror(errno));
+    data.remove_prefix(size_t(n));
+  }
+}
+
+void close_fd(int& fd, const std::string& path) {
+  if (fd < 0) return;
+  int rc = ::close(fd);
+  fd = -1;
+  PAX_CHECK(rc == 0, "summaries: closing '", path, "' failed: ", std::strerror(errno));
+}
+
+void make_dirs(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  PAX_CHECK(!ec, "summaries: cannot create directory '", dir, "': ", ec.message());
+}
+
+}  // namespace
+
+uint32_t mask_crc32c(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
+
+uint32_t unmask_crc32c(uint32_t masked) {
+  uint32_t rot = masked - 0xa282ead8u;
+  return (rot >> 17) | (rot << 15);
+}
+
+// --- SummaryWriter ---
+
+SummaryWriter::SummaryWriter(std::string dir, Options options) : options_(options) {
+  make_dirs(dir);
+  const double wall = unix_now();
+  // TensorBoard finds files by the "tfevents" in their name; the pid and a
+  // counter keep writers started within the same second apart.
+  const std::string stem = "events.out.tfevents." + std::to_string(int64_t(wall)) + "." + hostname() +
+                           "." + std::to_string(::getpid()) + ".";
+  for (int n = 0; fd_ < 0; ++n) {
+    path_ = (std::filesystem::path(dir) / (stem + std::to_string(n))).string();
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    PAX_CHECK(fd_ >= 0 || errno == EEXIST, "SummaryWriter: cannot create '", path_, "': ",
+              std::strerror(errno));
+  }
+  append_event(file_version_event(wall));
+  flush();
+}
+
+SummaryWriter::~SummaryWriter() {
+  try {
+    close();
+  } catch (const std::exception&) {
+  }
+}
+
+void SummaryWriter::scalar(std::string_view tag, double value, int64_t step, double wall_time) {
+  PAX_CHECK(fd_ >= 0, "SummaryWriter::scalar: '", path_, "' is closed");
+  PAX_CHECK(!tag.empty(), "SummaryWriter::scalar: the tag must not be empty (step ", step, ")");
+  append_event(scalar_event(wall_time < 0 ? unix_now() : wall_time, step, tag, float(value)));
+  if (options_.flush_secs >= 0 && steady_now() - last_flush_ >= options_.flush_secs) flush();
+}
+
+void SummaryWriter::append_event(const std::string& event) { append_record(pending_, event); }
+
+void SummaryWriter::flush() {
+  if (fd_ < 0) return;
+  write_fully(fd_, pending_, path_);
+  pending_.clear();
+  last_flush_ = steady_now();
+}
+
+void SummaryWriter::close() {
+  if (fd_ < 0) return;
+  try {
+    flush();
+  } catch (...) {
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
+  close_fd(fd_, path_);
+}
+
+// --- StepMetrics and metrics.jsonl ---
+
+std::string eval_split(std::string_view eval_name) {
+  PAX_CHECK(!eval_name.empty(), "eval_split: the eval set's name must not be empty");
+  return "eval_test_" + std::string(eval_name);
+}
+
+namespace {
+
+// The optional fields of StepMetrics by their tag (and JSON key).
+template <class M>
+auto optional_fields(M& m) {
+  using Field = decltype(&m.mfu);
+  return std::array<std::pair<std::string_view, Field>, 6>{{{kTagLearningRate, &m.learning_rate},
+                                                            {kTagGradNorm, &m.grad_norm},
+                                                            {kTagStepsPerSec, &m.steps_per_sec},
+                                                            {kTagTokensPerSec, &m.tokens_per_sec},
+                                                            {kTagExamplesPerSec, &m.examples_per_sec},
+                                                            {kTagMfu, &m.mfu}}};
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, double>> StepMetrics::scalars() const {
+  std::vector<std::pair<std::string, double>> out(metrics.begin(), metrics.end());
+  for (const auto& [tag, value] : optional_fields(*this)) {
+    if (value->has_value()) out.emplace_back(std::string(tag), **value);
+  }
+  return out;
+}
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// A finite double as a JSON number, anything else as null.
+Json number(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
+
+double number_from(const Json& j, std::string_view key) {
+  if (j.is_null()) return std::numeric_limits<double>::quiet_NaN();
+  PAX_CHECK(j.is_number(), "parse_metrics_json_line: '", key, "' must be a number or null, got ", j.dump());
+  return j.get<double>();
+}
+
+}  // namespace
+
+std::string metrics_json_line(const StepMetrics& m) {
+  Json j;
+  j["step"] = m.step;
+  j["split"] = m.split;
+  j["wall_time"] = number(m.wall_time);
+  Json metrics = Json::object();
+  for (const auto& [name, value] : m.metrics) metrics[name] = number(value);
+  j["metrics"] = std::move(metrics);
+  for (const auto& [key, field] : optional_fields(m)) {
+    if (field->has_value()) j[std::string(key)] = number(**field);
+  }
+  // Replacement of invalid UTF-8 keeps a bad metric name from failing the write.
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+StepMetrics parse_metrics_json_line(std::string_view line) {
+  Json j;
+  try {
+    j = Json::parse(line);
+  } catch (const nlohmann::json::exception& e) {
+    PAX_FAIL("parse_metrics_json_line: not JSON (", e.what(), ")");
+  }
+  PAX_CHECK(j.is_object(), "parse_metrics_json_line: want an object, got ", j.dump());
+  StepMetrics m;
+  PAX_CHECK(j.contains("step") && j["step"].is_number_integer(),
+            "parse_metrics_json_line: 'step' must be an integer in ", j.dump());
+  m.step = j["step"].get<int64_t>();
+  PAX_CHECK(j.contains("split") && j["split"].is_string() && !j["split"].get<std::string>().empty(),
+            "parse_metrics_json_line: 'split' must be a non-empty string in ", j.dump());
+  m.split = j["split"].get<std::string>();
+  if (j.contains("wall_time")) m.wall_time = number_from(j["wall_time"], "wall_time");
+  if (j.contains("metrics")) {
+    PAX_CHECK(j["metrics"].is_object(), "parse_metrics_json_line: 'metrics' must be an object in ", j.dump());
+    for (const auto& [name, value] : j["metrics"].items()) m.metrics[name] = number_from(value, name);
+  }
+  for (const auto& [key, field] : optional_fields(m)) {
+    const std::string k(key);
+    if (j.contains(k)) *field = number_from(j[k], key);
+  }
+  return m;
+}
+
+std::vector<StepMetrics> read_metrics_jsonl(const std::string& path, int64_t* skipped) {
+  std::vector<StepMetrics> out;
+  int64_t bad = 0;
+  std::ifstream in(path);
+  std::string line;
+  while (in && std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      out.push_back(parse_metrics_json_line(line));
+    } catch (const Error&) {
+      ++bad;
+    }
+  }
+  PAX_CHECK(!in.bad(), "read_metrics_jsonl: reading '", path, "' failed");
+  if (skipped) *skipped = bad;
+  return out;
+}
+
+// --- JobSummaries ---
+
+namespace {
+
+void check_split(const std::string& split) {
+  PAX_CHECK(!split.empty() && split != "." && split != ".." && split.find('/') == std::string::npos &&
+                split.find('\0') == std::string::npos,
+            "JobSummaries: the split must be a plain directory name such as \"train\" or "
+            "\"eval_test_<name>\", got \"",
+            split, "\"");
+}
+
+}  // namespace
+
+JobSummaries::JobSummaries(std::string job_dir, Options options)
+    : job_dir_(std::move(job_dir)), options_(std::move(options)) {
+  PAX_CHECK(!job_dir_.empty(), "JobSummaries: the job directory must not be empty");
+  make_dirs(job_dir_);
+  if (options_.title.empty()) {
+    std::filesystem::path p = std::filesystem::path(job_dir_).lexically_normal();
+    options_.title = p.has_filename() ? p.filename().string() : p.parent_path().filename().string();
+  }
+  const std::string path = metrics_path();
+  history_ = read_metrics_jsonl(path);
+  jsonl_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  PAX_CHECK(jsonl_fd_ >= 0, "JobSummaries: cannot open '", path, "': ", std::strerror(errno));
+  // A line torn by a crash must not swallow the first line appended now.
+  const off_t size = ::lseek(jsonl_fd_, 0, SEEK_END);
+  if (size > 0) {
+    char last = '\n';
+    int rfd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (rfd >= 0) {
+      if (::pread(rfd, &last, 1, size - 1) != 1) last = '\n';
+      ::close(rfd);
+    }
+    if (last != '\n') write_fully(jsonl_fd_, "\n", path);
+  }
+}
+
+JobSummaries::~JobSummaries() {
+  try {
+    close();
+  } catch (const std::exception&) {
+  }
+}
+
+std::string JobSummaries::metrics_path() const {
+  return (std::filesystem::path(job_dir_) / "metrics.jsonl").string();
+}
+
+std::string JobSummaries::report_path() const {
+  return (std::filesystem::path(job_dir_) / "report.html").string();
+}
+
+std::string JobSummaries::summary_dir(const std::string& split) const {
+  check_split(split);
+  return (std::filesystem::path(job_dir_) / "summaries" / split).string();
+}
+
+void JobSummaries::write(const StepMetrics& metrics) {
+  PAX_CHECK(!closed_, "JobSummaries::write: the summaries of '", job_dir_, "' are closed");
+  check_split(metrics.split);
+  StepMetrics m = metrics;
+  if (m.wall_time == 0) m.wall_time = unix_now();
+  if (options_.tensorboard) {
+    auto& writer = writers_[m.split];
+    if (!writer) writer = std::make_unique<SummaryWriter>(summary_dir(m.split), SummaryWriter::Options{-1});
+    for (const auto& [tag, value] : m.scalars()) writer->scalar(tag, value, m.step, m.wall_time);
+    writer->flush();
+  }
+  write_fully(jsonl_fd_, metrics_json_line(m) + "\n", metrics_path());
+  history_.push_back(std::move(m));
+  if (options_.report) write_report();
+}
+
+void JobSummaries::write_report() { write_report_file(report_path(), history_, options_.title); }
+
+void JobSummaries::close() {
+  if (closed_) return;
+  closed_ = true;
+  // Everything is closed even when one step fails; the first error is rethrown.
+  std::exception_ptr error;
+  auto attempt = [&](auto&& f) {
+    try {
+      f();
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  };
+  for (auto& [split, writer] : writers_) attempt([&] { writer->close(); });
+  if (options_.report) attempt([&] { write_report(); });
+  attempt([&] { close_fd(jsonl_fd_, metrics_path()); });
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace pax::train

@@ -1,0 +1,176 @@
+// Training summaries written into the job directory, the way Pax does:
+//
+//   <job_dir>/summaries/train/events.out.tfevents.<secs>.<host>.<pid>.<n>
+//   <job_dir>/summaries/eval_test_<name>/events.out.tfevents...
+//   <job_dir>/metrics.jsonl      one JSON object per summary step and split
+//   <job_dir>/report.html        charts of the whole history (pax/train/report.h)
+//
+// Event files are TensorBoard's: TFRecord framing (u64 length, masked CRC32C
+// of the length, the data, masked CRC32C of the data) around hand-encoded
+// tensorflow.Event protos; the first event of a file carries file_version
+// "brain.Event:2", the others one scalar each (wall_time, step, summary {
+// value { tag, simple_value } }). A writer never appends to an existing file:
+// a restarted job gets a new file in the same directory, and TensorBoard
+// reads all of them.
+//
+//   JobSummaries summaries(job_dir);
+//   StepMetrics m{.step = step, .metrics = {{"loss", loss}}};
+//   m.learning_rate = lr; m.steps_per_sec = rate;
+//   summaries.write(m);          // events + metrics.jsonl + report.html
+//   summaries.write({.step = step, .split = eval_split("kjv"), .metrics = eval_metrics});
+//   ...
+//   summaries.close();           // flushes and writes the final report
+//
+// In a multi-process job only process 0 should write summaries.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace pax::train {
+
+// TFRecord's masked CRC32C: ((crc >> 15) | (crc << 17)) + 0xa282ead8, so that
+// a CRC stored beside the data it covers does not checksum to a fixed value.
+uint32_t mask_crc32c(uint32_t crc);
+uint32_t unmask_crc32c(uint32_t masked);
+
+// The version string of the first event of every file.
+inline constexpr std::string_view kEventFileVersion = "brain.Event:2";
+
+// Appends scalar summaries to one new event file in a directory (one
+// TensorBoard "run"). Not thread-safe. Every I/O failure throws pax::Error
+// naming the file.
+class SummaryWriter {
+ public:
+  struct Options {
+    // Buffered events are written out when this many seconds have passed
+    // since the last flush (checked on each scalar()); < 0: only on flush().
+    double flush_secs = 10;
+  };
+
+  // Creates `dir` if needed and a new file in it whose first event is the
+  // file_version event.
+  explicit SummaryWriter(std::string dir, Options options);
+  explicit SummaryWriter(std::string dir) : SummaryWriter(std::move(dir), Options{}) {}
+  SummaryWriter(const SummaryWriter&) = delete;
+  SummaryWriter& operator=(const SummaryWriter&) = delete;
+  // Closes the file; errors are swallowed here (call close() to see them).
+  ~SummaryWriter();
+
+  // One scalar event. `wall_time` is in unix seconds; < 0 means now. The
+  // value is stored as float (simple_value), as TensorBoard's scalars are.
+  void scalar(std::string_view tag, double value, int64_t step, double wall_time = -1);
+  // Writes the buffered events to the file (visible to readers, not fsynced).
+  void flush();
+  // Flushes and closes; later scalar() calls throw. Closing twice is a no-op.
+  void close();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  void append_event(const std::string& event);
+  std::string path_;
+  Options options_;
+  int fd_ = -1;
+  std::string pending_;       // framed records not yet written
+  double last_flush_ = 0;     // steady-clock seconds
+};
+
+// Tag names shared by the event files, metrics.jsonl, the report and the console.
+inline constexpr std::string_view kTagLoss = "loss";
+inline constexpr std::string_view kTagLearningRate = "learning_rate";
+inline constexpr std::string_view kTagGradNorm = "grad_norm";
+inline constexpr std::string_view kTagStepsPerSec = "steps_per_sec";
+inline constexpr std::string_view kTagTokensPerSec = "tokens_per_sec";
+inline constexpr std::string_view kTagExamplesPerSec = "examples_per_sec";
+inline constexpr std::string_view kTagMfu = "mfu";
+
+// The split of the training metrics, and of the eval set `eval_name`
+// ("eval_test_<eval_name>", Pax's name); each is a directory under summaries/.
+inline constexpr std::string_view kTrainSplit = "train";
+std::string eval_split(std::string_view eval_name);
+
+// What one summary step reports for one split.
+struct StepMetrics {
+  int64_t step = 0;
+  std::string split = std::string(kTrainSplit);  // kTrainSplit, eval_split(name), ...: a directory name
+  std::map<std::string, double> metrics;   // "loss", "log_pplx", "accuracy", ...
+  std::optional<double> learning_rate;
+  std::optional<double> grad_norm;         // global L2 norm of the gradients
+  std::optional<double> steps_per_sec;
+  std::optional<double> tokens_per_sec;    // language models
+  std::optional<double> examples_per_sec;  // everything else
+  std::optional<double> mfu;               // model FLOPs utilisation, a fraction in [0, 1]
+  double wall_time = 0;                    // unix seconds; 0: the time of the write
+
+  bool operator==(const StepMetrics&) const = default;
+
+  // The metrics, then the present optional fields under their kTag* names:
+  // what goes into the event file, one scalar per entry.
+  std::vector<std::pair<std::string, double>> scalars() const;
+};
+
+// One line of metrics.jsonl (no newline):
+//   {"step":100,"split":"train","wall_time":1.7e9,"metrics":{"loss":2.3},
+//    "learning_rate":0.001,"grad_norm":1.2,"steps_per_sec":3.4,...}
+// Absent optional fields are left out; NaN and infinities become null (JSON
+// has no such numbers) and read back as NaN.
+std::string metrics_json_line(const StepMetrics& m);
+// The inverse; pax::Error naming the problem for a malformed line.
+StepMetrics parse_metrics_json_line(std::string_view line);
+// Every well-formed line of a metrics.jsonl file, in file order; malformed
+// lines (a line torn by a crash) are skipped and counted in `*skipped`. A
+// missing file is an empty history.
+std::vector<StepMetrics> read_metrics_jsonl(const std::string& path, int64_t* skipped = nullptr);
+
+// The facade a training loop talks to: routes each StepMetrics to the event
+// writer of its split, metrics.jsonl and report.html.
+class JobSummaries {
+ public:
+  struct Options {
+    bool tensorboard = true;  // write event files under <job_dir>/summaries/
+    bool report = true;       // regenerate report.html on every write() and on close()
+    std::string title;        // the report's title; empty: the job directory's name
+  };
+
+  // Creates the job directory if needed. An existing metrics.jsonl is kept
+  // and appended to, so that a resumed job's report covers the whole history.
+  explicit JobSummaries(std::string job_dir, Options options);
+  explicit JobSummaries(std::string job_dir) : JobSummaries(std::move(job_dir), Options{}) {}
+  JobSummaries(const JobSummaries&) = delete;
+  JobSummaries& operator=(const JobSummaries&) = delete;
+  ~JobSummaries();
+
+  // Writes one summary step of one split and flushes every output, so that
+  // a crash loses nothing that was written.
+  void write(const StepMetrics& m);
+  // Regenerates report.html from the history (metrics.jsonl's lines).
+  void write_report();
+  // Flushes, writes the final report and closes the event files.
+  void close();
+
+  const std::string& job_dir() const { return job_dir_; }
+  std::string metrics_path() const;
+  std::string report_path() const;
+  // <job_dir>/summaries/<split>
+  std::string summary_dir(const std::string& split) const;
+  // The history so far: metrics.jsonl as read at construction plus every write().
+  const std::vector<StepMetrics>& history() const { return history_; }
+
+ private:
+  std::string job_dir_;
+  Options options_;
+  std::map<std::string, std::unique_ptr<SummaryWriter>> writers_;  // by split
+  int jsonl_fd_ = -1;
+  std::vector<StepMetrics> history_;
+  bool closed_ = false;
+};
+
+}  // namespace pax::train
