@@ -76,7 +76,7 @@ std::unique_ptr<BaseExperiment> make_experiment(const std::string& name) {
   std::string hint = did_you_mean(name, names);
   std::string list;
   for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-  PAX_FAIL("unknown experiment '", name, "'", hint.empty() ? "" : "; " + hint, "; registered: ", list);
+  PAX_FAIL("unknown experiment '", name, "'", hint.empty() ? "" : " (" + hint + ")", "; registered: ", list);
 }
 
 void validate(const ExperimentConfig& config) {

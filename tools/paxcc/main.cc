@@ -1,40 +1,154 @@
-// The paxcc command. For now it prints its version and help; the experiment
-// runner (--exp, --job_log_dir, --mode) arrives with the experiments layer.
-#include <cstring>
+// The paxcc command (paxml's main.py): runs a registered experiment.
+//
+//   paxcc --exp=lm.KjvTransformer --job_log_dir=runs/kjv [--mode=train|eval|decode|inspect]
+//         [--set path=value]... [--config file.json] [--restore_step N] [--data_dir DIR] [--peak_flops F]
+//   paxcc --list
+//   paxcc tokenizer --input FILE --vocab_size N --out MODEL
+//
+// Every failure is one line on stderr naming what is wrong and what is
+// valid; the exit status is 2 for bad usage and 1 for a failed run.
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
 #include <iostream>
 #include <string>
+#include <vector>
 
+#include "pax/data/file_io.h"
 #include "pax/pax.h"
 
 namespace {
 
-void print_help() {
-  std::cout << "paxcc " << pax::version() << " - Pax experiments in C++ on a JAX-like array core\n\n"
-            << "usage: paxcc [--help] [--version]\n\n"
-            << "  --help      show this help\n"
-            << "  --version   print the version\n\n"
-            << "Running experiments (paxcc --exp=NAME --job_log_dir=DIR) is not available in this build yet.\n";
+using pax::experiments::Mode;
+
+std::atomic<bool> g_stop{false};
+
+// The first SIGINT / SIGTERM asks the loop to finish its step, save and
+// exit; a second one ends the process at once.
+void on_signal(int sig) {
+  g_stop.store(true);
+  std::signal(sig, SIG_DFL);
+}
+
+int usage_error(const std::string& message) {
+  std::cerr << "paxcc: error: " << message << " (see paxcc --help)\n";
+  return 2;
+}
+
+int run_error(const std::string& message) {
+  std::string line = message;
+  for (char& c : line)
+    if (c == '\n') c = ' ';
+  std::cerr << "paxcc: error: " << line << "\n";
+  return 1;
+}
+
+void list_experiments() {
+  for (const std::string& name : pax::experiments::registered_experiments()) {
+    std::printf("%-28s %s\n", name.c_str(), pax::experiments::make_experiment(name)->description().c_str());
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc <= 1) {
-    print_help();
+  CLI::App app{std::string("paxcc ") + pax::version() + " - Pax experiments in C++ on a JAX-like array core", "paxcc"};
+  app.set_version_flag("--version", std::string("paxcc ") + pax::version());
+  app.footer(
+      "Examples:\n"
+      "  paxcc --list\n"
+      "  paxcc --exp=lm.KjvTransformer --job_log_dir=runs/kjv\n"
+      "  paxcc --exp=lm.KjvTransformer --job_log_dir=runs/kjv --mode=decode\n"
+      "  paxcc --exp=lm.C4Spmd1BAdam4Replicas --mode=inspect\n"
+      "  paxcc --exp=vision.FashionMnistCnn --job_log_dir=runs/cnn --set train.num_train_steps=100\n"
+      "  paxcc tokenizer --input corpus.txt --vocab_size 8000 --out corpus.model");
+
+  std::string exp_name, job_dir, mode_name = "train", config_file, data_dir;
+  std::vector<std::string> overrides;
+  std::optional<int64_t> restore_step;
+  std::optional<double> peak_flops;
+  bool list = false;
+  app.add_option("--exp", exp_name, "Registered experiment to run (see --list)");
+  app.add_option("--job_log_dir", job_dir, "Directory of the run: config, checkpoints, summaries, samples");
+  app.add_option("--mode", mode_name, "train (resumes by itself), eval, decode, or inspect")
+      ->check(CLI::IsMember({"train", "eval", "decode", "inspect"}));
+  app.add_option("--set", overrides, "Override a config field: --set path=value (repeatable)")->allow_extra_args(false);
+  app.add_option("--config", config_file, "Run this resolved config (a job's config.json) instead of the experiment's");
+  app.add_option("--restore_step", restore_step, "eval / decode: the checkpoint step to restore (default: latest)");
+  app.add_option("--data_dir", data_dir, "Data directory (default: $PAX_DATA_DIR or ./data)");
+  app.add_option("--peak_flops", peak_flops, "Peak FLOP/s of this machine for MFU (default: measured once, cached)");
+  app.add_flag("--list", list, "List the registered experiments");
+
+  CLI::App* tok = app.add_subcommand("tokenizer", "Train a SentencePiece model on a text file");
+  std::string tok_input, tok_out, tok_type = "unigram";
+  int64_t tok_vocab = 8000;
+  tok->add_option("--input", tok_input, "Text file (plain or .gz), one sentence or document per line")->required();
+  tok->add_option("--vocab_size", tok_vocab, "Vocabulary size")->required()->check(CLI::Range(int64_t(16), int64_t(1) << 20));
+  tok->add_option("--out", tok_out, "Where to write the model file")->required();
+  tok->add_option("--model_type", tok_type, "unigram or bpe")->check(CLI::IsMember({"unigram", "bpe"}));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return usage_error(e.what());
+  }
+
+  try {
+    if (!data_dir.empty()) pax::data::set_default_data_dir(data_dir);
+    if (tok->parsed()) {
+      pax::data::SentencePieceTrainOptions options;
+      options.vocab_size = tok_vocab;
+      options.model_type = tok_type;
+      pax::data::train_sentencepiece(tok_input, tok_out, options);
+      std::cout << "wrote " << tok_out << " (" << tok_vocab << " pieces)\n";
+      return 0;
+    }
+    if (list) {
+      list_experiments();
+      return 0;
+    }
+    if (exp_name.empty() && config_file.empty()) {
+      if (argc <= 1) {
+        std::cout << app.help();
+        return 0;
+      }
+      return usage_error("--exp is required (or --config FILE); run paxcc --list for the experiments");
+    }
+    const Mode mode = mode_name == "eval" ? Mode::eval
+                      : mode_name == "decode" ? Mode::decode
+                      : mode_name == "inspect" ? Mode::inspect
+                                               : Mode::train;
+    if (mode != Mode::inspect && job_dir.empty())
+      return usage_error("--job_log_dir is required for --mode=" + mode_name);
+
+    pax::Config config;
+    if (!config_file.empty()) {
+      config = pax::Config::from_json(pax::data::read_file(config_file));
+      PAX_CHECK(std::string(config.type_name()) == "Experiment", "--config ", config_file,
+                " holds a ", config.type_name(), " config; expected a job's config.json (an Experiment)");
+    } else {
+      config = pax::experiments::make_experiment(exp_name)->config();
+    }
+    config.apply_overrides(overrides);
+
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    pax::experiments::RunOptions options;
+    options.job_dir = job_dir;
+    options.mode = mode;
+    options.restore_step = restore_step;
+    options.peak_flops = peak_flops;
+    options.experiment_name = exp_name.empty() ? config_file : exp_name;
+    options.stop_requested = [] { return g_stop.load(); };
+    pax::experiments::run_experiment(config, options);
     return 0;
+  } catch (const std::exception& e) {
+    return run_error(e.what());
   }
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      print_help();
-      return 0;
-    }
-    if (arg == "--version") {
-      std::cout << "paxcc " << pax::version() << "\n";
-      return 0;
-    }
-    std::cerr << "paxcc: unknown flag '" << arg << "'; valid flags: --help, --version\n";
-    return 2;
-  }
-  return 0;
 }

@@ -6,6 +6,7 @@
 #include "pax/data/text_lm.h"
 #include "pax/experiments/experiment.h"
 #include "pax/experiments/lm/transformer_lm_config.h"
+#include "pax/nn/models/language_model.h"
 
 namespace pax::experiments {
 namespace {
@@ -51,7 +52,13 @@ Task kjv_task(const KjvSettings& k) {
   shape.num_heads = k.num_heads;
   shape.max_decode_length = k.max_decode_length;
   Task t;
-  t.model = transformer_lm_model(shape);
+  auto model = std::static_pointer_cast<nn::LanguageModel::HParams>(transformer_lm_model(shape));
+  // Greedy decoding of a small model loops on its likeliest phrase; top-k
+  // sampling at a lower temperature reads better.
+  model->sampling = nn::Sampling::top_k;
+  model->top_k = 20;
+  model->temperature = 0.8;
+  t.model = model;
   auto adam = std::make_shared<optim::Adam>();
   adam->learning_rate = k.learning_rate;
   adam->beta2 = 0.99;

@@ -1,0 +1,415 @@
+// The train / eval / decode / inspect modes.
+#include "pax/experiments/runner.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "pax/core/error.h"
+#include "pax/data/base_input.h"
+#include "pax/data/file_io.h"
+#include "pax/experiments/experiment.h"
+#include "pax/nn/models/language_model.h"
+#include "pax/ops/random.h"
+#include "pax/train/checkpoint_manager.h"
+#include "pax/train/console.h"
+#include "pax/train/early_stopping.h"
+#include "pax/train/peak_flops.h"
+#include "pax/train/programs.h"
+#include "pax/train/summary.h"
+
+namespace pax::experiments {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kTrainStateItem = "train_state";
+constexpr const char* kInputStateItem = "input_state";
+constexpr const char* kEarlyStoppingItem = "early_stopping";
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+
+// Everything a mode needs, built once from the config.
+struct Job {
+  const Config& config;
+  const ExperimentConfig& exp;
+  const RunOptions& options;
+  std::ostream& out;
+  std::unique_ptr<nn::Layer> model_layer;
+  const nn::BaseModel* model = nullptr;
+
+  Job(const Config& c, const RunOptions& o)
+      : config(c), exp(c.as<ExperimentConfig>()), options(o), out(o.out ? *o.out : std::cout) {
+    validate(exp);
+    model_layer = nn::build_layer(exp.model);
+    model = dynamic_cast<const nn::BaseModel*>(model_layer.get());
+  }
+
+  std::string path(const std::string& name) const { return (fs::path(options.job_dir) / name).string(); }
+
+  // config.json and model_summary.txt, so that the job dir documents the run.
+  void write_job_files() const {
+    PAX_CHECK(!options.job_dir.empty(), "a job directory is needed (--job_log_dir)");
+    std::error_code ec;
+    fs::create_directories(options.job_dir, ec);
+    PAX_CHECK(!ec, "cannot create the job directory ", options.job_dir, ": ", ec.message());
+    data::write_file_atomic(path("config.json"), config.to_json() + "\n");
+    data::write_file_atomic(path("model_summary.txt"), nn::summary(*model));
+  }
+
+  train::CheckpointManager checkpoints() const {
+    const TrainSettings& t = exp.train_settings();
+    train::CheckpointManagerOptions o;
+    o.save_interval_steps = t.save_interval_steps;
+    o.max_to_keep = t.save_max_to_keep;
+    if (t.save_keep_period > 0) o.keep_period = t.save_keep_period;
+    o.async = t.async_checkpoint;
+    o.config_json = config.to_json();
+    return train::CheckpointManager(path("checkpoints"), o);
+  }
+};
+
+// The variables a model reads, from a restored train state.
+Tree restore_variables(const Job& job, train::CheckpointManager& mgr, const train::TrainStep& train_step,
+                       int64_t* step) {
+  std::optional<int64_t> which = job.options.restore_step;
+  if (!which) which = mgr.latest_step();
+  PAX_CHECK(which, "no checkpoint in ", mgr.directory(), "; train first (--mode=train) or pick another --job_log_dir");
+  const std::vector<int64_t> steps = mgr.all_steps();
+  if (std::find(steps.begin(), steps.end(), *which) == steps.end()) {
+    std::string list;
+    for (int64_t s : steps) list += (list.empty() ? "" : ", ") + std::to_string(s);
+    PAX_FAIL("--restore_step=", *which, ": no such checkpoint in ", mgr.directory(), "; saved steps: ",
+             list.empty() ? "(none)" : list);
+  }
+  train::TrainState target = train_step.init_state(random::key(0));
+  train::CheckpointItems items = mgr.restore(*which, {{kTrainStateItem, target.to_tree()}});
+  train::TrainState state = train::TrainState::from_tree(items.trees.at(kTrainStateItem));
+  *step = *which;
+  return train::model_variables(state);
+}
+
+std::vector<std::unique_ptr<data::BaseInput>> build_inputs(const std::vector<HParamsPtr>& configs) {
+  std::vector<std::unique_ptr<data::BaseInput>> inputs;
+  for (const HParamsPtr& p : configs) inputs.push_back(data::build_input(p));
+  return inputs;
+}
+
+std::string metrics_str(const std::map<std::string, double>& metrics) {
+  std::string s;
+  for (const auto& [name, value] : metrics) s += (s.empty() ? "" : "  ") + name + " " + train::format_metric(value);
+  return s;
+}
+
+// Every eval input once; summaries under eval_test_<name>.
+std::map<std::string, std::map<std::string, double>> run_evals(
+    const Job& job, const train::EvalStep& eval_step, const Tree& variables,
+    std::vector<std::unique_ptr<data::BaseInput>>& inputs, int64_t step, train::JobSummaries& summaries,
+    train::ConsoleProgress* progress) {
+  std::map<std::string, std::map<std::string, double>> results;
+  for (auto& input : inputs) {
+    const std::string name = input->base_hparams().name;
+    train::EvalResult r = train::run_eval(eval_step, variables, *input);
+    train::StepMetrics m;
+    m.step = step;
+    m.split = train::eval_split(name);
+    m.metrics = r.metrics;
+    summaries.write(m);
+    std::string line = "eval " + name + " @ step " + std::to_string(step) + " (" + std::to_string(r.batches) +
+                       " batches): " + metrics_str(r.metrics);
+    if (progress) {
+      progress->message(line);
+    } else {
+      job.out << line << "\n";
+    }
+    results[name] = r.metrics;
+  }
+  return results;
+}
+
+// Every decode input once; samples written to decode/<name>_step_<step>.txt.
+std::map<std::string, std::string> run_decodes(const Job& job, const Tree& variables,
+                                               std::vector<std::unique_ptr<data::BaseInput>>& inputs, int64_t step,
+                                               train::ConsoleProgress* progress) {
+  std::map<std::string, std::string> files;
+  const Array key = random::fold_in(random::key(job.exp.train_settings().random_seed), 0x0dec0de);
+  for (auto& input : inputs) {
+    const std::string name = input->base_hparams().name;
+    train::DecodeResult r = train::run_decode(*job.model, variables, *input, random::fold_in(key, uint32_t(step)));
+    std::string text;
+    for (size_t i = 0; i < r.outputs.size(); ++i) text += r.outputs[i] + "\n";
+    char file[64];
+    std::snprintf(file, sizeof file, "%s_step_%08lld.txt", name.c_str(), (long long)step);
+    const std::string path = (fs::path(job.options.job_dir) / "decode" / file).string();
+    fs::create_directories(fs::path(path).parent_path());
+    data::write_file_atomic(path, text);
+    std::string shown = "decode " + name + " @ step " + std::to_string(step) + " -> " + path;
+    for (size_t i = 0; i < r.outputs.size() && i < 4; ++i) shown += "\n  " + r.outputs[i];
+    if (progress) {
+      progress->message(shown);
+    } else {
+      job.out << shown << "\n";
+    }
+    files[name] = path;
+  }
+  return files;
+}
+
+// The console line shows the loss and one accuracy; the summaries get every metric.
+train::StepMetrics console_metrics(train::StepMetrics m) {
+  std::map<std::string, double> shown;
+  auto copy = [&](const char* from, const char* to) {
+    auto it = m.metrics.find(from);
+    if (it != m.metrics.end()) shown[to] = it->second;
+  };
+  copy("total_loss", "loss");
+  copy("accuracy", "accuracy");
+  copy("fraction_of_correct_next_step_preds", "accuracy");
+  m.metrics = shown;
+  return m;
+}
+
+DType compute_dtype(const ExperimentConfig& exp) {
+  auto* layer = dynamic_cast<const nn::Layer::HParams*>(exp.model.get());
+  return layer && layer->fprop_dtype == DType::bf16 ? DType::bf16 : DType::f32;
+}
+
+// Tokens of a batch (its ids' elements) for language models, else 0.
+int64_t batch_tokens(const Tree& batch) {
+  return batch.is_dict() && batch.contains("ids") ? batch["ids"].leaf().shape().numel() : 0;
+}
+
+int64_t batch_examples(const Tree& batch) {
+  for (const Array& leaf : tree_leaves(batch))
+    if (leaf.ndim() > 0) return leaf.dim(0);
+  return 0;
+}
+
+RunResult run_train(Job& job) {
+  const ExperimentConfig& exp = job.exp;
+  const TrainSettings& settings = exp.train_settings();
+  const train::Learner& learner = exp.learner_hparams();
+  // Inputs first: missing data fails before anything is written.
+  auto train_input = data::build_input(exp.train_input);
+  auto eval_inputs = build_inputs(exp.eval_inputs);
+  auto decode_inputs = build_inputs(exp.decode_inputs);
+  job.write_job_files();
+  std::ostream& out = job.out;
+  out << "model: " << nn::count_parameters(*job.model) << " parameters (table in " << job.path("model_summary.txt")
+      << ")\n";
+
+  train::TrainStep train_step(*job.model, learner);
+  train::EvalStep eval_step(*job.model);
+  train::CheckpointManager mgr = job.checkpoints();
+
+  const Array seed_key = random::key(uint64_t(settings.random_seed));
+  const Array init_key = random::fold_in(seed_key, 0), dropout_key = random::fold_in(seed_key, 1);
+  train::TrainState state = train_step.init_state(init_key);
+  const bool early_stopping = !settings.early_stopping_metric.empty();
+  train::EarlyStopping stopper{.min_delta = settings.early_stopping_min_delta,
+                               .patience = settings.early_stopping_patience};
+  if (std::optional<int64_t> latest = mgr.latest_step()) {
+    std::map<std::string, Tree> targets = {{kTrainStateItem, state.to_tree()},
+                                           {kInputStateItem, train_input->state()}};
+    train::CheckpointItems items = mgr.restore(*latest, targets);
+    state = train::TrainState::from_tree(items.trees.at(kTrainStateItem));
+    train_input->restore_state(items.trees.at(kInputStateItem));
+    if (early_stopping && items.trees.count(kEarlyStoppingItem))
+      stopper = train::EarlyStopping::from_tree(items.trees.at(kEarlyStoppingItem));
+    out << "resumed from " << mgr.directory() << " at step " << *latest << "\n";
+  }
+  int64_t step = state.step.astype(DType::i64).item<int64_t>();
+  const int64_t total = settings.num_train_steps;
+
+  train::JobSummaries summaries(job.options.job_dir, {.title = job.options.experiment_name});
+  train::ConsoleProgress progress({.total_steps = total, .out = &out, .plain_secs = 0});
+  const double peak = train::peak_flops(compute_dtype(exp), {.override_flops = job.options.peak_flops});
+  double flops_per_step = -1;
+
+  auto save = [&](bool force) {
+    train::CheckpointItems items;
+    items.trees[kTrainStateItem] = state.to_tree();
+    items.trees[kInputStateItem] = train_input->state();
+    if (early_stopping) items.trees[kEarlyStoppingItem] = stopper.to_tree();
+    return mgr.save(step, items, {.force = force});
+  };
+
+  RunResult result;
+  train::MetricAccumulator interval_metrics;
+  int64_t interval_steps = 0, interval_tokens = 0, interval_examples = 0;
+  double interval_seconds = 0;
+  double last_grad_norm = NAN;
+  while (step < total && !result.early_stopped) {
+    const auto start = Clock::now();
+    Tree batch = train_input->get_next();
+    if (flops_per_step < 0) flops_per_step = job.model->flops_per_example(batch) * double(batch_examples(batch));
+    auto [next, step_out] = train_step(std::move(state), batch, random::fold_in(dropout_key, uint32_t(step)));
+    state = std::move(next);
+    ++step;
+    interval_metrics.add(step_out["metrics"]);
+    last_grad_norm = step_out["grad_norm"].leaf().astype(DType::f64).item<double>();
+    interval_seconds += seconds_since(start);
+    ++interval_steps;
+    interval_tokens += batch_tokens(batch);
+    interval_examples += batch_examples(batch);
+    progress.update(step);
+
+    if (step % settings.summary_interval_steps == 0 || step == total) {
+      train::StepMetrics m;
+      m.step = step;
+      m.metrics = interval_metrics.means();
+      m.learning_rate = learner.learning_rate(step - 1);
+      m.grad_norm = last_grad_norm;
+      const double secs = std::max(interval_seconds, 1e-9);
+      m.steps_per_sec = double(interval_steps) / secs;
+      if (interval_tokens > 0) {
+        m.tokens_per_sec = double(interval_tokens) / secs;
+      } else {
+        m.examples_per_sec = double(interval_examples) / secs;
+      }
+      if (flops_per_step > 0) m.mfu = train::mfu(flops_per_step, secs / double(interval_steps), peak);
+      summaries.write(m);
+      progress.summary(console_metrics(m));
+      result.train_metrics = m.metrics;
+      interval_metrics = {};
+      interval_steps = interval_tokens = interval_examples = 0;
+      interval_seconds = 0;
+    }
+    save(false);
+    const bool last = step == total;
+    if (settings.eval_interval_steps > 0 && (step % settings.eval_interval_steps == 0 || last)) {
+      result.eval_metrics =
+          run_evals(job, eval_step, train::model_variables(state), eval_inputs, step, summaries, &progress);
+      if (early_stopping) {
+        const std::string& metric = settings.early_stopping_metric;
+        const size_t slash = metric.find('/');
+        const auto& values = result.eval_metrics.at(metric.substr(0, slash));
+        auto it = values.find(metric.substr(slash + 1));
+        PAX_CHECK(it != values.end(), "train.early_stopping_metric '", metric, "': the eval input reports ",
+                  metrics_str(values));
+        stopper = stopper.update(settings.early_stopping_higher_is_better ? -it->second : it->second);
+        if (stopper.should_stop) {
+          result.early_stopped = true;
+          progress.message("early stopping at step " + std::to_string(step) + ": " + metric + " has not improved for " +
+                           std::to_string(stopper.patience_count) + " evaluations");
+        }
+      }
+    }
+    if (settings.decode_interval_steps > 0 && (step % settings.decode_interval_steps == 0 || last))
+      result.decode_files = run_decodes(job, train::model_variables(state), decode_inputs, step, &progress);
+    if (job.options.stop_requested && job.options.stop_requested()) {
+      result.interrupted = true;
+      break;
+    }
+  }
+  if (mgr.latest_step() != step) save(true);
+  mgr.wait_until_finished();
+  progress.finish();
+  summaries.close();
+  result.step = step;
+  if (result.interrupted) {
+    out << "interrupted: saved step " << step << " in " << mgr.directory() << "; run the same command to resume\n";
+  } else {
+    out << "done at step " << step << "; checkpoints in " << mgr.directory() << ", report in "
+        << summaries.report_path() << "\n";
+  }
+  return result;
+}
+
+RunResult run_restored(Job& job) {
+  job.write_job_files();
+  train::TrainStep train_step(*job.model, job.exp.learner_hparams());
+  train::CheckpointManager mgr = job.checkpoints();
+  RunResult result;
+  Tree variables = restore_variables(job, mgr, train_step, &result.step);
+  job.out << "restored step " << result.step << " from " << mgr.directory() << "\n";
+  if (job.options.mode == Mode::eval) {
+    PAX_CHECK(!job.exp.eval_inputs.empty(), "--mode=eval: the experiment has no eval inputs (eval_inputs is empty)");
+    auto inputs = build_inputs(job.exp.eval_inputs);
+    train::JobSummaries summaries(job.options.job_dir, {.title = job.options.experiment_name});
+    result.eval_metrics = run_evals(job, train::EvalStep(*job.model), variables, inputs, result.step, summaries, nullptr);
+    summaries.close();
+  } else {
+    PAX_CHECK(!job.exp.decode_inputs.empty(),
+              "--mode=decode: the experiment has no decode inputs (decode_inputs is empty)");
+    auto inputs = build_inputs(job.exp.decode_inputs);
+    result.decode_files = run_decodes(job, variables, inputs, result.step, nullptr);
+  }
+  return result;
+}
+
+std::string human_count(double n) {
+  char buf[32];
+  if (n >= 1e18) {
+    std::snprintf(buf, sizeof buf, "%.2fE", n / 1e18);
+  } else if (n >= 1e15) {
+    std::snprintf(buf, sizeof buf, "%.2fP", n / 1e15);
+  } else if (n >= 1e12) {
+    std::snprintf(buf, sizeof buf, "%.2fT", n / 1e12);
+  } else if (n >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.2fB", n / 1e9);
+  } else if (n >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.2fM", n / 1e6);
+  } else if (n >= 1e3) {
+    std::snprintf(buf, sizeof buf, "%.2fK", n / 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f", n);
+  }
+  return buf;
+}
+
+}  // namespace
+
+RunResult run_experiment(const Config& config, const RunOptions& options) {
+  Job job(config, options);
+  switch (options.mode) {
+    case Mode::train: return run_train(job);
+    case Mode::eval:
+    case Mode::decode: return run_restored(job);
+    case Mode::inspect: job.out << inspect_experiment(config); return {};
+  }
+  return {};
+}
+
+std::string inspect_experiment(const Config& config) {
+  const auto& exp = config.as<ExperimentConfig>();
+  validate(exp);
+  auto layer = nn::build_layer(exp.model);
+  const auto* model = dynamic_cast<const nn::BaseModel*>(layer.get());
+  std::ostringstream s;
+  const int64_t params = nn::count_parameters(*model);
+  s << "model: " << exp.model->type_name() << "\n";
+  s << "parameters: " << params << " (" << human_count(double(params)) << ")\n";
+  for (const std::string collection : {"batch_stats", "non_trainable"}) {
+    const int64_t n = nn::count_parameters(*model, collection);
+    if (n > 0) s << collection << ": " << n << "\n";
+  }
+  auto* input = dynamic_cast<const data::BaseInput::HParams*>(exp.train_input.get());
+  const int64_t global_batch = input->batch_size * input->num_infeed_hosts;
+  if (auto* lm = dynamic_cast<const nn::LanguageModel*>(model)) {
+    const int64_t seq = std::stoll(config.get("train_input.seq_length"));
+    const double per_token = lm->flops_per_token(seq);
+    s << "training FLOPs per token: " << human_count(per_token) << " (6N + 12 L H T, T = " << seq << ")\n";
+    s << "training FLOPs per step: " << human_count(per_token * double(seq * global_batch))
+      << " (global batch " << global_batch << " x " << seq << " tokens)\n";
+  } else {
+    // The FLOPs of a non-LM model are traced from one batch of its input.
+    auto train_input = data::build_input(exp.train_input);
+    Tree batch = train_input->get_next();
+    const double per_example = model->flops_per_example(batch);
+    s << "training FLOPs per example: " << human_count(per_example) << "\n";
+    s << "training FLOPs per step: " << human_count(per_example * double(global_batch)) << " (global batch "
+      << global_batch << ")\n";
+  }
+  s << "config:\n" << config.str(false);
+  return s.str();
+}
+
+}  // namespace pax::experiments

@@ -1,0 +1,128 @@
+// End to end: lm.KjvTransformerTiny trains (its loss falls, checkpoints,
+// summaries and samples are written), a run stopped and resumed continues
+// with the same data stream and the same losses as an uninterrupted one,
+// eval and decode restore a checkpoint, inspect works without weights, and
+// a missing checkpoint is an error.
+#include "pax/experiments/runner.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "pax/experiments/experiment.h"
+#include "pax/data/file_io.h"
+#include "pax/testing/testing.h"
+#include "pax/train/checkpoint.h"
+#include "pax/train/summary.h"
+
+namespace pax::experiments {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fresh_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("pax_runner_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+// A small, quick version of the tiny experiment.
+Config tiny_config(int64_t steps) {
+  Config cfg = make_experiment("lm.KjvTransformerTiny")->config();
+  cfg.apply_overrides({"train.num_train_steps=" + std::to_string(steps), "train.summary_interval_steps=1",
+                       "train.save_interval_steps=4", "train.eval_interval_steps=0",
+                       "train.decode_interval_steps=0", "train.async_checkpoint=true"});
+  return cfg;
+}
+
+RunOptions options(const std::string& job_dir, Mode mode = Mode::train) {
+  static std::ostringstream sink;
+  RunOptions o;
+  o.job_dir = job_dir;
+  o.mode = mode;
+  o.peak_flops = 1e11;
+  o.out = &sink;
+  return o;
+}
+
+// Train losses by step, from metrics.jsonl.
+std::map<int64_t, double> train_losses(const std::string& job_dir) {
+  std::map<int64_t, double> losses;
+  for (const train::StepMetrics& m : train::read_metrics_jsonl(job_dir + "/metrics.jsonl"))
+    if (m.split == train::kTrainSplit) losses[m.step] = m.metrics.at("total_loss");
+  return losses;
+}
+
+TEST(Runner, TinyTrainsAndWritesItsJobDirectory) {
+  const std::string dir = fresh_dir("train");
+  Config cfg = make_experiment("lm.KjvTransformerTiny")->config();
+  RunResult r = run_experiment(cfg, options(dir));
+  const int64_t total = cfg.as<ExperimentConfig>().train_settings().num_train_steps;
+  EXPECT_EQ(r.step, total);
+  EXPECT_FALSE(r.interrupted);
+  std::map<int64_t, double> losses = train_losses(dir);
+  ASSERT_GE(losses.size(), 3u);
+  EXPECT_LT(losses.rbegin()->second, losses.begin()->second - 1.0) << "the loss must fall";
+  EXPECT_TRUE(std::isfinite(losses.rbegin()->second));
+  for (const char* f : {"config.json", "model_summary.txt", "metrics.jsonl", "report.html"})
+    EXPECT_TRUE(fs::exists(fs::path(dir) / f)) << f;
+  EXPECT_EQ(train::available_steps(dir + "/checkpoints").back(), total);
+  EXPECT_FALSE(fs::is_empty(fs::path(dir) / "summaries" / "train"));
+  EXPECT_FALSE(fs::is_empty(fs::path(dir) / "summaries" / "eval_test_validation"));
+  ASSERT_EQ(r.eval_metrics.count("validation"), 1u);
+  EXPECT_TRUE(std::isfinite(r.eval_metrics["validation"].at("log_pplx")));
+  ASSERT_EQ(r.decode_files.count("samples"), 1u);
+  EXPECT_TRUE(fs::exists(r.decode_files["samples"]));
+  // The saved config runs again as is.
+  Config saved = Config::from_json(data::read_file(dir + "/config.json"));
+  EXPECT_EQ(saved.to_json(), cfg.to_json());
+
+  // eval and decode restore the final checkpoint and reproduce the final eval.
+  RunResult e = run_experiment(cfg, options(dir, Mode::eval));
+  EXPECT_EQ(e.step, total);
+  EXPECT_DOUBLE_EQ(e.eval_metrics["validation"].at("log_pplx"), r.eval_metrics["validation"].at("log_pplx"));
+  RunResult d = run_experiment(cfg, options(dir, Mode::decode));
+  EXPECT_EQ(data::read_file(d.decode_files.at("samples")), data::read_file(r.decode_files.at("samples")));
+  // An explicit step that exists, and one that does not.
+  RunOptions at = options(dir, Mode::eval);
+  at.restore_step = train::available_steps(dir + "/checkpoints").front();
+  EXPECT_EQ(run_experiment(cfg, at).step, *at.restore_step);
+  at.restore_step = 12345;
+  EXPECT_PAX_ERROR(run_experiment(cfg, at), "--restore_step=12345: no such checkpoint");
+}
+
+TEST(Runner, StoppedAndResumedRunMatchesAnUninterruptedOne) {
+  const int64_t steps = 14;
+  const std::string straight = fresh_dir("straight"), resumed = fresh_dir("resumed");
+  run_experiment(tiny_config(steps), options(straight));
+
+  // Stop after step 6 (a SIGINT would do the same), then run the same command again.
+  RunOptions first = options(resumed);
+  int polls = 0;
+  first.stop_requested = [&] { return ++polls >= 6; };
+  RunResult r1 = run_experiment(tiny_config(steps), first);
+  EXPECT_TRUE(r1.interrupted);
+  EXPECT_EQ(r1.step, 6);
+  EXPECT_EQ(train::available_steps(resumed + "/checkpoints").back(), 6);
+  RunResult r2 = run_experiment(tiny_config(steps), options(resumed));
+  EXPECT_EQ(r2.step, steps);
+
+  std::map<int64_t, double> a = train_losses(straight), b = train_losses(resumed);
+  ASSERT_EQ(a.size(), size_t(steps));
+  ASSERT_EQ(b.size(), size_t(steps));
+  for (int64_t s = 1; s <= steps; ++s) EXPECT_EQ(a[s], b[s]) << "step " << s;  // bit for bit
+}
+
+TEST(Runner, EvalWithoutCheckpointAndInspect) {
+  const std::string dir = fresh_dir("empty");
+  EXPECT_PAX_ERROR(run_experiment(tiny_config(2), options(dir, Mode::eval)), "no checkpoint in");
+  std::string text = inspect_experiment(make_experiment("lm.C4SpmdGpt3AdamOrgHP")->config());
+  EXPECT_NE(text.find("parameters: 174780470353"), std::string::npos) << text;
+  EXPECT_NE(text.find("training FLOPs per token"), std::string::npos);
+  text = inspect_experiment(make_experiment("lm.LmCloudSpmd2B")->config());
+  EXPECT_NE(text.find("(2."), std::string::npos) << text;  // about 2B parameters
+}
+
+}  // namespace
+}  // namespace pax::experiments

@@ -1,0 +1,160 @@
+// peak_flops: the override, the JSON cache and the GEMM measurement.
+#include "pax/train/peak_flops.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <system_error>
+
+#include <unistd.h>
+
+#include "pax/backend/backend.h"
+#include "pax/core/error.h"
+#include "pax/ops/numpy.h"
+#include "pax/ops/random.h"
+
+namespace pax::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+bool usable(double flops) { return std::isfinite(flops) && flops > 0; }
+
+void check_dtype(DType dtype, const char* fn) {
+  PAX_CHECK(dtype == DType::f32 || dtype == DType::bf16, fn, ": compute dtype must be f32 or bf16, got ",
+            dtype_name(dtype));
+}
+
+// PAX_PEAK_FLOPS, when set and not empty.
+std::optional<double> env_override() {
+  const char* text = std::getenv("PAX_PEAK_FLOPS");
+  if (!text || !*text) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  PAX_CHECK(end && *end == '\0' && usable(v), "peak_flops: PAX_PEAK_FLOPS must be a positive number of FLOP/s "
+            "(e.g. 2.2e11), got '", text, "'");
+  return v;
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) break;
+    const size_t start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "unknown cpu" : line.substr(start);
+  }
+  return "unknown cpu";
+}
+
+// The cache's entries; an unreadable or malformed file counts as empty.
+json read_entries(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return json::object();
+  json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_object()) return json::object();
+  return doc["entries"];
+}
+
+// Best effort: a cache that cannot be written only costs a re-measurement.
+void write_entries(const fs::path& path, const json& entries) {
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  const fs::path tmp = path.string() + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return;
+    out << json{{"entries", entries}}.dump(2) << '\n';
+    if (!out) {
+      fs::remove(tmp, ec);
+      return;
+    }
+  }
+  fs::rename(tmp, path, ec);  // atomic: readers see the old file or the new one
+  if (ec) fs::remove(tmp, ec);
+}
+
+}  // namespace
+
+std::string peak_flops_cache_key(DType compute_dtype) {
+  std::ostringstream key;
+  key << cpu_model_name() << "|threads=" << num_threads() << "|" << dtype_name(compute_dtype);
+  return key.str();
+}
+
+std::string peak_flops_cache_path(const PeakFlopsOptions& options) {
+  fs::path dir;
+  if (!options.cache_dir.empty()) {
+    dir = options.cache_dir;
+  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    dir = fs::path(xdg) / "paxcc";
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    dir = fs::path(home) / ".cache" / "paxcc";
+  } else {
+    dir = fs::temp_directory_path() / "paxcc";
+  }
+  return (dir / "peak_flops.json").string();
+}
+
+double measure_peak_flops(DType compute_dtype, double seconds, int64_t size) {
+  check_dtype(compute_dtype, "measure_peak_flops");
+  PAX_CHECK(std::isfinite(seconds) && seconds >= 0, "measure_peak_flops: seconds must be >= 0, got ", seconds);
+  PAX_CHECK(size > 0, "measure_peak_flops: size must be > 0, got ", size);
+  auto keys = random::split_keys(random::key(0), 2);
+  const Array a = random::normal(keys[0], {size, size}).astype(compute_dtype);
+  const Array b = random::normal(keys[1], {size, size}).astype(compute_dtype);
+  const double flops = 2.0 * double(size) * double(size) * double(size);
+  using clock = std::chrono::steady_clock;
+  Array warm = matmul(a, b);  // oneDNN primitive creation and first-touch of the output
+  double best = 0, spent = 0;
+  for (int calls = 0; calls < 3 || (spent < seconds && calls < 1000); ++calls) {
+    const auto start = clock::now();
+    Array c = matmul(a, b);  // eager: done when it returns
+    const double s = std::chrono::duration<double>(clock::now() - start).count();
+    spent += s;
+    if (s > 0) best = std::max(best, flops / s);
+  }
+  PAX_CHECK(usable(best), "measure_peak_flops: the timed matmuls gave no usable rate");
+  return best;
+}
+
+double peak_flops(DType compute_dtype, const PeakFlopsOptions& options) {
+  check_dtype(compute_dtype, "peak_flops");
+  if (options.override_flops) {
+    PAX_CHECK(usable(*options.override_flops), "peak_flops: override_flops must be a positive finite FLOP/s, got ",
+              *options.override_flops);
+    return *options.override_flops;
+  }
+  if (std::optional<double> env = env_override()) return *env;
+  if (!options.use_cache) return measure_peak_flops(compute_dtype, options.measure_seconds, options.matmul_size);
+
+  const fs::path path = peak_flops_cache_path(options);
+  const std::string key = peak_flops_cache_key(compute_dtype);
+  json entries = read_entries(path);
+  if (entries.contains(key) && entries[key].is_number()) {
+    const double cached = entries[key].get<double>();
+    if (usable(cached)) return cached;
+  }
+  const double measured = measure_peak_flops(compute_dtype, options.measure_seconds, options.matmul_size);
+  entries[key] = measured;
+  write_entries(path, entries);
+  return measured;
+}
+
+double mfu(double model_flops_per_step, double step_seconds, double peak) {
+  PAX_CHECK(std::isfinite(step_seconds) && step_seconds > 0, "mfu: step_seconds must be > 0, got ", step_seconds);
+  PAX_CHECK(usable(peak), "mfu: peak must be a positive finite FLOP/s, got ", peak);
+  PAX_CHECK(std::isfinite(model_flops_per_step) && model_flops_per_step >= 0,
+            "mfu: model_flops_per_step must be >= 0, got ", model_flops_per_step);
+  return model_flops_per_step / step_seconds / peak;
+}
+
+}  // namespace pax::train

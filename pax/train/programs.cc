@@ -1,0 +1,60 @@
+// Eval and decode programs.
+#include "pax/train/programs.h"
+
+#include <cmath>
+#include <limits>
+
+#include "pax/core/error.h"
+#include "pax/ops/random.h"
+
+namespace pax::train {
+
+void MetricAccumulator::add(const Tree& metrics) {
+  PAX_CHECK(metrics.is_dict(), "MetricAccumulator: metrics must be a dict {name: [value, weight]}");
+  for (const auto& [name, entry] : metrics.entries()) {
+    const double value = nn::metric_value(metrics, name).astype(DType::f64).item<double>();
+    const double weight = nn::metric_weight(metrics, name).astype(DType::f64).item<double>();
+    auto& [sum, total] = sums_[name];
+    if (weight > 0) sum += value * weight;  // a zero-weight NaN (an empty batch) does not poison the mean
+    total += weight;
+  }
+}
+
+std::map<std::string, double> MetricAccumulator::means() const {
+  std::map<std::string, double> out;
+  for (const auto& [name, st] : sums_)
+    out[name] = st.second > 0 ? st.first / st.second : std::numeric_limits<double>::quiet_NaN();
+  return out;
+}
+
+EvalResult run_eval(const EvalStep& step, const Tree& variables, data::BaseInput& input) {
+  MetricAccumulator acc;
+  EvalResult result;
+  result.batches = data::for_each_eval_batch(input, [&](const Tree& batch) { acc.add(step(variables, batch).first); });
+  result.metrics = acc.means();
+  return result;
+}
+
+DecodeResult run_decode(const nn::BaseModel& model, const Tree& variables, data::BaseInput& input, const Array& key) {
+  DecodeResult result;
+  int64_t index = 0;
+  result.batches = data::for_each_eval_batch(input, [&](const Tree& batch) {
+    Tree out = decode_batch(model, variables, batch, random::fold_in(key, index++));
+    const Array& ids = out["output_ids"].leaf();
+    std::vector<std::string> texts = input.ids_to_strings(ids, out["decode_lengths"].leaf());
+    std::vector<std::string> prompts =
+        batch.contains("prefix") ? input.ids_to_strings(batch["prefix"].leaf(), batch["prefix_lengths"].leaf())
+                                 : std::vector<std::string>(texts.size());
+    std::vector<float> weights(texts.size(), 1.0f);
+    if (batch.contains("weights") && batch["weights"].leaf().ndim() == 1)
+      weights = batch["weights"].leaf().astype(DType::f32).to_vector<float>();
+    for (size_t i = 0; i < texts.size(); ++i) {
+      if (weights[i] <= 0) continue;
+      result.prompts.push_back(prompts[i]);
+      result.outputs.push_back(texts[i]);
+    }
+  });
+  return result;
+}
+
+}  // namespace pax::train

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The paxcc command as a user meets it: --help, --list, inspect, a short
+# training run that resumes, eval / decode, the tokenizer subcommand, and a
+# one-line error with a non-zero exit for each kind of bad input.
+# usage: paxcc_cli_test.sh PAXCC
+set -uo pipefail
+paxcc=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export PAX_PEAK_FLOPS=1e11
+failures=0
+
+# expect STATUS PATTERN -- ARGS...: paxcc exits with STATUS and its output matches PATTERN.
+expect() {
+  local status=$1 pattern=$2
+  shift 3
+  local out rc
+  out=$("$paxcc" "$@" 2>&1)
+  rc=$?
+  if [[ $rc -ne $status ]] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL: paxcc $* -> exit $rc (want $status), output:"
+    echo "$out" | head -20
+    failures=$((failures + 1))
+  elif [[ $status -ne 0 ]] && [[ $(wc -l <<<"$out") -ne 1 ]]; then
+    echo "FAIL: paxcc $* -> the error is not one line:"
+    echo "$out"
+    failures=$((failures + 1))
+  fi
+}
+
+expect 0 "--exp" -- --help
+expect 0 "lm.KjvTransformer " -- --list
+expect 0 "parameters: 174780470353" -- --exp=lm.C4SpmdGpt3AdamOrgHP --mode=inspect
+expect 0 "training FLOPs per step" -- --exp=lm.C4Spmd1BAdam4Replicas --mode=inspect
+
+job=$work/tiny
+tiny=(--exp=lm.KjvTransformerTiny "--job_log_dir=$job" --set train.num_train_steps=8 --set train.save_interval_steps=4
+      --set train.eval_interval_steps=4 --set train.decode_interval_steps=8 --set train.summary_interval_steps=2)
+expect 0 "done at step 8" -- "${tiny[@]}"
+[[ -f $job/config.json && -f $job/model_summary.txt && -f $job/report.html ]] || { echo "FAIL: job files missing"; failures=$((failures + 1)); }
+expect 0 "resumed .* at step 8" -- "${tiny[@]}" --set train.num_train_steps=12
+expect 0 "eval validation @ step 12" -- "${tiny[@]}" --mode=eval
+expect 0 "eval validation @ step 4" -- "${tiny[@]}" --mode=eval --restore_step=4
+expect 0 "decode samples @ step 12" -- "${tiny[@]}" --mode=decode
+expect 0 "done at step 12" -- --config "$job/config.json" "--job_log_dir=$job"
+
+# SIGINT: the step in progress finishes, a checkpoint is saved, exit 0; the same command resumes.
+sig=$work/sig
+"$paxcc" --exp=lm.KjvTransformerTiny "--job_log_dir=$sig" --set train.num_train_steps=100000 \
+  --set train.summary_interval_steps=50 >"$work/sig.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q "train step" "$work/sig.log" && break; sleep 0.2; done
+kill -INT $pid
+wait $pid
+rc=$?
+stopped=$(grep -oE "interrupted: saved step [0-9]+" "$work/sig.log" | grep -oE "[0-9]+$")
+if [[ $rc -ne 0 || -z $stopped || ! -f $sig/checkpoints/$(printf 'checkpoint_%08d' "$stopped")/commit_success.txt ]]; then
+  echo "FAIL: SIGINT -> exit $rc, log:"; cat "$work/sig.log"; failures=$((failures + 1))
+else
+  expect 0 "resumed .* at step $stopped" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$sig" \
+    --set train.num_train_steps=$((stopped + 2))
+fi
+
+printf 'in the beginning was the word\nand the word was with god\n%.0s' {1..200} >"$work/corpus.txt"
+expect 0 "wrote" -- tokenizer --input "$work/corpus.txt" --vocab_size 20 --out "$work/corpus.model"
+[[ -s $work/corpus.model ]] || { echo "FAIL: tokenizer model missing"; failures=$((failures + 1)); }
+
+# Bad input: one line, exit 2 for usage and 1 for a run that cannot start.
+expect 2 "not expected: --bogus" -- --bogus
+expect 2 "--mode: .*not in" -- --exp=lm.KjvTransformerTiny --job_log_dir=x --mode=serve
+expect 2 "--exp is required" -- --job_log_dir=x
+expect 2 "--job_log_dir is required" -- --exp=lm.KjvTransformerTiny
+expect 1 "did you mean 'lm.KjvTransformer'" -- --exp=lm.KjvTransfomer --job_log_dir=x
+expect 1 "num_train_steps" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/x" --set train.num_train_step=3
+expect 1 "not an integer|integer" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/x" --set train.num_train_steps=many
+expect 1 "no checkpoint in" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/none" --mode=eval
+expect 1 "restore_step=999: no such checkpoint" -- "${tiny[@]}" --mode=eval --restore_step=999
+expect 1 "no_such_file" -- --config "$work/no_such_file.json" "--job_log_dir=$job"
+expect 1 "no_such_corpus" -- tokenizer --input "$work/no_such_corpus.txt" --vocab_size 40 --out "$work/m.model"
+expect 1 "no such file: .*empty/train-images" -- --exp=vision.FashionMnistMlp "--job_log_dir=$work/f" \
+  --set "train_input.dir=$work/empty"
+expect 1 "missing.txt" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/y" --set train_input.source=files \
+  --set "train_input.files=[\"$work/missing.txt\"]"
+
+if ((failures > 0)); then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all paxcc checks passed"
