@@ -83,6 +83,8 @@ struct SaveCheckpointOptions {
   std::optional<int64_t> keep_every_n_steps;
   // When set, the write, commit and pruning run on its background thread and
   // save_checkpoint returns once the arrays are held (see AsyncManager).
+  // Holding them is the snapshot: arrays are immutable host buffers, and a
+  // jitted step that donates its state cannot reuse a buffer a save holds.
   AsyncManager* async_manager = nullptr;
   // An experiment config (JSON); its hash is stored in metadata.json.
   std::string config_json;
