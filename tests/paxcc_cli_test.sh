@@ -33,6 +33,14 @@ expect 0 "lm.KjvTransformer " -- --list
 expect 0 "parameters: 174780470353" -- --exp=lm.C4SpmdGpt3AdamOrgHP --mode=inspect
 expect 0 "training FLOPs per step" -- --exp=lm.C4Spmd1BAdam4Replicas --mode=inspect
 
+# A seed config scaled down with --set trains.
+S=model.lm_tpl.stacked_transformer_tpl
+expect 0 "done at step 4" -- --exp=lm.C4Spmd1BAdam4Replicas "--job_log_dir=$work/c4" --set model.lm_tpl.model_dims=64 \
+  --set $S.num_layers=1 --set $S.num_heads=2 --set $S.dim_per_head=32 --set $S.hidden_dims=128 \
+  --set model.lm_tpl.vocab_size=256 --set train_input.vocab_size=256 --set train_input.seq_length=16 \
+  --set train_input.batch_size=2 --set "eval_inputs[0].vocab_size=256" --set "eval_inputs[0].seq_length=16" \
+  --set "eval_inputs[0].batch_size=2" --set train.num_train_steps=4 --set train.eval_interval_steps=2
+
 job=$work/tiny
 tiny=(--exp=lm.KjvTransformerTiny "--job_log_dir=$job" --set train.num_train_steps=8 --set train.save_interval_steps=4
       --set train.eval_interval_steps=4 --set train.decode_interval_steps=8 --set train.summary_interval_steps=2)

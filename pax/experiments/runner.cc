@@ -8,6 +8,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "pax/core/error.h"
 #include "pax/data/base_input.h"
 #include "pax/data/file_io.h"
@@ -192,6 +194,29 @@ int64_t batch_examples(const Tree& batch) {
   return 0;
 }
 
+// The early-stopping state as a JSON item of the checkpoint (JSON items are
+// restored whatever the targets; +inf, "nothing seen yet", is null).
+std::string early_stopping_to_json(const train::EarlyStopping& e) {
+  nlohmann::json j = {{"best_metric", std::isfinite(e.best_metric) ? nlohmann::json(e.best_metric) : nlohmann::json()},
+                      {"patience_count", e.patience_count},
+                      {"should_stop", e.should_stop},
+                      {"has_improved", e.has_improved}};
+  return j.dump();
+}
+
+train::EarlyStopping early_stopping_from_json(train::EarlyStopping e, const std::string& text) {
+  try {
+    nlohmann::json j = nlohmann::json::parse(text);
+    e.best_metric = j.at("best_metric").is_null() ? INFINITY : j.at("best_metric").get<double>();
+    e.patience_count = j.at("patience_count").get<int64_t>();
+    e.should_stop = j.at("should_stop").get<bool>();
+    e.has_improved = j.at("has_improved").get<bool>();
+  } catch (const nlohmann::json::exception& err) {
+    PAX_FAIL("checkpoint item '", kEarlyStoppingItem, "' is not an early-stopping state: ", err.what());
+  }
+  return e;
+}
+
 RunResult run_train(Job& job) {
   const ExperimentConfig& exp = job.exp;
   const TrainSettings& settings = exp.train_settings();
@@ -221,8 +246,8 @@ RunResult run_train(Job& job) {
     train::CheckpointItems items = mgr.restore(*latest, targets);
     state = train::TrainState::from_tree(items.trees.at(kTrainStateItem));
     train_input->restore_state(items.trees.at(kInputStateItem));
-    if (early_stopping && items.trees.count(kEarlyStoppingItem))
-      stopper = train::EarlyStopping::from_tree(items.trees.at(kEarlyStoppingItem));
+    if (early_stopping && items.json.count(kEarlyStoppingItem))
+      stopper = early_stopping_from_json(stopper, items.json.at(kEarlyStoppingItem));
     out << "resumed from " << mgr.directory() << " at step " << *latest << "\n";
   }
   int64_t step = state.step.astype(DType::i64).item<int64_t>();
@@ -237,7 +262,7 @@ RunResult run_train(Job& job) {
     train::CheckpointItems items;
     items.trees[kTrainStateItem] = state.to_tree();
     items.trees[kInputStateItem] = train_input->state();
-    if (early_stopping) items.trees[kEarlyStoppingItem] = stopper.to_tree();
+    if (early_stopping) items.json[kEarlyStoppingItem] = early_stopping_to_json(stopper);
     return mgr.save(step, items, {.force = force});
   };
 

@@ -114,6 +114,24 @@ TEST(Runner, StoppedAndResumedRunMatchesAnUninterruptedOne) {
   for (int64_t s = 1; s <= steps; ++s) EXPECT_EQ(a[s], b[s]) << "step " << s;  // bit for bit
 }
 
+TEST(Runner, EarlyStoppingEndsTheRunAndIsSaved) {
+  const std::string dir = fresh_dir("early");
+  Config cfg = tiny_config(40);
+  // No evaluation can improve by 100 nats: the second one stops the run.
+  cfg.apply_overrides({"train.eval_interval_steps=5", "train.early_stopping_metric=validation/log_pplx",
+                       "train.early_stopping_min_delta=100", "train.early_stopping_patience=0"});
+  RunResult r = run_experiment(cfg, options(dir));
+  EXPECT_TRUE(r.early_stopped);
+  EXPECT_EQ(r.step, 10);
+  EXPECT_EQ(train::available_steps(dir + "/checkpoints").back(), 10);
+  // A rerun restores the stopper and stops again after its next evaluation.
+  RunResult again = run_experiment(cfg, options(dir));
+  EXPECT_TRUE(again.early_stopped);
+  EXPECT_EQ(again.step, 15);
+  cfg.apply_overrides({"train.early_stopping_metric=validation/no_such_metric"});
+  EXPECT_PAX_ERROR(run_experiment(cfg, options(fresh_dir("early2"))), "no_such_metric");
+}
+
 TEST(Runner, EvalWithoutCheckpointAndInspect) {
   const std::string dir = fresh_dir("empty");
   EXPECT_PAX_ERROR(run_experiment(tiny_config(2), options(dir, Mode::eval)), "no checkpoint in");
