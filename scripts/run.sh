@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: install dependencies, build, then train lm.KjvTransformer — a
-# small decoder LM on the King James Bible — into runs/kjv (about 5 minutes
+# small decoder LM on the King James Bible — into runs/kjv (about 4 minutes
 # on 2 cores). Run it again to continue from the last checkpoint; extra
 # arguments go to paxcc (e.g. --set train.num_train_steps=2000).
 set -euo pipefail
