@@ -1,8 +1,17 @@
 // compile(): passes, fusion and memory planning; the CPU executable that
-// runs the resulting schedule over one arena per call.
+// runs the resulting schedule over one arena per call (with PAX_PROFILE=1 in
+// the environment, timing every step; see StepProfile).
 #include "pax/compile/executable.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "pax/backend/backend.h"
 #include "pax/backend/cpu/fused_loop.h"
@@ -18,6 +27,73 @@
 namespace pax {
 
 namespace {
+
+// ---------------------------------------------------------------------------
+// PAX_PROFILE=1: every executable times its steps; the times are summed per
+// step label (operation and shapes) and printed to stderr at exit, heaviest
+// first, so that the cost of a compiled program can be broken down without
+// an external profiler.
+
+class StepProfile {
+ public:
+  // The process-wide profile, or nullptr when PAX_PROFILE is unset or "0".
+  static StepProfile* get() {
+    static StepProfile* profile = [] {
+      const char* env = std::getenv("PAX_PROFILE");
+      return env && *env && std::strcmp(env, "0") != 0 ? new StepProfile : nullptr;
+    }();
+    return profile;
+  }
+  void add(const std::string& label, double seconds) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& e = entries_[label];
+    e.seconds += seconds;
+    ++e.calls;
+  }
+
+ private:
+  struct Entry {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  StepProfile() { std::atexit([] { get()->print(); }); }
+  void print() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (entries_.empty()) return;
+    std::vector<std::pair<std::string, Entry>> rows(entries_.begin(), entries_.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+    double total = 0;
+    for (const auto& [label, e] : rows) total += e.seconds;
+    std::fprintf(stderr, "PAX_PROFILE: %.3f s in executable steps\n%10s %6s %8s  %s\n", total, "ms", "%", "calls",
+                 "step");
+    for (const auto& [label, e] : rows) {
+      std::fprintf(stderr, "%10.2f %6.2f %8lld  %s\n", e.seconds * 1e3, 100.0 * e.seconds / total,
+                   (long long)e.calls, label.c_str());
+    }
+    entries_.clear();
+  }
+  std::mutex mu_;
+  std::map<std::string, Entry> entries_;
+};
+
+std::string avals_str(const Jaxpr& j, const std::vector<Var>& vars) {
+  std::string s;
+  for (Var v : vars) s += (s.empty() ? "" : ", ") + j.aval(v).str();
+  return s;
+}
+
+// "dot_general f32[8,256,256], f32[256,768] -> f32[8,256,768]" or
+// "fusion{mul, add, tanh} f32[...] -> f32[...]".
+std::string step_label(const Jaxpr& j, const Schedule& schedule, const Step& step) {
+  std::string name;
+  if (step.kind == Step::Kind::fused) {
+    for (size_t e : schedule.groups[step.index].eqns) name += (name.empty() ? "" : ", ") + std::string(prim_name(j.eqns[e].prim));
+    name = "fusion{" + name + "}";
+  } else {
+    name = prim_name(j.eqns[step.index].prim);
+  }
+  return name + " " + avals_str(j, schedule.inputs(j, step)) + " -> " + avals_str(j, schedule.outputs(j, step));
+}
 
 // ---------------------------------------------------------------------------
 
@@ -62,6 +138,9 @@ class CpuExecutable : public Executable {
       PAX_CHECK(kernels_[s], prim_name(p), ": primitive has no kernel on the ", cpu_backend().name, " backend");
     }
     cost_ = schedule_cost(jaxpr_, schedule_);
+    if (StepProfile::get()) {
+      for (const Step& step : schedule_.steps) labels_.push_back(step_label(jaxpr_, schedule_, step));
+    }
   }
 
   std::vector<Array> run(std::vector<Array> args) const override;
@@ -98,6 +177,7 @@ class CpuExecutable : public Executable {
   std::vector<bool> donor_;  // per program input: some output may take its buffer
   std::vector<KernelFn> kernels_;
   CostAnalysis cost_;
+  std::vector<std::string> labels_;  // per step, when profiling
 };
 
 void CpuExecutable::check_args(const std::vector<Array>& args) const {
@@ -196,12 +276,17 @@ std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
     f.base[id] = const_cast<void*>(x.data());
   }
   args.clear();  // the frame holds the only references this call keeps
+  StepProfile* profile = labels_.empty() ? nullptr : StepProfile::get();
   for (size_t s = 0; s < schedule_.steps.size(); ++s) {
+    const auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     switch (schedule_.steps[s].kind) {
       case Step::Kind::kernel: run_kernel(f, s); break;
       case Step::Kind::impl: run_impl(f, s); break;
       case Step::Kind::fused: run_fused_step(f, s); break;
       case Step::Kind::alias: break;
+    }
+    if (profile && schedule_.steps[s].kind != Step::Kind::alias) {
+      profile->add(labels_[s], std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
     for (int id : plan_.release_after[s]) {
       if (f.donated[size_t(id)]) continue;  // kept for the output that takes it

@@ -625,7 +625,8 @@ std::string Schedule::str(const Jaxpr& j) const {
     const FusionGroup& g = groups[s.index];
     os << "    ";
     for (size_t i = 0; i < g.outputs.size(); ++i) os << (i ? " " : "") << decl(j, g.outputs[i]);
-    os << " = fusion[size=" << g.size << (g.program->chain_first >= 0 ? ", chain" : "") << "]{\n";
+    os << " = fusion[size=" << g.size << (g.program->chain_first >= 0 ? ", chain" : "")
+       << (g.program->wide_bf16 ? ", wide_bf16" : "") << "]{\n";
     for (size_t m : g.eqns) os << "        " << eqn_str(j, j.eqns[m]) << "\n";
     os << "      }";
     for (Var v : g.inputs) os << " " << var_name(v);

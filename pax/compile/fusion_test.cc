@@ -204,6 +204,41 @@ TEST(Fusion, ConversionsAndSpecialValues) {
   check_fn(f, 5, x);  // five independent loops
 }
 
+TEST(Fusion, Bf16LoopsInWideRegistersAreBitIdentical) {
+  // Loops of several bf16 operations hold bf16 values as f32 and round each
+  // result: inputs read contiguously, through views and as splats; selects,
+  // compares, conversions from and to bf16, stored intermediates, row
+  // reductions; special values; outputs of 4 MiB and more (streamed).
+  auto f = [](const Array& x, const Array& row, const Array& s, const Array& h, const Array& i, const Array& d) {
+    Array a = tanh(x * row + s) * 0.5 - exp(-x);
+    Array b = where(a > x, a, x * a);
+    Array c = lax::integer_pow(a, 3) + lax::convert_element_type(h, DType::bf16) +
+              lax::convert_element_type(i, DType::bf16) * lax::convert_element_type(d, DType::bf16);
+    Array c16 = lax::convert_element_type(c * 3.0, DType::f16);
+    Array ci = lax::convert_element_type(c * 1e3, DType::i32);
+    Array cf = lax::convert_element_type(c, DType::f32) * 2.0;
+    Array same = lax::convert_element_type(b, DType::bf16) + a;
+    Array back = lax::convert_element_type(cf * 0.3, DType::bf16) * a;
+    Array finite = lax::is_finite(c * 1e30);
+    return std::make_tuple(a, b, c16, ci, cf, same, back, finite, sum(c * a, -1));
+  };
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{3, 37}, {37, 1029}, {2, (1 << 21) + 5}}) {
+    std::vector<double> xv = testing::random_values(m * n, 50, -3, 3);
+    const double special[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e38, -1e-40, 3.0e38};
+    for (size_t k = 0; k < std::size(special); ++k) xv[k * 13 % size_t(m * n)] = special[k];
+    Array x = array(xv, {m, n}).astype(DType::bf16);
+    Array row = random_array({n}, DType::bf16, 51);
+    Array s = scalar(0.25f).astype(DType::bf16);
+    Array h = random_array({m, n}, DType::f16, 52, -100, 100);
+    Array i = random_array({m, n}, DType::i32, 53, -300000000, 300000000);
+    Array d = random_array({m, n}, DType::f64, 54);
+    auto jaxpr = make_jaxpr(f)(x, row, s, h, i, d);
+    const std::string program = compile(jaxpr)->str();
+    EXPECT_GE(count_of(program, "wide_bf16"), 1) << program;
+    check(jaxpr, {x, row, s, h, i, d}, count_of(program, "fusion["));
+  }
+}
+
 TEST(Fusion, RowReductionsAreBitIdentical) {
   auto sum_last = [](const Array& x, const Array& w) { return sum(exp(x) * w, -1); };
   check_fn(sum_last, 1, random_array({64, 1000}, DType::f32, 13), random_array({1000}, DType::f32, 14));

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "pax/core/error.h"
+#include "pax/interp/interpreter.h"
 
 namespace pax::nn {
 
@@ -44,10 +45,12 @@ Array log_sigmoid(const Array& x) { return -softplus(-x); }
 
 namespace {
 // max over axes (keepdims), with non-finite maxima replaced by 0 so that
-// rows of -inf do not turn into NaN.
+// rows of -inf do not turn into NaN. The shift cancels out of the result, so
+// its gradient is zero: it is cut from differentiation (as jax.nn does), which
+// spares the backward pass the max's tie-breaking one-hot.
 Array stable_shift(const Array& x, const Ints& axes) {
   Array m = max(x, axes, true);
-  return where(isfinite(m), m, zeros_like(m));
+  return bind1(Prim::stop_gradient, {where(isfinite(m), m, zeros_like(m))});
 }
 }  // namespace
 

@@ -115,7 +115,7 @@ double measure_peak_flops(DType compute_dtype, double seconds, int64_t size) {
   using clock = std::chrono::steady_clock;
   Array warm = matmul(a, b);  // oneDNN primitive creation and first-touch of the output
   double best = 0, spent = 0;
-  for (int calls = 0; calls < 3 || (spent < seconds && calls < 1000); ++calls) {
+  for (int calls = 0; calls < 10 || (spent < seconds && calls < 1000); ++calls) {
     const auto start = clock::now();
     Array c = matmul(a, b);  // eager: done when it returns
     const double s = std::chrono::duration<double>(clock::now() - start).count();

@@ -1,9 +1,12 @@
 // The machine's peak FLOP/s for a compute dtype, the denominator of model
-// FLOPs utilisation (MFU). "Peak" is what a large square GEMM reaches through
-// paxcc's matmul (oneDNN) on all kernel threads: measured once (~0.2 s) and
+// FLOPs utilisation (MFU). "Peak" is the best rate of square GEMMs through
+// paxcc's matmul (oneDNN) on all kernel threads: measured once (~0.3 s) and
 // cached per CPU model, thread count and dtype in
 // $XDG_CACHE_HOME/paxcc/peak_flops.json (~/.cache/paxcc/ when XDG_CACHE_HOME
-// is unset), so that later runs start at once.
+// is unset), so that later runs start at once. The best of many short calls
+// is kept, so that other work on the machine lowers it only when it lasts
+// through the whole measurement; a value measured on a busy machine stays in
+// the cache until the file is removed (or is overridden, below).
 //
 //   double peak = train::peak_flops(DType::bf16);               // cached or measured
 //   double peak = train::peak_flops(DType::f32, {.override_flops = 2e11});  // --peak_flops
@@ -29,9 +32,10 @@ struct PeakFlopsOptions {
   // Read and write the cache (false: always measure).
   bool use_cache = true;
   // Least time spent in timed matmuls per measurement, and their side (the
-  // default is large enough for oneDNN's best blocking; tests use less).
-  double measure_seconds = 0.2;
-  int64_t matmul_size = 2048;
+  // default is large enough for oneDNN's best blocking, and short enough for
+  // dozens of calls; tests use less).
+  double measure_seconds = 0.3;
+  int64_t matmul_size = 1024;
 };
 
 // Peak FLOP/s for matmuls computed in compute_dtype (f32 or bf16), as above.
@@ -41,8 +45,8 @@ struct PeakFlopsOptions {
 double peak_flops(DType compute_dtype, const PeakFlopsOptions& options = {});
 
 // One measurement, without the cache: the best rate of size^3 matmuls
-// (2 size^3 FLOPs each) over at least `seconds` and 3 timed calls.
-double measure_peak_flops(DType compute_dtype, double seconds = 0.2, int64_t size = 2048);
+// (2 size^3 FLOPs each) over at least `seconds` and 10 timed calls.
+double measure_peak_flops(DType compute_dtype, double seconds = 0.3, int64_t size = 1024);
 
 // The cache file peak_flops() uses with these options.
 std::string peak_flops_cache_path(const PeakFlopsOptions& options = {});

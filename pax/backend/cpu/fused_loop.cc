@@ -99,7 +99,13 @@ void gather_view(const FusedSlot& s, const char* base, int64_t start, int64_t m,
   });
 }
 
-void fill_splat(const FusedSlot& s, const void* src, char* dst, int64_t n) {
+void fill_splat(const FusedSlot& s, bool wide, const void* src, char* dst, int64_t n) {
+  if (wide) {
+    uint16_t bits;
+    std::memcpy(&bits, src, sizeof(bits));
+    std::fill(reinterpret_cast<float*>(dst), reinterpret_cast<float*>(dst) + n, bf16_to_float(bits));
+    return;
+  }
   visit_width(itemsize(s.dtype), [&](auto t) {
     using T = decltype(t);
     T v;
@@ -116,24 +122,33 @@ void fill_splat(const FusedSlot& s, const void* src, char* dst, int64_t n) {
   });
 }
 
-void exec(const FusedInstr& ins, void* const* ptr, size_t m) {
+// With wide bf16 registers, bf16 operands are f32 values and a bf16 result
+// is the f32 result rounded to bf16 (what the kernel does inside for bf16).
+void exec(const FusedInstr& ins, void* const* ptr, size_t m, bool wide_bf16) {
   void* y = ptr[ins.result];
   const void* a = ptr[ins.args[0]];
+  auto reg = [&](DType t) { return wide_bf16 && t == DType::bf16 ? DType::f32 : t; };
+  const DType dt = reg(ins.dtype);
+  bool round = wide_bf16 && ins.out_dtype == DType::bf16;
   switch (ins.kind) {
-    case FusedInstr::Kind::unary: return unary(UnaryOp(ins.op), ins.dtype, a, y, m);
-    case FusedInstr::Kind::binary: return binary(BinaryOp(ins.op), ins.dtype, a, ptr[ins.args[1]], y, m);
+    case FusedInstr::Kind::unary: unary(UnaryOp(ins.op), dt, a, y, m); break;
+    case FusedInstr::Kind::binary: binary(BinaryOp(ins.op), dt, a, ptr[ins.args[1]], y, m); break;
     case FusedInstr::Kind::compare:
-      return compare(CompareOp(ins.op), ins.dtype, a, ptr[ins.args[1]], static_cast<bool*>(y), m);
-    case FusedInstr::Kind::is_finite: return is_finite(ins.dtype, a, static_cast<bool*>(y), m);
-    case FusedInstr::Kind::integer_pow: return integer_pow(ins.dtype, ins.exponent, a, y, m);
-    case FusedInstr::Kind::convert: return convert(ins.dtype, a, ins.out_dtype, y, m);
+      return compare(CompareOp(ins.op), dt, a, ptr[ins.args[1]], static_cast<bool*>(y), m);
+    case FusedInstr::Kind::is_finite: return is_finite(dt, a, static_cast<bool*>(y), m);
+    case FusedInstr::Kind::integer_pow: integer_pow(dt, ins.exponent, a, y, m); break;
+    case FusedInstr::Kind::convert:
+      convert(dt, a, reg(ins.out_dtype), y, m);
+      round = round && ins.dtype != DType::bf16;  // bf16 to bf16 copies the bits
+      break;
     case FusedInstr::Kind::select_n: {
       const void* cases[kMaxCases];
       const size_t num = ins.args.size() - 1;
       for (size_t c = 0; c < num; ++c) cases[c] = ptr[ins.args[c + 1]];
-      return select_n(ins.dtype, a, cases, num, itemsize(ins.out_dtype), y, m);
+      return select_n(dt, a, cases, num, itemsize(reg(ins.out_dtype)), y, m);
     }
   }
+  if (round) round_to_bf16(static_cast<float*>(y), m);
 }
 
 // The state of one task: its registers and the current pointer of every slot.
@@ -143,15 +158,20 @@ class Task {
        size_t extra_bytes)
       : p_(p), in_(in), out_(out), steps_(p.chain_steps) {
     const size_t reg_total = size_t(p.num_regs) * p.reg_bytes;
-    char* regs = thread_scratch(reg_total + round64(tile_bytes) + round64(extra_bytes) +
+    // Wide bf16 loops stage gathered views and narrowed streamed stores.
+    const size_t stage_bytes = p.wide_bf16 ? round64(size_t(p.block) * sizeof(uint16_t)) : 0;
+    char* regs = thread_scratch(reg_total + round64(tile_bytes) + round64(extra_bytes) + stage_bytes +
                                 p.slots.size() * sizeof(void*));
     tile_ = regs + reg_total;
     extra_ = tile_ + round64(tile_bytes);
-    ptr_ = reinterpret_cast<void**>(extra_ + round64(extra_bytes));
+    stage_ = extra_ + round64(extra_bytes);
+    ptr_ = reinterpret_cast<void**>(stage_ + stage_bytes);
     for (size_t s = 0; s < p.slots.size(); ++s) {
       const FusedSlot& slot = p.slots[s];
       ptr_[s] = slot.reg >= 0 ? regs + size_t(slot.reg) * p.reg_bytes : nullptr;
-      if (slot.kind == FusedSlot::Kind::splat) fill_splat(slot, in[size_t(slot.arg)], regs + size_t(slot.reg) * p.reg_bytes, p.block);
+      if (slot.kind == FusedSlot::Kind::splat) {
+        fill_splat(slot, p.wide(slot), in[size_t(slot.arg)], regs + size_t(slot.reg) * p.reg_bytes, p.block);
+      }
     }
   }
 
@@ -165,10 +185,21 @@ class Task {
     for (int s : p_.per_block) {
       const FusedSlot& slot = p_.slots[size_t(s)];
       const char* base = static_cast<const char*>(in_[size_t(slot.arg)]);
-      if (slot.kind == FusedSlot::Kind::input) ptr_[s] = const_cast<char*>(base) + size_t(start) * slot.width;
-      else gather_view(slot, base, start, m, static_cast<char*>(ptr_[s]));
+      if (p_.wide(slot)) {
+        const char* src = base + size_t(start) * slot.width;
+        if (slot.kind == FusedSlot::Kind::view) {
+          gather_view(slot, base, start, m, stage_);
+          src = stage_;
+        }
+        convert(DType::bf16, src, DType::f32, ptr_[s], size_t(m));
+      } else if (slot.kind == FusedSlot::Kind::input) {
+        ptr_[s] = const_cast<char*>(base) + size_t(start) * slot.width;
+      } else {
+        gather_view(slot, base, start, m, static_cast<char*>(ptr_[s]));
+      }
     }
-    if (tile_start >= 0) {
+    const bool wide_tile = tile_start >= 0 && p_.wide(p_.slots[size_t(p_.reduce->slot)]);
+    if (tile_start >= 0 && !wide_tile) {
       const FusedSlot& slot = p_.slots[size_t(p_.reduce->slot)];
       ptr_[p_.reduce->slot] = tile_ + size_t(start - tile_start) * slot.width;
     }
@@ -187,17 +218,29 @@ class Task {
             ptr_[p_.instrs.back().result], size_t(m), stream);
       streamed_ = streamed_ || stream;
     } else {
-      for (const FusedInstr& ins : p_.instrs) exec(ins, ptr_, size_t(m));
+      for (const FusedInstr& ins : p_.instrs) exec(ins, ptr_, size_t(m), p_.wide_bf16);
+    }
+    if (wide_tile) {
+      const float* x = static_cast<const float*>(ptr_[p_.reduce->slot]);
+      narrow_to_bf16(x, reinterpret_cast<uint16_t*>(tile_) + (start - tile_start), size_t(m));
     }
     const int64_t lo = std::max(start, own_lo), hi = std::min(start + m, own_hi);
     if (lo >= hi) return;
     for (size_t k = 0; k < p_.stores.size(); ++k) {
       if (int(k) == p_.direct_store) continue;
       const FusedStore& st = p_.stores[k];
-      const size_t w = p_.slots[size_t(st.slot)].width;
+      const FusedSlot& slot = p_.slots[size_t(st.slot)];
+      const size_t w = slot.width;
       char* dst = static_cast<char*>(out_[size_t(st.output)]) + size_t(lo) * w;
-      const char* src = static_cast<const char*>(ptr_[st.slot]) + size_t(lo - start) * w;
-      if (st.stream && reinterpret_cast<uintptr_t>(dst) % 64 == 0) {
+      const char* src = static_cast<const char*>(ptr_[st.slot]) + size_t(lo - start) * p_.reg_width(slot);
+      const bool stream = st.stream && reinterpret_cast<uintptr_t>(dst) % 64 == 0;
+      if (p_.wide(slot)) {
+        uint16_t* narrow = reinterpret_cast<uint16_t*>(stream ? stage_ : dst);
+        narrow_to_bf16(reinterpret_cast<const float*>(src), narrow, size_t(hi - lo));
+        if (!stream) continue;
+        src = stage_;
+      }
+      if (stream) {
         stream_copy(dst, src, size_t(hi - lo) * w);
         streamed_ = true;
       } else {
@@ -227,6 +270,7 @@ class Task {
   void** ptr_;
   char* tile_;
   char* extra_;
+  char* stage_;  // wide bf16 loops: one block of bf16
   bool streamed_ = false;
   std::vector<ChainStep> steps_;  // the program's chain, with this block's leaves
 };
@@ -306,8 +350,10 @@ void run_col_reduce(const FusedProgram& p, std::span<const void* const> in, std:
       task.run_range(lo, hi, a, z, -1, [&](int64_t b, int64_t m) {
         const int64_t s0 = std::max(b, a), s1 = std::min(b + m, z);
         if (s0 >= s1) return;
-        const char* v = static_cast<const char*>(task.slot(r.slot)) + size_t(s0 - b) * itemsize(dt);
-        if (acc != dt) {
+        // A wide bf16 slot holds the values already converted to f32.
+        const bool wide = p.wide(p.slots[size_t(r.slot)]);
+        const char* v = static_cast<const char*>(task.slot(r.slot)) + size_t(s0 - b) * (wide ? aw : itemsize(dt));
+        if (acc != dt && !wide) {
           convert(dt, v, acc, task.extra(), size_t(s1 - s0));
           v = task.extra();
         }
@@ -350,6 +396,15 @@ void FusedProgram::finalize() {
   }
   for (const FusedStore& st : stores) last_use[size_t(st.slot)] = kEnd;
   if (reduce) last_use[size_t(reduce->slot)] = kEnd;
+  // Wide bf16 registers pay off from two bf16 operations on: each then
+  // saves the conversions of its operands and result.
+  int bf16_ops = 0;
+  for (const FusedInstr& ins : instrs) {
+    const bool arith = ins.kind == FusedInstr::Kind::unary || ins.kind == FusedInstr::Kind::binary ||
+                       ins.kind == FusedInstr::Kind::integer_pow;
+    bf16_ops += arith && ins.dtype == DType::bf16;
+  }
+  wide_bf16 = bf16_ops >= 2;
   size_t max_width = 1;
   per_block.clear();
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -359,17 +414,19 @@ void FusedProgram::finalize() {
     PAX_CHECK(s.kind != FusedSlot::Kind::view || (!s.dims.empty() && s.dims.size() <= kMaxViewRank &&
                                                    s.dims.size() == s.strides.size()),
               "fused loop: a view needs 1 to ", kMaxViewRank, " dimensions");
-    if (s.kind != FusedSlot::Kind::input) max_width = std::max(max_width, itemsize(s.dtype));
+    if (s.kind != FusedSlot::Kind::input || wide(s)) max_width = std::max(max_width, reg_width(s));
     s.reg = -1;
   }
-  // Splats and views hold a register for the whole task / block; instruction
-  // results take one at their instruction and give it back after their last
-  // use (never to their own instruction's result: kernels of mixed widths may
-  // not run in place).
+  // Splats, views and widened inputs hold a register for the whole task /
+  // block; instruction results take one at their instruction and give it back
+  // after their last use (never to their own instruction's result: kernels of
+  // mixed widths may not run in place).
   num_regs = 0;
   std::vector<int> free_regs;
   for (FusedSlot& s : slots) {
-    if (s.kind == FusedSlot::Kind::splat || s.kind == FusedSlot::Kind::view) s.reg = num_regs++;
+    if (s.kind == FusedSlot::Kind::splat || s.kind == FusedSlot::Kind::view || wide(s)) {
+      if (s.kind != FusedSlot::Kind::reg) s.reg = num_regs++;
+    }
   }
   for (size_t i = 0; i < instrs.size(); ++i) {
     FusedSlot& res = slots[size_t(instrs[i].result)];
@@ -390,13 +447,15 @@ void FusedProgram::finalize() {
   block = kFusedBlock;
   reg_bytes = round64(size_t(block) * max_width);
   for (FusedStore& st : stores) st.stream = size_t(size) * itemsize(slots[size_t(st.slot)].dtype) >= kStreamBytes;
-  find_chain();
+  chain_first = -1;
+  if (!wide_bf16) find_chain();  // chains do not compute bf16
   // Plain loops own every block they compute, so the last instruction may
-  // write its stored result in place of the copy (streamed only by chains).
+  // write its stored result in place of the copy (streamed only by chains),
+  // unless the loop narrows it.
   direct_store = -1;
   int writers = 0;
   for (size_t k = 0; k < stores.size() && !reduce; ++k) {
-    if (stores[k].slot != instrs.back().result) continue;
+    if (stores[k].slot != instrs.back().result || wide(slots[size_t(stores[k].slot)])) continue;
     direct_store = stores[k].stream && chain_first < 0 ? -1 : int(k);
     ++writers;
   }

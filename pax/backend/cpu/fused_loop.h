@@ -8,6 +8,13 @@
 // eager execution, so results are bit-identical to it (bf16 stays rounded
 // per operation).
 //
+// A loop of several bf16 operations holds its bf16 values as f32 in the
+// registers (`wide_bf16`): inputs are widened once per block, each operation
+// runs the f32 kernel and rounds its result to bf16 precision in place, and
+// stores narrow. The elementwise kernels compute bf16 exactly so (widen, f32
+// operation, round), so the results are the same bits, without a conversion
+// of every operand and result inside every kernel call.
+//
 // Inputs are read three ways: contiguously at the block's offset (`input`),
 // through a broadcast view gathered per block (`view`), or as one element
 // filled into a register once per task (`splat`). Stored values are copied
@@ -117,6 +124,12 @@ struct FusedProgram {
   int num_regs = 0;
   int64_t block = kFusedBlock;  // elements per block
   size_t reg_bytes = 0;  // bytes of one register
+  // bf16 slots are held as f32 in registers (inputs then take a register
+  // too), and bf16 operations run as f32 ones rounded to bf16.
+  bool wide_bf16 = false;
+  bool wide(const FusedSlot& s) const { return wide_bf16 && s.dtype == DType::bf16; }
+  // Bytes of one element of the slot in a register.
+  size_t reg_width(const FusedSlot& s) const { return wide(s) ? sizeof(float) : itemsize(s.dtype); }
   // The store the last instruction makes itself, writing straight into a
   // small output (-1: none). Its reads of the block all precede its writes,
   // so this keeps in-place execution safe.
