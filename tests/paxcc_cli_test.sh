@@ -81,6 +81,8 @@ expect 2 "--job_log_dir is required" -- --exp=lm.KjvTransformerTiny
 expect 1 "did you mean 'lm.KjvTransformer'" -- --exp=lm.KjvTransfomer --job_log_dir=x
 expect 1 "num_train_steps" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/x" --set train.num_train_step=3
 expect 1 "not an integer|integer" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/x" --set train.num_train_steps=many
+expect 1 "in the checkpoint but f32\\[259,32\\] in the target" -- "${tiny[@]}" --set model.lm_tpl.model_dims=32
+grep -q '"model_dims": 64' "$job/config.json" || { echo "FAIL: a refused resume rewrote config.json"; failures=$((failures + 1)); }
 expect 1 "no checkpoint in" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/none" --mode=eval
 expect 1 "restore_step=999: no such checkpoint" -- "${tiny[@]}" --mode=eval --restore_step=999
 expect 1 "no_such_file" -- --config "$work/no_such_file.json" "--job_log_dir=$job"

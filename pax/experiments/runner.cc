@@ -225,11 +225,7 @@ RunResult run_train(Job& job) {
   auto train_input = data::build_input(exp.train_input);
   auto eval_inputs = build_inputs(exp.eval_inputs);
   auto decode_inputs = build_inputs(exp.decode_inputs);
-  job.write_job_files();
   std::ostream& out = job.out;
-  out << "model: " << nn::count_parameters(*job.model) << " parameters (table in " << job.path("model_summary.txt")
-      << ")\n";
-
   train::TrainStep train_step(*job.model, learner);
   train::EvalStep eval_step(*job.model);
   train::CheckpointManager mgr = job.checkpoints();
@@ -250,6 +246,11 @@ RunResult run_train(Job& job) {
       stopper = early_stopping_from_json(stopper, items.json.at(kEarlyStoppingItem));
     out << "resumed from " << mgr.directory() << " at step " << *latest << "\n";
   }
+  // Written once the checkpoint (if any) has restored into this config, so
+  // that config.json always describes the checkpoints beside it.
+  job.write_job_files();
+  out << "model: " << nn::count_parameters(*job.model) << " parameters (table in " << job.path("model_summary.txt")
+      << ")\n";
   int64_t step = state.step.astype(DType::i64).item<int64_t>();
   const int64_t total = settings.num_train_steps;
 
