@@ -12,6 +12,7 @@ packages=(
   libsentencepiece-dev                            # tokenizers (pax/data)
   bible-kjv bible-kjv-text                        # KJV text: the `bible` command and its data
   dataset-fashion-mnist                           # /usr/share/datasets/fashion-mnist/*.gz
+  libopenmpi-dev openmpi-bin                      # MPI: multi-process training (pax/dist)
 )
 
 missing=()

@@ -1,0 +1,492 @@
+// ProcessGroup over MPI: a private communicator, a coordinator protocol at rank
+// 0 that checks every call's header and names missing ranks, and nonblocking
+// collectives polled until a deadline so that no wait is unbounded.
+#include "pax/dist/process_group.h"
+
+// MPI's C interface only: its deprecated C++ bindings would need libmpi_cxx.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <climits>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <sstream>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pax/ops/numpy.h"
+
+namespace pax::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What every rank says about a call before any data moves.
+enum class OpKind : int64_t { barrier = 1, all_reduce, all_gather, broadcast, reduce_scatter };
+constexpr int kMaxHeaderDims = 12;
+// sequence, kind, dtype, param0, param1, ndim, dims...
+constexpr int kHeaderInts = 6 + kMaxHeaderDims;
+// Rank 0's answer: status, then (mismatch) the differing rank, rank 0's
+// header and that rank's header, or (timeout) the missing ranks.
+enum Verdict : int64_t { kAgreed = 0, kMismatch = 1, kTimedOut = 2 };
+constexpr int kVerdictInts = 3 + 2 * kHeaderInts;
+constexpr int kMaxListedRanks = kVerdictInts - 3;
+constexpr int kTagHeader = 0x7a11;
+constexpr int kTagVerdict = 0x7a12;
+
+MPI_Comm g_comm = MPI_COMM_NULL;
+bool g_owns_mpi = false;  // this library called MPI_Init_thread
+bool g_broken = false;
+double g_exit_timeout = 300;
+std::vector<MPI_Request> g_abandoned;  // requests left pending by a timeout
+// Buffers those requests may still read or write.
+std::vector<std::shared_ptr<Buffer>> g_keep_alive;
+
+const char* kind_name(int64_t kind) {
+  switch (OpKind(kind)) {
+    case OpKind::barrier: return "barrier";
+    case OpKind::all_reduce: return "all_reduce";
+    case OpKind::all_gather: return "all_gather";
+    case OpKind::broadcast: return "broadcast";
+    case OpKind::reduce_scatter: return "reduce_scatter";
+  }
+  return "unknown operation";
+}
+
+std::string seconds_str(double s) {
+  std::ostringstream out;
+  out << s << " s";
+  return out.str();
+}
+
+void check_mpi(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  PAX_FAIL("pax::dist: ", what, " failed: ", std::string(text, size_t(len)));
+}
+
+// Polls `requests` until all complete or `deadline`; returns which completed.
+std::vector<bool> poll_until(std::span<MPI_Request> requests, Clock::time_point deadline) {
+  std::vector<bool> done(requests.size(), false);
+  size_t remaining = requests.size();
+  for (int spins = 0; remaining > 0; ++spins) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (done[i]) continue;
+      int flag = 0;
+      check_mpi(MPI_Test(&requests[i], &flag, MPI_STATUS_IGNORE), "MPI_Test");
+      if (flag) {
+        done[i] = true;
+        --remaining;
+      }
+    }
+    if (remaining == 0 || Clock::now() >= deadline) break;
+    // Spin briefly (small collectives finish in microseconds), then sleep so
+    // that a long wait does not burn a core.
+    if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return done;
+}
+
+// Leaves unfinished requests to be cancelled at exit: after a timeout their
+// buffers must outlive this call, so receives go into heap blocks never freed.
+void abandon(std::span<MPI_Request> requests, const std::vector<bool>& done) {
+  for (size_t i = 0; i < requests.size(); ++i)
+    if (!done[i]) g_abandoned.push_back(requests[i]);
+  g_broken = true;
+}
+
+Clock::time_point deadline_after(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized || !g_owns_mpi) return;
+  if (g_broken) {
+    for (MPI_Request& r : g_abandoned) MPI_Cancel(&r);
+    // MPI_Finalize synchronises with every rank; a rank that hangs must not
+    // hang this one too.
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::duration<double>(g_exit_timeout));
+      std::_Exit(1);
+    }).detach();
+  }
+  MPI_Finalize();
+}
+
+bool launched_by_mpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
+}
+
+MPI_Datatype mpi_type(DType d) {
+  switch (d) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+    case DType::u8: return MPI_UINT8_T;
+    case DType::u32: return MPI_UINT32_T;
+    default: PAX_FAIL("pax::dist: no MPI reduction type for ", d);
+  }
+}
+
+int checked_count(int64_t n, const char* op, const AVal& aval) {
+  PAX_CHECK(n <= INT_MAX, "pax::dist ", op, ": ", aval.str(), " is too large (", n,
+            " elements or bytes; at most ", INT_MAX, " per call)");
+  return int(n);
+}
+
+Array empty_like(const AVal& aval) {
+  return Array(aval, Buffer::allocate(size_t(aval.shape.numel()) * itemsize(aval.dtype)));
+}
+
+}  // namespace
+
+struct ProcessGroup::Header {
+  std::array<int64_t, kHeaderInts> v{};
+  Header(OpKind kind, int64_t sequence, const AVal* aval, int64_t p0, int64_t p1) {
+    v[0] = sequence;
+    v[1] = int64_t(kind);
+    v[3] = p0;
+    v[4] = p1;
+    if (aval) {
+      v[2] = int64_t(aval->dtype);
+      v[5] = aval->shape.rank();
+      for (int64_t i = 0; i < aval->shape.rank(); ++i) {
+        // Dims beyond the header's room are folded into its last slot.
+        int64_t slot = std::min<int64_t>(i, kMaxHeaderDims - 1);
+        v[size_t(6 + slot)] = i < kMaxHeaderDims - 1 ? aval->shape[i] : v[size_t(6 + slot)] * 1000003 + aval->shape[i];
+      }
+    } else {
+      v[2] = -1;
+    }
+  }
+  Header() = default;
+  std::string str() const {
+    std::ostringstream out;
+    out << kind_name(v[1]) << " #" << v[0];
+    if (v[1] == int64_t(OpKind::all_reduce) || v[1] == int64_t(OpKind::reduce_scatter))
+      out << " (" << reduce_op_name(ReduceOp(v[3])) << ")";
+    if (v[1] == int64_t(OpKind::broadcast)) out << " (root " << v[3] << ")";
+    if (v[1] == int64_t(OpKind::all_gather)) out << " (axis " << v[3] << (v[4] ? ", tiled" : "") << ")";
+    if (v[1] == int64_t(OpKind::reduce_scatter)) out << " (axis " << v[4] << ")";
+    if (v[2] >= 0) {
+      out << " of " << dtype_short_name(DType(v[2])) << "[";
+      if (v[5] > kMaxHeaderDims) {
+        out << "rank " << v[5];
+      } else {
+        for (int64_t i = 0; i < v[5]; ++i) out << (i ? "," : "") << v[size_t(6 + i)];
+      }
+      out << "]";
+    }
+    return out.str();
+  }
+};
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::mean: return "mean";
+    case ReduceOp::max: return "max";
+  }
+  return "unknown";
+}
+
+ProcessGroup& process_group() {
+  static ProcessGroup group;
+  group.initialize();
+  return group;
+}
+
+ProcessGroup::ProcessGroup() = default;
+
+void ProcessGroup::initialize() {
+  if (initialized_) return;
+  if (const char* env = std::getenv("PAX_DIST_TIMEOUT")) {
+    char* end = nullptr;
+    double s = std::strtod(env, &end);
+    PAX_CHECK(end != env && *end == '\0' && s > 0, "pax::dist: $PAX_DIST_TIMEOUT=\"", env,
+              "\" is not a positive number of seconds");
+    timeout_seconds_ = s;
+  }
+  g_exit_timeout = timeout_seconds_;
+  mpi_ = launched_by_mpirun();
+  if (mpi_) {
+    int already = 0;
+    MPI_Initialized(&already);
+    if (!already) {
+      int provided = 0;
+      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+      g_owns_mpi = true;
+      std::atexit(finalize_at_exit);
+    }
+    // A private communicator: the application's own MPI traffic never matches ours.
+    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &g_comm), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(g_comm, &index_);
+    MPI_Comm_size(g_comm, &count_);
+  }
+  initialized_ = true;
+}
+
+bool ProcessGroup::uses_mpi() const { return mpi_; }
+
+int ProcessGroup::process_index() {
+  initialize();
+  return index_;
+}
+
+int ProcessGroup::process_count() {
+  initialize();
+  return count_;
+}
+
+void ProcessGroup::set_timeout_seconds(double seconds) {
+  PAX_CHECK(seconds > 0, "ProcessGroup::set_timeout_seconds: ", seconds, " is not a positive number of seconds");
+  timeout_seconds_ = seconds;
+  g_exit_timeout = seconds;
+}
+
+void ProcessGroup::check_usable(const char* op) const {
+  PAX_CHECK(!g_broken, "pax::dist ", op, ": the process group is unusable: an earlier ", broken_by_,
+            " timed out, so the processes no longer agree on which operation comes next");
+}
+
+void ProcessGroup::agree(const Header& mine, double timeout) {
+  const char* op = kind_name(mine.v[1]);
+  if (count_ == 1) return;
+  std::vector<int64_t> verdict(kVerdictInts, 0);
+  if (index_ == 0) {
+    // Heap blocks: after a timeout, abandoned requests may still write or read
+    // them, so they are then deliberately leaked.
+    auto* theirs = new std::vector<Header>(size_t(count_));
+    std::vector<MPI_Request> recvs(size_t(count_ - 1));
+    for (int r = 1; r < count_; ++r)
+      check_mpi(MPI_Irecv((*theirs)[size_t(r)].v.data(), kHeaderInts, MPI_INT64_T, r, kTagHeader, g_comm,
+                          &recvs[size_t(r - 1)]),
+                "MPI_Irecv");
+    std::vector<bool> done = poll_until(recvs, deadline_after(timeout));
+    std::vector<int> missing, arrived;
+    for (int r = 1; r < count_; ++r) (done[size_t(r - 1)] ? arrived : missing).push_back(r);
+    if (!missing.empty()) {
+      verdict[0] = kTimedOut;
+      verdict[1] = int64_t(missing.size());
+      for (size_t i = 0; i < missing.size() && i < size_t(kMaxListedRanks); ++i) verdict[3 + i] = missing[i];
+      abandon(recvs, done);
+    } else {
+      int bad = -1;
+      for (int r = 1; r < count_ && bad < 0; ++r)
+        if ((*theirs)[size_t(r)].v != mine.v) bad = r;
+      if (bad > 0) {
+        verdict[0] = kMismatch;
+        verdict[1] = bad;
+        std::copy(mine.v.begin(), mine.v.end(), verdict.begin() + 3);
+        std::copy((*theirs)[size_t(bad)].v.begin(), (*theirs)[size_t(bad)].v.end(),
+                  verdict.begin() + 3 + kHeaderInts);
+      }
+      delete theirs;
+    }
+    auto* answer = new std::vector<int64_t>(verdict);
+    std::vector<MPI_Request> sends(arrived.size());
+    for (size_t i = 0; i < arrived.size(); ++i)
+      check_mpi(MPI_Isend(answer->data(), kVerdictInts, MPI_INT64_T, arrived[i], kTagVerdict, g_comm, &sends[i]),
+                "MPI_Isend");
+    std::vector<bool> sent = poll_until(sends, deadline_after(timeout));
+    if (std::all_of(sent.begin(), sent.end(), [](bool b) { return b; })) {
+      delete answer;
+    } else {
+      abandon(sends, sent);
+      broken_by_ = op;
+      if (missing.empty())
+        PAX_FAIL("pax::dist ", op, ": timed out after ", seconds_str(timeout),
+                 " answering the processes that had arrived (on rank 0)");
+    }
+  } else {
+    std::array<MPI_Request, 2> reqs;
+    // The header lives in the Header passed in; copy it so that an abandoned
+    // send never reads a dead stack frame.
+    auto* header = new Header(mine);
+    auto* answer = new std::vector<int64_t>(kVerdictInts, 0);
+    check_mpi(MPI_Isend(header->v.data(), kHeaderInts, MPI_INT64_T, 0, kTagHeader, g_comm, &reqs[0]), "MPI_Isend");
+    check_mpi(MPI_Irecv(answer->data(), kVerdictInts, MPI_INT64_T, 0, kTagVerdict, g_comm, &reqs[1]), "MPI_Irecv");
+    // Rank 0 answers at the latest `timeout` after it arrived; allow for
+    // arriving before it.
+    double margin = std::max(1.0, 0.1 * timeout);
+    std::vector<bool> done = poll_until(reqs, deadline_after(timeout + margin));
+    if (!done[1]) {
+      abandon(reqs, done);
+      broken_by_ = op;
+      PAX_FAIL("pax::dist ", op, ": timed out after ", seconds_str(timeout + margin), " on rank ", index_,
+               ": rank 0 (which collects every rank's arrival) never answered");
+    }
+    if (!done[0]) poll_until(std::span(reqs).first(1), deadline_after(timeout));  // completes at once now
+    verdict = *answer;
+    delete answer;
+    delete header;
+  }
+  if (verdict[0] == kTimedOut) {
+    std::ostringstream ranks;
+    for (int64_t i = 0; i < std::min<int64_t>(verdict[1], kMaxListedRanks); ++i)
+      ranks << (i ? ", " : "") << verdict[size_t(3 + i)];
+    if (verdict[1] > kMaxListedRanks) ranks << ", ...";
+    g_broken = true;
+    broken_by_ = op;
+    PAX_FAIL("pax::dist ", op, ": timed out after ", seconds_str(timeout), ": ", verdict[1] == 1 ? "rank " : "ranks ",
+             ranks.str(), " of ", count_, " never arrived (on rank ", index_, ")");
+  }
+  if (verdict[0] == kMismatch) {
+    Header root, other;
+    std::copy_n(verdict.begin() + 3, kHeaderInts, root.v.begin());
+    std::copy_n(verdict.begin() + 3 + kHeaderInts, kHeaderInts, other.v.begin());
+    PAX_FAIL("pax::dist ", op, ": the processes disagree: rank 0 calls ", root.str(), " but rank ", verdict[1],
+             " calls ", other.str(), " (every process must make the same calls with arrays of one shape and dtype)");
+  }
+}
+
+void ProcessGroup::barrier(double timeout) {
+  initialize();
+  check_usable("barrier");
+  Header h(OpKind::barrier, sequence_++, nullptr, 0, 0);
+  agree(h, timeout > 0 ? timeout : timeout_seconds_);
+}
+
+namespace {
+
+const Array& check_input(const Array& x, const char* op) {
+  PAX_CHECK(x.defined(), "pax::dist ", op, ": got an empty Array handle");
+  PAX_CHECK(x.is_concrete(), "pax::dist ", op, ": needs a concrete array, got a traced ", x.aval().str(),
+            " (host collectives run outside jit)");
+  return x;
+}
+
+// Waits for one data-moving request; every rank had arrived, so a timeout
+// here means a process stopped in the middle of the transfer.
+void wait_data(MPI_Request& req, std::initializer_list<const Array*> buffers, double timeout, const char* op,
+               const char*& broken_by, int index) {
+  std::vector<bool> done = poll_until(std::span(&req, 1), deadline_after(timeout));
+  if (done[0]) return;
+  abandon(std::span(&req, 1), done);
+  for (const Array* a : buffers) g_keep_alive.push_back(a->buffer());
+  broken_by = op;
+  PAX_FAIL("pax::dist ", op, ": timed out after ", seconds_str(timeout), " on rank ", index,
+           " moving data (every process had arrived, so one stopped during the transfer)");
+}
+
+// The dtype a reduction runs in: bf16 and f16 go through f32.
+DType wire_dtype(DType d) { return d == DType::bf16 || d == DType::f16 ? DType::f32 : d; }
+
+void check_reducible(const AVal& aval, ReduceOp op, const char* name) {
+  PAX_CHECK(aval.dtype != DType::bool_, "pax::dist ", name, ": cannot reduce bool arrays (", aval.str(),
+            "); cast to an integer or floating dtype");
+  PAX_CHECK(op != ReduceOp::mean || is_floating(aval.dtype), "pax::dist ", name, "(mean): needs a floating dtype, got ",
+            aval.str());
+  PAX_CHECK(op == ReduceOp::sum || op == ReduceOp::mean || op == ReduceOp::max, "pax::dist ", name,
+            ": unknown reduce op ", int(op));
+}
+
+}  // namespace
+
+Array ProcessGroup::all_reduce(const Array& x, ReduceOp op) {
+  initialize();
+  check_input(x, "all_reduce");
+  check_usable("all_reduce");
+  agree(Header(OpKind::all_reduce, sequence_++, &x.aval(), int64_t(op), 0), timeout_seconds_);
+  check_reducible(x.aval(), op, "all_reduce");
+  if (count_ == 1) return x;
+  Array in = x.dtype() == wire_dtype(x.dtype()) ? x : x.astype(wire_dtype(x.dtype()));
+  Array out = empty_like(in.aval());
+  MPI_Request req;
+  check_mpi(MPI_Iallreduce(in.data(), out.buffer()->data(), checked_count(in.size(), "all_reduce", x.aval()),
+                           mpi_type(in.dtype()), op == ReduceOp::max ? MPI_MAX : MPI_SUM, g_comm, &req),
+            "MPI_Iallreduce");
+  wait_data(req, {&in, &out}, timeout_seconds_, "all_reduce", broken_by_, index_);
+  if (op == ReduceOp::mean) out = out / double(count_);
+  return out.dtype() == x.dtype() ? out : out.astype(x.dtype());
+}
+
+Array ProcessGroup::all_gather(const Array& x, int64_t axis, bool tiled) {
+  initialize();
+  check_input(x, "all_gather");
+  check_usable("all_gather");
+  agree(Header(OpKind::all_gather, sequence_++, &x.aval(), axis, tiled), timeout_seconds_);
+  // Stacking inserts an axis (0..ndim); tiling concatenates along one (0..ndim-1).
+  PAX_CHECK(!tiled || x.ndim() > 0, "pax::dist all_gather(tiled): needs an array of rank >= 1, got ", x.aval().str());
+  int64_t a = normalize_axis(axis, tiled ? x.ndim() : x.ndim() + 1, "pax::dist all_gather");
+  Array stacked;  // [count, *x.shape]
+  if (count_ == 1) {
+    stacked = expand_dims(x, {0});
+  } else {
+    Shape shape = x.shape();
+    shape.dims().insert(shape.dims().begin(), count_);
+    stacked = empty_like(AVal{shape, x.dtype(), x.weak_type()});
+    int bytes = checked_count(int64_t(x.nbytes()) * count_, "all_gather", x.aval()) / count_;
+    MPI_Request req;
+    check_mpi(MPI_Iallgather(x.data(), bytes, MPI_BYTE, stacked.buffer()->data(), bytes, MPI_BYTE, g_comm, &req),
+              "MPI_Iallgather");
+    wait_data(req, {&x, &stacked}, timeout_seconds_, "all_gather", broken_by_, index_);
+  }
+  Array moved = a == 0 ? stacked : moveaxis(stacked, 0, a);
+  if (!tiled) return moved;
+  std::vector<int64_t> dims = x.shape().dims();
+  dims[size_t(a)] *= count_;
+  return reshape(moved, dims);
+}
+
+Array ProcessGroup::broadcast(const Array& x, int root) {
+  initialize();
+  check_input(x, "broadcast");
+  check_usable("broadcast");
+  agree(Header(OpKind::broadcast, sequence_++, &x.aval(), root, 0), timeout_seconds_);
+  PAX_CHECK(root >= 0 && root < count_, "pax::dist broadcast: root ", root, " is not a process index (0..",
+            count_ - 1, ")");
+  if (count_ == 1) return x;
+  Array out = empty_like(x.aval());
+  if (index_ == root) std::memcpy(out.buffer()->data(), x.data(), x.nbytes());
+  MPI_Request req;
+  check_mpi(MPI_Ibcast(out.buffer()->data(), checked_count(int64_t(x.nbytes()), "broadcast", x.aval()), MPI_BYTE, root,
+                       g_comm, &req),
+            "MPI_Ibcast");
+  wait_data(req, {&out}, timeout_seconds_, "broadcast", broken_by_, index_);
+  return out;
+}
+
+Array ProcessGroup::reduce_scatter(const Array& x, ReduceOp op, int64_t axis) {
+  initialize();
+  check_input(x, "reduce_scatter");
+  check_usable("reduce_scatter");
+  agree(Header(OpKind::reduce_scatter, sequence_++, &x.aval(), int64_t(op), axis), timeout_seconds_);
+  check_reducible(x.aval(), op, "reduce_scatter");
+  PAX_CHECK(x.ndim() > 0, "pax::dist reduce_scatter: needs an array of rank >= 1, got ", x.aval().str());
+  int64_t a = normalize_axis(axis, x.ndim(), "pax::dist reduce_scatter");
+  PAX_CHECK(x.dim(a) % count_ == 0, "pax::dist reduce_scatter: axis ", a, " of ", x.aval().str(),
+            " has size ", x.dim(a), ", not a multiple of the process count ", count_);
+  if (count_ == 1) return x;
+  // Blocks are contiguous once the scattered axis leads.
+  Array lead = a == 0 ? x : moveaxis(x, a, 0);
+  Array in = lead.dtype() == wire_dtype(lead.dtype()) ? lead : lead.astype(wire_dtype(lead.dtype()));
+  Shape block_shape = in.shape();
+  block_shape[0] /= count_;
+  Array out = empty_like(AVal{block_shape, in.dtype(), in.weak_type()});
+  MPI_Request req;
+  check_mpi(MPI_Ireduce_scatter_block(in.data(), out.buffer()->data(),
+                                      checked_count(block_shape.numel(), "reduce_scatter", x.aval()),
+                                      mpi_type(in.dtype()), op == ReduceOp::max ? MPI_MAX : MPI_SUM, g_comm, &req),
+            "MPI_Ireduce_scatter_block");
+  wait_data(req, {&in, &out}, timeout_seconds_, "reduce_scatter", broken_by_, index_);
+  if (op == ReduceOp::mean) out = out / double(count_);
+  if (out.dtype() != x.dtype()) out = out.astype(x.dtype());
+  return a == 0 ? out : moveaxis(out, 0, a);
+}
+
+}  // namespace pax::dist

@@ -1,0 +1,85 @@
+// The process group of multi-process (MPI) data-parallel training: which
+// process this is, how many there are, a barrier, and host-side collectives on
+// concrete arrays (all_reduce, all_gather, broadcast, reduce_scatter).
+//
+// Launched under mpirun (OpenMPI sets OMPI_COMM_WORLD_SIZE) the group spans
+// every MPI rank; launched directly it is a single process and MPI is never
+// touched, so every collective returns its input (gathered along a new axis of
+// size 1 for all_gather).
+//
+// Every operation waits at most timeout_seconds() (default 300 s, or
+// $PAX_DIST_TIMEOUT): a rank that died or hangs makes the others throw
+// pax::Error naming the operation, the timeout and the ranks that never
+// arrived. Before moving data, the ranks agree on the operation, dtype and
+// shape: a mismatch throws pax::Error on every rank instead of corrupting
+// memory. After a timeout the group is broken (later calls throw at once).
+// Calls come from one thread at a time.
+#pragma once
+
+#include <cstdint>
+
+#include "pax/core/array.h"
+
+namespace pax::dist {
+
+enum class ReduceOp : uint8_t { sum, mean, max };
+const char* reduce_op_name(ReduceOp op);  // "sum", "mean", "max"
+
+class ProcessGroup {
+ public:
+  // Joins the MPI job when launched under mpirun, otherwise sets up a single
+  // process. Idempotent; every other member calls it on first use. MPI is
+  // finalized at exit.
+  void initialize();
+  bool initialized() const { return initialized_; }
+  bool uses_mpi() const;  // launched under mpirun
+
+  int process_index();
+  int process_count();
+
+  // The wait limit of every operation, in seconds (> 0).
+  double timeout_seconds() const { return timeout_seconds_; }
+  void set_timeout_seconds(double seconds);
+
+  // Returns once every process has called barrier; timeout_seconds <= 0 means
+  // the group's timeout.
+  void barrier(double timeout_seconds = 0);
+
+  // Elementwise reduction over the processes of arrays of one shape and dtype.
+  // f32, f64, i32, i64, u8, u32 reduce natively; bf16 and f16 in f32. mean
+  // needs a floating dtype.
+  Array all_reduce(const Array& x, ReduceOp op = ReduceOp::sum);
+  // Every process's x, in process order: stacked along a new axis `axis` of
+  // size process_count(), or (tiled) concatenated along existing axis `axis`.
+  Array all_gather(const Array& x, int64_t axis = 0, bool tiled = false);
+  // Process `root`'s x on every process (the others pass an array of the same
+  // shape and dtype, whose values are ignored).
+  Array broadcast(const Array& x, int root = 0);
+  // all_reduce, then process i keeps block i of `axis` (whose size must be a
+  // multiple of process_count()): jax's psum_scatter(..., tiled=True).
+  Array reduce_scatter(const Array& x, ReduceOp op = ReduceOp::sum, int64_t axis = 0);
+
+ private:
+  friend ProcessGroup& process_group();
+  ProcessGroup();
+  struct Header;
+  // Gathers every rank's header at rank 0, which checks them and answers
+  // every rank: they agree, or which ranks differ or never arrived.
+  void agree(const Header& mine, double timeout_seconds);
+  void check_usable(const char* op) const;
+
+  bool initialized_ = false;
+  bool mpi_ = false;
+  int index_ = 0;
+  int count_ = 1;
+  double timeout_seconds_ = 300;
+  int64_t sequence_ = 0;  // collectives so far: ranks must agree on the order
+  const char* broken_by_ = nullptr;  // the operation that timed out, if any
+};
+
+// The process-wide group (created and initialized on first use).
+ProcessGroup& process_group();
+inline int process_index() { return process_group().process_index(); }
+inline int process_count() { return process_group().process_count(); }
+
+}  // namespace pax::dist
