@@ -9,6 +9,7 @@
 
 #include "pax/backend/cpu/fused_loop.h"
 #include "pax/core/error.h"
+#include "pax/interp/interpreter.h"
 #include "pax/prims/registry.h"
 
 namespace pax {
@@ -156,7 +157,9 @@ std::optional<ReduceShape> reduce_shape(const Eqn& e, const AVal& x) {
 }
 
 Role role_of(const Jaxpr& j, const Eqn& e) {
-  if (e.outputs.size() != 1) return Role::none;
+  // A collective is a step of its own: it runs the process group, which every
+  // process must enter in the same order.
+  if (e.outputs.size() != 1 || is_collective(e.prim)) return Role::none;
   const AVal& out = j.aval(e.outputs[0]);
   if (out.shape.numel() == 0) return Role::none;
   if (instr_of(e)) return Role::compute;

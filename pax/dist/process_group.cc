@@ -20,6 +20,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "pax/ops/numpy.h"
@@ -199,6 +200,7 @@ const char* reduce_op_name(ReduceOp op) {
     case ReduceOp::sum: return "sum";
     case ReduceOp::mean: return "mean";
     case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
   }
   return "unknown";
 }
@@ -256,6 +258,11 @@ void ProcessGroup::set_timeout_seconds(double seconds) {
   PAX_CHECK(seconds > 0, "ProcessGroup::set_timeout_seconds: ", seconds, " is not a positive number of seconds");
   timeout_seconds_ = seconds;
   g_exit_timeout = seconds;
+}
+
+void ProcessGroup::set_axis_name(std::string name) {
+  PAX_CHECK(!name.empty(), "ProcessGroup::set_axis_name: the process axis needs a non-empty name");
+  axis_name_ = std::move(name);
 }
 
 void ProcessGroup::check_usable(const char* op) const {
@@ -391,9 +398,12 @@ void check_reducible(const AVal& aval, ReduceOp op, const char* name) {
             "); cast to an integer or floating dtype");
   PAX_CHECK(op != ReduceOp::mean || is_floating(aval.dtype), "pax::dist ", name, "(mean): needs a floating dtype, got ",
             aval.str());
-  PAX_CHECK(op == ReduceOp::sum || op == ReduceOp::mean || op == ReduceOp::max, "pax::dist ", name,
-            ": unknown reduce op ", int(op));
+  PAX_CHECK(op == ReduceOp::sum || op == ReduceOp::mean || op == ReduceOp::max || op == ReduceOp::min,
+            "pax::dist ", name, ": unknown reduce op ", int(op));
 }
+
+// mean sums, then divides.
+MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : op == ReduceOp::min ? MPI_MIN : MPI_SUM; }
 
 }  // namespace
 
@@ -408,7 +418,7 @@ Array ProcessGroup::all_reduce(const Array& x, ReduceOp op) {
   Array out = empty_like(in.aval());
   MPI_Request req;
   check_mpi(MPI_Iallreduce(in.data(), out.buffer()->data(), checked_count(in.size(), "all_reduce", x.aval()),
-                           mpi_type(in.dtype()), op == ReduceOp::max ? MPI_MAX : MPI_SUM, g_comm, &req),
+                           mpi_type(in.dtype()), mpi_op(op), g_comm, &req),
             "MPI_Iallreduce");
   wait_data(req, {&in, &out}, timeout_seconds_, "all_reduce", broken_by_, index_);
   if (op == ReduceOp::mean) out = out / double(count_);
@@ -481,7 +491,7 @@ Array ProcessGroup::reduce_scatter(const Array& x, ReduceOp op, int64_t axis) {
   MPI_Request req;
   check_mpi(MPI_Ireduce_scatter_block(in.data(), out.buffer()->data(),
                                       checked_count(block_shape.numel(), "reduce_scatter", x.aval()),
-                                      mpi_type(in.dtype()), op == ReduceOp::max ? MPI_MAX : MPI_SUM, g_comm, &req),
+                                      mpi_type(in.dtype()), mpi_op(op), g_comm, &req),
             "MPI_Ireduce_scatter_block");
   wait_data(req, {&in, &out}, timeout_seconds_, "reduce_scatter", broken_by_, index_);
   if (op == ReduceOp::mean) out = out / double(count_);

@@ -14,16 +14,22 @@
 // shape: a mismatch throws pax::Error on every rank instead of corrupting
 // memory. After a timeout the group is broken (later calls throw at once).
 // Calls come from one thread at a time.
+//
+// The processes also form a named axis (axis_name(), default "processes"):
+// lax::psum / pmean / pmax / pmin / all_gather / axis_index over that name,
+// outside any vmap of the same name, run these collectives, so their
+// derivative rules give gradients across processes.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "pax/core/array.h"
 
 namespace pax::dist {
 
-enum class ReduceOp : uint8_t { sum, mean, max };
-const char* reduce_op_name(ReduceOp op);  // "sum", "mean", "max"
+enum class ReduceOp : uint8_t { sum, mean, max, min };
+const char* reduce_op_name(ReduceOp op);  // "sum", "mean", "max", "min"
 
 class ProcessGroup {
  public:
@@ -40,6 +46,11 @@ class ProcessGroup {
   // The wait limit of every operation, in seconds (> 0).
   double timeout_seconds() const { return timeout_seconds_; }
   void set_timeout_seconds(double seconds);
+
+  // The name of the process axis for the named-axis collectives (non-empty).
+  // A vmap with the same axis_name takes precedence inside it.
+  const std::string& axis_name() const { return axis_name_; }
+  void set_axis_name(std::string name);
 
   // Returns once every process has called barrier; timeout_seconds <= 0 means
   // the group's timeout.
@@ -73,6 +84,7 @@ class ProcessGroup {
   int index_ = 0;
   int count_ = 1;
   double timeout_seconds_ = 300;
+  std::string axis_name_ = "processes";
   int64_t sequence_ = 0;  // collectives so far: ranks must agree on the order
   const char* broken_by_ = nullptr;  // the operation that timed out, if any
 };

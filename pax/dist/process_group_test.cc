@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,17 @@ Array input(int r, const Shape& shape, DType dtype) {
   return array(v, shape).astype(dtype);
 }
 
+// The reference reduction of every rank's value at flat index i.
+double reduce_ref(ReduceOp op, int64_t i, bool clamp_at_zero = false) {
+  double acc = op == ReduceOp::max ? -1e300 : op == ReduceOp::min ? 1e300 : 0;
+  for (int r = 0; r < process_count(); ++r) {
+    double v = value(r, i);
+    if (clamp_at_zero) v = std::max(v, 0.0);
+    acc = op == ReduceOp::max ? std::max(acc, v) : op == ReduceOp::min ? std::min(acc, v) : acc + v;
+  }
+  return op == ReduceOp::mean ? acc / process_count() : acc;
+}
+
 int me() { return process_index(); }
 int count() { return process_count(); }
 
@@ -45,23 +57,16 @@ TEST(ProcessGroup, Barrier) {
   process_group().barrier(10);
 }
 
-TEST(ProcessGroup, AllReduceSumMeanMax) {
+TEST(ProcessGroup, AllReduceSumMeanMaxMin) {
   for (DType dt : {DType::f32, DType::f64, DType::i32, DType::i64, DType::bf16, DType::u32}) {
     for (const Shape& shape : {Shape{2, 3}, Shape{}, Shape{0, 4}, Shape{7}}) {
-      for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max}) {
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max, ReduceOp::min}) {
         if (op == ReduceOp::mean && !is_floating(dt)) continue;
-        if (dt == DType::u32 && op != ReduceOp::max) continue;  // negative values
+        // Sums of negative values would wrap in u32.
+        if (dt == DType::u32 && (op == ReduceOp::sum || op == ReduceOp::mean)) continue;
         SCOPED_TRACE(std::string(dtype_name(dt)) + " " + reduce_op_name(op));
         std::vector<double> want(size_t(shape.numel()));
-        for (size_t i = 0; i < want.size(); ++i) {
-          double acc = op == ReduceOp::max ? -1e300 : 0;
-          for (int r = 0; r < count(); ++r) {
-            double v = value(r, int64_t(i));
-            if (dt == DType::u32) v = std::max(v, 0.0);
-            acc = op == ReduceOp::max ? std::max(acc, v) : acc + v;
-          }
-          want[i] = op == ReduceOp::mean ? acc / count() : acc;
-        }
+        for (size_t i = 0; i < want.size(); ++i) want[i] = reduce_ref(op, int64_t(i), dt == DType::u32);
         Array x = input(me(), shape, DType::f64);
         if (dt == DType::u32) x = maximum(x, 0.0);
         Array got = process_group().all_reduce(x.astype(dt), op);
@@ -140,14 +145,10 @@ TEST(ProcessGroup, ReduceScatter) {
   const int p = count();
   const int me_ = me();
   for (DType dt : {DType::f32, DType::i32, DType::bf16, DType::f64}) {
-    for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max}) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max, ReduceOp::min}) {
       if (op == ReduceOp::mean && !is_floating(dt)) continue;
       SCOPED_TRACE(std::string(dtype_name(dt)) + " " + reduce_op_name(op));
-      auto reduced = [&](int64_t i) {
-        double acc = op == ReduceOp::max ? -1e300 : 0;
-        for (int r = 0; r < p; ++r) acc = op == ReduceOp::max ? std::max(acc, value(r, i)) : acc + value(r, i);
-        return op == ReduceOp::mean ? acc / p : acc;
-      };
+      auto reduced = [&](int64_t i) { return reduce_ref(op, i); };
       // Axis 0 of [2p, 3]: this rank keeps rows 2*me, 2*me+1.
       Array got0 = process_group().reduce_scatter(input(me_, Shape{2 * p, 3}, dt), op);
       std::vector<double> want0;

@@ -75,7 +75,8 @@ class TraceScope {
 };
 
 // The size of the named axis of the innermost enclosing vmap with that
-// axis_name; throws pax::Error naming the axis when there is none.
+// axis_name, else (the process axis, pax/dist) the process count; throws
+// pax::Error naming the axis when neither has that name.
 int64_t axis_size(const std::string& axis_name);
 
 // The innermost active dynamic trace, if any.

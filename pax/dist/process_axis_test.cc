@@ -1,0 +1,259 @@
+// The process axis: lax's named-axis collectives over "processes" (outside any
+// vmap of that name) run across the processes, and their derivative rules give
+// cross-process gradients. Run as one process and under `mpirun -np 2`
+// (tests/CMakeLists.txt); references are computed from every rank's known input.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "pax/api/jit.h"
+#include "pax/api/transforms.h"
+#include "pax/dist/process_group.h"
+#include "pax/interp/interpreter.h"
+#include "pax/ops/lax.h"
+#include "pax/ops/numpy.h"
+#include "pax/testing/testing.h"
+
+namespace pax::dist {
+namespace {
+
+using pax::testing::all_close;
+
+const char* const kAxis = "processes";
+
+// Rank r's value at flat index i: exact in bf16, with signs and orders that
+// differ between ranks.
+double rank_value(int r, int64_t i) { return double((i % 3 + 1) * (r % 2 == 0 ? r + 1 : -r) + i - 2); }
+
+Array rank_input(int r, const Shape& shape, DType dtype) {
+  std::vector<double> v(size_t(shape.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = rank_value(r, int64_t(i));
+  return array(v, shape).astype(dtype);
+}
+
+TEST(ProcessAxis, NameAndSize) {
+  ProcessGroup& g = process_group();
+  EXPECT_EQ(g.axis_name(), "processes");
+  EXPECT_EQ(axis_size(kAxis), g.process_count());
+  EXPECT_PAX_ERROR(g.set_axis_name(""), "non-empty name");
+  g.set_axis_name("data");
+  EXPECT_EQ(axis_size("data"), g.process_count());
+  EXPECT_PAX_ERROR(axis_size(kAxis), "unbound axis name 'processes'");
+  EXPECT_PAX_ERROR(lax::psum(scalar(1.0f), kAxis), "process axis (now named 'data')");
+  EXPECT_TRUE(all_close(lax::psum(scalar(1.0f), "data"), {double(g.process_count())}));
+  g.set_axis_name(kAxis);
+}
+
+TEST(ProcessAxis, UnboundNameFails) {
+  Array x = rank_input(process_index(), Shape{2}, DType::f32);
+  EXPECT_PAX_ERROR(lax::psum(x, "batch"), "psum: unbound axis name 'batch'");
+  EXPECT_PAX_ERROR(lax::pmin(x, "batch"), "pmin: unbound axis name 'batch'");
+  EXPECT_PAX_ERROR(lax::axis_index("batch"), "unbound axis name 'batch'");
+  EXPECT_PAX_ERROR(lax::all_gather(x, "batch"), "unbound axis name 'batch'");
+}
+
+TEST(ProcessAxis, EagerReductions) {
+  const int p = process_count();
+  const Shape shape{2, 3};
+  for (DType dt : {DType::f32, DType::bf16, DType::i32, DType::f64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Array x = rank_input(process_index(), shape, dt);
+    std::vector<double> sum(6, 0), mx(6, -1e300), mn(6, 1e300);
+    for (int r = 0; r < p; ++r)
+      for (int64_t i = 0; i < 6; ++i) {
+        sum[size_t(i)] += rank_value(r, i);
+        mx[size_t(i)] = std::max(mx[size_t(i)], rank_value(r, i));
+        mn[size_t(i)] = std::min(mn[size_t(i)], rank_value(r, i));
+      }
+    Array s = lax::psum(x, kAxis);
+    EXPECT_EQ(s.aval(), x.aval());
+    EXPECT_TRUE(all_close(s, sum));
+    EXPECT_TRUE(all_close(lax::pmax(x, kAxis), mx));
+    EXPECT_TRUE(all_close(lax::pmin(x, kAxis), mn));
+    if (is_floating(dt)) {
+      std::vector<double> mean = sum;
+      for (double& v : mean) v /= p;
+      Array m = lax::pmean(x, kAxis);
+      EXPECT_EQ(m.dtype(), dt);
+      EXPECT_TRUE(all_close(m, mean, dt == DType::bf16 ? 1e-2 : 1e-6));
+    }
+  }
+  // bool: pmax is "any", pmin is "all".
+  Array b = array(std::vector<double>{1, process_index() == 0 ? 1.0 : 0.0, 0}, Shape{3}).astype(DType::bool_);
+  EXPECT_TRUE(all_close(lax::pmax(b, kAxis), {1, 1, 0}));
+  EXPECT_TRUE(all_close(lax::pmin(b, kAxis), {1, p == 1 ? 1.0 : 0.0, 0}));
+  EXPECT_EQ(lax::pmin(b, kAxis).dtype(), DType::bool_);
+  // 0-d and zero-size operands.
+  EXPECT_TRUE(all_close(lax::psum(scalar(float(process_index() + 1)), kAxis), {p * (p + 1) / 2.0}));
+  EXPECT_EQ(lax::psum(zeros(Shape{0, 3}), kAxis).shape(), (Shape{0, 3}));
+}
+
+TEST(ProcessAxis, EagerAllGatherAndAxisIndex) {
+  const int p = process_count();
+  Array idx = lax::axis_index(kAxis);
+  EXPECT_EQ(idx.aval(), (AVal{Shape{}, DType::i32, false}));
+  EXPECT_EQ(idx.item<int32_t>(), process_index());
+  Array x = rank_input(process_index(), Shape{2, 3}, DType::f32);
+  std::vector<double> stacked0, stacked1;
+  for (int r = 0; r < p; ++r)
+    for (int64_t i = 0; i < 6; ++i) stacked0.push_back(rank_value(r, i));
+  for (int64_t a = 0; a < 2; ++a)
+    for (int r = 0; r < p; ++r)
+      for (int64_t b = 0; b < 3; ++b) stacked1.push_back(rank_value(r, a * 3 + b));
+  Array g0 = lax::all_gather(x, kAxis);
+  EXPECT_EQ(g0.shape(), (Shape{p, 2, 3}));
+  EXPECT_TRUE(all_close(g0, stacked0));
+  Array g1 = lax::all_gather(x, kAxis, 1);
+  EXPECT_EQ(g1.shape(), (Shape{2, p, 3}));
+  EXPECT_TRUE(all_close(g1, stacked1));
+  Array t0 = lax::all_gather(x, kAxis, 0, /*tiled=*/true);
+  EXPECT_EQ(t0.shape(), (Shape{2 * p, 3}));
+  EXPECT_TRUE(all_close(t0, stacked0));
+  Array t1 = lax::all_gather(x, kAxis, 1, /*tiled=*/true);
+  EXPECT_EQ(t1.shape(), (Shape{2, 3 * p}));
+  EXPECT_TRUE(all_close(t1, stacked1));
+  EXPECT_PAX_ERROR(lax::all_gather(x, kAxis, 3), "all_gather");
+}
+
+// Inside vmap(axis_name="processes") the batch is the axis, on every process.
+TEST(ProcessAxis, VmapOfTheSameNameTakesPrecedence) {
+  Array x = array(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{3, 2});
+  Array s = vmap([](const Array& e) { return lax::psum(e, kAxis); }, {.axis_name = kAxis})(x);
+  EXPECT_TRUE(all_close(s, {9, 12, 9, 12, 9, 12}));
+  Array n = vmap([](const Array& e) { return e * double(axis_size(kAxis)); }, {.axis_name = kAxis})(x);
+  EXPECT_TRUE(all_close(n, {3, 6, 9, 12, 15, 18}));
+  Array i = vmap([](const Array&) { return lax::axis_index(kAxis); }, {.axis_name = kAxis})(x);
+  EXPECT_TRUE(all_close(i, {0, 1, 2}));
+}
+
+// d/dx sum(psum(x*x)) = psum(1) * 2x = 2 * P * x (jax's rule for psum inside
+// a mapped axis); pmean divides by P again; all_gather's cotangent is this
+// process's slice of psum(ct).
+TEST(ProcessAxis, GradientsAcrossProcesses) {
+  const int p = process_count();
+  const int me = process_index();
+  Array x = rank_input(me, Shape{4}, DType::f32);
+  std::vector<double> xv = x.to_vector<double>();
+  auto times = [&](double k) {
+    std::vector<double> v = xv;
+    for (double& e : v) e *= k;
+    return v;
+  };
+  Array g = grad([](const Array& a) { return sum(lax::psum(a * a, kAxis)); })(x);
+  EXPECT_TRUE(all_close(g, times(2.0 * p)));
+  Array gm = grad([](const Array& a) { return sum(lax::pmean(a * a, kAxis)); })(x);
+  EXPECT_TRUE(all_close(gm, times(2.0)));
+  // w[r, i] = r * 10 + i
+  std::vector<double> wv;
+  for (int r = 0; r < p; ++r)
+    for (int i = 0; i < 4; ++i) wv.push_back(r * 10 + i);
+  Array w = array(wv, Shape{p, 4}).astype(DType::f32);
+  Array ga = grad([&](const Array& a) { return sum(lax::all_gather(a, kAxis) * w); })(x);
+  std::vector<double> want;
+  for (int i = 0; i < 4; ++i) want.push_back(double(p) * (me * 10 + i));
+  EXPECT_TRUE(all_close(ga, want));
+  // jvp of psum: the tangents summed over the processes.
+  auto [out, tangent] =
+      jvp([](const Array& a) { return lax::psum(a, kAxis); }, std::make_tuple(x), std::make_tuple(ones(Shape{4})));
+  EXPECT_TRUE(all_close(tangent, std::vector<double>(4, double(p))));
+}
+
+// The loss of a one-layer tanh regression over a batch, mean over the rows.
+Array regression_loss(const Array& w, const Array& xs, const Array& ys) {
+  Array err = tanh(matmul(xs, w)) - ys;
+  return mean(err * err);
+}
+
+// A data-parallel SGD step: each process takes the gradient on its rows of the
+// batch and pmean's it; the step equals the full-batch step of one process.
+TEST(ProcessAxis, DataParallelSgdStepMatchesFullBatch) {
+  const int p = process_count();
+  const int me = process_index();
+  const int64_t rows = 3;  // per process
+  const int64_t features = 5, outputs = 2;
+  Array w = pax::testing::random_array(Shape{features, outputs}, DType::f32, 7);
+  Array xs_all = pax::testing::random_array(Shape{rows * p, features}, DType::f32, 8);
+  Array ys_all = pax::testing::random_array(Shape{rows * p, outputs}, DType::f32, 9);
+  Array xs = lax::slice(xs_all, {me * rows, 0}, {(me + 1) * rows, features});
+  Array ys = lax::slice(ys_all, {me * rows, 0}, {(me + 1) * rows, outputs});
+  const double lr = 0.5;
+
+  Array local = grad(regression_loss)(w, xs, ys);
+  Array g = lax::pmean(local, kAxis);
+  Array stepped = w - g * lr;
+  Array full = grad(regression_loss)(w, xs_all, ys_all);
+  Array want = w - full * lr;
+  EXPECT_TRUE(all_close(g, full, 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(stepped, want, 1e-5, 1e-6));
+  // Every process ends with the same parameters.
+  Array gathered = lax::all_gather(stepped, kAxis);
+  for (int r = 0; r < p; ++r) {
+    Array row = lax::squeeze(lax::slice(gathered, {r, 0, 0}, {r + 1, features, outputs}), {0});
+    EXPECT_TRUE(all_close(row, stepped, 0, 0));
+  }
+}
+
+// Under jit the collectives stay primitives of the program (never folded or
+// fused) and run the process group when the executable runs.
+TEST(ProcessAxis, JitRunsTheCollectives) {
+  const int p = process_count();
+  const int me = process_index();
+  auto f = [](const Array& x) {
+    Array s = lax::psum(x, kAxis);
+    Array i = lax::axis_index(kAxis).astype(DType::f32);
+    return std::make_pair(s + i, lax::all_gather(lax::pmax(x, kAxis) - lax::pmin(x, kAxis) + i, kAxis));
+  };
+  auto jaxpr = make_jaxpr(f)(zeros(Shape{3}));
+  int collectives = 0;
+  for (const Eqn& e : jaxpr->eqns) collectives += is_collective(e.prim);
+  EXPECT_EQ(collectives, 5) << jaxpr->str();
+  auto jf = jit(f);
+  for (int call = 0; call < 2; ++call) {  // traced, then cached
+    Array x = rank_input(me, Shape{3}, DType::f32) + double(call);
+    auto [s, g] = jf(x);
+    std::vector<double> want_s, want_g;
+    for (int64_t k = 0; k < 3; ++k) {
+      double sum = 0, hi = -1e300, lo = 1e300;
+      for (int r = 0; r < p; ++r) {
+        sum += rank_value(r, k) + call;
+        hi = std::max(hi, rank_value(r, k));
+        lo = std::min(lo, rank_value(r, k));
+      }
+      want_s.push_back(sum + me);
+      want_g.push_back(hi - lo);
+    }
+    for (int r = 0; r < p; ++r)
+      for (int64_t k = 0; k < 3; ++k) want_g.push_back(want_g[size_t(k)] + r);
+    want_g.erase(want_g.begin(), want_g.begin() + 3);
+    EXPECT_TRUE(all_close(s, want_s));
+    EXPECT_EQ(g.shape(), (Shape{p, 3}));
+    EXPECT_TRUE(all_close(g, want_g));
+  }
+}
+
+TEST(ProcessAxis, JitDataParallelSgdStep) {
+  const int p = process_count();
+  const int me = process_index();
+  const int64_t rows = 2, features = 4, outputs = 3;
+  Array w = pax::testing::random_array(Shape{features, outputs}, DType::f32, 17);
+  Array xs_all = pax::testing::random_array(Shape{rows * p, features}, DType::f32, 18);
+  Array ys_all = pax::testing::random_array(Shape{rows * p, outputs}, DType::f32, 19);
+  Array xs = lax::slice(xs_all, {me * rows, 0}, {(me + 1) * rows, features});
+  Array ys = lax::slice(ys_all, {me * rows, 0}, {(me + 1) * rows, outputs});
+  auto step = jit([](const Array& w, const Array& xs, const Array& ys) {
+    return w - lax::pmean(grad(regression_loss)(w, xs, ys), kAxis) * 0.5;
+  });
+  Array got = step(w, xs, ys);
+  Array want = w - grad(regression_loss)(w, xs_all, ys_all) * 0.5;
+  EXPECT_TRUE(all_close(got, want, 1e-5, 1e-6));
+  // A second step from the result, through the cached executable.
+  Array got2 = step(got, xs, ys);
+  Array want2 = want - grad(regression_loss)(want, xs_all, ys_all) * 0.5;
+  EXPECT_TRUE(all_close(got2, want2, 1e-5, 1e-6));
+}
+
+}  // namespace
+}  // namespace pax::dist
