@@ -151,8 +151,11 @@ class Jitted {
   template <class Tuple>
   std::pair<std::shared_ptr<const detail::JitEntry>, detail::PreparedCall> lookup(Tuple& saved) const {
     detail::PreparedCall call = detail::prepare_call(saved, options_);
-    std::vector<bool> sel = detail::tree_positions<Tuple>();
-    auto entry = cache_->lookup(call.key, detail::make_tree_fn(*f_, saved, sel), options_.name, call.donate_leaf);
+    std::shared_ptr<const detail::JitEntry> entry = cache_->find(call.key);
+    if (!entry) {  // the function to trace is only built on a miss
+      std::vector<bool> sel = detail::tree_positions<Tuple>();
+      entry = cache_->trace(call.key, detail::make_tree_fn(*f_, saved, sel), options_.name, call.donate_leaf);
+    }
     return {entry, std::move(call)};
   }
 

@@ -252,13 +252,14 @@ size_t JitCache::size() const {
   return entries_.size();
 }
 
-std::shared_ptr<const JitEntry> JitCache::lookup(const JitKey& key, const TreeFn& tree_fn, const std::string& name,
-                                                 const std::vector<bool>& donate_leaf) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = entries_.find(key);
-    if (it != entries_.end()) return it->second;
-  }
+std::shared_ptr<const JitEntry> JitCache::find(const JitKey& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(key);
+  return it != entries_.end() ? it->second : nullptr;
+}
+
+std::shared_ptr<const JitEntry> JitCache::trace(const JitKey& key, const TreeFn& tree_fn, const std::string& name,
+                                                const std::vector<bool>& donate_leaf) {
   auto out_def = std::make_shared<TreeDef>();
   std::shared_ptr<Jaxpr> jaxpr = trace_to_jaxpr(flatten_fn(tree_fn, key.in_defs, out_def), key.avals);
   auto entry = std::make_shared<JitEntry>();

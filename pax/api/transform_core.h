@@ -95,10 +95,12 @@ struct JitEntry {
 
 class JitCache {
  public:
-  // The entry for `key`, tracing `tree_fn` on a miss. Entries whose constants
-  // are tracers of an enclosing transformation are not kept.
-  std::shared_ptr<const JitEntry> lookup(const JitKey& key, const TreeFn& tree_fn, const std::string& name,
-                                         const std::vector<bool>& donate_leaf);
+  // The entry for `key`, or nullptr on a miss.
+  std::shared_ptr<const JitEntry> find(const JitKey& key) const;
+  // Traces and compiles `tree_fn` for `key` (after a miss). Entries whose
+  // constants are tracers of an enclosing transformation are not kept.
+  std::shared_ptr<const JitEntry> trace(const JitKey& key, const TreeFn& tree_fn, const std::string& name,
+                                        const std::vector<bool>& donate_leaf);
   size_t num_traces() const { return num_traces_; }
   size_t size() const;
 

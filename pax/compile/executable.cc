@@ -138,6 +138,7 @@ class CpuExecutable : public Executable {
       PAX_CHECK(kernels_[s], prim_name(p), ": primitive has no kernel on the ", cpu_backend().name, " backend");
     }
     cost_ = schedule_cost(jaxpr_, schedule_);
+    out_avals_ = source_->out_avals();
     if (StepProfile::get()) {
       for (const Step& step : schedule_.steps) labels_.push_back(step_label(jaxpr_, schedule_, step));
     }
@@ -177,6 +178,7 @@ class CpuExecutable : public Executable {
   std::vector<bool> donor_;  // per program input: some output may take its buffer
   std::vector<KernelFn> kernels_;
   CostAnalysis cost_;
+  std::vector<AVal> out_avals_;  // of the source program's outputs
   std::vector<std::string> labels_;  // per step, when profiling
 };
 
@@ -293,10 +295,9 @@ std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
       f.held[size_t(id)].reset();
     }
   }
-  const std::vector<AVal> out_avals = source_->out_avals();
   std::vector<Array> out;
   out.reserve(jaxpr_.outvars.size());
-  for (size_t k = 0; k < jaxpr_.outvars.size(); ++k) out.emplace_back(out_avals[k], buffer_of(f, jaxpr_.outvars[k]));
+  for (size_t k = 0; k < jaxpr_.outvars.size(); ++k) out.emplace_back(out_avals_[k], buffer_of(f, jaxpr_.outvars[k]));
   return out;
 }
 

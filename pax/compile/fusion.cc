@@ -9,14 +9,13 @@
 
 #include "pax/backend/cpu/fused_loop.h"
 #include "pax/core/error.h"
-#include "pax/interp/interpreter.h"
 #include "pax/prims/registry.h"
 
 namespace pax {
 namespace {
 
-constexpr size_t kMaxSelectCases = 16;
-constexpr size_t kMaxViewRank = 12;
+constexpr size_t kMaxSelectCases = cpu::kMaxFusedSelectCases;
+constexpr size_t kMaxViewRank = cpu::kMaxFusedViewRank;
 
 // ---------------------------------------------------------------------------
 // What an equation is to a fused loop.
@@ -157,9 +156,10 @@ std::optional<ReduceShape> reduce_shape(const Eqn& e, const AVal& x) {
 }
 
 Role role_of(const Jaxpr& j, const Eqn& e) {
-  // A collective is a step of its own: it runs the process group, which every
-  // process must enter in the same order.
-  if (e.outputs.size() != 1 || is_collective(e.prim)) return Role::none;
+  // Nullary equations (a large iota that constant folding kept, axis_index)
+  // stay steps of their own; so do collectives, which no rule below matches
+  // and which every process must enter in the same order.
+  if (e.outputs.size() != 1 || e.inputs.empty()) return Role::none;
   const AVal& out = j.aval(e.outputs[0]);
   if (out.shape.numel() == 0) return Role::none;
   if (instr_of(e)) return Role::compute;

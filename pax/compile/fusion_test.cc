@@ -11,6 +11,7 @@
 #include "pax/api/transforms.h"
 #include "pax/backend/backend.h"
 #include "pax/compile/executable.h"
+#include "pax/ops/lax.h"
 #include "pax/ops/nn.h"
 #include "pax/ops/numpy.h"
 #include "pax/testing/testing.h"
@@ -104,6 +105,15 @@ TEST(Fusion, ChainWithBroadcastsIsOneLoop) {
       EXPECT_EQ(top_level_steps(compile(jaxpr)->str()), 1) << compile(jaxpr)->str();
     }
   }
+}
+
+// A nullary equation (an iota too large for constant folding) beside a
+// fusable chain: the grouper must not look for its input.
+TEST(Fusion, LargeIotaStaysAStepOfItsOwn) {
+  const int64_t n = 100000;
+  auto f = jit([n](const Array& x) { return exp(x + lax::iota(DType::f32, {n}) * 0.0f); });
+  Array x = testing::random_array({n}, DType::f32, 3);
+  EXPECT_TRUE(testing::all_close(f(x), exp(x)));
 }
 
 TEST(Fusion, EightOpChainOfLiterals) {

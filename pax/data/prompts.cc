@@ -31,8 +31,7 @@ std::vector<std::string> decode_rows(const Tokenizer& tokenizer, const Array& id
 PromptInput::PromptInput(const HParams& hp) : IndexedInput(hp) {
   PAX_CHECK(!hp.prompts.empty(), description(), ": `prompts` is empty; give the texts to continue");
   tokenizer_ = load_tokenizer(resolve_tokenizer_spec(hp.tokenizer, hp.data_dir));
-  const int32_t pad = tokenizer_->pad_id() >= 0 ? tokenizer_->pad_id() : 0;
-  const int32_t start = tokenizer_->bos_id() >= 0 ? tokenizer_->bos_id() : pad;
+  const int32_t start = start_id(*tokenizer_);
   for (const std::string& text : hp.prompts) {
     std::vector<int32_t> prefix = {start};
     for (int32_t id : tokenizer_->encode(text)) prefix.push_back(id);
@@ -44,7 +43,7 @@ PromptInput::PromptInput(const HParams& hp) : IndexedInput(hp) {
 
 Tree PromptInput::make_batch(const std::vector<int64_t>& indices) const {
   const int64_t b = int64_t(indices.size()), p = max_length_;
-  const int32_t pad = tokenizer_->pad_id() >= 0 ? tokenizer_->pad_id() : 0;
+  const int32_t pad = padding_id(*tokenizer_);
   std::vector<int32_t> prefix(size_t(b * p), pad), lengths(size_t(b), 0);
   std::vector<float> weights(size_t(b), 0.0f);
   for (int64_t i = 0; i < b; ++i) {

@@ -135,9 +135,8 @@ TextLmInput::TextLmInput(const HParams& hp) : IndexedInput(hp) {
     for (int64_t i = begin; i < end; ++i) tokens[size_t(i)] = tokenizer_->encode(docs[size_t(i)]);
   });
   const Tokenizer& tok = *tokenizer_;
-  const int32_t pad = tok.pad_id() >= 0 ? tok.pad_id() : 0;
-  const int32_t start = tok.bos_id() >= 0 ? tok.bos_id() : pad;
-  rows_ = pack_documents(tokens, hp.seq_length, hp.pack, start, hp.add_eos ? tok.eos_id() : -1, pad);
+  rows_ = pack_documents(tokens, hp.seq_length, hp.pack, start_id(tok), hp.add_eos ? tok.eos_id() : -1,
+                         padding_id(tok));
   PAX_CHECK(rows_.num_rows > 0, who, ": the documents hold no tokens");
   set_num_examples(rows_.num_rows);
 }
@@ -145,7 +144,7 @@ TextLmInput::TextLmInput(const HParams& hp) : IndexedInput(hp) {
 Tree TextLmInput::make_batch(const std::vector<int64_t>& indices) const {
   const auto& hp = hparams<HParams>();
   const int64_t b = int64_t(indices.size()), t = rows_.seq_length;
-  const int32_t pad = tokenizer_->pad_id() >= 0 ? tokenizer_->pad_id() : 0;
+  const int32_t pad = padding_id(*tokenizer_);
   std::vector<int32_t> ids(size_t(b * t), pad), labels(size_t(b * t), pad), seg(size_t(b * t), 0),
       pos(size_t(b * t), 0);
   std::vector<float> paddings(size_t(b * t), 1.0f), weights(size_t(b * t), 0.0f);

@@ -156,4 +156,10 @@ std::shared_ptr<const Tokenizer> load_tokenizer(const std::string& spec) {
   return SentencePieceTokenizer::load(spec);
 }
 
+int32_t padding_id(const Tokenizer& tokenizer) { return tokenizer.pad_id() >= 0 ? tokenizer.pad_id() : 0; }
+
+int32_t start_id(const Tokenizer& tokenizer) {
+  return tokenizer.bos_id() >= 0 ? tokenizer.bos_id() : padding_id(tokenizer);
+}
+
 }  // namespace pax::data

@@ -90,6 +90,11 @@ struct SentencePieceTrainOptions {
 void train_sentencepiece(const std::string& input_file, const std::string& model_path,
                          const SentencePieceTrainOptions& options = {});
 
+// The id that pads rows: the tokenizer's pad id, or 0 when it has none.
+int32_t padding_id(const Tokenizer& tokenizer);
+// The first input of every sequence: bos, else the padding id (as T5).
+int32_t start_id(const Tokenizer& tokenizer);
+
 // "bytes" -> ByteTokenizer; anything else is the path of a SentencePiece model.
 std::shared_ptr<const Tokenizer> load_tokenizer(const std::string& spec);
 

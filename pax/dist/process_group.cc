@@ -391,11 +391,15 @@ void wait_data(MPI_Request& req, std::initializer_list<const Array*> buffers, do
 }
 
 // The dtype a reduction runs in: bf16 and f16 go through f32.
-DType wire_dtype(DType d) { return d == DType::bf16 || d == DType::f16 ? DType::f32 : d; }
+// What a reduction sends: 16-bit floats as f32, bool (max / min only) as u8.
+DType wire_dtype(DType d) {
+  return d == DType::bf16 || d == DType::f16 ? DType::f32 : d == DType::bool_ ? DType::u8 : d;
+}
 
 void check_reducible(const AVal& aval, ReduceOp op, const char* name) {
-  PAX_CHECK(aval.dtype != DType::bool_, "pax::dist ", name, ": cannot reduce bool arrays (", aval.str(),
-            "); cast to an integer or floating dtype");
+  PAX_CHECK(aval.dtype != DType::bool_ || op == ReduceOp::max || op == ReduceOp::min, "pax::dist ", name,
+            ": cannot reduce bool arrays (", aval.str(), ") with ", reduce_op_name(op),
+            "; max and min work, or cast to an integer or floating dtype");
   PAX_CHECK(op != ReduceOp::mean || is_floating(aval.dtype), "pax::dist ", name, "(mean): needs a floating dtype, got ",
             aval.str());
   PAX_CHECK(op == ReduceOp::sum || op == ReduceOp::mean || op == ReduceOp::max || op == ReduceOp::min,

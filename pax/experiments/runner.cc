@@ -8,7 +8,7 @@
 #include <iostream>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
+#include <fmt/format.h>
 
 #include "pax/core/error.h"
 #include "pax/data/base_input.h"
@@ -46,10 +46,12 @@ struct Job {
   std::ostream& out;
   std::unique_ptr<nn::Layer> model_layer;
   const nn::BaseModel* model = nullptr;
+  std::string config_json;  // written into the job dir and hashed into every checkpoint
 
   Job(const Config& c, const RunOptions& o)
       : config(c), exp(c.as<ExperimentConfig>()), options(o), out(o.out ? *o.out : std::cout) {
     validate(exp);
+    config_json = config.to_json();
     model_layer = nn::build_layer(exp.model);
     model = dynamic_cast<const nn::BaseModel*>(model_layer.get());
   }
@@ -62,7 +64,7 @@ struct Job {
     std::error_code ec;
     fs::create_directories(options.job_dir, ec);
     PAX_CHECK(!ec, "cannot create the job directory ", options.job_dir, ": ", ec.message());
-    data::write_file_atomic(path("config.json"), config.to_json() + "\n");
+    data::write_file_atomic(path("config.json"), config_json + "\n");
     data::write_file_atomic(path("model_summary.txt"), nn::summary(*model));
   }
 
@@ -73,7 +75,7 @@ struct Job {
     o.max_to_keep = t.save_max_to_keep;
     if (t.save_keep_period > 0) o.keep_period = t.save_keep_period;
     o.async = t.async_checkpoint;
-    o.config_json = config.to_json();
+    o.config_json = config_json;
     return train::CheckpointManager(path("checkpoints"), o);
   }
 };
@@ -147,11 +149,8 @@ std::map<std::string, std::string> run_decodes(const Job& job, const Tree& varia
     train::DecodeResult r = train::run_decode(*job.model, variables, *input, random::fold_in(key, uint32_t(step)));
     std::string text;
     for (size_t i = 0; i < r.outputs.size(); ++i) text += r.outputs[i] + "\n";
-    char file[64];
-    std::snprintf(file, sizeof file, "%s_step_%08lld.txt", name.c_str(), (long long)step);
-    const std::string path = (fs::path(job.options.job_dir) / "decode" / file).string();
-    fs::create_directories(fs::path(path).parent_path());
-    data::write_file_atomic(path, text);
+    const std::string path = fmt::format("{}/decode/{}_step_{:08d}.txt", job.options.job_dir, name, step);
+    data::write_file_atomic(path, text);  // creates decode/
     std::string shown = "decode " + name + " @ step " + std::to_string(step) + " -> " + path;
     for (size_t i = 0; i < r.outputs.size() && i < 4; ++i) shown += "\n  " + r.outputs[i];
     if (progress) {
@@ -194,29 +193,6 @@ int64_t batch_examples(const Tree& batch) {
   return 0;
 }
 
-// The early-stopping state as a JSON item of the checkpoint (JSON items are
-// restored whatever the targets; +inf, "nothing seen yet", is null).
-std::string early_stopping_to_json(const train::EarlyStopping& e) {
-  nlohmann::json j = {{"best_metric", std::isfinite(e.best_metric) ? nlohmann::json(e.best_metric) : nlohmann::json()},
-                      {"patience_count", e.patience_count},
-                      {"should_stop", e.should_stop},
-                      {"has_improved", e.has_improved}};
-  return j.dump();
-}
-
-train::EarlyStopping early_stopping_from_json(train::EarlyStopping e, const std::string& text) {
-  try {
-    nlohmann::json j = nlohmann::json::parse(text);
-    e.best_metric = j.at("best_metric").is_null() ? INFINITY : j.at("best_metric").get<double>();
-    e.patience_count = j.at("patience_count").get<int64_t>();
-    e.should_stop = j.at("should_stop").get<bool>();
-    e.has_improved = j.at("has_improved").get<bool>();
-  } catch (const nlohmann::json::exception& err) {
-    PAX_FAIL("checkpoint item '", kEarlyStoppingItem, "' is not an early-stopping state: ", err.what());
-  }
-  return e;
-}
-
 RunResult run_train(Job& job) {
   const ExperimentConfig& exp = job.exp;
   const TrainSettings& settings = exp.train_settings();
@@ -243,7 +219,7 @@ RunResult run_train(Job& job) {
     state = train::TrainState::from_tree(items.trees.at(kTrainStateItem));
     train_input->restore_state(items.trees.at(kInputStateItem));
     if (early_stopping && items.json.count(kEarlyStoppingItem))
-      stopper = early_stopping_from_json(stopper, items.json.at(kEarlyStoppingItem));
+      stopper = stopper.restore_json(items.json.at(kEarlyStoppingItem));
     out << "resumed from " << mgr.directory() << " at step " << *latest << "\n";
   }
   // Written once the checkpoint (if any) has restored into this config, so
@@ -260,10 +236,12 @@ RunResult run_train(Job& job) {
   double flops_per_step = -1;
 
   auto save = [&](bool force) {
+    // Between saves only a failed background write is checked for.
+    if (!force && !mgr.should_save(step)) return mgr.save(step, {});
     train::CheckpointItems items;
     items.trees[kTrainStateItem] = state.to_tree();
     items.trees[kInputStateItem] = train_input->state();
-    if (early_stopping) items.json[kEarlyStoppingItem] = early_stopping_to_json(stopper);
+    if (early_stopping) items.json[kEarlyStoppingItem] = stopper.to_json();  // JSON items restore whatever the targets
     return mgr.save(step, items, {.force = force});
   };
 
@@ -271,7 +249,7 @@ RunResult run_train(Job& job) {
   train::MetricAccumulator interval_metrics;
   int64_t interval_steps = 0, interval_tokens = 0, interval_examples = 0;
   double interval_seconds = 0;
-  double last_grad_norm = NAN;
+  Array last_grad_norm;  // of the latest step, read at summary steps
   while (step < total && !result.early_stopped) {
     const auto start = Clock::now();
     Tree batch = train_input->get_next();
@@ -280,7 +258,7 @@ RunResult run_train(Job& job) {
     state = std::move(next);
     ++step;
     interval_metrics.add(step_out["metrics"]);
-    last_grad_norm = step_out["grad_norm"].leaf().astype(DType::f64).item<double>();
+    last_grad_norm = step_out["grad_norm"].leaf();
     interval_seconds += seconds_since(start);
     ++interval_steps;
     interval_tokens += batch_tokens(batch);
@@ -292,7 +270,7 @@ RunResult run_train(Job& job) {
       m.step = step;
       m.metrics = interval_metrics.means();
       m.learning_rate = learner.learning_rate(step - 1);
-      m.grad_norm = last_grad_norm;
+      m.grad_norm = last_grad_norm.item<double>();
       const double secs = std::max(interval_seconds, 1e-9);
       m.steps_per_sec = double(interval_steps) / secs;
       if (interval_tokens > 0) {
@@ -350,11 +328,11 @@ RunResult run_train(Job& job) {
 }
 
 RunResult run_restored(Job& job) {
-  job.write_job_files();
   train::TrainStep train_step(*job.model, job.exp.learner_hparams());
   train::CheckpointManager mgr = job.checkpoints();
   RunResult result;
   Tree variables = restore_variables(job, mgr, train_step, &result.step);
+  job.write_job_files();  // after the restore, as in train: config.json matches the checkpoints
   job.out << "restored step " << result.step << " from " << mgr.directory() << "\n";
   if (job.options.mode == Mode::eval) {
     PAX_CHECK(!job.exp.eval_inputs.empty(), "--mode=eval: the experiment has no eval inputs (eval_inputs is empty)");
@@ -394,14 +372,12 @@ std::string human_count(double n) {
 }  // namespace
 
 RunResult run_experiment(const Config& config, const RunOptions& options) {
-  Job job(config, options);
-  switch (options.mode) {
-    case Mode::train: return run_train(job);
-    case Mode::eval:
-    case Mode::decode: return run_restored(job);
-    case Mode::inspect: job.out << inspect_experiment(config); return {};
+  if (options.mode == Mode::inspect) {
+    (options.out ? *options.out : std::cout) << inspect_experiment(config);
+    return {};
   }
-  return {};
+  Job job(config, options);
+  return options.mode == Mode::train ? run_train(job) : run_restored(job);
 }
 
 std::string inspect_experiment(const Config& config) {

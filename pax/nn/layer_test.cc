@@ -145,6 +145,11 @@ TEST(Layer, ConfigErrorsAndJsonRebuild) {
   auto bad = Config::make("FeedForward");
   bad.set("linear_tpl", "Bias");
   EXPECT_PAX_ERROR(build_layer(bad), "linear_tpl must be a Linear, got Bias");
+  bad.set("linear_tpl", "None");  // an emptied template is an error, not a crash
+  EXPECT_PAX_ERROR(build_layer(bad), "linear_tpl must be a Linear, got None");
+  auto mlp = Config::make("MLPBlock");
+  mlp.set("ff_tpl", "None");
+  EXPECT_PAX_ERROR(build_layer(mlp), "ff_tpl must be a FeedForward, got None");
   EXPECT_PAX_ERROR(build_layer(Config::make("Linear")), "input_dims and output_dims must be > 0");
 }
 

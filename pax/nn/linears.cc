@@ -34,8 +34,7 @@ Array Bias::fprop(const Array& x) const {
 
 void FeedForward::setup() {
   const auto& hp = hparams<HParams>();
-  auto linear = std::dynamic_pointer_cast<Linear::HParams>(hp.linear_tpl->clone());
-  PAX_CHECK(linear, "FeedForward '", path(), "': linear_tpl must be a Linear, got ", hp.linear_tpl->type_name());
+  auto linear = clone_template<Linear::HParams>(hp.linear_tpl, "linear_tpl", "FeedForward '" + path() + "': ");
   linear->input_dims = hp.input_dims;
   linear->output_dims = hp.output_dims;
   linear_ = &create_child<Linear>("linear", linear);
@@ -58,8 +57,7 @@ void MLPBlock::setup() {
   PAX_CHECK(hp.num_layers >= 1, "MLPBlock '", path(), "': num_layers must be >= 1, got ", hp.num_layers);
   std::vector<HParamsPtr> tpls;
   for (int64_t i = 0; i < hp.num_layers; ++i) {
-    auto ff = std::dynamic_pointer_cast<FeedForward::HParams>(hp.ff_tpl->clone());
-    PAX_CHECK(ff, "MLPBlock '", path(), "': ff_tpl must be a FeedForward, got ", hp.ff_tpl->type_name());
+    auto ff = clone_template<FeedForward::HParams>(hp.ff_tpl, "ff_tpl", "MLPBlock '" + path() + "': ");
     ff->input_dims = i == 0 ? hp.input_dims : hp.hidden_dims;
     ff->output_dims = i == hp.num_layers - 1 ? hp.output_dims : hp.hidden_dims;
     if (i == hp.num_layers - 1 && !hp.apply_activation_last) ff->activation_tpl = tpl<Identity>();

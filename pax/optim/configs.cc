@@ -9,6 +9,7 @@
 #include "pax/ops/numpy.h"
 #include "pax/optim/aliases.h"
 #include "pax/optim/schedules.h"
+#include "pax/optim/tree_utils.h"
 #include "pax/optim/wrappers.h"
 
 namespace pax::optim {
@@ -110,7 +111,7 @@ GradientTransformation with_decay(double weight_decay, const Schedule& learning_
   out.update = [tx, decay](const Tree& updates, const Tree& state, const Tree& params) {
     PAX_CHECK(!params.is_none(), "weight decay needs the parameters in update()");
     auto [u, s] = tx.update(updates, state[0], params);
-    Tree zeros = tree_map([](const Array& g) { return zeros_like(g); }, updates);
+    Tree zeros = tree_zeros_like(updates);
     auto [d, ds] = decay.update(zeros, state[1], params);
     return std::make_pair(apply_updates(u, d), Tree::list({s, ds}));
   };

@@ -98,16 +98,19 @@ GradientTransformation clip_by_global_norm(double max_norm) {
 GradientTransformation add_decayed_weights(ScalarOrSchedule weight_decay, Mask mask) {
   check_hyper(weight_decay, is_finite, "add_decayed_weights", "weight_decay", "finite");
   const bool scheduled = weight_decay.is_schedule();
+  // A constant rate of 0 (optimizers built without weight decay) adds nothing:
+  // no p * 0 over every parameter in every step.
+  const bool zero = !scheduled && weight_decay.constant() == 0;
   GradientTransformation t;
   t.init = [scheduled](const Tree&) { return scheduled ? Tree::dict({{"count", zero_count()}}) : Tree(); };
-  t.update = [weight_decay, scheduled](const Tree& updates, const Tree& state, const Tree& params) {
+  t.update = [weight_decay, scheduled, zero](const Tree& updates, const Tree& state, const Tree& params) {
     const char* op = "add_decayed_weights";
     require_params(op, updates, params);
     Array count = scheduled ? state_entry(op, state, "count").leaf() : zero_count();
     Tree out = tree_map(
         [&](const Array& g, const Array& p) {
           DType dt = promote_types(g.dtype(), p.dtype());
-          return g.astype(dt) + p.astype(dt) * hyper(weight_decay, count, dt);
+          return zero ? g.astype(dt) : g.astype(dt) + p.astype(dt) * hyper(weight_decay, count, dt);
         },
         updates, params);
     return std::make_pair(out, scheduled ? Tree::dict({{"count", safe_increment(count)}}) : state);

@@ -57,9 +57,7 @@ template <dist::ReduceOp Op>
 std::vector<Array> reduce_impl(std::span<const Array> in, const Params& p) {
   dist::ProcessGroup& group =
       process_axis(p, Op == dist::ReduceOp::sum ? "psum" : Op == dist::ReduceOp::max ? "pmax" : "pmin");
-  // The group reduces numbers: bool's max / min are u8's.
-  if (in[0].dtype() != DType::bool_) return {group.all_reduce(in[0], Op)};
-  return {lax::convert_element_type(group.all_reduce(lax::convert_element_type(in[0], DType::u8), Op), DType::bool_)};
+  return {group.all_reduce(in[0], Op)};
 }
 
 std::vector<Array> axis_index_impl(std::span<const Array>, const Params& p) {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "pax/core/error.h"
 
 namespace pax::train {
@@ -77,6 +79,28 @@ EarlyStopping EarlyStopping::from_tree(const Tree& tree) {
   s.has_improved = scalar_at(tree, "has_improved") != 0;
   check_settings(s, "EarlyStopping::from_tree");
   return s;
+}
+
+std::string EarlyStopping::to_json() const {
+  nlohmann::json j = {{"best_metric", std::isfinite(best_metric) ? nlohmann::json(best_metric) : nlohmann::json()},
+                      {"patience_count", patience_count},
+                      {"should_stop", should_stop},
+                      {"has_improved", has_improved}};
+  return j.dump();
+}
+
+EarlyStopping EarlyStopping::restore_json(const std::string& text) const {
+  EarlyStopping e = *this;
+  try {
+    nlohmann::json j = nlohmann::json::parse(text);
+    e.best_metric = j.at("best_metric").is_null() ? INFINITY : j.at("best_metric").get<double>();
+    e.patience_count = j.at("patience_count").get<int64_t>();
+    e.should_stop = j.at("should_stop").get<bool>();
+    e.has_improved = j.at("has_improved").get<bool>();
+  } catch (const nlohmann::json::exception& err) {
+    PAX_FAIL("EarlyStopping::restore_json: not an early-stopping state: ", err.what());
+  }
+  return e;
 }
 
 }  // namespace pax::train

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
 
 #include "pax/core/tree.h"
 
@@ -52,6 +53,13 @@ struct EarlyStopping {
   Tree to_tree() const;
   // The inverse of to_tree(); pax::Error naming the missing key or bad value.
   static EarlyStopping from_tree(const Tree& tree);
+
+  // The progress (best_metric, with +inf as null, patience_count,
+  // should_stop, has_improved) as a JSON object, and this state with the
+  // progress read back from one (min_delta and patience kept): pax::Error
+  // naming the problem for other text.
+  std::string to_json() const;
+  EarlyStopping restore_json(const std::string& text) const;
 };
 
 }  // namespace pax::train

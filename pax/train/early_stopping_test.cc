@@ -164,5 +164,21 @@ TEST(EarlyStopping, TreeRoundTrip) {
   EXPECT_PAX_ERROR(EarlyStopping::from_tree(Tree()), "expected a dict of scalars");
 }
 
+TEST(EarlyStopping, JsonRoundTripKeepsTheSettings) {
+  EarlyStopping s{.min_delta = 1e-3, .patience = 2};
+  s = s.update(4).update(3).update(3.5);
+  EarlyStopping config{.min_delta = 0.5, .patience = 7};
+  EarlyStopping back = config.restore_json(s.to_json());
+  EXPECT_EQ(back.min_delta, 0.5);  // the settings come from the config, the progress from the text
+  EXPECT_EQ(back.patience, 7);
+  EXPECT_EQ(back.best_metric, s.best_metric);
+  EXPECT_EQ(back.patience_count, s.patience_count);
+  EXPECT_EQ(back.should_stop, s.should_stop);
+  EXPECT_EQ(back.has_improved, s.has_improved);
+  EXPECT_EQ(config.restore_json(config.to_json()).best_metric, kInf);  // +inf travels as null
+  EXPECT_PAX_ERROR(config.restore_json("{\"best_metric\": 1}"), "not an early-stopping state");
+  EXPECT_PAX_ERROR(config.restore_json("nonsense"), "not an early-stopping state");
+}
+
 }  // namespace
 }  // namespace pax::train

@@ -12,8 +12,8 @@ namespace pax::train {
 void MetricAccumulator::add(const Tree& metrics) {
   PAX_CHECK(metrics.is_dict(), "MetricAccumulator: metrics must be a dict {name: [value, weight]}");
   for (const auto& [name, entry] : metrics.entries()) {
-    const double value = nn::metric_value(metrics, name).astype(DType::f64).item<double>();
-    const double weight = nn::metric_weight(metrics, name).astype(DType::f64).item<double>();
+    const double value = nn::metric_value(metrics, name).item<double>();
+    const double weight = nn::metric_weight(metrics, name).item<double>();
     auto& [sum, total] = sums_[name];
     if (weight > 0) sum += value * weight;  // a zero-weight NaN (an empty batch) does not poison the mean
     total += weight;

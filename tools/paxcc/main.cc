@@ -9,6 +9,7 @@
 // valid; the exit status is 2 for bad usage and 1 for a failed run.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -45,6 +46,9 @@ int run_error(const std::string& message) {
   return 1;
 }
 
+// "train", "eval", ... in Mode's order.
+const std::vector<std::string>& mode_names() { return pax_enum_names(static_cast<Mode*>(nullptr)).names; }
+
 void list_experiments() {
   for (const std::string& name : pax::experiments::registered_experiments()) {
     std::printf("%-28s %s\n", name.c_str(), pax::experiments::make_experiment(name)->description().c_str());
@@ -73,7 +77,7 @@ int main(int argc, char** argv) {
   app.add_option("--exp", exp_name, "Registered experiment to run (see --list)");
   app.add_option("--job_log_dir", job_dir, "Directory of the run: config, checkpoints, summaries, samples");
   app.add_option("--mode", mode_name, "train (resumes by itself), eval, decode, or inspect")
-      ->check(CLI::IsMember({"train", "eval", "decode", "inspect"}));
+      ->check(CLI::IsMember(mode_names()));
   app.add_option("--set", overrides, "Override a config field: --set path=value (repeatable)")->allow_extra_args(false);
   app.add_option("--config", config_file, "Run this resolved config (a job's config.json) instead of the experiment's");
   app.add_option("--restore_step", restore_step, "eval / decode: the checkpoint step to restore (default: latest)");
@@ -120,10 +124,8 @@ int main(int argc, char** argv) {
       }
       return usage_error("--exp is required (or --config FILE); run paxcc --list for the experiments");
     }
-    const Mode mode = mode_name == "eval" ? Mode::eval
-                      : mode_name == "decode" ? Mode::decode
-                      : mode_name == "inspect" ? Mode::inspect
-                                               : Mode::train;
+    const std::vector<std::string>& names = mode_names();
+    const Mode mode = Mode(std::find(names.begin(), names.end(), mode_name) - names.begin());
     if (mode != Mode::inspect && job_dir.empty())
       return usage_error("--job_log_dir is required for --mode=" + mode_name);
 

@@ -20,14 +20,14 @@ namespace {
 constexpr int64_t kWindow = 512;                 // see kFusedBlock
 constexpr int64_t kMinChunk = 16 * kFusedBlock;  // fewest elements per task of a plain loop
 constexpr int64_t kChunks = 128;                  // tasks a large plain loop is cut into
-constexpr int64_t kRowBlock = int64_t(1) << 15;  // cpu::reduce's longest row segment (reduce.cc)
+constexpr int64_t kRowBlock = kReduceRowBlock;
 constexpr int64_t kRowTile = int64_t(1) << 14;   // elements of whole short rows per task
 constexpr int64_t kColTaskElems = int64_t(1) << 16;
 constexpr int64_t kMaxColTasks = 64;
 constexpr int64_t kMaxColInner = int64_t(1) << 15;  // bounds the partial rows of column tasks
-constexpr size_t kMaxViewRank = 12;
+constexpr size_t kMaxViewRank = kMaxFusedViewRank;
 constexpr size_t kStreamBytes = size_t(4) << 20;  // outputs from this size on bypass the cache
-constexpr size_t kMaxCases = 16;
+constexpr size_t kMaxCases = kMaxFusedSelectCases;
 
 static_assert(kFusedBlock % kWindow == 0 && kMinChunk % kFusedBlock == 0);
 

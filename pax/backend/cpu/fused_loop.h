@@ -58,6 +58,10 @@ namespace pax::cpu {
 // staging and the sin / cos range check of the elementwise kernels work, so
 // that blocks see exactly the windows eager execution sees.
 inline constexpr int64_t kFusedBlock = 1024;
+// Most dimensions of a broadcast view in a fused loop.
+inline constexpr size_t kMaxFusedViewRank = 12;
+// Most cases of a select_n instruction in a fused loop.
+inline constexpr size_t kMaxFusedSelectCases = 16;
 
 struct FusedSlot {
   enum class Kind : uint8_t {

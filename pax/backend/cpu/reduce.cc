@@ -22,7 +22,7 @@ namespace pax::cpu {
 namespace {
 
 constexpr int64_t kTaskElems = int64_t(1) << 15;  // input elements a task should cover
-constexpr int64_t kRowBlock = int64_t(1) << 15;   // longest row segment one task reduces
+constexpr int64_t kRowBlock = kReduceRowBlock;
 constexpr int64_t kColChunk = 4096;               // columns per task
 constexpr int64_t kColBlock = 1024;               // most rows accumulated into one column partial
 constexpr int64_t kMinTasks = 16;                 // independent tasks wanted before splitting n further

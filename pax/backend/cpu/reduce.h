@@ -22,6 +22,10 @@
 
 namespace pax::cpu {
 
+// Longest row segment one task reduces. Fused row reductions cut rows the
+// same way, so that their sums are bit-identical to reduce()'s.
+inline constexpr int64_t kReduceRowBlock = int64_t(1) << 15;
+
 enum class ReduceOp : uint8_t { sum, prod, max, min, and_, or_ };
 
 // y[o, i] = op over r of x[o, r, i]. n == 0 gives the identity (sum 0,

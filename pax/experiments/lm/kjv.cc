@@ -4,6 +4,7 @@
 // two cores — and lm.KjvTransformerTiny, a byte-level one for tests.
 #include "pax/data/prompts.h"
 #include "pax/data/text_lm.h"
+#include "pax/experiments/adam_rampup.h"
 #include "pax/experiments/experiment.h"
 #include "pax/experiments/lm/transformer_lm_config.h"
 #include "pax/nn/models/language_model.h"
@@ -59,16 +60,9 @@ Task kjv_task(const KjvSettings& k) {
   model->top_k = 20;
   model->temperature = 0.8;
   t.model = model;
-  auto adam = std::make_shared<optim::Adam>();
-  adam->learning_rate = k.learning_rate;
+  auto adam = adam_with_rampup(k.learning_rate, k.warmup_steps, k.num_train_steps, 0.1);
   adam->beta2 = 0.99;
   adam->weight_decay = 0.01;
-  auto schedule = std::make_shared<optim::LinearRampupCosineDecay>();
-  schedule->warmup_steps = k.warmup_steps;
-  schedule->decay_start = k.warmup_steps + 1;
-  schedule->decay_end = k.num_train_steps;
-  schedule->min_ratio = 0.1;
-  adam->lr_schedule = schedule;
   t.learner->optimizer = adam;
   t.learner->clip_gradient_norm_to_value = 1.0;
   t.train->num_train_steps = k.num_train_steps;

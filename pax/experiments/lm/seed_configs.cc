@@ -8,6 +8,7 @@
 // What has no counterpart here: SPMD meshes (the whole global batch goes to
 // one host), rematerialisation policies, repeated layers.
 #include "pax/data/synthetic.h"
+#include "pax/experiments/adam_rampup.h"
 #include "pax/experiments/experiment.h"
 #include "pax/experiments/lm/transformer_lm_config.h"
 
@@ -28,25 +29,12 @@ struct SeedConfig {
 Task seed_task(const SeedConfig& c) {
   Task t;
   t.model = transformer_lm_model(c.shape);
-  auto adam = std::make_shared<optim::Adam>();
-  adam->learning_rate = c.learning_rate;
+  auto adam = adam_with_rampup(c.learning_rate, c.warmup_steps, c.decay_end, 0.1,
+                               c.cosine_decay ? RampupDecay::cosine : RampupDecay::exponential);
   adam->beta1 = c.beta1;
   adam->beta2 = c.beta2;
   adam->epsilon = c.epsilon;
   adam->weight_decay = c.weight_decay;
-  std::shared_ptr<optim::ScheduleHParams> schedule;
-  if (c.cosine_decay) {
-    auto s = std::make_shared<optim::LinearRampupCosineDecay>();
-    s->warmup_steps = c.warmup_steps, s->decay_start = c.warmup_steps + 1, s->decay_end = c.decay_end;
-    s->min_ratio = 0.1;
-    schedule = s;
-  } else {
-    auto s = std::make_shared<optim::LinearRampupExponentialDecay>();
-    s->warmup_steps = c.warmup_steps, s->decay_start = c.warmup_steps + 1, s->decay_end = c.decay_end;
-    s->min_ratio = 0.1;
-    schedule = s;
-  }
-  adam->lr_schedule = schedule;
   t.learner->optimizer = adam;
   t.learner->clip_gradient_norm_to_value = c.clip_gradient_norm;
   t.train->num_train_steps = c.decay_end;

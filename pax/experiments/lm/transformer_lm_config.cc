@@ -20,9 +20,7 @@ HParamsPtr transformer_lm_model(const TransformerLmShape& s) {
   lm->fprop_dtype = s.fprop_dtype;
   auto softmax = std::static_pointer_cast<nn::SharedEmbeddingSoftmax::HParams>(lm->softmax_tpl);
   softmax->soft_cap_logits = s.soft_cap_logits;
-  if (s.rotary) {
-    lm->position_emb_tpl = nullptr;
-  } else if (s.trainable_position_emb_length > 0) {
+  if (s.trainable_position_emb_length > 0) {
     auto pos = nn::tpl<nn::TrainablePositionalEmbedding>();
     pos->max_seq_length = s.trainable_position_emb_length;
     lm->position_emb_tpl = pos;
@@ -33,20 +31,16 @@ HParamsPtr transformer_lm_model(const TransformerLmShape& s) {
   stack->num_heads = s.num_heads;
   stack->hidden_dims = s.hidden_dims > 0 ? s.hidden_dims : 4 * s.model_dims;
   stack->dim_per_head = s.dim_per_head;
-  stack->dropout_prob = s.dropout_prob;
   stack->mask_self_attention = true;
   auto block = std::static_pointer_cast<nn::Transformer::HParams>(stack->transformer_layer_params_tpl);
   auto atten = std::static_pointer_cast<nn::DotProductAttention::HParams>(block->tr_atten_tpl);
   atten->combine_qkv = s.combine_qkv;
   atten->atten_logit_cap = s.atten_logit_cap;
-  atten->use_rotary_position_emb = s.rotary;
   auto ff = std::static_pointer_cast<nn::TransformerFeedForward::HParams>(block->tr_fflayer_tpl);
   if (s.activation == "GELU") {
     ff->activation_tpl = nn::tpl<nn::GELU>();
-  } else if (s.activation == "SiLU") {
-    ff->activation_tpl = nn::tpl<nn::SiLU>();
   } else {
-    PAX_CHECK(s.activation == "ReLU", "transformer_lm_model: activation must be ReLU, GELU or SiLU, got ",
+    PAX_CHECK(s.activation == "ReLU", "transformer_lm_model: activation must be ReLU or GELU, got ",
               s.activation);
   }
   model->lm_tpl = lm;

@@ -1,13 +1,12 @@
 // The decoder-only Transformer language model that the LM experiments share
 // (paxml's tasks/lm/model_params: TransformerLmSpmdAdafactor and friends),
-// built from a handful of numbers, plus the usual learner settings.
+// built from a handful of numbers.
 #pragma once
 
 #include <string>
 
 #include "pax/config/hparams.h"
 #include "pax/core/dtype.h"
-#include "pax/train/learner.h"
 
 namespace pax::experiments {
 
@@ -18,13 +17,11 @@ struct TransformerLmShape {
   int64_t num_heads = 0;
   int64_t hidden_dims = 0;     // 0: 4 * model_dims
   int64_t dim_per_head = 0;    // 0: model_dims / num_heads
-  std::string activation = "ReLU";  // ReLU | GELU | SiLU
+  std::string activation = "ReLU";  // ReLU | GELU
   bool combine_qkv = true;
-  bool rotary = false;              // rotary position embeddings instead of sinusoidal ones
   int64_t trainable_position_emb_length = 0;  // > 0: learnt position embeddings of this length
   double atten_logit_cap = 0.0;     // 0: none
   double soft_cap_logits = 0.0;     // 0: none
-  double dropout_prob = 0.0;
   DType fprop_dtype = DType::f32;
   int64_t max_decode_length = 64;
 };

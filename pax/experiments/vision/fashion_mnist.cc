@@ -3,6 +3,7 @@
 // vision.FashionMnistCnn (two 3x3 convolutions with max pooling, then a
 // dense layer, with dropout), both trained with Adam and evaluated on the 10k test images.
 #include "pax/data/idx_images.h"
+#include "pax/experiments/adam_rampup.h"
 #include "pax/experiments/experiment.h"
 #include "pax/nn/activations.h"
 #include "pax/nn/containers.h"
@@ -73,15 +74,7 @@ Task classifier_task(HParamsPtr model, int64_t batch_size, int64_t epochs, doubl
   const int64_t steps = epochs * kTrainExamples / batch_size;
   Task t;
   t.model = std::move(model);
-  auto adam = std::make_shared<optim::Adam>();
-  adam->learning_rate = learning_rate;
-  auto schedule = std::make_shared<optim::LinearRampupCosineDecay>();
-  schedule->warmup_steps = 100;
-  schedule->decay_start = 101;
-  schedule->decay_end = steps;
-  schedule->min_ratio = 0.05;
-  adam->lr_schedule = schedule;
-  t.learner->optimizer = adam;
+  t.learner->optimizer = adam_with_rampup(learning_rate, /*warmup_steps=*/100, steps, 0.05);
   t.train->num_train_steps = steps;
   t.train->save_interval_steps = steps / epochs;  // once per epoch
   t.train->summary_interval_steps = 100;
