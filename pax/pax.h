@@ -51,6 +51,7 @@
 #include "pax/data/synthetic.h"
 #include "pax/data/text_lm.h"
 #include "pax/data/tokenizer.h"
+#include "pax/dist/jax_utils.h"
 #include "pax/dist/process_group.h"
 #include "pax/experiments/experiment.h"
 #include "pax/experiments/runner.h"

@@ -16,6 +16,7 @@
 #include <memory>
 #include <span>
 #include <sstream>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -260,6 +261,13 @@ void ProcessGroup::set_timeout_seconds(double seconds) {
   g_exit_timeout = seconds;
 }
 
+void ProcessGroup::abort_job(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (mpi_ && count_ > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
 void ProcessGroup::set_axis_name(std::string name) {
   PAX_CHECK(!name.empty(), "ProcessGroup::set_axis_name: the process axis needs a non-empty name");
   axis_name_ = std::move(name);
@@ -315,9 +323,12 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
     } else {
       abandon(sends, sent);
       broken_by_ = op;
+      std::ostringstream silent;
+      for (size_t i = 0; i < arrived.size(); ++i)
+        if (!sent[i]) silent << (silent.tellp() > 0 ? ", " : "") << arrived[i];
       if (missing.empty())
-        PAX_FAIL("pax::dist ", op, ": timed out after ", seconds_str(timeout),
-                 " answering the processes that had arrived (on rank 0)");
+        PAX_FAIL("pax::dist ", op, ": timed out after ", seconds_str(timeout), ": rank(s) ", silent.str(), " of ",
+                 count_, " arrived but stopped responding before taking rank 0's answer (on rank 0)");
     }
   } else {
     std::array<MPI_Request, 2> reqs;

@@ -56,6 +56,11 @@ class ProcessGroup {
   // the group's timeout.
   void barrier(double timeout_seconds = 0);
 
+  // Ends every process of the job at once with exit status `code`
+  // (MPI_Abort), after a failure on this one that the others cannot learn of
+  // otherwise (they would wait out the timeout). A single process just exits.
+  [[noreturn]] void abort_job(int code);
+
   // Elementwise reduction over the processes of arrays of one shape and dtype.
   // f32, f64, i32, i64, u8, u32 reduce natively; bf16 and f16 in f32. mean
   // needs a floating dtype.

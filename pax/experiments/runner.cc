@@ -9,10 +9,13 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "pax/core/error.h"
 #include "pax/data/base_input.h"
 #include "pax/data/file_io.h"
+#include "pax/dist/jax_utils.h"
+#include "pax/dist/process_group.h"
 #include "pax/experiments/experiment.h"
 #include "pax/nn/models/language_model.h"
 #include "pax/ops/random.h"
@@ -32,24 +35,44 @@ namespace {
 constexpr const char* kTrainStateItem = "train_state";
 constexpr const char* kInputStateItem = "input_state";
 constexpr const char* kEarlyStoppingItem = "early_stopping";
+// {"process_count": N}: a run resumes only with the process count that wrote
+// it, since each process's input stream is saved as its own shard.
+constexpr const char* kProcessesItem = "processes";
 
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 
+// Where processes other than the chief print: nowhere (their errors still
+// reach stderr through the paxcc command).
+std::ostream& discarded_output() {
+  static std::ostream null_stream(nullptr);
+  return null_stream;
+}
+
 // Everything a mode needs, built once from the config.
 struct Job {
   const Config& config;
   const ExperimentConfig& exp;
   const RunOptions& options;
+  // Data parallelism: this process's index among `processes`; process 0, the
+  // chief, alone writes the job dir, checkpoints, summaries and the console.
+  int processes = 1, process = 0;
+  bool chief() const { return process == 0; }
+  bool multi_process() const { return processes > 1; }
   std::ostream& out;
   std::unique_ptr<nn::Layer> model_layer;
   const nn::BaseModel* model = nullptr;
   std::string config_json;  // written into the job dir and hashed into every checkpoint
 
   Job(const Config& c, const RunOptions& o)
-      : config(c), exp(c.as<ExperimentConfig>()), options(o), out(o.out ? *o.out : std::cout) {
+      : config(c),
+        exp(c.as<ExperimentConfig>()),
+        options(o),
+        processes(dist::process_count()),
+        process(dist::process_index()),
+        out(process != 0 ? discarded_output() : o.out ? *o.out : std::cout) {
     validate(exp);
     config_json = config.to_json();
     model_layer = nn::build_layer(exp.model);
@@ -61,6 +84,7 @@ struct Job {
   // config.json and model_summary.txt, so that the job dir documents the run.
   void write_job_files() const {
     PAX_CHECK(!options.job_dir.empty(), "a job directory is needed (--job_log_dir)");
+    if (!chief()) return;
     std::error_code ec;
     fs::create_directories(options.job_dir, ec);
     PAX_CHECK(!ec, "cannot create the job directory ", options.job_dir, ": ", ec.message());
@@ -68,7 +92,7 @@ struct Job {
     data::write_file_atomic(path("model_summary.txt"), nn::summary(*model));
   }
 
-  train::CheckpointManager checkpoints() const {
+  train::CheckpointManagerOptions checkpoint_options() const {
     const TrainSettings& t = exp.train_settings();
     train::CheckpointManagerOptions o;
     o.save_interval_steps = t.save_interval_steps;
@@ -76,13 +100,57 @@ struct Job {
     if (t.save_keep_period > 0) o.keep_period = t.save_keep_period;
     o.async = t.async_checkpoint;
     o.config_json = config_json;
-    return train::CheckpointManager(path("checkpoints"), o);
+    return o;
+  }
+
+  // The chief's checkpoint manager (the other processes have none).
+  void open_checkpoints(std::optional<train::CheckpointManager>& mgr) const {
+    if (chief()) mgr.emplace(path("checkpoints"), checkpoint_options());
+  }
+
+  // An input of this process: with several processes each reads the shard
+  // infeed_host_index = process of num_infeed_hosts = processes.
+  std::unique_ptr<data::BaseInput> build_input(const HParamsPtr& p) const {
+    if (!multi_process()) return data::build_input(p);
+    HParamsPtr copy = p->clone();
+    auto* in = dynamic_cast<data::BaseInput::HParams*>(copy.get());
+    PAX_CHECK(in, "an input config is not a BaseInput: ", p->type_name());
+    PAX_CHECK(in->num_infeed_hosts == 1 || in->num_infeed_hosts == processes, "input '", in->name,
+              "': num_infeed_hosts = ", in->num_infeed_hosts, " but the job runs ", processes,
+              " processes; leave it at 1 (each process then reads its own shard) or set it to ", processes);
+    in->num_infeed_hosts = processes;
+    in->infeed_host_index = process;
+    return data::build_input(copy);
+  }
+
+  std::vector<std::unique_ptr<data::BaseInput>> build_inputs(const std::vector<HParamsPtr>& configs) const {
+    std::vector<std::unique_ptr<data::BaseInput>> inputs;
+    for (const HParamsPtr& p : configs) inputs.push_back(build_input(p));
+    return inputs;
   }
 };
 
-// The variables a model reads, from a restored train state.
-Tree restore_variables(const Job& job, train::CheckpointManager& mgr, const train::TrainStep& train_step,
-                       int64_t* step) {
+// The process count a checkpoint was written with (1 before it was recorded).
+int64_t saved_process_count(const train::CheckpointItems& items) {
+  auto it = items.json.find(kProcessesItem);
+  if (it == items.json.end()) return 1;
+  const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  PAX_CHECK(j.is_object() && j.contains("process_count") && j["process_count"].is_number_integer(),
+            "the checkpoint's ", kProcessesItem, ".json is not {\"process_count\": N}: ", it->second);
+  return j["process_count"].get<int64_t>();
+}
+
+void check_process_count(const train::CheckpointItems& items, int64_t step, const std::string& dir, int processes) {
+  const int64_t saved = saved_process_count(items);
+  PAX_CHECK(saved == processes, "the checkpoint of step ", step, " in ", dir, " was written by ", saved,
+            " process(es) but this run has ", processes, "; resume it with ",
+            saved == 1 ? std::string("a single process") : "mpirun -np " + std::to_string(saved),
+            " (each process's input stream is saved as its own shard and cannot be re-sharded)");
+}
+
+// The chief's read of a train state for eval / decode.
+Tree restore_chief_variables(const Job& job, train::CheckpointManager& mgr, const train::TrainState& target,
+                             int64_t* step) {
   std::optional<int64_t> which = job.options.restore_step;
   if (!which) which = mgr.latest_step();
   PAX_CHECK(which, "no checkpoint in ", mgr.directory(), "; train first (--mode=train) or pick another --job_log_dir");
@@ -93,17 +161,25 @@ Tree restore_variables(const Job& job, train::CheckpointManager& mgr, const trai
     PAX_FAIL("--restore_step=", *which, ": no such checkpoint in ", mgr.directory(), "; saved steps: ",
              list.empty() ? "(none)" : list);
   }
-  train::TrainState target = train_step.init_state(random::key(0));
   train::CheckpointItems items = mgr.restore(*which, {{kTrainStateItem, target.to_tree()}});
-  train::TrainState state = train::TrainState::from_tree(items.trees.at(kTrainStateItem));
   *step = *which;
-  return train::model_variables(state);
+  return items.trees.at(kTrainStateItem);
 }
 
-std::vector<std::unique_ptr<data::BaseInput>> build_inputs(const std::vector<HParamsPtr>& configs) {
-  std::vector<std::unique_ptr<data::BaseInput>> inputs;
-  for (const HParamsPtr& p : configs) inputs.push_back(data::build_input(p));
-  return inputs;
+// The variables a model reads, from a restored train state: the chief reads
+// the checkpoint and every process gets its values.
+Tree restore_variables(const Job& job, std::optional<train::CheckpointManager>& mgr,
+                       const train::TrainStep& train_step, int64_t* step) {
+  train::TrainState target = train_step.init_state(random::key(0));
+  Tree restored = target.to_tree();
+  std::string message;
+  dist::run_on_root([&] {
+    restored = restore_chief_variables(job, *mgr, target, step);
+    message = "restored step " + std::to_string(*step) + " from " + mgr->directory();
+  });
+  *step = int64_t(std::stoll(dist::broadcast_string(std::to_string(*step))));
+  job.out << message << "\n";
+  return train::model_variables(train::TrainState::from_tree(dist::replicate(restored)));
 }
 
 std::string metrics_str(const std::map<std::string, double>& metrics) {
@@ -115,17 +191,18 @@ std::string metrics_str(const std::map<std::string, double>& metrics) {
 // Every eval input once; summaries under eval_test_<name>.
 std::map<std::string, std::map<std::string, double>> run_evals(
     const Job& job, const train::EvalStep& eval_step, const Tree& variables,
-    std::vector<std::unique_ptr<data::BaseInput>>& inputs, int64_t step, train::JobSummaries& summaries,
+    std::vector<std::unique_ptr<data::BaseInput>>& inputs, int64_t step, train::JobSummaries* summaries,
     train::ConsoleProgress* progress) {
   std::map<std::string, std::map<std::string, double>> results;
   for (auto& input : inputs) {
     const std::string name = input->base_hparams().name;
-    train::EvalResult r = train::run_eval(eval_step, variables, *input);
+    // Each process evaluates its shard; the metrics cover all of them.
+    train::EvalResult r = train::run_eval(eval_step, variables, *input, /*across_processes=*/job.multi_process());
     train::StepMetrics m;
     m.step = step;
     m.split = train::eval_split(name);
     m.metrics = r.metrics;
-    summaries.write(m);
+    if (summaries) summaries->write(m);
     std::string line = "eval " + name + " @ step " + std::to_string(step) + " (" + std::to_string(r.batches) +
                        " batches): " + metrics_str(r.metrics);
     if (progress) {
@@ -193,18 +270,76 @@ int64_t batch_examples(const Tree& batch) {
   return 0;
 }
 
+// What every process of a run agrees on after a step: whether any of them
+// was asked to stop, and whether the chief's checkpoint manager saves now.
+struct StepAgreement {
+  bool stop = false;
+  bool save = false;
+};
+
+StepAgreement agree_after_step(const Job& job, bool stop, bool save) {
+  if (!job.multi_process()) return {stop, save};
+  const std::vector<int32_t> mine = {stop ? 1 : 0, save ? 1 : 0};
+  const std::vector<int32_t> any =
+      dist::process_group().all_reduce(array(mine, Shape{2}), dist::ReduceOp::max).to_vector<int32_t>();
+  return {any[0] != 0, any[1] != 0};
+}
+
+// The train state and input position at the chief's latest checkpoint, on
+// every process; returns the step restored (nullopt: a fresh start, the
+// chief's initial parameters then replicated).
+std::optional<int64_t> restore_for_training(const Job& job, std::optional<train::CheckpointManager>& mgr,
+                                            train::TrainState& state, data::BaseInput& input,
+                                            train::EarlyStopping& stopper, bool early_stopping) {
+  int64_t latest = -1;
+  if (job.chief() && mgr->latest_step()) latest = *mgr->latest_step();
+  latest = std::stoll(dist::broadcast_string(std::to_string(latest)));
+  if (latest < 0) {
+    state = train::TrainState::from_tree(dist::replicate(state.to_tree()));
+    return std::nullopt;
+  }
+  // One input state per process, stacked along a leading process axis.
+  Tree input_state = job.multi_process() ? dist::all_gather_stacked(input.state()) : input.state();
+  Tree state_tree = state.to_tree();
+  std::string stopper_json;
+  dist::run_on_root([&] {
+    train::CheckpointItems items = mgr->restore(latest, {{kTrainStateItem, state_tree}, {kInputStateItem, Tree()}});
+    check_process_count(items, latest, mgr->directory(), job.processes);
+    const Tree& saved_inputs = items.trees.at(kInputStateItem);
+    check_same_structure(saved_inputs, input_state, "the checkpoint's input_state");
+    const std::vector<Array> saved = tree_leaves(saved_inputs), now = tree_leaves(input_state);
+    for (size_t i = 0; i < saved.size(); ++i)
+      PAX_CHECK(saved[i].aval().shape == now[i].aval().shape && saved[i].dtype() == now[i].dtype(),
+                "the checkpoint's input_state holds ", saved[i].aval().str(), " where this input has ",
+                now[i].aval().str());
+    state_tree = items.trees.at(kTrainStateItem);
+    input_state = saved_inputs;
+    if (early_stopping && items.json.count(kEarlyStoppingItem)) stopper_json = items.json.at(kEarlyStoppingItem);
+  });
+  state = train::TrainState::from_tree(dist::replicate(state_tree));
+  input.restore_state(job.multi_process() ? dist::local_slice(dist::replicate(input_state)) : input_state);
+  stopper_json = dist::broadcast_string(stopper_json);
+  if (!stopper_json.empty()) stopper = stopper.restore_json(stopper_json);
+  return latest;
+}
+
 RunResult run_train(Job& job) {
   const ExperimentConfig& exp = job.exp;
   const TrainSettings& settings = exp.train_settings();
   const train::Learner& learner = exp.learner_hparams();
-  // Inputs first: missing data fails before anything is written.
-  auto train_input = data::build_input(exp.train_input);
-  auto eval_inputs = build_inputs(exp.eval_inputs);
-  auto decode_inputs = build_inputs(exp.decode_inputs);
+  // Inputs first: missing data fails before anything is written. Decoding
+  // is the chief's alone.
+  auto train_input = job.build_input(exp.train_input);
+  auto eval_inputs = job.build_inputs(exp.eval_inputs);
+  std::vector<std::unique_ptr<data::BaseInput>> decode_inputs;
+  if (job.chief())
+    for (const HParamsPtr& p : exp.decode_inputs) decode_inputs.push_back(data::build_input(p));
   std::ostream& out = job.out;
-  train::TrainStep train_step(*job.model, learner);
+  train::TrainStep train_step(*job.model, learner,
+                              {.data_parallel_axis = job.multi_process() ? dist::process_group().axis_name() : ""});
   train::EvalStep eval_step(*job.model);
-  train::CheckpointManager mgr = job.checkpoints();
+  std::optional<train::CheckpointManager> mgr;
+  job.open_checkpoints(mgr);
 
   const Array seed_key = random::key(uint64_t(settings.random_seed));
   const Array init_key = random::fold_in(seed_key, 0), dropout_key = random::fold_in(seed_key, 1);
@@ -212,37 +347,37 @@ RunResult run_train(Job& job) {
   const bool early_stopping = !settings.early_stopping_metric.empty();
   train::EarlyStopping stopper{.min_delta = settings.early_stopping_min_delta,
                                .patience = settings.early_stopping_patience};
-  if (std::optional<int64_t> latest = mgr.latest_step()) {
-    std::map<std::string, Tree> targets = {{kTrainStateItem, state.to_tree()},
-                                           {kInputStateItem, train_input->state()}};
-    train::CheckpointItems items = mgr.restore(*latest, targets);
-    state = train::TrainState::from_tree(items.trees.at(kTrainStateItem));
-    train_input->restore_state(items.trees.at(kInputStateItem));
-    if (early_stopping && items.json.count(kEarlyStoppingItem))
-      stopper = stopper.restore_json(items.json.at(kEarlyStoppingItem));
-    out << "resumed from " << mgr.directory() << " at step " << *latest << "\n";
-  }
+  if (std::optional<int64_t> resumed =
+          restore_for_training(job, mgr, state, *train_input, stopper, early_stopping))
+    out << "resumed from " << job.path("checkpoints") << " at step " << *resumed << "\n";
   // Written once the checkpoint (if any) has restored into this config, so
   // that config.json always describes the checkpoints beside it.
   job.write_job_files();
   out << "model: " << nn::count_parameters(*job.model) << " parameters (table in " << job.path("model_summary.txt")
       << ")\n";
+  const int64_t per_host_batch = train_input->base_hparams().batch_size;
+  out << "global batch " << per_host_batch * job.processes << " (" << per_host_batch << " per process x "
+      << job.processes << (job.processes == 1 ? " process)\n" : " processes)\n");
   int64_t step = state.step.astype(DType::i64).item<int64_t>();
   const int64_t total = settings.num_train_steps;
 
-  train::JobSummaries summaries(job.options.job_dir, {.title = job.options.experiment_name});
+  std::optional<train::JobSummaries> summaries;
+  if (job.chief()) summaries.emplace(job.options.job_dir, train::JobSummaries::Options{.title = job.options.experiment_name});
   train::ConsoleProgress progress({.total_steps = total, .out = &out, .plain_secs = 0});
   const double peak = train::peak_flops(compute_dtype(exp), {.override_flops = job.options.peak_flops});
   double flops_per_step = -1;
 
+  // Every process calls it at the same steps (the input states are gathered
+  // to the chief, which alone writes).
   auto save = [&](bool force) {
-    // Between saves only a failed background write is checked for.
-    if (!force && !mgr.should_save(step)) return mgr.save(step, {});
+    Tree input_state = job.multi_process() ? dist::all_gather_stacked(train_input->state()) : train_input->state();
+    if (!job.chief() || (force && mgr->latest_step() == step)) return;
     train::CheckpointItems items;
     items.trees[kTrainStateItem] = state.to_tree();
-    items.trees[kInputStateItem] = train_input->state();
+    items.trees[kInputStateItem] = input_state;
+    items.json[kProcessesItem] = nlohmann::json{{"process_count", job.processes}}.dump();
     if (early_stopping) items.json[kEarlyStoppingItem] = stopper.to_json();  // JSON items restore whatever the targets
-    return mgr.save(step, items, {.force = force});
+    mgr->save(step, items, {.force = force});
   };
 
   RunResult result;
@@ -254,15 +389,18 @@ RunResult run_train(Job& job) {
     const auto start = Clock::now();
     Tree batch = train_input->get_next();
     if (flops_per_step < 0) flops_per_step = job.model->flops_per_example(batch) * double(batch_examples(batch));
-    auto [next, step_out] = train_step(std::move(state), batch, random::fold_in(dropout_key, uint32_t(step)));
+    Array step_key = random::fold_in(dropout_key, uint32_t(step));
+    if (job.multi_process()) step_key = random::fold_in(step_key, uint32_t(job.process));  // own dropout masks
+    auto [next, step_out] = train_step(std::move(state), batch, step_key);
     state = std::move(next);
     ++step;
     interval_metrics.add(step_out["metrics"]);
     last_grad_norm = step_out["grad_norm"].leaf();
     interval_seconds += seconds_since(start);
     ++interval_steps;
-    interval_tokens += batch_tokens(batch);
-    interval_examples += batch_examples(batch);
+    // Every process reads a batch of the same size: the global rate is N times this one's.
+    interval_tokens += batch_tokens(batch) * job.processes;
+    interval_examples += batch_examples(batch) * job.processes;
     progress.update(step);
 
     if (step % settings.summary_interval_steps == 0 || step == total) {
@@ -278,19 +416,26 @@ RunResult run_train(Job& job) {
       } else {
         m.examples_per_sec = double(interval_examples) / secs;
       }
+      // This process's share of the FLOPs over its own peak: the same ratio as the whole job's.
       if (flops_per_step > 0) m.mfu = train::mfu(flops_per_step, secs / double(interval_steps), peak);
-      summaries.write(m);
+      if (summaries) summaries->write(m);
       progress.summary(console_metrics(m));
       result.train_metrics = m.metrics;
       interval_metrics = {};
       interval_steps = interval_tokens = interval_examples = 0;
       interval_seconds = 0;
     }
-    save(false);
+    const StepAgreement agreed = agree_after_step(
+        job, job.options.stop_requested && job.options.stop_requested(), job.chief() && mgr->should_save(step));
+    if (agreed.save) {
+      save(false);
+    } else if (job.chief()) {
+      mgr->save(step, {});  // not saving: only a failed background write is checked for
+    }
     const bool last = step == total;
     if (settings.eval_interval_steps > 0 && (step % settings.eval_interval_steps == 0 || last)) {
-      result.eval_metrics =
-          run_evals(job, eval_step, train::model_variables(state), eval_inputs, step, summaries, &progress);
+      result.eval_metrics = run_evals(job, eval_step, train::model_variables(state), eval_inputs, step,
+                                      summaries ? &*summaries : nullptr, &progress);
       if (early_stopping) {
         const std::string& metric = settings.early_stopping_metric;
         const size_t slash = metric.find('/');
@@ -306,44 +451,48 @@ RunResult run_train(Job& job) {
         }
       }
     }
-    if (settings.decode_interval_steps > 0 && (step % settings.decode_interval_steps == 0 || last))
+    if (job.chief() && settings.decode_interval_steps > 0 && (step % settings.decode_interval_steps == 0 || last))
       result.decode_files = run_decodes(job, train::model_variables(state), decode_inputs, step, &progress);
-    if (job.options.stop_requested && job.options.stop_requested()) {
+    if (agreed.stop) {
       result.interrupted = true;
       break;
     }
   }
-  if (mgr.latest_step() != step) save(true);
-  mgr.wait_until_finished();
+  save(true);
+  if (mgr) mgr->wait_until_finished();
   progress.finish();
-  summaries.close();
+  if (summaries) summaries->close();
   result.step = step;
+  const std::string checkpoint_dir = job.path("checkpoints");
   if (result.interrupted) {
-    out << "interrupted: saved step " << step << " in " << mgr.directory() << "; run the same command to resume\n";
+    out << "interrupted: saved step " << step << " in " << checkpoint_dir << "; run the same command to resume\n";
   } else {
-    out << "done at step " << step << "; checkpoints in " << mgr.directory() << ", report in "
-        << summaries.report_path() << "\n";
+    out << "done at step " << step << "; checkpoints in " << checkpoint_dir << ", report in "
+        << (summaries ? summaries->report_path() : job.path("report.html")) << "\n";
   }
   return result;
 }
 
 RunResult run_restored(Job& job) {
   train::TrainStep train_step(*job.model, job.exp.learner_hparams());
-  train::CheckpointManager mgr = job.checkpoints();
+  std::optional<train::CheckpointManager> mgr;
+  job.open_checkpoints(mgr);
   RunResult result;
   Tree variables = restore_variables(job, mgr, train_step, &result.step);
   job.write_job_files();  // after the restore, as in train: config.json matches the checkpoints
-  job.out << "restored step " << result.step << " from " << mgr.directory() << "\n";
   if (job.options.mode == Mode::eval) {
     PAX_CHECK(!job.exp.eval_inputs.empty(), "--mode=eval: the experiment has no eval inputs (eval_inputs is empty)");
-    auto inputs = build_inputs(job.exp.eval_inputs);
-    train::JobSummaries summaries(job.options.job_dir, {.title = job.options.experiment_name});
-    result.eval_metrics = run_evals(job, train::EvalStep(*job.model), variables, inputs, result.step, summaries, nullptr);
-    summaries.close();
-  } else {
+    auto inputs = job.build_inputs(job.exp.eval_inputs);
+    std::optional<train::JobSummaries> summaries;
+    if (job.chief()) summaries.emplace(job.options.job_dir, train::JobSummaries::Options{.title = job.options.experiment_name});
+    result.eval_metrics = run_evals(job, train::EvalStep(*job.model), variables, inputs, result.step,
+                                    summaries ? &*summaries : nullptr, nullptr);
+    if (summaries) summaries->close();
+  } else if (job.chief()) {  // decoding is the chief's alone
     PAX_CHECK(!job.exp.decode_inputs.empty(),
               "--mode=decode: the experiment has no decode inputs (decode_inputs is empty)");
-    auto inputs = build_inputs(job.exp.decode_inputs);
+    std::vector<std::unique_ptr<data::BaseInput>> inputs;
+    for (const HParamsPtr& p : job.exp.decode_inputs) inputs.push_back(data::build_input(p));
     result.decode_files = run_decodes(job, variables, inputs, result.step, nullptr);
   }
   return result;

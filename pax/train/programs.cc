@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "pax/core/error.h"
+#include "pax/dist/process_group.h"
 #include "pax/ops/random.h"
 
 namespace pax::train {
@@ -27,10 +28,28 @@ std::map<std::string, double> MetricAccumulator::means() const {
   return out;
 }
 
-EvalResult run_eval(const EvalStep& step, const Tree& variables, data::BaseInput& input) {
+void MetricAccumulator::sum_across_processes() {
+  dist::ProcessGroup& group = dist::process_group();
+  if (group.process_count() == 1) return;
+  std::vector<double> sums;  // (sum value * weight, sum weight) per metric, in name order
+  for (const auto& [name, st] : sums_) {
+    sums.push_back(st.first);
+    sums.push_back(st.second);
+  }
+  const std::vector<double> totals =
+      group.all_reduce(from_host(sums.data(), Shape{int64_t(sums.size())}, DType::f64)).to_vector<double>();
+  size_t i = 0;
+  for (auto& [name, st] : sums_) {
+    st.first = totals[i++];
+    st.second = totals[i++];
+  }
+}
+
+EvalResult run_eval(const EvalStep& step, const Tree& variables, data::BaseInput& input, bool across_processes) {
   MetricAccumulator acc;
   EvalResult result;
   result.batches = data::for_each_eval_batch(input, [&](const Tree& batch) { acc.add(step(variables, batch).first); });
+  if (across_processes) acc.sum_across_processes();
   result.metrics = acc.means();
   return result;
 }

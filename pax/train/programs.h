@@ -22,6 +22,9 @@ class MetricAccumulator {
   // sum(value * weight) / sum(weight) per metric (NaN when the weights sum to 0).
   std::map<std::string, double> means() const;
   bool empty() const { return sums_.empty(); }
+  // Replaces the sums with their totals over the processes of the process
+  // group (a collective: every process calls it, with the same metric names).
+  void sum_across_processes();
 
  private:
   std::map<std::string, std::pair<double, double>> sums_;  // name -> (sum value * weight, sum weight)
@@ -32,8 +35,11 @@ struct EvalResult {
   int64_t batches = 0;
 };
 
-// One eval run of `input` (see data::for_each_eval_batch).
-EvalResult run_eval(const EvalStep& step, const Tree& variables, data::BaseInput& input);
+// One eval run of `input` (see data::for_each_eval_batch). across_processes:
+// each process evaluates its own shard and the metrics are the weighted means
+// over all of them (every process calls it).
+EvalResult run_eval(const EvalStep& step, const Tree& variables, data::BaseInput& input,
+                    bool across_processes = false);
 
 struct DecodeResult {
   std::vector<std::string> prompts;  // the prefix of each real (weight > 0) example

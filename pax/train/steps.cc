@@ -5,7 +5,9 @@
 
 #include "pax/api/jit.h"
 #include "pax/api/transforms.h"
+#include "pax/dist/jax_utils.h"
 #include "pax/nn/layer.h"
+#include "pax/ops/lax.h"
 #include "pax/ops/numpy.h"
 #include "pax/optim/tree_utils.h"
 
@@ -28,6 +30,47 @@ std::vector<std::string> mutable_collections(const TrainState& state) {
   return names;
 }
 
+// The global batch's gradients, metrics and written collections from every
+// process's own: one psum of (gradient * loss weight, loss weight, metric
+// value * weight, metric weight, collections), then the weighted means.
+struct Reduced {
+  Tree grads, metrics, collections;
+  Array loss;
+};
+
+Reduced reduce_over(const std::string& axis, const std::string& loss_name, const Tree& grads, const Tree& metrics,
+                    const Tree& collections, const Array& loss) {
+  const Array weight = nn::metric_weight(metrics, loss_name).astype(DType::f32);
+  // A process with no real example (weight 0) may have NaN gradients: it adds nothing.
+  auto weighted = [&](const Array& g) { return where(weight > 0.0, g * weight.astype(g.dtype()), zeros_like(g)); };
+  Tree weighted_metrics = Tree::dict();
+  for (const auto& [name, pair] : metrics.entries()) {
+    const Array w = pair[1].leaf().astype(DType::f32);
+    weighted_metrics.set(name, Tree::list({Tree(pair[0].leaf().astype(DType::f32) * w), Tree(w)}));
+  }
+  Tree local = Tree::dict({{"grads", tree_map(weighted, grads)},
+                           {"weight", weight},
+                           {"loss", where(weight > 0.0, loss * weight, zeros_like(loss))},
+                           {"metrics", weighted_metrics},
+                           {"collections", collections}});
+  const Tree total = dist::psum(local, axis);
+  const Array total_weight = total["weight"].leaf();
+  const Array inv = where(total_weight > 0.0, 1.0 / maximum(total_weight, 1e-30), zeros_like(total_weight));
+  Reduced r;
+  r.grads = tree_map([&](const Array& g) { return g * inv.astype(g.dtype()); }, total["grads"]);
+  r.loss = total["loss"].leaf() * inv;
+  r.metrics = Tree::dict();
+  for (const auto& [name, pair] : total["metrics"].entries()) {
+    const Array sum_w = pair[1].leaf();
+    const Array mean = pair[0].leaf() / maximum(sum_w, 1e-30);
+    r.metrics.set(name, Tree::list({Tree(mean.astype(metrics[name][0].leaf().dtype())), Tree(sum_w)}));
+  }
+  const Array count = lax::psum(scalar(1.0, DType::f32), axis);
+  r.collections = tree_map([&](const Array& c) { return (c / count.astype(c.dtype())).astype(c.dtype()); },
+                           total["collections"]);
+  return r;
+}
+
 }  // namespace
 
 struct TrainStep::Impl {
@@ -35,15 +78,16 @@ struct TrainStep::Impl {
   std::function<size_t()> traces;
 };
 
-TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner)
+TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainStepOptions options)
     : model_(model), tx_(learner.make_optimizer()), impl_(std::make_shared<Impl>()) {
   const std::string loss_name = learner.loss_name;
   const bool skip_nonfinite = learner.skip_nonfinite_steps;
   const double max_norm = learner.skip_step_gradient_norm_value;
   const nn::BaseModel* m = &model_;
   optim::GradientTransformation tx = tx_;
-  auto step = [m, tx, loss_name, skip_nonfinite, max_norm](const TrainState& state, const Tree& batch,
-                                                          const Array& key) {
+  const std::string axis = options.data_parallel_axis;
+  auto step = [m, tx, loss_name, skip_nonfinite, max_norm, axis](const TrainState& state, const Tree& batch,
+                                                                const Array& key) {
     std::vector<std::string> collections = mutable_collections(state);
     auto loss_fn = [&](const Tree& params) {
       TrainState with_params = state;
@@ -60,6 +104,14 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner)
     auto [loss_aux, grads] = value_and_grad(loss_fn, has_aux)(state.params);
     auto [loss, aux] = loss_aux;
     auto [metrics, updated_collections] = aux;
+    if (!axis.empty()) {
+      PAX_CHECK(metrics.is_dict(), "data-parallel train step: the metrics of ", m->type_name(), " are not a dict");
+      Reduced r = reduce_over(axis, loss_name, grads, metrics, updated_collections, loss);
+      grads = r.grads;
+      metrics = r.metrics;
+      updated_collections = r.collections;
+      loss = r.loss;
+    }
     Array grad_norm = optim::global_norm(grads);
     Array ok = scalar(true);
     if (skip_nonfinite) ok = logical_and(ok, isfinite(grad_norm));

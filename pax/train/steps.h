@@ -9,10 +9,19 @@
 //   auto [next, out] = train(std::move(state), batch, step_key);
 //   out["metrics"]  weighted scalars {name: [value, weight]} of compute_loss
 //   out["grad_norm"], out["skipped"] (1 when the update was skipped), out["loss"]
+//
+// Data parallelism: with options.data_parallel_axis set (the process axis,
+// "processes"), each process runs the step on its own batch and the step
+// sums, inside the jitted program and in one bucketed all-reduce, every
+// process's gradient weighted by its loss weight, the metrics and the
+// collections the forward pass wrote. The update is then the one of the
+// global batch's loss (padding on one host does not tilt the average), and
+// it is the same on every process.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "pax/core/tree.h"
@@ -25,9 +34,14 @@ namespace pax::train {
 // {params: ..., <collection>: ...} of a TrainState, as the model reads them.
 Tree model_variables(const TrainState& state);
 
+struct TrainStepOptions {
+  // The named axis to average over (empty: this process alone).
+  std::string data_parallel_axis;
+};
+
 class TrainStep {
  public:
-  TrainStep(const nn::BaseModel& model, const Learner& learner);
+  TrainStep(const nn::BaseModel& model, const Learner& learner, TrainStepOptions options = {});
   // Variables drawn from `key`, optimizer state, step 0.
   TrainState init_state(const Array& key) const;
   // One step on `batch` with dropout keys from `key`. Pass the state with

@@ -2,6 +2,7 @@
 //
 //   paxcc --exp=lm.KjvTransformer --job_log_dir=runs/kjv [--mode=train|eval|decode|inspect]
 //         [--set path=value]... [--config file.json] [--restore_step N] [--data_dir DIR] [--peak_flops F]
+//   mpirun -np N paxcc --exp=... --job_log_dir=...   (data parallel: one input shard per process)
 //   paxcc --list
 //   paxcc tokenizer --input FILE --vocab_size N --out MODEL
 //
@@ -38,11 +39,28 @@ int usage_error(const std::string& message) {
   return 2;
 }
 
+// In a multi-process run (mpirun) the line names the failing process, and
+// the whole job ends at once: the other processes would otherwise wait for
+// this one until their collective timeout.
 int run_error(const std::string& message) {
   std::string line = message;
   for (char& c : line)
     if (c == '\n') c = ' ';
-  std::cerr << "paxcc: error: " << line << "\n";
+  pax::dist::ProcessGroup* group = nullptr;
+  try {
+    group = &pax::dist::process_group();
+  } catch (const std::exception&) {
+  }
+  const bool multi = group && group->process_count() > 1;
+  // One write, so that the lines of several processes do not interleave.
+  const std::string text = "paxcc: error: " +
+                           (multi ? "process " + std::to_string(group->process_index()) + " of " +
+                                        std::to_string(group->process_count()) + ": "
+                                  : std::string()) +
+                           line + "\n";
+  std::fwrite(text.data(), 1, text.size(), stderr);
+  std::fflush(stderr);
+  if (multi) group->abort_job(1);
   return 1;
 }
 
@@ -65,6 +83,7 @@ int main(int argc, char** argv) {
       "  paxcc --list\n"
       "  paxcc --exp=lm.KjvTransformer --job_log_dir=runs/kjv\n"
       "  paxcc --exp=lm.KjvTransformer --job_log_dir=runs/kjv --mode=decode\n"
+      "  mpirun -np 2 paxcc --exp=lm.KjvTransformer --job_log_dir=runs/kjv2   (data parallel)\n"
       "  paxcc --exp=lm.C4Spmd1BAdam4Replicas --mode=inspect\n"
       "  paxcc --exp=vision.FashionMnistCnn --job_log_dir=runs/cnn --set train.num_train_steps=100\n"
       "  paxcc tokenizer --input corpus.txt --vocab_size 8000 --out corpus.model");
@@ -72,7 +91,7 @@ int main(int argc, char** argv) {
   std::string exp_name, job_dir, mode_name = "train", config_file, data_dir;
   std::vector<std::string> overrides;
   std::optional<int64_t> restore_step;
-  std::optional<double> peak_flops;
+  std::optional<double> peak_flops, dist_timeout;
   bool list = false;
   app.add_option("--exp", exp_name, "Registered experiment to run (see --list)");
   app.add_option("--job_log_dir", job_dir, "Directory of the run: config, checkpoints, summaries, samples");
@@ -83,6 +102,10 @@ int main(int argc, char** argv) {
   app.add_option("--restore_step", restore_step, "eval / decode: the checkpoint step to restore (default: latest)");
   app.add_option("--data_dir", data_dir, "Data directory (default: $PAX_DATA_DIR or ./data)");
   app.add_option("--peak_flops", peak_flops, "Peak FLOP/s of this machine for MFU (default: measured once, cached)");
+  app.add_option("--dist_timeout", dist_timeout,
+                 "Under mpirun: seconds any process waits for the others before failing with the missing ones' "
+                 "names (default 300, or $PAX_DIST_TIMEOUT)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--list", list, "List the registered experiments");
 
   CLI::App* tok = app.add_subcommand("tokenizer", "Train a SentencePiece model on a text file");
@@ -139,6 +162,7 @@ int main(int argc, char** argv) {
     }
     config.apply_overrides(overrides);
 
+    if (dist_timeout) pax::dist::process_group().set_timeout_seconds(*dist_timeout);
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     pax::experiments::RunOptions options;

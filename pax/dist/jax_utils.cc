@@ -1,0 +1,206 @@
+// Tree-level collectives: buckets of same-dtype leaves flattened into one
+// buffer per collective, the replica check, and pad_shard_unpad.
+#include "pax/dist/jax_utils.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <utility>
+#include <vector>
+
+#include "pax/core/error.h"
+#include "pax/dist/process_group.h"
+#include "pax/ops/lax.h"
+#include "pax/ops/numpy.h"
+
+namespace pax::dist {
+namespace {
+
+// Leaf indices that travel together: one dtype, at most bucket_bytes (unless
+// a single leaf is larger), in leaf order.
+std::vector<std::vector<size_t>> make_buckets(const std::vector<Array>& leaves, int64_t bucket_bytes) {
+  PAX_CHECK(bucket_bytes > 0, "pax::dist: bucket_bytes must be positive, got ", bucket_bytes);
+  std::vector<DType> dtypes;
+  for (const Array& leaf : leaves)
+    if (std::find(dtypes.begin(), dtypes.end(), leaf.dtype()) == dtypes.end()) dtypes.push_back(leaf.dtype());
+  std::vector<std::vector<size_t>> buckets;
+  for (DType dtype : dtypes) {
+    int64_t bytes = 0;
+    std::vector<size_t> current;
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      if (leaves[i].dtype() != dtype) continue;
+      const int64_t leaf_bytes = int64_t(leaves[i].aval().shape.numel()) * int64_t(itemsize(dtype));
+      if (!current.empty() && bytes + leaf_bytes > bucket_bytes) {
+        buckets.push_back(std::move(current));
+        current.clear();
+        bytes = 0;
+      }
+      current.push_back(i);
+      bytes += leaf_bytes;
+    }
+    if (!current.empty()) buckets.push_back(std::move(current));
+  }
+  return buckets;
+}
+
+// Applies `collective` to every bucket of `tree`'s leaves: a bucket of one
+// leaf as it is, a larger one flattened into a single vector and split back.
+Tree bucketed(const Tree& tree, int64_t bucket_bytes, const std::function<Array(const Array&)>& collective) {
+  auto [leaves, def] = tree_flatten(tree);
+  std::vector<Array> out(leaves.size());
+  for (const std::vector<size_t>& bucket : make_buckets(leaves, bucket_bytes)) {
+    if (bucket.size() == 1) {
+      out[bucket[0]] = collective(leaves[bucket[0]]);
+      continue;
+    }
+    std::vector<Array> flat;
+    Ints offsets;
+    int64_t offset = 0;
+    for (size_t i : bucket) {
+      flat.push_back(ravel(leaves[i]));
+      offset += leaves[i].aval().shape.numel();
+      offsets.push_back(offset);
+    }
+    offsets.pop_back();
+    std::vector<Array> parts = split(collective(concatenate(flat)), offsets);
+    for (size_t k = 0; k < bucket.size(); ++k) out[bucket[k]] = reshape(parts[k], leaves[bucket[k]].shape().dims());
+  }
+  return tree_unflatten(def, out);
+}
+
+// FNV-1a over a leaf's bytes: equal values give equal hashes on every process
+// (the same binary), and a differing byte almost surely a different one.
+int64_t leaf_hash(const Array& leaf) {
+  const auto* bytes = static_cast<const uint8_t*>(leaf.data());
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < leaf.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  return int64_t(h);
+}
+
+}  // namespace
+
+Tree replicate(const Tree& tree, int root) {
+  ProcessGroup& group = process_group();
+  PAX_CHECK(root >= 0 && root < group.process_count(), "dist::replicate: root ", root, " is not a process in [0, ",
+            group.process_count(), ")");
+  if (group.process_count() == 1) return tree;
+  return bucketed(tree, kDefaultBucketBytes, [&](const Array& x) { return group.broadcast(x, root); });
+}
+
+Tree unreplicate(const Tree& tree) {
+  ProcessGroup& group = process_group();
+  if (group.process_count() == 1) return tree;
+  const std::vector<Array> leaves = tree_leaves(tree);
+  std::vector<int64_t> hashes;
+  for (const Array& leaf : leaves) hashes.push_back(leaf_hash(leaf));
+  const int64_t n = int64_t(hashes.size());
+  // [processes, leaves]
+  const std::vector<int64_t> all =
+      group.all_gather(from_host(hashes.data(), Shape{n}, DType::i64)).to_vector<int64_t>();
+  const std::vector<std::string> paths = tree_paths(tree);
+  for (int64_t leaf = 0; leaf < n; ++leaf) {
+    std::string differing;
+    for (int p = 1; p < group.process_count(); ++p)
+      if (all[size_t(p * n + leaf)] != all[size_t(leaf)]) differing += (differing.empty() ? "" : ", ") + std::to_string(p);
+    PAX_CHECK(differing.empty(), "dist::unreplicate: the replicas differ: leaf '", paths[size_t(leaf)],
+              "' on process(es) ", differing, " is not the same as on process 0");
+  }
+  return tree;
+}
+
+Tree psum(const Tree& tree, const std::string& axis_name, int64_t bucket_bytes) {
+  return bucketed(tree, bucket_bytes, [&](const Array& x) { return lax::psum(x, axis_name); });
+}
+
+Tree pmean(const Tree& tree, const std::string& axis_name, int64_t bucket_bytes) {
+  return bucketed(tree, bucket_bytes, [&](const Array& x) { return lax::pmean(x, axis_name); });
+}
+
+Tree all_gather_stacked(const Tree& tree) {
+  ProcessGroup& group = process_group();
+  return tree_map([&](const Array& x) { return group.all_gather(x, 0, /*tiled=*/false); }, tree);
+}
+
+Tree local_slice(const Tree& stacked) {
+  ProcessGroup& group = process_group();
+  const int64_t me = group.process_index(), count = group.process_count();
+  return tree_map(
+      [&](const Array& x) {
+        PAX_CHECK(x.ndim() >= 1 && x.dim(0) == count, "dist::local_slice: a leaf of ", x.aval().str(),
+                  " has no leading process axis of size ", count);
+        return squeeze(slice_along(x, 0, me, me + 1), {0});
+      },
+      stacked);
+}
+
+ShardFn pad_shard_unpad(ShardFn fn, bool static_return, int64_t min_process_batch) {
+  PAX_CHECK(min_process_batch >= 0, "dist::pad_shard_unpad: min_process_batch must be >= 0, got ", min_process_batch);
+  return [fn = std::move(fn), static_return, min_process_batch](const Tree& static_args, const Tree& batch) {
+    ProcessGroup& group = process_group();
+    const int64_t count = group.process_count(), me = group.process_index();
+    const std::vector<Array> leaves = tree_leaves(batch);
+    PAX_CHECK(!leaves.empty(), "dist::pad_shard_unpad: the batch has no arrays");
+    const int64_t rows = leaves[0].ndim() >= 1 ? leaves[0].dim(0) : -1;
+    for (const Array& leaf : leaves)
+      PAX_CHECK(leaf.ndim() >= 1 && leaf.dim(0) == rows, "dist::pad_shard_unpad: every batch leaf needs the same ",
+                "leading size; got ", leaf.aval().str(), " beside ", leaves[0].aval().str());
+    const int64_t per = std::max((rows + count - 1) / count, min_process_batch);
+    const int64_t begin = std::min(me * per, rows), end = std::min((me + 1) * per, rows);
+    Tree shard = tree_map(
+        [&](const Array& x) {
+          Array part = slice_along(x, 0, begin, end);
+          if (end - begin == per) return part;
+          return pad(part, [&] {
+            std::vector<std::pair<int64_t, int64_t>> widths(size_t(x.ndim()), {0, 0});
+            widths[0].second = per - (end - begin);
+            return widths;
+          }());
+        },
+        batch);
+    Tree out = fn(static_args, shard);
+    if (static_return) return out;
+    return tree_map(
+        [&](const Array& y) {
+          PAX_CHECK(y.ndim() >= 1 && y.dim(0) == per, "dist::pad_shard_unpad: a result of ", y.aval().str(),
+                    " has no leading batch axis of the shard's size ", per, "; use static_return for reduced results");
+          return slice_along(group.all_gather(y, 0, /*tiled=*/true), 0, 0, rows);
+        },
+        out);
+  };
+}
+
+std::string broadcast_string(const std::string& s, int root) {
+  ProcessGroup& group = process_group();
+  PAX_CHECK(root >= 0 && root < group.process_count(), "dist::broadcast_string: root ", root,
+            " is not a process in [0, ", group.process_count(), ")");
+  if (group.process_count() == 1) return s;
+  const bool mine = group.process_index() == root;
+  const int64_t length =
+      group.broadcast(scalar(mine ? double(s.size()) : 0.0, DType::i64), root).item<int64_t>();
+  if (length == 0) return {};
+  std::string buffer = mine ? s : std::string(size_t(length), '\0');
+  const std::vector<uint8_t> bytes =
+      group.broadcast(from_host(buffer.data(), Shape{length}, DType::u8), root).to_vector<uint8_t>();
+  return std::string(bytes.begin(), bytes.end());
+}
+
+void run_on_root(const std::function<void()>& fn, int root) {
+  ProcessGroup& group = process_group();
+  if (group.process_count() == 1) {
+    fn();
+    return;
+  }
+  std::string error;
+  if (group.process_index() == root) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      error = e.what();
+      if (error.empty()) error = "unknown error";
+    }
+  }
+  error = broadcast_string(error, root);
+  if (!error.empty()) throw Error(error);
+}
+
+}  // namespace pax::dist
