@@ -78,7 +78,11 @@ void check_mpi(int rc, const char* what) {
 }
 
 // Polls `requests` until all complete or `deadline`; returns which completed.
-std::vector<bool> poll_until(std::span<MPI_Request> requests, Clock::time_point deadline) {
+// MPI progresses a nonblocking collective only inside MPI calls, so a data
+// transfer (`busy`: every process has arrived) is polled without pauses;
+// waits for other processes to arrive sleep between polls instead of
+// burning a core.
+std::vector<bool> poll_until(std::span<MPI_Request> requests, Clock::time_point deadline, bool busy = false) {
   std::vector<bool> done(requests.size(), false);
   size_t remaining = requests.size();
   for (int spins = 0; remaining > 0; ++spins) {
@@ -94,7 +98,7 @@ std::vector<bool> poll_until(std::span<MPI_Request> requests, Clock::time_point 
     if (remaining == 0 || Clock::now() >= deadline) break;
     // Spin briefly (small collectives finish in microseconds), then sleep so
     // that a long wait does not burn a core.
-    if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (!busy && spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   return done;
 }
@@ -392,7 +396,7 @@ const Array& check_input(const Array& x, const char* op) {
 // here means a process stopped in the middle of the transfer.
 void wait_data(MPI_Request& req, std::initializer_list<const Array*> buffers, double timeout, const char* op,
                const char*& broken_by, int index) {
-  std::vector<bool> done = poll_until(std::span(&req, 1), deadline_after(timeout));
+  std::vector<bool> done = poll_until(std::span(&req, 1), deadline_after(timeout), /*busy=*/true);
   if (done[0]) return;
   abandon(std::span(&req, 1), done);
   for (const Array* a : buffers) g_keep_alive.push_back(a->buffer());

@@ -385,6 +385,7 @@ RunResult run_train(Job& job) {
   int64_t interval_steps = 0, interval_tokens = 0, interval_examples = 0;
   double interval_seconds = 0;
   Array last_grad_norm;  // of the latest step, read at summary steps
+  bool warned_peak = false;
   while (step < total && !result.early_stopped) {
     const auto start = Clock::now();
     Tree batch = train_input->get_next();
@@ -418,6 +419,13 @@ RunResult run_train(Job& job) {
       }
       // This process's share of the FLOPs over its own peak: the same ratio as the whole job's.
       if (flops_per_step > 0) m.mfu = train::mfu(flops_per_step, secs / double(interval_steps), peak);
+      if (m.mfu && *m.mfu > 1.0 && !warned_peak) {
+        warned_peak = true;
+        progress.message(fmt::format(
+            "MFU above 100%: the peak of {:.1f} GFLOP/s is too low (measured while the machine was busy?); "
+            "remove {} to measure it again, or pass --peak_flops",
+            peak / 1e9, train::peak_flops_cache_path()));
+      }
       if (summaries) summaries->write(m);
       progress.summary(console_metrics(m));
       result.train_metrics = m.metrics;
@@ -522,7 +530,7 @@ std::string human_count(double n) {
 
 RunResult run_experiment(const Config& config, const RunOptions& options) {
   if (options.mode == Mode::inspect) {
-    (options.out ? *options.out : std::cout) << inspect_experiment(config);
+    if (dist::process_index() == 0) (options.out ? *options.out : std::cout) << inspect_experiment(config);
     return {};
   }
   Job job(config, options);
@@ -543,7 +551,9 @@ std::string inspect_experiment(const Config& config) {
     if (n > 0) s << collection << ": " << n << "\n";
   }
   auto* input = dynamic_cast<const data::BaseInput::HParams*>(exp.train_input.get());
-  const int64_t global_batch = input->batch_size * input->num_infeed_hosts;
+  // Under mpirun an input left at one host is sharded over the processes.
+  const int64_t global_batch =
+      input->batch_size * (input->num_infeed_hosts == 1 ? int64_t(dist::process_count()) : input->num_infeed_hosts);
   if (auto* lm = dynamic_cast<const nn::LanguageModel*>(model)) {
     const int64_t seq = std::stoll(config.get("train_input.seq_length"));
     const double per_token = lm->flops_per_token(seq);
