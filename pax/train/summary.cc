@@ -390,10 +390,15 @@ void JobSummaries::write(const StepMetrics& metrics) {
   }
   write_fully(jsonl_fd_, metrics_json_line(m) + "\n", metrics_path());
   history_.push_back(std::move(m));
-  if (options_.report) write_report();
+  if (options_.report &&
+      (last_report_time_ < 0 || steady_now() - last_report_time_ >= options_.report_interval_secs))
+    write_report();
 }
 
-void JobSummaries::write_report() { write_report_file(report_path(), history_, options_.title); }
+void JobSummaries::write_report() {
+  write_report_file(report_path(), history_, options_.title);
+  last_report_time_ = steady_now();
+}
 
 void JobSummaries::close() {
   if (closed_) return;

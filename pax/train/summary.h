@@ -136,7 +136,11 @@ class JobSummaries {
  public:
   struct Options {
     bool tensorboard = true;  // write event files under <job_dir>/summaries/
-    bool report = true;       // regenerate report.html on every write() and on close()
+    bool report = true;       // regenerate report.html on write() and on close()
+    // write() regenerates the report at most this often (the first write and
+    // close() always do): each regeneration renders the whole history, so a
+    // long run must not do it at every summary step.
+    double report_interval_secs = 10;
     std::string title;        // the report's title; empty: the job directory's name
   };
 
@@ -171,6 +175,7 @@ class JobSummaries {
   int jsonl_fd_ = -1;
   std::vector<StepMetrics> history_;
   bool closed_ = false;
+  double last_report_time_ = -1;  // steady-clock seconds of the last regeneration
 };
 
 }  // namespace pax::train

@@ -583,6 +583,18 @@ TEST(JobSummaries, OptionsTurnOutputsOff) {
   EXPECT_EQ(read_metrics_jsonl(tmp / "job/metrics.jsonl").size(), 1u);
 }
 
+TEST(JobSummaries, ReportIsRegeneratedAtMostEveryInterval) {
+  TempDir tmp;
+  const std::string job = tmp / "job";
+  JobSummaries s(job, {.tensorboard = false, .report_interval_secs = 3600});
+  s.write(train_step(10, 3.0));
+  EXPECT_NE(slurp(job + "/report.html").find("1 summary steps, steps 10 to 10"), std::string::npos);
+  s.write(train_step(20, 2.0));  // within the interval: the page stays as it was
+  EXPECT_NE(slurp(job + "/report.html").find("1 summary steps, steps 10 to 10"), std::string::npos);
+  s.close();  // close always regenerates it
+  EXPECT_NE(slurp(job + "/report.html").find("2 summary steps, steps 10 to 20"), std::string::npos);
+}
+
 TEST(JobSummaries, SplitNames) {
   EXPECT_EQ(StepMetrics{}.split, "train");
   EXPECT_EQ(kTrainSplit, "train");
