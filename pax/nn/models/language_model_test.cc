@@ -186,6 +186,21 @@ TEST(LanguageModel, RepeatStackFlopsAndJsonRoundTrip) {
   cfg.set("lm_tpl.stacked_transformer_tpl.sub_tpl.num_heads", "2");
   auto model = build<LanguageModel>(cfg);
   EXPECT_EQ(model->lm().num_layers(), 3);
+  {
+    // A Repeat of a Repeat counts every block (the FLOPs and MFU use it).
+    Config nested = tiny_lm(13, 8, 1);
+    nested.set("lm_tpl.stacked_transformer_tpl", "Repeat");
+    nested.set("lm_tpl.stacked_transformer_tpl.x_times", "2");
+    nested.set("lm_tpl.stacked_transformer_tpl.sub_tpl", "Repeat");
+    nested.set("lm_tpl.stacked_transformer_tpl.sub_tpl.x_times", "3");
+    nested.set("lm_tpl.stacked_transformer_tpl.sub_tpl.sub_tpl", "StackedTransformer");
+    nested.set("lm_tpl.stacked_transformer_tpl.sub_tpl.sub_tpl.num_layers", "2");
+    nested.set("lm_tpl.stacked_transformer_tpl.sub_tpl.sub_tpl.hidden_dims", "16");
+    nested.set("lm_tpl.stacked_transformer_tpl.sub_tpl.sub_tpl.num_heads", "2");
+    auto deep = build<LanguageModel>(nested);
+    EXPECT_EQ(deep->lm().num_layers(), 12);
+    EXPECT_EQ(deep->lm().attention_dims(), model->lm().attention_dims());
+  }
   Tree vars = random_vars(*model, 6);
   Tree batch = lm_batch(array<int32_t>({1, 2, 3, 4}, {1, 4}), array<int32_t>({2, 3, 4, 5}, {1, 4}), zeros({1, 4}));
   auto loss = [&](const LanguageModel& m, const Tree& v) {

@@ -13,6 +13,23 @@ Array segment_mask(const Array& segment_ids, DType dtype) {
   return expand_dims(mask, {1});
 }
 
+namespace {
+
+// The LM's model_dims and causal masking for every StackedTransformer of a
+// stack, through Repeats at any depth (each level's template cloned first:
+// templates are shared with the config).
+void set_stack_dims(BaseHParams& stack, int64_t model_dims) {
+  if (auto* s = dynamic_cast<StackedTransformer::HParams*>(&stack)) {
+    s->model_dims = model_dims;
+    s->mask_self_attention = true;
+  } else if (auto* r = dynamic_cast<Repeat::HParams*>(&stack); r && r->sub_tpl) {
+    r->sub_tpl = r->sub_tpl->clone();
+    set_stack_dims(*r->sub_tpl, model_dims);
+  }
+}
+
+}  // namespace
+
 void TransformerLm::setup() {
   const auto& hp = hparams<HParams>();
   const std::string where = std::string("TransformerLm '") + path() + "': ";
@@ -42,19 +59,9 @@ void TransformerLm::setup() {
   }
   HParamsPtr stack = hp.stacked_transformer_tpl ? hp.stacked_transformer_tpl->clone() : nullptr;
   PAX_CHECK(stack, where, "stacked_transformer_tpl must be set");
-  if (auto* s = dynamic_cast<StackedTransformer::HParams*>(stack.get())) {
-    s->model_dims = hp.model_dims;
-    s->mask_self_attention = true;
-  } else if (auto* r = dynamic_cast<Repeat::HParams*>(stack.get())) {
-    if (auto* sub = dynamic_cast<StackedTransformer::HParams*>(r->sub_tpl.get())) {
-      auto copy = std::static_pointer_cast<StackedTransformer::HParams>(sub->clone());
-      copy->model_dims = hp.model_dims;
-      copy->mask_self_attention = true;
-      r->sub_tpl = copy;
-    }
-  } else {
-    PAX_FAIL(where, "stacked_transformer_tpl must be a StackedTransformer or a Repeat, got ", stack->type_name());
-  }
+  PAX_CHECK(dynamic_cast<StackedTransformer::HParams*>(stack.get()) || dynamic_cast<Repeat::HParams*>(stack.get()),
+            where, "stacked_transformer_tpl must be a StackedTransformer or a Repeat, got ", stack->type_name());
+  set_stack_dims(*stack, hp.model_dims);
   stack_ = &create_child<RepeatableLayer>("transformer", stack);
   HParamsPtr ln = hp.final_ln_tpl ? hp.final_ln_tpl->clone() : nullptr;
   PAX_CHECK(ln, where, "final_ln_tpl must be set");
@@ -101,23 +108,30 @@ Array TransformerLm::extend_step(const Array& ids, const Array& time_step) const
 
 void TransformerLm::init_states(int64_t batch, int64_t max_length) const { stack_->init_states(batch, max_length); }
 
-int64_t TransformerLm::num_layers() const {
-  if (auto* s = dynamic_cast<const StackedTransformer*>(stack_)) return int64_t(s->x_layers().size());
-  const auto* r = static_cast<const Repeat*>(stack_);
-  const auto& rhp = r->hparams<Repeat::HParams>();
-  if (auto* s = dynamic_cast<const StackedTransformer*>(&r->sub())) return rhp.x_times * int64_t(s->x_layers().size());
-  return rhp.x_times;
+namespace {
+
+// Transformer blocks in a stack: a StackedTransformer's layers, a Repeat's
+// x_times copies of its body (which may itself be a stack or a Repeat).
+int64_t count_blocks(const Layer& stack) {
+  if (auto* s = dynamic_cast<const StackedTransformer*>(&stack)) return int64_t(s->x_layers().size());
+  if (auto* r = dynamic_cast<const Repeat*>(&stack)) return r->hparams<Repeat::HParams>().x_times * count_blocks(r->sub());
+  return dynamic_cast<const Transformer*>(&stack) ? 1 : 0;
 }
 
+// The first Transformer block of a stack (nullptr when there is none).
+const Transformer* first_block(const Layer& stack) {
+  if (auto* t = dynamic_cast<const Transformer*>(&stack)) return t;
+  if (auto* s = dynamic_cast<const StackedTransformer*>(&stack)) return s->x_layers().empty() ? nullptr : s->x_layers()[0];
+  if (auto* r = dynamic_cast<const Repeat*>(&stack)) return first_block(r->sub());
+  return nullptr;
+}
+
+}  // namespace
+
+int64_t TransformerLm::num_layers() const { return count_blocks(*stack_); }
+
 int64_t TransformerLm::attention_dims() const {
-  const Transformer* block = nullptr;
-  if (auto* s = dynamic_cast<const StackedTransformer*>(stack_)) {
-    block = s->x_layers().empty() ? nullptr : s->x_layers()[0];
-  } else {
-    const RepeatableLayer& sub = static_cast<const Repeat*>(stack_)->sub();
-    if (auto* s = dynamic_cast<const StackedTransformer*>(&sub)) block = s->x_layers().empty() ? nullptr : s->x_layers()[0];
-    else block = dynamic_cast<const Transformer*>(&sub);
-  }
+  const Transformer* block = first_block(*stack_);
   if (!block) return hparams<HParams>().model_dims;
   const auto& ahp = block->self_attention().hparams<DotProductAttention::HParams>();
   return ahp.num_heads * (ahp.dim_per_head > 0 ? ahp.dim_per_head : ahp.hidden_dim / ahp.num_heads);
