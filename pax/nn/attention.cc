@@ -27,7 +27,7 @@ double max_finite(DType dtype) {
   }
 }
 
-// Logits and softmax in f32, or f64 for an f64 forward pass.
+// Softmax in f32, or f64 for an f64 forward pass.
 DType logits_dtype(DType fprop) { return fprop == DType::f64 ? DType::f64 : DType::f32; }
 
 // A projection weight with explicit fan axes (the heads count as one fan).
@@ -216,19 +216,27 @@ Array DotProductAttention::dot_atten(const Array& q, const Array& k, const Array
   const int64_t batch = q.dim(0), time = q.dim(1), heads = q.dim(2), source = k.dim(1);
   const int64_t kv_heads = k.dim(2), group = heads / kv_heads, h = q.dim(3);
   const DType ld = logits_dtype(q.dtype());
-  const std::optional<DType> accumulate =
-      is_floating(q.dtype()) && itemsize(q.dtype()) == 2 ? std::optional<DType>(ld) : std::nullopt;
   Array scaled = q * (1.0 / std::sqrt(double(h)));  // (B, T, N, H)
   Array logits;                                     // (B, N, T, S)
   if (group == 1) {
-    logits = einsum("BTNH,BSNH->BNTS", scaled, k, accumulate);
+    logits = einsum("BTNH,BSNH->BNTS", scaled, k);
   } else {
     Array grouped = reshape(scaled, {batch, time, kv_heads, group, h});  // (B, T, K, G, H)
-    logits = reshape(einsum("BTKGH,BSKH->BKGTS", grouped, k, accumulate), {batch, heads, time, source});
+    logits = reshape(einsum("BTKGH,BSKH->BKGTS", grouped, k), {batch, heads, time, source});
   }
-  logits = logits.astype(ld);
+  // As praxis: the logits come out of the einsum and the cap in the fprop
+  // dtype (so that their backward is a matmul in that dtype too), the softmax
+  // runs in f32, and the mask selects (py_utils.apply_mask_to_logits): its
+  // backward needs only the predicate, not the logits.
   if (hp.atten_logit_cap > 0) logits = tanh(logits / hp.atten_logit_cap) * hp.atten_logit_cap;
-  if (atten_mask.defined()) logits = maximum(logits + atten_mask.astype(ld), large_negative_number(ld));
+  logits = logits.astype(ld);
+  if (atten_mask.defined()) {
+    // Half the large negative number of the mask's dtype, or of f32 for an
+    // f64 mask, which may hold the f32 value of the mask helpers.
+    const DType md = atten_mask.dtype() == DType::f64 ? DType::f32 : atten_mask.dtype();
+    const Array allowed = atten_mask >= large_negative_number(md) * 0.5;
+    logits = where(allowed, logits, full({}, large_negative_number(ld), ld));
+  }
   Array probs = atten_dropout_->fprop(nn::softmax(logits, -1).astype(v.dtype()));  // (B, N, T, S)
   if (group == 1) return einsum("BNTS,BSNH->BTNH", probs, v);
   Array grouped = reshape(probs, {batch, kv_heads, group, time, source});  // (B, K, G, T, S)

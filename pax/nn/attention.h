@@ -4,10 +4,11 @@
 // embeddings and a KV cache for decoding (DotProductAttention), and the mask
 // helpers.
 //
-// Masks follow Praxis: a float array added to the attention logits, 0 where
-// attending is allowed and large_negative_number() where it is not. Masks
-// combine with combine_masks (elementwise minimum), and logits never go below
-// large_negative_number, so a fully masked row attends uniformly instead of
+// Masks follow Praxis: a float array, 0 where attending is allowed and
+// large_negative_number() where it is not. Masks combine with combine_masks
+// (elementwise minimum); logits where the mask is below half of
+// large_negative_number are replaced by large_negative_number (praxis
+// apply_mask_to_logits), so a fully masked row attends uniformly instead of
 // producing NaN.
 //
 //   auto mask = combine_masks(padding_mask(paddings), causal_mask(T));  // (B, 1, T, T)
@@ -90,8 +91,8 @@ class CombinedQKVProjectionLayer : public Layer {
 // softmax(q k^T / sqrt(H) + mask) v per head, then the output projection.
 // With num_kv_heads = K < N (grouped-query attention), query head n uses
 // key/value head n / (N / K), as repeating each K head N / K times would.
-// Logits and softmax are computed in f32 (f64 for f64 fprop); the logit cap,
-// when set, is cap * tanh(logits / cap) before masking.
+// Logits and the logit cap (cap * tanh(logits / cap), before masking) are
+// computed in fprop_dtype, the softmax in f32 (f64 for f64 fprop).
 //
 // Decoding: extend_step projects one position, writes its key and value at
 // time_step into the "decoder_cache" collection (key_state, value_state:

@@ -41,4 +41,12 @@ void convert_parallel(DType from, const void* x, DType to, void* y, int64_t n);
 void select_n(DType which_dtype, const void* which, const void* const* cases, size_t num_cases,
               size_t width, void* y, size_t n);
 
+// bf16 values held as f32 (fused loops): y[i] = x[i] rounded to bf16
+// precision, as f32 (float_to_bf16's rounding, widened; x may be y); and the
+// f32 unary / binary kernels with each result so rounded, which is bit for
+// bit what the bf16 kernels compute, widened.
+void round_to_bf16(const float* x, float* y, size_t n);
+void unary_round_bf16(UnaryOp op, const float* x, float* y, size_t n);
+void binary_round_bf16(BinaryOp op, const float* a, const float* b, float* y, size_t n);
+
 }  // namespace pax::cpu

@@ -145,6 +145,42 @@ void StoreF32(DType dtype, const float* x, void* y, size_t n) {
   else F32ToF16(x, static_cast<uint16_t*>(y), n);
 }
 
+// ---------------------------------------------------------------------------
+// bf16 precision in f32: v rounded as float_to_bf16 rounds (to nearest even,
+// NaN made quiet), the result kept in the upper half of the f32 bits.
+
+template <class D, class V>
+HWY_INLINE V RoundBf16(D df, V v) {
+  const hn::RebindToUnsigned<D> du;
+  const auto bits = hn::BitCast(du, v);
+  const auto rounded = hn::Add(bits, hn::Add(hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u)), hn::Set(du, 0x7fffu)));
+  const auto out = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(bits, hn::Set(du, 0x00400000u)), rounded);
+  return hn::BitCast(df, hn::And(out, hn::Set(du, 0xffff0000u)));
+}
+
+struct IdentityOp { template <class D, class V> V operator()(D, V x) const { return x; } };
+
+// An operation whose results are rounded to bf16 precision.
+template <class Op>
+struct RoundedOp {
+  Op op;
+  template <class D, class... V>
+  auto operator()(D d, V... v) const { return RoundBf16(d, op(d, v...)); }
+};
+
+// Kernels are written once over a wrapper of their vector operations: Plain
+// leaves them as they are, RoundBf16Results rounds each result.
+struct Plain {
+  static constexpr bool kRound = false;
+  template <class Op> Op operator()(Op op) const { return op; }
+};
+struct RoundBf16Results {
+  static constexpr bool kRound = true;
+  template <class Op> RoundedOp<Op> operator()(Op op) const { return {op}; }
+};
+
+void RoundToBf16(const float* x, float* y, size_t n) { Map1(x, y, n, RoundedOp<IdentityOp>{}); }
+
 // Calls body(x32, i, m) for consecutive blocks [i, i + m) of a 16-bit float
 // operand widened to f32 (and body(a32, b32, i, m) for two operands).
 template <class Body>
@@ -349,30 +385,41 @@ void SinCosF32(const float* x, float* y, size_t n, const Op& op, float (*libm)(f
   }
 }
 
-void UnaryF32(UnaryOp op, const float* x, float* y, size_t n) {
+template <class Wrap>
+void UnaryF32With(UnaryOp op, const float* x, float* y, size_t n, Wrap w) {
   switch (op) {
-    case UnaryOp::neg: return Map1(x, y, n, NegOp());
-    case UnaryOp::abs: return Map1(x, y, n, AbsOp());
-    case UnaryOp::sign: return Map1(x, y, n, SignOp());
-    case UnaryOp::exp: return Map1(x, y, n, ExpOp());
-    case UnaryOp::expm1: return Map1(x, y, n, Expm1Op());
-    case UnaryOp::log: return Map1(x, y, n, LogOp());
-    case UnaryOp::log1p: return Map1(x, y, n, Log1pOp());
-    case UnaryOp::sqrt: return Map1(x, y, n, SqrtOp());
-    case UnaryOp::rsqrt: return Map1(x, y, n, RsqrtOp());
-    case UnaryOp::tanh: return Map1(x, y, n, TanhOp());
-    case UnaryOp::logistic: return Map1(x, y, n, LogisticOp());
-    case UnaryOp::erf: return Map1(x, y, n, ErfOp());
-    case UnaryOp::erf_inv: return Map1(x, y, n, ErfInvOp());
-    case UnaryOp::sin: return SinCosF32(x, y, n, SinOp(), [](float v) { return std::sin(v); });
-    case UnaryOp::cos: return SinCosF32(x, y, n, CosOp(), [](float v) { return std::cos(v); });
-    case UnaryOp::floor: return Map1(x, y, n, FloorOp());
-    case UnaryOp::ceil: return Map1(x, y, n, CeilOp());
-    case UnaryOp::round_even: return Map1(x, y, n, RoundEvenOp());
-    case UnaryOp::round_away: return Map1(x, y, n, RoundAwayOp());
+    case UnaryOp::neg: return Map1(x, y, n, w(NegOp()));
+    case UnaryOp::abs: return Map1(x, y, n, w(AbsOp()));
+    case UnaryOp::sign: return Map1(x, y, n, w(SignOp()));
+    case UnaryOp::exp: return Map1(x, y, n, w(ExpOp()));
+    case UnaryOp::expm1: return Map1(x, y, n, w(Expm1Op()));
+    case UnaryOp::log: return Map1(x, y, n, w(LogOp()));
+    case UnaryOp::log1p: return Map1(x, y, n, w(Log1pOp()));
+    case UnaryOp::sqrt: return Map1(x, y, n, w(SqrtOp()));
+    case UnaryOp::rsqrt: return Map1(x, y, n, w(RsqrtOp()));
+    case UnaryOp::tanh: return Map1(x, y, n, w(TanhOp()));
+    case UnaryOp::logistic: return Map1(x, y, n, w(LogisticOp()));
+    case UnaryOp::erf: return Map1(x, y, n, w(ErfOp()));
+    case UnaryOp::erf_inv: return Map1(x, y, n, w(ErfInvOp()));
+    case UnaryOp::sin:
+    case UnaryOp::cos:
+      // The C library path of out-of-range blocks is rounded afterwards.
+      if (op == UnaryOp::sin) SinCosF32(x, y, n, SinOp(), [](float v) { return std::sin(v); });
+      else SinCosF32(x, y, n, CosOp(), [](float v) { return std::cos(v); });
+      if constexpr (Wrap::kRound) RoundToBf16(y, y, n);
+      return;
+    case UnaryOp::floor: return Map1(x, y, n, w(FloorOp()));
+    case UnaryOp::ceil: return Map1(x, y, n, w(CeilOp()));
+    case UnaryOp::round_even: return Map1(x, y, n, w(RoundEvenOp()));
+    case UnaryOp::round_away: return Map1(x, y, n, w(RoundAwayOp()));
     case UnaryOp::not_: break;
   }
   PAX_FAIL("unary kernel: op not defined for float32");
+}
+
+void UnaryF32(UnaryOp op, const float* x, float* y, size_t n) { UnaryF32With(op, x, y, n, Plain()); }
+void UnaryRoundBf16(UnaryOp op, const float* x, float* y, size_t n) {
+  UnaryF32With(op, x, y, n, RoundBf16Results());
 }
 
 // erf_inv in f64: f32 estimate refined by Newton steps on the C library's erf.
@@ -498,25 +545,29 @@ struct MinOp {
   }
 };
 
-template <class T>
-void BinaryFloat(BinaryOp op, const T* a, const T* b, T* y, size_t n) {
+template <class T, class Wrap = Plain>
+void BinaryFloat(BinaryOp op, const T* a, const T* b, T* y, size_t n, Wrap w = {}) {
   switch (op) {
-    case BinaryOp::add: return Map2(a, b, y, n, AddOp());
-    case BinaryOp::sub: return Map2(a, b, y, n, SubOp());
-    case BinaryOp::mul: return Map2(a, b, y, n, MulOp());
-    case BinaryOp::div: return Map2(a, b, y, n, DivOp());
-    case BinaryOp::max: return Map2(a, b, y, n, MaxOp());
-    case BinaryOp::min: return Map2(a, b, y, n, MinOp());
+    case BinaryOp::add: return Map2(a, b, y, n, w(AddOp()));
+    case BinaryOp::sub: return Map2(a, b, y, n, w(SubOp()));
+    case BinaryOp::mul: return Map2(a, b, y, n, w(MulOp()));
+    case BinaryOp::div: return Map2(a, b, y, n, w(DivOp()));
+    case BinaryOp::max: return Map2(a, b, y, n, w(MaxOp()));
+    case BinaryOp::min: return Map2(a, b, y, n, w(MinOp()));
     case BinaryOp::rem:
       for (size_t i = 0; i < n; ++i) y[i] = std::fmod(a[i], b[i]);
-      return;
+      break;
     case BinaryOp::pow:
       for (size_t i = 0; i < n; ++i) y[i] = std::pow(a[i], b[i]);
-      return;
-    default:
       break;
+    default:
+      PAX_FAIL("binary kernel: op not defined for floats");
   }
-  PAX_FAIL("binary kernel: op not defined for floats");
+  if constexpr (Wrap::kRound) RoundToBf16(y, y, n);
+}
+
+void BinaryRoundBf16(BinaryOp op, const float* a, const float* b, float* y, size_t n) {
+  BinaryFloat(op, a, b, y, n, RoundBf16Results());
 }
 
 // Integer semantics follow XLA: wrap-around arithmetic; x / 0 = -1, x % 0 = x,
@@ -690,7 +741,20 @@ template <class T>
 void IntegerPowTyped(int64_t e, const T* x, T* y, size_t n) {
   const bool invert = e < 0;
   uint64_t m = invert ? uint64_t(-(e + 1)) + 1 : uint64_t(e);
-  for (size_t i = 0; i < n; ++i) {
+  // Vectors first: the same multiplications in the same order as the scalar loop.
+  const hn::ScalableTag<T> d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    auto base = hn::LoadU(d, x + i);
+    auto acc = hn::Set(d, T(1));
+    for (uint64_t k = m; k; k >>= 1) {
+      if (k & 1) acc = hn::Mul(acc, base);
+      base = hn::Mul(base, base);
+    }
+    hn::StoreU(invert ? hn::Div(hn::Set(d, T(1)), acc) : acc, d, y + i);
+  }
+  for (; i < n; ++i) {
     T base = x[i], acc = T(1);
     for (uint64_t k = m; k; k >>= 1) {
       if (k & 1) acc = T(acc * base);
@@ -745,7 +809,19 @@ void SelectTyped(const W* which, const void* const* cases, size_t num_cases, T* 
   if (num_cases == 2) {
     const T* c0 = static_cast<const T*>(cases[0]);
     const T* c1 = static_cast<const T*>(cases[1]);
-    for (size_t i = 0; i < n; ++i) y[i] = which[i] ? c1[i] : c0[i];
+    size_t i = 0;
+    if constexpr (std::is_same_v<W, bool> && (sizeof(T) == 2 || sizeof(T) == 4)) {
+      // The bytes of a bool selector widened to a mask over the case lanes.
+      const hn::ScalableTag<T> d;
+      const hn::Rebind<uint8_t, decltype(d)> d8;
+      const size_t N = hn::Lanes(d);
+      const uint8_t* w = reinterpret_cast<const uint8_t*>(which);
+      for (; i + N <= n; i += N) {
+        const auto mask = hn::Ne(hn::PromoteTo(d, hn::LoadU(d8, w + i)), hn::Zero(d));
+        hn::StoreU(hn::IfThenElse(mask, hn::LoadU(d, c1 + i), hn::LoadU(d, c0 + i)), d, y + i);
+      }
+    }
+    for (; i < n; ++i) y[i] = which[i] ? c1[i] : c0[i];
     return;
   }
   for (size_t i = 0; i < n; ++i) {
@@ -866,6 +942,9 @@ HWY_EXPORT(IsFinite);
 HWY_EXPORT(IntegerPow);
 HWY_EXPORT(Convert);
 HWY_EXPORT(SelectN);
+HWY_EXPORT(UnaryRoundBf16);
+HWY_EXPORT(BinaryRoundBf16);
+HWY_EXPORT(RoundToBf16);
 
 void unary(UnaryOp op, DType dtype, const void* x, void* y, size_t n) {
   HWY_DYNAMIC_DISPATCH(Unary)(op, dtype, x, y, n);
@@ -887,6 +966,14 @@ void select_n(DType which_dtype, const void* which, const void* const* cases, si
               void* y, size_t n) {
   HWY_DYNAMIC_DISPATCH(SelectN)(which_dtype, which, cases, num_cases, width, y, n);
 }
+
+void unary_round_bf16(UnaryOp op, const float* x, float* y, size_t n) {
+  HWY_DYNAMIC_DISPATCH(UnaryRoundBf16)(op, x, y, n);
+}
+void binary_round_bf16(BinaryOp op, const float* a, const float* b, float* y, size_t n) {
+  HWY_DYNAMIC_DISPATCH(BinaryRoundBf16)(op, a, b, y, n);
+}
+void round_to_bf16(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(RoundToBf16)(x, y, n); }
 
 }  // namespace pax::cpu
 #endif  // HWY_ONCE

@@ -10,8 +10,8 @@
 //    bit for bit, except the sign and payload of a NaN computed from two NaN
 //    operands (which one an instruction returns depends on the operand order
 //    the C++ compiler chose for a commutative operation, in either kernel);
-//  - bf16 values held as f32 in the registers of a loop: rounding a result to
-//    bf16 precision in place, and narrowing to bf16 for stores.
+//  - bf16 values held as f32 in the registers of a loop: narrowing to bf16
+//    for stores (elementwise.h rounds them).
 #pragma once
 
 #include <cstddef>
@@ -38,12 +38,11 @@ struct ChainStep {
   const void* leaf = nullptr;
 };
 
-// x[i] = x[i] rounded to bf16 precision, kept as f32: bit for bit the value
-// float_to_bf16 gives, widened (round to nearest even, NaN made quiet).
-void round_to_bf16(float* x, size_t n);
 // y[i] = the bf16 bits of x[i], a value that bf16 represents exactly (the
-// upper half of its bits: sign and payload of a NaN are kept).
-void narrow_to_bf16(const float* x, uint16_t* y, size_t n);
+// upper half of its bits: sign and payload of a NaN are kept). With `stream`,
+// y is written with non-temporal stores where it is aligned (call
+// stream_fence() before the values are read elsewhere).
+void narrow_to_bf16(const float* x, uint16_t* y, size_t n, bool stream = false);
 
 // Whether chains compute these operations (f32 and f64 only).
 bool chain_supports(bool binary, uint8_t op, DType dtype);

@@ -27,48 +27,21 @@ void StreamCopy(void* dst, const void* src, size_t bytes) {
 }
 
 // ---------------------------------------------------------------------------
-// bf16 values in f32. The rounding is F32ToBf16's (elementwise_hwy.cc), with
-// the result kept in the upper half of the f32 bits.
+// bf16 values held as f32, narrowed to their bf16 bits.
 
-uint32_t RoundBitsToBf16(uint32_t bits) {
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return (bits | 0x00400000u) & 0xffff0000u;  // NaN
-  return (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
-}
-
-void RoundToBf16(float* x, size_t n) {
-  const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du;
-  const size_t N = hn::Lanes(df);
-  const auto k7fff = hn::Set(du, 0x7fffu);
-  const auto kOne = hn::Set(du, 1u);
-  const auto kQuiet = hn::Set(du, 0x00400000u);
-  const auto kHigh = hn::Set(du, 0xffff0000u);
-  size_t i = 0;
-  for (; i + N <= n; i += N) {
-    const auto v = hn::LoadU(df, x + i);
-    const auto bits = hn::BitCast(du, v);
-    const auto rounded = hn::Add(bits, hn::Add(hn::And(hn::ShiftRight<16>(bits), kOne), k7fff));
-    const auto out = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(bits, kQuiet), rounded);
-    hn::StoreU(hn::BitCast(df, hn::And(out, kHigh)), df, x + i);
-  }
-  for (; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, x + i, 4);
-    bits = RoundBitsToBf16(bits);
-    std::memcpy(x + i, &bits, 4);
-  }
-}
-
-void NarrowToBf16(const float* x, uint16_t* y, size_t n) {
+void NarrowToBf16(const float* x, uint16_t* y, size_t n, bool stream) {
   const hn::ScalableTag<float> df;
   const hn::RebindToUnsigned<decltype(df)> du;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<uint16_t, decltype(df)> du16;
   const size_t N = hn::Lanes(df);
+  stream = stream && reinterpret_cast<uintptr_t>(y) % (N * sizeof(uint16_t)) == 0;
   size_t i = 0;
   for (; i + N <= n; i += N) {
     const auto high = hn::ShiftRight<16>(hn::BitCast(du, hn::LoadU(df, x + i)));
-    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, high)), du16, y + i);
+    const auto narrow = hn::DemoteTo(du16, hn::BitCast(di, high));
+    if (stream) hn::Stream(narrow, du16, y + i);
+    else hn::StoreU(narrow, du16, y + i);
   }
   for (; i < n; ++i) {
     uint32_t bits;
@@ -195,16 +168,15 @@ namespace pax::cpu {
 
 HWY_EXPORT(StreamCopy);
 HWY_EXPORT(Chain);
-HWY_EXPORT(RoundToBf16);
 HWY_EXPORT(NarrowToBf16);
 
 void stream_copy(void* dst, const void* src, size_t bytes) { HWY_DYNAMIC_DISPATCH(StreamCopy)(dst, src, bytes); }
 
 void stream_fence() { hwy::FlushStream(); }
 
-void round_to_bf16(float* x, size_t n) { HWY_DYNAMIC_DISPATCH(RoundToBf16)(x, n); }
-
-void narrow_to_bf16(const float* x, uint16_t* y, size_t n) { HWY_DYNAMIC_DISPATCH(NarrowToBf16)(x, y, n); }
+void narrow_to_bf16(const float* x, uint16_t* y, size_t n, bool stream) {
+  HWY_DYNAMIC_DISPATCH(NarrowToBf16)(x, y, n, stream);
+}
 
 bool chain_supports(bool binary, uint8_t op, DType dtype) {
   if (dtype != DType::f32 && dtype != DType::f64) return false;

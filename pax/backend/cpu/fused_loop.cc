@@ -123,24 +123,38 @@ void fill_splat(const FusedSlot& s, bool wide, const void* src, char* dst, int64
 }
 
 // With wide bf16 registers, bf16 operands are f32 values and a bf16 result
-// is the f32 result rounded to bf16 (what the kernel does inside for bf16).
+// is the f32 result rounded to bf16 (what the kernel does inside for bf16),
+// rounded by the f32 kernel as it writes it where the kernel can.
 void exec(const FusedInstr& ins, void* const* ptr, size_t m, bool wide_bf16) {
   void* y = ptr[ins.result];
   const void* a = ptr[ins.args[0]];
   auto reg = [&](DType t) { return wide_bf16 && t == DType::bf16 ? DType::f32 : t; };
   const DType dt = reg(ins.dtype);
-  bool round = wide_bf16 && ins.out_dtype == DType::bf16;
+  const bool round = wide_bf16 && ins.out_dtype == DType::bf16;
+  float* yf = static_cast<float*>(y);
   switch (ins.kind) {
-    case FusedInstr::Kind::unary: unary(UnaryOp(ins.op), dt, a, y, m); break;
-    case FusedInstr::Kind::binary: binary(BinaryOp(ins.op), dt, a, ptr[ins.args[1]], y, m); break;
+    case FusedInstr::Kind::unary:
+      if (round) return unary_round_bf16(UnaryOp(ins.op), static_cast<const float*>(a), yf, m);
+      return unary(UnaryOp(ins.op), dt, a, y, m);
+    case FusedInstr::Kind::binary:
+      if (round) {
+        return binary_round_bf16(BinaryOp(ins.op), static_cast<const float*>(a),
+                                 static_cast<const float*>(ptr[ins.args[1]]), yf, m);
+      }
+      return binary(BinaryOp(ins.op), dt, a, ptr[ins.args[1]], y, m);
     case FusedInstr::Kind::compare:
       return compare(CompareOp(ins.op), dt, a, ptr[ins.args[1]], static_cast<bool*>(y), m);
     case FusedInstr::Kind::is_finite: return is_finite(dt, a, static_cast<bool*>(y), m);
-    case FusedInstr::Kind::integer_pow: integer_pow(dt, ins.exponent, a, y, m); break;
+    case FusedInstr::Kind::integer_pow:
+      integer_pow(dt, ins.exponent, a, y, m);
+      if (round) round_to_bf16(yf, yf, m);
+      return;
     case FusedInstr::Kind::convert:
-      convert(dt, a, reg(ins.out_dtype), y, m);
-      round = round && ins.dtype != DType::bf16;  // bf16 to bf16 copies the bits
-      break;
+      if (!round) return convert(dt, a, reg(ins.out_dtype), y, m);
+      if (ins.dtype == DType::bf16) return convert(dt, a, DType::f32, y, m);  // bf16 to bf16 copies the bits
+      if (dt == DType::f32) return round_to_bf16(static_cast<const float*>(a), yf, m);
+      convert(dt, a, DType::f32, y, m);
+      return round_to_bf16(yf, yf, m);
     case FusedInstr::Kind::select_n: {
       const void* cases[kMaxCases];
       const size_t num = ins.args.size() - 1;
@@ -148,7 +162,6 @@ void exec(const FusedInstr& ins, void* const* ptr, size_t m, bool wide_bf16) {
       return select_n(dt, a, cases, num, itemsize(reg(ins.out_dtype)), y, m);
     }
   }
-  if (round) round_to_bf16(static_cast<float*>(y), m);
 }
 
 // The state of one task: its registers and the current pointer of every slot.
@@ -158,7 +171,7 @@ class Task {
        size_t extra_bytes)
       : p_(p), in_(in), out_(out), steps_(p.chain_steps) {
     const size_t reg_total = size_t(p.num_regs) * p.reg_bytes;
-    // Wide bf16 loops stage gathered views and narrowed streamed stores.
+    // Wide bf16 loops stage gathered views before widening them.
     const size_t stage_bytes = p.wide_bf16 ? round64(size_t(p.block) * sizeof(uint16_t)) : 0;
     char* regs = thread_scratch(reg_total + round64(tile_bytes) + round64(extra_bytes) + stage_bytes +
                                 p.slots.size() * sizeof(void*));
@@ -235,12 +248,9 @@ class Task {
       const char* src = static_cast<const char*>(ptr_[st.slot]) + size_t(lo - start) * p_.reg_width(slot);
       const bool stream = st.stream && reinterpret_cast<uintptr_t>(dst) % 64 == 0;
       if (p_.wide(slot)) {
-        uint16_t* narrow = reinterpret_cast<uint16_t*>(stream ? stage_ : dst);
-        narrow_to_bf16(reinterpret_cast<const float*>(src), narrow, size_t(hi - lo));
-        if (!stream) continue;
-        src = stage_;
-      }
-      if (stream) {
+        narrow_to_bf16(reinterpret_cast<const float*>(src), reinterpret_cast<uint16_t*>(dst), size_t(hi - lo), stream);
+        streamed_ = streamed_ || stream;
+      } else if (stream) {
         stream_copy(dst, src, size_t(hi - lo) * w);
         streamed_ = true;
       } else {

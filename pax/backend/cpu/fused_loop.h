@@ -10,8 +10,8 @@
 //
 // A loop of several bf16 operations holds its bf16 values as f32 in the
 // registers (`wide_bf16`): inputs are widened once per block, each operation
-// runs the f32 kernel and rounds its result to bf16 precision in place, and
-// stores narrow. The elementwise kernels compute bf16 exactly so (widen, f32
+// runs an f32 kernel that rounds its results to bf16 precision as it writes
+// them (elementwise.h), and stores narrow. The elementwise kernels compute bf16 exactly so (widen, f32
 // operation, round), so the results are the same bits, without a conversion
 // of every operand and result inside every kernel call.
 //
