@@ -147,9 +147,7 @@ int main(int argc, char** argv) {
     Tree variables = Tree::dict({{"params", p}});
     Array logits =
         nn::apply_with(*model, variables, [&](const nn::TransformerLm& m) { return m.fprop(x, paddings); }).output;
-    Array lf = logits.astype(DType::f32);  // (B, T, V)
-    Array label_logits = take_along_axis(lf, expand_dims(y, {-1}), -1);  // (B, T, 1)
-    return mean(nn::logsumexp(lf, -1, true) - label_logits);
+    return mean(nn::softmax_cross_entropy_with_integer_labels(logits, y));  // f32, as logits.float() in torch
   };
   optim::GradientTransformation tx = optim::adamw(3e-4, {.weight_decay = 0.01});
   auto step = jit(

@@ -27,6 +27,7 @@
 #include "pax/nn/dropout.h"
 #include "pax/nn/embedding.h"
 #include "pax/nn/layer.h"
+#include "pax/nn/losses.h"
 #include "pax/nn/linears.h"
 #include "pax/nn/models/classification.h"
 #include "pax/nn/models/language_model.h"

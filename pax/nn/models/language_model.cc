@@ -3,6 +3,7 @@
 
 #include <limits>
 
+#include "pax/nn/losses.h"
 #include "pax/ops/nn.h"
 #include "pax/ops/numpy.h"
 #include "pax/ops/random.h"
@@ -34,8 +35,8 @@ Tree LanguageModel::compute_predictions(const Tree& batch) const {
 }
 
 std::pair<Tree, Tree> LanguageModel::compute_loss(const Tree& predictions, const Tree& batch) const {
-  Array logits = predictions["logits"].leaf();  // (B, T, V)
-  if (logits.dtype() != DType::f64) logits = logits.astype(DType::f32);
+  const Array& fprop_logits = predictions["logits"].leaf();  // (B, T, V), in the fprop dtype
+  Array logits = fprop_logits.dtype() == DType::f64 ? fprop_logits : fprop_logits.astype(DType::f32);
   const Array& labels = need(batch, "labels", "compute_loss");  // (B, T)
   PAX_CHECK(labels.shape().rank() == 2 && labels.dim(0) == logits.dim(0) && labels.dim(1) == logits.dim(1) &&
                 is_integer(labels.dtype()),
@@ -45,8 +46,8 @@ std::pair<Tree, Tree> LanguageModel::compute_loss(const Tree& predictions, const
   if (batch.contains("weights")) weights = batch["weights"].leaf().astype(logits.dtype());
   else if (batch.contains("paddings")) weights = 1.0 - batch["paddings"].leaf().astype(logits.dtype());
   else weights = ones(labels.shape(), logits.dtype());
-  Array log_probs = pax::nn::log_softmax(logits);
-  Array xent = -squeeze(take_along_axis(log_probs, expand_dims(labels, {-1}), -1), -1);  // (B, T)
+  // In f32 either way; from the fprop logits the gradient stays in their dtype.
+  Array xent = softmax_cross_entropy_with_integer_labels(fprop_logits, labels);  // (B, T)
   Tree metrics = cross_entropy_metrics(xent, logits, labels, weights, "fraction_of_correct_next_step_preds");
   Tree avg_xent = metrics["avg_xent"];
   metrics["log_pplx"] = avg_xent;

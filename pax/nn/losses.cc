@@ -1,0 +1,58 @@
+// The cross entropy with integer labels and its one-pass gradient (custom_vjp).
+#include "pax/nn/losses.h"
+
+#include <utility>
+#include <vector>
+
+#include "pax/api/transforms.h"
+#include "pax/core/error.h"
+#include "pax/ops/nn.h"
+#include "pax/ops/numpy.h"
+
+namespace pax::nn {
+namespace {
+
+DType loss_dtype(const Array& logits) { return logits.dtype() == DType::f64 ? DType::f64 : DType::f32; }
+
+// (logsumexp (..., 1), cross entropy (...)) in the loss dtype.
+std::pair<Array, Array> forward(const Array& logits, const Array& labels) {
+  const Array x = logits.astype(loss_dtype(logits));                          // (..., C)
+  const Array lse = logsumexp(x, -1, /*keepdims=*/true);                      // (..., 1)
+  const Array label_logit = take_along_axis(x, expand_dims(labels, {-1}), -1);  // (..., 1)
+  return {lse, squeeze(lse - label_logit, {-1})};
+}
+
+Array backward(const std::vector<Array>& residuals, const Array& g) {
+  const Array& logits = residuals[0];  // (..., C)
+  const Array& labels = residuals[1];  // (...)
+  const Array& lse = residuals[2];     // (..., 1)
+  const Array p = exp(logits.astype(lse.dtype()) - lse);
+  const Array classes = arange(int64_t(0), logits.dim(-1), int64_t(1), labels.dtype());  // (C,)
+  const Array hit = equal(classes, expand_dims(labels, {-1}));
+  return (where(hit, p - 1.0, p) * expand_dims(g, {-1})).astype(logits.dtype());
+}
+
+}  // namespace
+
+Array softmax_cross_entropy_with_integer_labels(const Array& logits, const Array& labels) {
+  PAX_CHECK(is_floating(logits.dtype()) && logits.ndim() >= 1, "softmax_cross_entropy_with_integer_labels: logits ",
+            "must be floating with a class axis, got ", logits.aval().str());
+  Ints want = logits.shape().dims();
+  want.pop_back();
+  PAX_CHECK(is_integer(labels.dtype()) && labels.shape().dims() == want,
+            "softmax_cross_entropy_with_integer_labels: labels must be integers of shape ", Shape(want).str(),
+            " (the logits ", logits.aval().str(), " without their class axis), got ", labels.aval().str());
+  static const auto xent = custom_vjp(
+      [](const Array& x, const Array& y) { return forward(x, y).second; },
+      [](const Array& x, const Array& y) {
+        auto [lse, loss] = forward(x, y);
+        return std::make_pair(loss, std::vector<Array>{x, y, lse});
+      },
+      [](const std::vector<Array>& residuals, const Array& g) {
+        return std::make_pair(backward(residuals, g), zeros_like(residuals[1]));
+      },
+      "softmax_cross_entropy_with_integer_labels");
+  return xent(logits, labels);
+}
+
+}  // namespace pax::nn
