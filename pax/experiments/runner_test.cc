@@ -114,6 +114,18 @@ TEST(Runner, StoppedAndResumedRunMatchesAnUninterruptedOne) {
   for (int64_t s = 1; s <= steps; ++s) EXPECT_EQ(a[s], b[s]) << "step " << s;  // bit for bit
 }
 
+TEST(Runner, WarnsOnceWhenMfuExceedsTheDeclaredPeak) {
+  std::ostringstream out;
+  RunOptions o = options(fresh_dir("mfu"));
+  o.peak_flops = 1e3;  // far below any real machine: MFU well above 100%
+  o.out = &out;
+  run_experiment(tiny_config(3), o);
+  const std::string text = out.str();
+  const size_t at = text.find("MFU above 100%: the peak of 0.0 GFLOP/s is too low");
+  EXPECT_NE(at, std::string::npos) << text;
+  EXPECT_EQ(text.find("MFU above 100%", at + 1), std::string::npos) << "warned more than once: " << text;
+}
+
 TEST(Runner, EarlyStoppingEndsTheRunAndIsSaved) {
   const std::string dir = fresh_dir("early");
   Config cfg = tiny_config(40);
