@@ -1,6 +1,8 @@
 // PrefetchInput: the worker thread and its bounded queue.
 #include "pax/data/prefetch.h"
 
+#include "pax/backend/backend.h"
+
 namespace pax::data {
 namespace {
 
@@ -40,6 +42,9 @@ void PrefetchInput::stop() {
 }
 
 void PrefetchInput::work() {
+  // One thread for the batch builders' parallel loops here: this thread runs
+  // beside the training step, whose kernels already use every core.
+  set_num_threads(1);
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);

@@ -148,6 +148,11 @@ void check_process_count(const train::CheckpointItems& items, int64_t step, cons
             " (each process's input stream is saved as its own shard and cannot be re-sharded)");
 }
 
+// Process 0's value on every process.
+int64_t broadcast_from_chief(int64_t value) {
+  return dist::process_group().broadcast(scalar(double(value), DType::i64)).item<int64_t>();
+}
+
 // The chief's read of a train state for eval / decode.
 Tree restore_chief_variables(const Job& job, train::CheckpointManager& mgr, const train::TrainState& target,
                              int64_t* step) {
@@ -177,7 +182,7 @@ Tree restore_variables(const Job& job, std::optional<train::CheckpointManager>& 
     restored = restore_chief_variables(job, *mgr, target, step);
     message = "restored step " + std::to_string(*step) + " from " + mgr->directory();
   });
-  *step = int64_t(std::stoll(dist::broadcast_string(std::to_string(*step))));
+  *step = broadcast_from_chief(*step);
   job.out << message << "\n";
   return train::model_variables(train::TrainState::from_tree(dist::replicate(restored)));
 }
@@ -293,7 +298,7 @@ std::optional<int64_t> restore_for_training(const Job& job, std::optional<train:
                                             train::EarlyStopping& stopper, bool early_stopping) {
   int64_t latest = -1;
   if (job.chief() && mgr->latest_step()) latest = *mgr->latest_step();
-  latest = std::stoll(dist::broadcast_string(std::to_string(latest)));
+  latest = broadcast_from_chief(latest);
   if (latest < 0) {
     state = train::TrainState::from_tree(dist::replicate(state.to_tree()));
     return std::nullopt;
@@ -364,8 +369,12 @@ RunResult run_train(Job& job) {
   std::optional<train::JobSummaries> summaries;
   if (job.chief()) summaries.emplace(job.options.job_dir, train::JobSummaries::Options{.title = job.options.experiment_name});
   train::ConsoleProgress progress({.total_steps = total, .out = &out, .plain_secs = 0});
-  const double peak = train::peak_flops(compute_dtype(exp), {.override_flops = job.options.peak_flops});
-  double flops_per_step = -1;
+  // MFU is the chief's to report: only it measures the peak (processes
+  // measuring at once on one machine would each see a share of it) and
+  // traces the model's FLOPs.
+  const double peak =
+      job.chief() ? train::peak_flops(compute_dtype(exp), {.override_flops = job.options.peak_flops}) : 0;
+  double flops_per_step = job.chief() ? -1 : 0;
 
   // Every process calls it at the same steps (the input states are gathered
   // to the chief, which alone writes).

@@ -32,15 +32,9 @@ bool ends_with(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
 }
 
-std::string crc_hex(uint32_t crc) {
-  char buf[9];
-  std::snprintf(buf, sizeof(buf), "%08x", crc);
-  return buf;
-}
-
 std::string marker_text(int64_t step, uint32_t metadata_crc) {
   return "paxcc checkpoint committed\nstep: " + std::to_string(step) + "\nmetadata.json crc32c: " +
-         crc_hex(metadata_crc) + "\n";
+         crc32c_hex(metadata_crc) + "\n";
 }
 
 int tree_depth(const Tree& t) {
@@ -109,7 +103,7 @@ std::pair<CheckpointMetadata, std::string> read_metadata_checked(const std::stri
   const std::string marker = fs::read_file(marker_path, 4096);
   PAX_CHECK(marker == marker_text(m.step, crc32c(text.data(), text.size())), "restore: '", marker_path,
             "' does not match '", metadata_path, "' (step ", m.step, ", metadata.json crc32c ",
-            crc_hex(crc32c(text.data(), text.size())), "): one of them is corrupted");
+            crc32c_hex(crc32c(text.data(), text.size())), "): one of them is corrupted");
   return {std::move(m), text};
 }
 
@@ -161,8 +155,8 @@ Tree read_tree_item(const std::string& path, const std::string& name, const Tree
     uint32_t crc = 0;
     leaves[i] = reader.read(e, &crc, weak);
     PAX_CHECK(crc == rec.tensors[i].crc32c, "restore: safetensors file '", file, "': tensor '", e.name,
-              "' fails its CRC32C check (metadata.json says ", crc_hex(rec.tensors[i].crc32c), ", the data gives ",
-              crc_hex(crc), "): the file is corrupted");
+              "' fails its CRC32C check (metadata.json says ", crc32c_hex(rec.tensors[i].crc32c), ", the data gives ",
+              crc32c_hex(crc), "): the file is corrupted");
   }
   return tree_from_records(rec.structure, leaves);
 }
@@ -174,7 +168,7 @@ std::string read_json_item(const std::string& path, const std::string& name, con
             rec.bytes, ": the file is truncated or corrupted");
   const uint32_t crc = crc32c(text.data(), text.size());
   PAX_CHECK(crc == rec.crc32c, "restore: '", file, "' fails its CRC32C check (metadata.json says ",
-            crc_hex(rec.crc32c), ", the data gives ", crc_hex(crc), "): the file is corrupted");
+            crc32c_hex(rec.crc32c), ", the data gives ", crc32c_hex(crc), "): the file is corrupted");
   check_json(text, "restore: '" + file + "'", kMaxJsonItemDepth);
   return text;
 }

@@ -25,12 +25,6 @@ constexpr const char* kFormat = "paxcc-checkpoint";
 // Three JSON levels per dict level plus the envelope: ample for any real tree.
 constexpr int kMaxMetadataDepth = 600;
 
-std::string hex32(uint32_t v) {
-  char buf[9];
-  std::snprintf(buf, sizeof(buf), "%08x", v);
-  return buf;
-}
-
 uint32_t parse_hex32(const json& v, const std::string& ctx) {
   PAX_CHECK(v.is_string() && v.get_ref<const std::string&>().size() == 8, ctx,
             ": crc32c must be a string of 8 hex digits, got ", v.dump());
@@ -242,7 +236,7 @@ std::string checkpoint_metadata_to_json(const CheckpointMetadata& m) {
       const ordered_json entry = {{"name", t.name},
                                   {"dtype", safetensors_dtype_name(t.dtype)},
                                   {"shape", t.shape.dims()},
-                                  {"crc32c", hex32(t.crc32c)}};
+                                  {"crc32c", crc32c_hex(t.crc32c)}};
       out += tsep + std::string("        ") + entry.dump();
       tsep = ",\n";
     }
@@ -253,7 +247,7 @@ std::string checkpoint_metadata_to_json(const CheckpointMetadata& m) {
   out += "  \"json_items\": {";
   sep = "\n";
   for (const auto& [name, item] : m.json) {
-    const ordered_json entry = {{"file", name + ".json"}, {"bytes", item.bytes}, {"crc32c", hex32(item.crc32c)}};
+    const ordered_json entry = {{"file", name + ".json"}, {"bytes", item.bytes}, {"crc32c", crc32c_hex(item.crc32c)}};
     out += sep + std::string("    ") + q(name) + ": " + entry.dump();
     sep = ",\n";
   }
@@ -336,6 +330,12 @@ std::string config_hash(std::string_view config_json) {
   }
   char buf[32];
   std::snprintf(buf, sizeof(buf), "fnv1a64:%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string crc32c_hex(uint32_t crc) {
+  char buf[9];
+  std::snprintf(buf, sizeof(buf), "%08x", crc);
   return buf;
 }
 

@@ -69,4 +69,7 @@ bool is_valid_item_name(const std::string& name);
 // sorted, no whitespace), so that formatting does not change the hash.
 std::string config_hash(std::string_view config_json);
 
+// A CRC32C as metadata.json writes it: 8 lowercase hex digits.
+std::string crc32c_hex(uint32_t crc);
+
 }  // namespace pax::train

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "pax/core/error.h"
+#include "pax/ops/nn.h"
 #include "pax/ops/numpy.h"
 #include "pax/ops/random.h"
 
@@ -93,7 +94,7 @@ Array onehot(const Array& labels, int64_t num_classes, double on_value, double o
   PAX_CHECK(labels.defined() && is_integer(labels.dtype()), "onehot: labels must be an integer array, got ",
             labels.defined() ? labels.aval().str() : std::string("an empty Array"));
   PAX_CHECK(num_classes >= 0, "onehot: num_classes must be >= 0, got ", num_classes);
-  Array hit = equal(expand_dims(labels, {labels.ndim()}), arange<int64_t>(0, num_classes));
+  Array hit = nn::one_hot(labels, num_classes, DType::bool_);
   return where(hit, full(hit.shape(), on_value, DType::f32), full(hit.shape(), off_value, DType::f32));
 }
 

@@ -6,8 +6,8 @@
 #include "pax/api/jit.h"
 #include "pax/api/transforms.h"
 #include "pax/dist/jax_utils.h"
+#include "pax/interp/interpreter.h"
 #include "pax/nn/layer.h"
-#include "pax/ops/lax.h"
 #include "pax/ops/numpy.h"
 #include "pax/optim/tree_utils.h"
 
@@ -49,12 +49,11 @@ Reduced reduce_over(const std::string& axis, const std::string& loss_name, const
     weighted_metrics.set(name, Tree::list({Tree(pair[0].leaf().astype(DType::f32) * w), Tree(w)}));
   }
   Tree local = Tree::dict({{"grads", tree_map(weighted, grads)},
-                           {"weight", weight},
                            {"loss", where(weight > 0.0, loss * weight, zeros_like(loss))},
                            {"metrics", weighted_metrics},
                            {"collections", collections}});
   const Tree total = dist::psum(local, axis);
-  const Array total_weight = total["weight"].leaf();
+  const Array total_weight = total["metrics"][loss_name][1].leaf();  // the loss weight, summed
   const Array inv = where(total_weight > 0.0, 1.0 / maximum(total_weight, 1e-30), zeros_like(total_weight));
   Reduced r;
   r.grads = tree_map([&](const Array& g) { return g * inv.astype(g.dtype()); }, total["grads"]);
@@ -65,9 +64,9 @@ Reduced reduce_over(const std::string& axis, const std::string& loss_name, const
     const Array mean = pair[0].leaf() / maximum(sum_w, 1e-30);
     r.metrics.set(name, Tree::list({Tree(mean.astype(metrics[name][0].leaf().dtype())), Tree(sum_w)}));
   }
-  const Array count = lax::psum(scalar(1.0, DType::f32), axis);
-  r.collections = tree_map([&](const Array& c) { return (c / count.astype(c.dtype())).astype(c.dtype()); },
-                           total["collections"]);
+  // The process count is known when tracing: no collective for it.
+  const double count = double(axis_size(axis));
+  r.collections = tree_map([&](const Array& c) { return (c / count).astype(c.dtype()); }, total["collections"]);
   return r;
 }
 

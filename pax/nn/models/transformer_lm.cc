@@ -133,8 +133,8 @@ int64_t TransformerLm::num_layers() const { return count_blocks(*stack_); }
 int64_t TransformerLm::attention_dims() const {
   const Transformer* block = first_block(*stack_);
   if (!block) return hparams<HParams>().model_dims;
-  const auto& ahp = block->self_attention().hparams<DotProductAttention::HParams>();
-  return ahp.num_heads * (ahp.dim_per_head > 0 ? ahp.dim_per_head : ahp.hidden_dim / ahp.num_heads);
+  const DotProductAttention& attention = block->self_attention();
+  return attention.hparams<DotProductAttention::HParams>().num_heads * attention.dim_per_head();
 }
 
 PAX_REGISTER_LAYER(TransformerLm);
