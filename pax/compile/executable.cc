@@ -122,6 +122,12 @@ class CpuExecutable : public Executable {
     if (options.optimize) j = optimize(j, PassOptions{options.fold_limit});
     jaxpr_ = std::move(j);
     schedule_ = schedule(jaxpr_, options.fuse);
+    if (options.optimize && options.fuse) {
+      if (std::optional<Jaxpr> d = duplicate_cheap_producers(jaxpr_, schedule_)) {
+        jaxpr_ = std::move(*d);
+        schedule_ = schedule(jaxpr_, options.fuse);
+      }
+    }
     std::vector<bool> donate;
     for (size_t i = skip_; i < options.donate.size(); ++i) donate.push_back(options.donate[i]);
     plan_ = plan_memory(jaxpr_, schedule_, donate);

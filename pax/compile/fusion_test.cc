@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <sstream>
 
 #include "pax/api/transforms.h"
 #include "pax/backend/backend.h"
@@ -395,6 +396,29 @@ TEST(Fusion, LoopsAroundAMatmulStaySeparate) {
     return tanh(z) + sum(h);
   };
   check_fn(g, 2, random_array({6, 6}, DType::f32, 38), random_array({6, 6}, DType::f32, 39));
+}
+
+// A softmax over widened bf16 logits with a mask: the loops after the first
+// recompute the convert and the select from the bf16 input instead of
+// reading a stored f32 copy (compile/passes/duplicate.cc), with the same bits.
+TEST(Fusion, CheapWideningIsRecomputedNotStored) {
+  auto f = [](const Array& x, const Array& keep) {
+    Array m = where(keep, x.astype(DType::f32), full({}, -1e9f, DType::f32));  // (64, 512)
+    Array e = exp(m - max(m, {-1}, true));
+    return e / sum(e, {-1}, true);
+  };
+  Array x = random_array({64, 512}, DType::bf16, 40, -4, 4);
+  Array keep = random_array({1, 512}, DType::f32, 41) > 0.3;
+  auto jaxpr = make_jaxpr(f)(x, keep);
+  check(jaxpr, {x, keep}, 3);
+  // Stored f32 values: the exponentials (read by the division) and the
+  // result; not the masked logits.
+  int stored = 0;
+  std::istringstream lines(compile(jaxpr)->str());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("= fusion[") != std::string::npos) stored += count_of(line, ":f32[64,512]");
+  }
+  EXPECT_EQ(stored, 2) << compile(jaxpr)->str();
 }
 
 }  // namespace

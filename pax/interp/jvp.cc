@@ -3,6 +3,7 @@
 
 #include "pax/compile/executable.h"
 #include "pax/core/error.h"
+#include "pax/interp/custom_vjp.h"
 #include "pax/interp/vjp.h"
 #include "pax/ir/jaxpr.h"
 #include "pax/prims/registry.h"
@@ -28,6 +29,9 @@ std::pair<Array, Array> JvpTrace::unpack(const Array& x) const {
 
 std::vector<Array> JvpTrace::process(Prim prim, std::span<const Array> inputs, const Params& params) {
   if (prim == Prim::jit_call) return eval_jaxpr(*params.object<Program>("program")->jaxpr(), inputs);
+  // Forward mode differentiates a custom_vjp function through its body (its
+  // custom rule is for reverse mode only).
+  if (prim == Prim::custom_vjp_call) return params.object<CustomVjpRule>("rule")->fn(inputs);
   std::vector<Array> primals, tangents;
   bool any = false;
   for (const Array& x : inputs) {

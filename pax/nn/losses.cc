@@ -16,9 +16,10 @@ DType loss_dtype(const Array& logits) { return logits.dtype() == DType::f64 ? DT
 
 // (logsumexp (..., 1), cross entropy (...)) in the loss dtype.
 std::pair<Array, Array> forward(const Array& logits, const Array& labels) {
-  const Array x = logits.astype(loss_dtype(logits));                          // (..., C)
-  const Array lse = logsumexp(x, -1, /*keepdims=*/true);                      // (..., 1)
-  const Array label_logit = take_along_axis(x, expand_dims(labels, {-1}), -1);  // (..., 1)
+  const DType dt = loss_dtype(logits);
+  const Array lse = logsumexp(logits.astype(dt), -1, /*keepdims=*/true);  // (..., 1)
+  // Gathered before the widening, so that no wide copy of the logits is kept.
+  const Array label_logit = take_along_axis(logits, expand_dims(labels, {-1}), -1).astype(dt);  // (..., 1)
   return {lse, squeeze(lse - label_logit, {-1})};
 }
 

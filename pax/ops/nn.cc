@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "pax/api/transforms.h"
 #include "pax/core/error.h"
 #include "pax/interp/interpreter.h"
 
@@ -23,14 +24,64 @@ Array elu(const Array& x, double alpha) {
   return where(x > 0, x, expm1(minimum(x, 0)) * alpha);
 }
 
-Array gelu(const Array& x, bool approximate) {
-  check_float(x, "gelu");
+namespace {
+
+// GELU and its derivative in the computation dtype: f32 for 16-bit floats (as
+// PyTorch's kernels and XLA's fused loops compute them), the input's otherwise.
+DType gelu_compute_dtype(DType d) { return itemsize(d) < 4 ? DType::f32 : d; }
+
+constexpr double kGeluCubic = 0.044715;
+
+Array gelu_value(const Array& x, bool approximate) {
   if (approximate) {
-    const double c = std::sqrt(2.0 / M_PI);
-    Array inner = (x + x * x * x * 0.044715) * c;
+    const Array inner = (x + x * x * x * kGeluCubic) * std::sqrt(2.0 / M_PI);
     return x * 0.5 * (tanh(inner) + 1.0);
   }
-  return x * 0.5 * (erf(x * (1.0 / std::sqrt(2.0))) + 1.0);
+  return x * 0.5 * (erf(x * M_SQRT1_2) + 1.0);
+}
+
+// d gelu / dx:
+//   tanh form: 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2), t = tanh(inner);
+//   erf form:  0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi).
+Array gelu_derivative(const Array& x, bool approximate) {
+  const Array x2 = x * x;
+  if (approximate) {
+    const double c = std::sqrt(2.0 / M_PI);
+    const Array t = tanh((x + x2 * x * kGeluCubic) * c);
+    return (t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * (x2 * (3.0 * kGeluCubic) + 1.0) * c;
+  }
+  return (erf(x * M_SQRT1_2) + 1.0) * 0.5 + x * exp(x2 * -0.5) * (1.0 / std::sqrt(2.0 * M_PI));
+}
+
+Array gelu_forward(const Array& x, bool approximate) {
+  return gelu_value(x.astype(gelu_compute_dtype(x.dtype())), approximate).astype(x.dtype());
+}
+
+// The backward keeps only x and recomputes the rest, so that a fused forward
+// stores one array instead of every intermediate of the formula.
+Array gelu_backward(const Array& x, const Array& g, bool approximate) {
+  const DType cd = gelu_compute_dtype(x.dtype());
+  return (g.astype(cd) * gelu_derivative(x.astype(cd), approximate)).astype(x.dtype());
+}
+
+template <bool kApproximate>
+Array gelu_with_vjp(const Array& x) {
+  static const auto f = custom_vjp([](const Array& v) { return gelu_forward(v, kApproximate); },
+                                   [](const Array& v) {
+                                     return std::make_pair(gelu_forward(v, kApproximate), std::vector<Array>{v});
+                                   },
+                                   [](const std::vector<Array>& residuals, const Array& g) {
+                                     return gelu_backward(residuals[0], g, kApproximate);
+                                   },
+                                   "gelu");
+  return f(x);
+}
+
+}  // namespace
+
+Array gelu(const Array& x, bool approximate) {
+  check_float(x, "gelu");
+  return approximate ? gelu_with_vjp<true>(x) : gelu_with_vjp<false>(x);
 }
 
 Array sigmoid(const Array& x) { return lax::logistic(is_floating(x.dtype()) ? x : x.astype(DType::f32)); }

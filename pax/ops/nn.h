@@ -12,7 +12,9 @@ Array relu6(const Array& x);
 Array leaky_relu(const Array& x, double negative_slope = 0.01);
 Array elu(const Array& x, double alpha = 1.0);
 // approximate=true: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (jax.nn.gelu's default);
-// approximate=false: 0.5 x (1 + erf(x / sqrt(2))).
+// approximate=false: 0.5 x (1 + erf(x / sqrt(2))). bf16 / f16 inputs are computed
+// in f32 and rounded once. Its gradient is written by hand (a custom_vjp that
+// keeps only x), so a fused forward stores no intermediates for the backward.
 Array gelu(const Array& x, bool approximate = true);
 Array sigmoid(const Array& x);
 Array silu(const Array& x);  // x * sigmoid(x), a.k.a. swish

@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "pax/api/transforms.h"
+#include "pax/compile/executable.h"
 #include "pax/testing/testing.h"
 
 namespace pax {
@@ -35,6 +37,39 @@ TEST(NN, Activations) {
   EXPECT_TRUE(all_close(nn::leaky_relu(array<float>({-1, 2})), {-0.01, 2}));
   EXPECT_TRUE(all_close(nn::elu(array<float>({-1, 2})), {std::expm1(-1.0), 2}, 1e-6));
   EXPECT_PAX_ERROR(nn::gelu(arange(3)), "needs a floating input");
+}
+
+// The hand-written derivative of both GELU forms against central finite
+// differences in f64; forward mode goes through the function itself.
+TEST(NN, GeluGradient) {
+  Array x = linspace(-6, 6, 49, true, DType::f64);
+  for (bool approximate : {true, false}) {
+    auto f = [approximate](const Array& v) { return sum(nn::gelu(v, approximate)); };
+    const double h = 1e-6;
+    Array fd = (nn::gelu(x + h, approximate) - nn::gelu(x - h, approximate)) / (2 * h);
+    EXPECT_TRUE(all_close(grad(f)(x), fd, 1e-7, 1e-8)) << "approximate=" << approximate;
+    EXPECT_TRUE(all_close(jit(grad(f))(x), fd, 1e-7, 1e-8)) << "approximate=" << approximate;
+    auto [y, dy] = jvp([approximate](const Array& v) { return nn::gelu(v, approximate); }, x, ones_like(x));
+    EXPECT_TRUE(all_close(y, nn::gelu(x, approximate), 0, 0));
+    EXPECT_TRUE(all_close(dy, fd, 1e-7, 1e-8)) << "approximate=" << approximate;
+  }
+}
+
+// bf16 is computed in f32 and rounded once, forward and backward, eager and
+// compiled; a compiled program without grad runs the function's body fused.
+TEST(NN, GeluBf16ComputesInF32) {
+  Array x = linspace(-6, 6, 301);
+  Array xb = x.astype(DType::bf16);
+  Array want = nn::gelu(xb.astype(DType::f32)).astype(DType::bf16);
+  EXPECT_TRUE(all_close(nn::gelu(xb), want, 0, 0));
+  EXPECT_TRUE(all_close(jit([](const Array& v) { return nn::gelu(v); })(xb), want, 0, 0));
+  auto exe = compile(make_jaxpr([](const Array& v) { return nn::gelu(v); })(xb));
+  EXPECT_EQ(exe->str().find("custom_vjp"), std::string::npos) << exe->str();
+  auto loss = [](const Array& v) { return sum(nn::gelu(v).astype(DType::f32)); };
+  Array g = grad(loss)(xb);
+  EXPECT_EQ(g.dtype(), DType::bf16);
+  EXPECT_TRUE(all_close(g, grad(loss)(xb.astype(DType::f32)).astype(DType::bf16), 0, 0));
+  EXPECT_TRUE(all_close(jit(grad(loss))(xb), g, 0, 0));
 }
 
 TEST(NN, SoftmaxFamilyIsStable) {

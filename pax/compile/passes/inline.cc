@@ -1,9 +1,11 @@
-// Inlining: the program of every jit_call equation (nested jit) is spliced
-// into the caller, so that the whole computation is optimised and fused as
-// one program.
+// Inlining: the program of every jit_call equation (nested jit), and the
+// body of every custom_vjp_call left in the program (one that was not
+// differentiated), are spliced into the caller, so that the whole computation
+// is optimised and fused as one program.
 #include "pax/compile/executable.h"
 #include "pax/compile/passes/passes.h"
 #include "pax/compile/passes/rewrite.h"
+#include "pax/interp/custom_vjp.h"
 
 namespace pax {
 namespace {
@@ -11,11 +13,17 @@ namespace {
 // Appends `e` (inputs and outputs already in out's variables), inlining it
 // when it is a jit_call: its outputs are then substituted by the callee's.
 void emit(Jaxpr& out, passes::Subst& subst, const Eqn& e) {
-  if (e.prim != Prim::jit_call) {
+  if (e.prim != Prim::jit_call && e.prim != Prim::custom_vjp_call) {
     out.eqns.push_back(e);
     return;
   }
-  const Jaxpr& callee = *e.params.object<Program>("program")->jaxpr();
+  JaxprPtr traced;
+  if (e.prim == Prim::custom_vjp_call) {
+    std::vector<AVal> avals;
+    for (Var v : e.inputs) avals.push_back(out.aval(v));
+    traced = trace_to_jaxpr(e.params.object<CustomVjpRule>("rule")->fn, avals);
+  }
+  const Jaxpr& callee = traced ? *traced : *e.params.object<Program>("program")->jaxpr();
   std::vector<Var> map(callee.avals.size(), -1);
   for (size_t i = 0; i < callee.constvars.size(); ++i) {
     map[size_t(callee.constvars[i])] = passes::add_const(out, callee.consts[i]);

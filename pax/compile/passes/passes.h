@@ -3,7 +3,8 @@
 // removed, merged or evaluated early. Variables keep their numbers (new ones
 // are appended), so avals stay indexed by Var.
 //
-//   inline_calls    splices the program of every jit_call equation in place
+//   inline_calls    splices the program of every jit_call equation, and the
+//                   body of every custom_vjp_call, in place
 //   fold_constants  evaluates equations whose inputs are all constants, at
 //                   compile time, when their outputs are small
 //   simplify        algebraic identities (x*1, neg(neg x), reshape chains, ...)
@@ -15,10 +16,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "pax/ir/jaxpr.h"
 
 namespace pax {
+
+struct Schedule;  // pax/compile/fusion.h
 
 // Outputs above this many elements are left to run time by constant folding
 // (a broadcast of a scalar to a large shape is not materialised).
@@ -29,6 +33,11 @@ Jaxpr fold_constants(const Jaxpr& jaxpr, int64_t max_elements = kDefaultFoldLimi
 Jaxpr simplify(const Jaxpr& jaxpr);
 Jaxpr cse(const Jaxpr& jaxpr);
 Jaxpr dce(const Jaxpr& jaxpr);
+// After a first fusion schedule: gives each loop that reads a cheap function
+// of narrower values (a bf16 -> f32 convert, a mask select) computed by
+// another loop its own copy of it, so that the wide value is not stored and
+// read back (passes/duplicate.cc). nullopt: no loop needs a copy.
+std::optional<Jaxpr> duplicate_cheap_producers(const Jaxpr& jaxpr, const Schedule& schedule);
 
 struct PassOptions {
   int64_t fold_limit = kDefaultFoldLimit;

@@ -1,0 +1,136 @@
+// Producer duplication for fusion: an elementwise value that is a short,
+// cheap function of narrower values (a bf16 -> f32 convert, the select of a
+// mask applied to it, ...) is recomputed inside every loop that reads it,
+// instead of being written by one loop and read back by the others. Reading
+// the narrow sources again costs less memory traffic than storing and
+// reloading the wide value, and the value is then stored only for readers
+// that are not loops (a matmul, a gather) or not at all (XLA duplicates cheap
+// producers into their consumers the same way).
+//
+// It works on a first schedule: a loop that reads a value computed by
+// another loop gets its own copy of the producing chain, placed just before
+// the reading equation, when the chain is at most kMaxChain cheap equations
+// and the full-size values it starts from take fewer bytes per element than
+// the value itself (broadcasts of smaller arrays and scalars count nothing).
+// The originals that no longer have readers are dropped by dce, and the
+// program is scheduled again. Runs after cse, which would merge the copies
+// back.
+#include <algorithm>
+#include <optional>
+#include <unordered_map>
+
+#include "pax/compile/fusion.h"
+#include "pax/compile/passes/passes.h"
+#include "pax/compile/passes/rewrite.h"
+
+namespace pax {
+namespace {
+
+constexpr int kMaxChain = 4;
+constexpr size_t kTooLong = size_t(1) << 20;
+
+// Elementwise operations worth recomputing rather than storing.
+bool cheap(Prim p) {
+  switch (p) {
+    case Prim::convert_element_type: case Prim::select_n: case Prim::neg: case Prim::abs:
+    case Prim::add: case Prim::sub: case Prim::mul: case Prim::max: case Prim::min:
+    case Prim::eq: case Prim::ne: case Prim::lt: case Prim::le: case Prim::gt: case Prim::ge:
+    case Prim::and_: case Prim::or_: case Prim::not_:
+      return true;
+    default:
+      return false;
+  }
+}
+
+class Duplicator {
+ public:
+  Duplicator(const Jaxpr& j, const Schedule& s)
+      : j_(j), producer_(j.avals.size(), -1), loop_(j.eqns.size(), -1) {
+    for (size_t k = 0; k < j.eqns.size(); ++k) {
+      for (Var o : j.eqns[k].outputs) producer_[size_t(o)] = int(k);
+    }
+    for (size_t g = 0; g < s.groups.size(); ++g) {
+      for (size_t k : s.groups[g].eqns) {
+        if (j.eqns[k].prim != Prim::broadcast_in_dim) loop_[k] = int(g);
+      }
+    }
+  }
+
+  // The program with the copies, or nullopt when no loop needs one.
+  std::optional<Jaxpr> run() {
+    Jaxpr out = passes::copy_header(j_);
+    bool changed = false;
+    for (size_t k = 0; k < j_.eqns.size(); ++k) {
+      Eqn copy = j_.eqns[k];
+      if (loop_[k] >= 0) {
+        std::unordered_map<Var, Var> copies;  // within this reader
+        for (Var& v : copy.inputs) {
+          int budget = kMaxChain;
+          if (!duplicable(v) || loop_[size_t(producer_[size_t(v)])] == loop_[k]) continue;
+          if (leaf_bytes(v, j_.aval(v).shape.numel(), budget) >= itemsize(j_.aval(v).dtype)) continue;
+          v = emit_chain(v, out, copies);
+          changed = true;
+        }
+      }
+      out.eqns.push_back(std::move(copy));
+    }
+    if (!changed) return std::nullopt;
+    out.outvars = j_.outvars;
+    return dce(out);
+  }
+
+ private:
+  const Eqn* producer(Var v) const {
+    const int k = size_t(v) < producer_.size() ? producer_[size_t(v)] : -1;
+    return k >= 0 ? &j_.eqns[size_t(k)] : nullptr;
+  }
+
+  bool duplicable(Var v) const {
+    const Eqn* p = producer(v);
+    return p && p->outputs.size() == 1 && cheap(p->prim) && j_.aval(v).shape.numel() > 1;
+  }
+
+  // Bytes per element that the chain producing v (of n elements) reads from
+  // full-size values; kTooLong when it has more than `budget` equations.
+  size_t leaf_bytes(Var v, int64_t n, int& budget) const {
+    if (--budget < 0) return kTooLong;
+    size_t bytes = 0;
+    for (Var u : producer(v)->inputs) {
+      const AVal& a = j_.aval(u);
+      if (a.shape.numel() != n || from_smaller(u)) continue;
+      bytes += duplicable(u) ? leaf_bytes(u, n, budget) : itemsize(a.dtype);
+    }
+    return std::min(bytes, kTooLong);
+  }
+
+  // A broadcast of a smaller array: loops read it through a view.
+  bool from_smaller(Var u) const {
+    const Eqn* p = producer(u);
+    return p && p->prim == Prim::broadcast_in_dim && j_.aval(p->inputs[0]).shape.numel() < j_.aval(u).shape.numel();
+  }
+
+  Var emit_chain(Var v, Jaxpr& out, std::unordered_map<Var, Var>& copies) {
+    if (auto it = copies.find(v); it != copies.end()) return it->second;
+    const Eqn& p = *producer(v);
+    const int64_t n = j_.aval(v).shape.numel();
+    Eqn copy{p.prim, {}, {}, p.params};
+    for (Var u : p.inputs) {
+      const bool chain = j_.aval(u).shape.numel() == n && !from_smaller(u) && duplicable(u);
+      copy.inputs.push_back(chain ? emit_chain(u, out, copies) : u);
+    }
+    const Var nv = out.new_var(j_.aval(v));
+    copy.outputs.push_back(nv);
+    out.eqns.push_back(std::move(copy));
+    return copies[v] = nv;
+  }
+
+  const Jaxpr& j_;
+  std::vector<int> producer_;  // per var: the equation computing it, or -1
+  std::vector<int> loop_;      // per equation: the fused loop running it, or -1
+};
+
+}  // namespace
+
+std::optional<Jaxpr> duplicate_cheap_producers(const Jaxpr& j, const Schedule& s) { return Duplicator(j, s).run(); }
+
+}  // namespace pax
