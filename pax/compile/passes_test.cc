@@ -1,6 +1,7 @@
 // The jaxpr passes one by one: inlining of nested jit, dead code, common
 // subexpressions, constant folding (and its size threshold), algebraic
-// simplification. Each result must type-check and compute the same values.
+// simplification, hoisting. Each result must type-check and compute the same
+// values.
 #include <gtest/gtest.h>
 
 #include "pax/api/transforms.h"
@@ -197,6 +198,43 @@ TEST(Simplify, TransposeBackToIdentity) {
   Jaxpr out = dce(simplify(*jaxpr));
   EXPECT_TRUE(out.eqns.empty());
   expect_equivalent(*jaxpr, out, {random_array({2, 3, 4}, DType::f32, 13)});
+}
+
+TEST(Simplify, WholeSlicesAndEmptyPads) {
+  auto jaxpr = make_jaxpr([](const Array& x) {
+    Array whole = lax::slice(x, {0, 0}, {2, 3});
+    Array same = lax::pad(whole, scalar(0.0f), {{0, 0, 0}, {0, 0, 0}});
+    Array part = lax::slice(x, {0, 1}, {2, 3});                   // kept
+    Array grown = lax::pad(part, scalar(0.0f), {{0, 0, 0}, {1, 0, 0}});  // kept
+    Array shifted = lax::pad(x, scalar(0.0f), {{0, 0, 0}, {-1, 1, 0}});  // same shape, other values: kept
+    return std::make_tuple(same, grown, shifted);
+  })(zeros({2, 3}));
+  Jaxpr out = dce(simplify(*jaxpr));
+  EXPECT_EQ(out.outvars[0], out.invars[0]) << out.str();
+  EXPECT_EQ(count(out, Prim::slice), 1);
+  EXPECT_EQ(count(out, Prim::pad), 2);
+  expect_equivalent(*jaxpr, out, {random_array({2, 3}, DType::f32, 14)});
+}
+
+// Parameter casts emitted between two halves of a layer's elementwise work
+// move to the start, so that the second half can join the first's loop.
+TEST(Hoist, ComputationsOfInputsAloneMoveFirst) {
+  auto jaxpr = make_jaxpr([](const Array& x, const Array& scale, const Array& step) {
+    Array h = exp(x) * 2.0;                                   // (256, 512) activations: above the size limit
+    Array s = scale.astype(DType::bf16).astype(DType::f32);  // (512,): hoisted
+    Array c = step * 0.5;                                     // scalar: hoisted
+    Array big = broadcast_to(scale, {256, 512}) + step;       // above the size limit: stays
+    return std::make_tuple(h * s + c, big);
+  })(zeros({256, 512}), zeros({512}), scalar(0.0f));
+  Jaxpr out = hoist_input_computations(*jaxpr);
+  ASSERT_EQ(out.eqns.size(), jaxpr->eqns.size());
+  EXPECT_EQ(out.eqns[0].prim, Prim::convert_element_type) << out.str();
+  EXPECT_EQ(out.eqns[1].prim, Prim::convert_element_type) << out.str();
+  EXPECT_EQ(out.eqns[2].prim, Prim::mul) << out.str();
+  EXPECT_EQ(out.eqns[3].prim, Prim::exp) << out.str();
+  EXPECT_EQ(out.eqns.back().prim, Prim::add) << out.str();
+  expect_equivalent(*jaxpr, out, {random_array({256, 512}, DType::f32, 15), random_array({512}, DType::f32, 16),
+                                  scalar(3.0f)});
 }
 
 TEST(Simplify, ConstantSelector) {

@@ -17,6 +17,8 @@ Jaxpr optimize(const Jaxpr& jaxpr, const PassOptions& options) {
     cur = dce(cur);
     passes::check_pass(cur, "dce");
   }
+  cur = hoist_input_computations(cur);
+  passes::check_pass(cur, "hoist_input_computations");
   return cur;
 }
 

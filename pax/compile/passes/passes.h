@@ -10,6 +10,9 @@
 //   simplify        algebraic identities (x*1, neg(neg x), reshape chains, ...)
 //   cse             merges equations with the same primitive, params and inputs
 //   dce             drops equations whose results are never used
+//   hoist_input_computations
+//                   moves small computations of the inputs alone (parameter
+//                   casts) to the start, so that fused loops may read them
 //
 // optimize() runs them in order; in debug builds (NDEBUG undefined) every
 // pass's result is type-checked.
@@ -33,6 +36,7 @@ Jaxpr fold_constants(const Jaxpr& jaxpr, int64_t max_elements = kDefaultFoldLimi
 Jaxpr simplify(const Jaxpr& jaxpr);
 Jaxpr cse(const Jaxpr& jaxpr);
 Jaxpr dce(const Jaxpr& jaxpr);
+Jaxpr hoist_input_computations(const Jaxpr& jaxpr);
 // After a first fusion schedule: gives each loop that reads a cheap function
 // of narrower values (a bf16 -> f32 convert, a mask select) computed by
 // another loop its own copy of it, so that the wide value is not stored and
@@ -44,7 +48,7 @@ struct PassOptions {
 };
 
 // inline_calls, then fold / simplify / cse / dce twice (each can expose work
-// for the others).
+// for the others), then hoist_input_computations.
 Jaxpr optimize(const Jaxpr& jaxpr, const PassOptions& options = {});
 
 }  // namespace pax

@@ -6,8 +6,8 @@
 //   neg(neg(x)), stop_gradient(x)     -> x
 //   integer_pow(x, 1)                 -> x
 //   convert to x's dtype              -> x
-//   reshape / squeeze / expand_dims / broadcast / transpose that change
-//   nothing                           -> x
+//   reshape / squeeze / expand_dims / broadcast / transpose / slice / pad
+//   that change nothing               -> x
 //   reshape-like of reshape-like      -> one reshape
 //   transpose of transpose            -> one transpose (or x)
 //   broadcast of broadcast            -> one broadcast
@@ -155,6 +155,14 @@ class Simplifier {
       case Prim::select_n:
         if (auto k = constant_selector(e)) return replace(e, e.inputs[size_t(*k) + 1]);
         break;
+      case Prim::slice:
+      case Prim::pad:
+        // The shape rules make a same-shaped slice (unit strides) or pad
+        // (no negative padding) the whole operand.
+        if (aval(a).shape == aval(o).shape && (e.prim == Prim::pad ? no_padding(e) : unit_strides(e))) {
+          return replace(e, a);
+        }
+        break;
       default:
         if (is_reduction(e.prim)) {
           bool trivial = true;
@@ -166,6 +174,16 @@ class Simplifier {
         break;
     }
     emit(std::move(e));
+  }
+
+  static bool unit_strides(const Eqn& e) {
+    if (!e.params.has("strides")) return true;
+    const Ints& strides = e.params.ints("strides");
+    return std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 1; });
+  }
+  static bool no_padding(const Eqn& e) {
+    const Ints& cfg = e.params.ints("padding_config");
+    return std::all_of(cfg.begin(), cfg.end(), [](int64_t c) { return c == 0; });
   }
 
   // The case a constant scalar selector picks, as the select_n kernel picks
