@@ -185,6 +185,11 @@ struct Group {
   int step;         // position in the schedule
   int64_t domain;   // loop elements
   bool reduce = false, compute = false, alive = true;
+  // A step outside the loops has read one of its values: later elementwise
+  // equations start a loop of their own rather than join this one (work for
+  // the backward pass stays out of the forward loops, and recomputes from
+  // their inputs); a trailing reduction may still join.
+  bool sealed = false;
   int max_ext = -1;  // latest step among the values read from outside
   std::vector<size_t> members;
 };
@@ -227,6 +232,9 @@ class Grouper {
     const int s = int(order_.size());
     order_.push_back({-1, k});
     for (Var o : j_.eqns[k].outputs) avail_[size_t(o)] = s;
+    for (Var v : j_.eqns[k].inputs) {
+      if (const int g = group_of_[size_t(v)]; g >= 0) groups_[size_t(g)].sealed = true;
+    }
   }
 
   void visit(size_t k, Role role) {
@@ -268,13 +276,13 @@ class Grouper {
   bool can_join(int g, const Eqn& e, int64_t n, Role role, std::vector<int>& merges) const {
     const Group& G = groups_[size_t(g)];
     bool reduce = G.reduce || role == Role::reduce;
-    if (G.reduce && role == Role::reduce) return false;
+    if ((G.sealed && role != Role::reduce) || (G.reduce && role == Role::reduce)) return false;
     for (Var v : e.inputs) {
       const int h = internal(v, n);
       if (h == g || std::find(merges.begin(), merges.end(), h) != merges.end()) continue;
       if (h >= 0 && groups_[size_t(h)].step > G.step) {
         const Group& H = groups_[size_t(h)];
-        if (H.max_ext >= G.step || (H.reduce && reduce)) return false;
+        if (H.sealed || H.max_ext >= G.step || (H.reduce && reduce)) return false;
         reduce = reduce || H.reduce;
         merges.push_back(h);
         continue;

@@ -3,7 +3,10 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
+#include "pax/api/transforms.h"
 #include "pax/ops/nn.h"
 #include "pax/ops/numpy.h"
 
@@ -29,6 +32,28 @@ double max_finite(DType dtype) {
 
 // Softmax in f32, or f64 for an f64 forward pass.
 DType logits_dtype(DType fprop) { return fprop == DType::f64 ? DType::f64 : DType::f32; }
+
+// softmax(logits) over the last axis, computed in the logits' dtype and
+// returned in `dtype` (the dtype of the values it weighs). Its backward keeps
+// only that result, as the matmul with the values reads it, and forms
+// d logits = p (g - sum(g p)) in the logits' dtype in one pass (as
+// jax.nn.softmax's rule keeps only its output). Masked logits have p = 0,
+// so they get no gradient.
+Array attention_probs(const Array& logits, DType dtype) {
+  const auto f = custom_vjp(
+      [dtype](const Array& x) { return nn::softmax(x, -1).astype(dtype); },
+      [dtype](const Array& x) {
+        Array p = nn::softmax(x, -1).astype(dtype);
+        return std::make_pair(p, std::vector<Array>{p, zeros({}, x.dtype())});
+      },
+      [](const std::vector<Array>& residuals, const Array& g) {
+        const DType ld = residuals[1].dtype();
+        const Array p = residuals[0].astype(ld), gp = g.astype(ld) * p;  // (B, N, T, S)
+        return gp - p * sum(gp, {-1}, true);
+      },
+      "attention_probs");
+  return f(logits);
+}
 
 // A projection weight with explicit fan axes (the heads count as one fan).
 WeightHParams projection_weight(Shape shape, Ints fan_in_axes, Ints fan_out_axes) {
@@ -237,7 +262,7 @@ Array DotProductAttention::dot_atten(const Array& q, const Array& k, const Array
     const Array allowed = atten_mask >= large_negative_number(md) * 0.5;
     logits = where(allowed, logits, full({}, large_negative_number(ld), ld));
   }
-  Array probs = atten_dropout_->fprop(nn::softmax(logits, -1).astype(v.dtype()));  // (B, N, T, S)
+  Array probs = atten_dropout_->fprop(attention_probs(logits, v.dtype()));  // (B, N, T, S)
   if (group == 1) return einsum("BNTS,BSNH->BTNH", probs, v);
   Array grouped = reshape(probs, {batch, kv_heads, group, time, source});  // (B, K, G, T, S)
   return reshape(einsum("BKGTS,BSKH->BTKGH", grouped, v), {batch, time, heads, h});

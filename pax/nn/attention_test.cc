@@ -364,6 +364,13 @@ TEST(DotProductAttention, JitEqualsEagerAndMixedPrecision) {
     return sum(apply(*layer16, v, x.astype(DType::bf16), causal_mask(6)).output.astype(DType::f32));
   })(vars);
   EXPECT_EQ(g.at_path("params/query/w").leaf().dtype(), DType::f32);
+  // The bf16 backward (probabilities kept in bf16) stays close to f32's.
+  Tree g32 = grad([&](const Tree& v) { return sum(apply(*layer, v, x, causal_mask(6)).output); })(vars);
+  for (const char* path : {"params/query/w", "params/key/w", "params/value/w", "params/post/w"}) {
+    const Array a = g.at_path(path).leaf(), b = g32.at_path(path).leaf();
+    auto l2 = [](const Array& v) { return std::sqrt(sum(v * v).item<double>()); };
+    EXPECT_LT(l2(a - b), 0.03 * l2(b) + 1e-3) << path;
+  }
 }
 
 TEST(DotProductAttention, VmapOverExamples) {

@@ -9,15 +9,18 @@
 //
 // It works on a first schedule: a loop that reads a value computed by
 // another loop gets its own copy of the producing chain, placed just before
-// the reading equation, when the chain is at most kMaxChain cheap equations
+// the loop's first equation that reads it (later readers share the copy), when the chain is at most kMaxChain cheap equations
 // and the full-size values it starts from take fewer bytes per element than
-// the value itself (broadcasts of smaller arrays and scalars count nothing).
+// the value itself (broadcasts of smaller arrays and scalars count nothing;
+// a chain stops at values that are stored anyway, for a matmul say).
 // The originals that no longer have readers are dropped by dce, and the
 // program is scheduled again. Runs after cse, which would merge the copies
 // back.
 #include <algorithm>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "pax/compile/fusion.h"
 #include "pax/compile/passes/passes.h"
@@ -26,7 +29,7 @@
 namespace pax {
 namespace {
 
-constexpr int kMaxChain = 4;
+constexpr int kMaxChain = 10;
 constexpr size_t kTooLong = size_t(1) << 20;
 
 // Elementwise operations worth recomputing rather than storing.
@@ -36,6 +39,8 @@ bool cheap(Prim p) {
     case Prim::add: case Prim::sub: case Prim::mul: case Prim::max: case Prim::min:
     case Prim::eq: case Prim::ne: case Prim::lt: case Prim::le: case Prim::gt: case Prim::ge:
     case Prim::and_: case Prim::or_: case Prim::not_:
+    case Prim::exp: case Prim::tanh: case Prim::logistic: case Prim::log: case Prim::div: case Prim::sqrt:
+    case Prim::rsqrt: case Prim::integer_pow:
       return true;
     default:
       return false;
@@ -54,6 +59,12 @@ class Duplicator {
         if (j.eqns[k].prim != Prim::broadcast_in_dim) loop_[k] = int(g);
       }
     }
+    stored_.assign(j.avals.size(), false);
+    for (Var v : j.outvars) stored_[size_t(v)] = true;
+    for (size_t k = 0; k < j.eqns.size(); ++k) {
+      if (loop_[k] >= 0) continue;
+      for (Var v : j.eqns[k].inputs) stored_[size_t(v)] = true;
+    }
   }
 
   // The program with the copies, or nullopt when no loop needs one.
@@ -63,11 +74,10 @@ class Duplicator {
     for (size_t k = 0; k < j_.eqns.size(); ++k) {
       Eqn copy = j_.eqns[k];
       if (loop_[k] >= 0) {
-        std::unordered_map<Var, Var> copies;  // within this reader
+        std::unordered_map<Var, Var>& copies = copies_[loop_[k]];  // shared by the loop's readers
         for (Var& v : copy.inputs) {
-          int budget = kMaxChain;
           if (!duplicable(v) || loop_[size_t(producer_[size_t(v)])] == loop_[k]) continue;
-          if (leaf_bytes(v, j_.aval(v).shape.numel(), budget) >= itemsize(j_.aval(v).dtype)) continue;
+          if (leaf_bytes(v, j_.aval(v).shape.numel()) >= itemsize(j_.aval(v).dtype)) continue;
           v = emit_chain(v, out, copies);
           changed = true;
         }
@@ -89,18 +99,30 @@ class Duplicator {
     const Eqn* p = producer(v);
     return p && p->outputs.size() == 1 && cheap(p->prim) && j_.aval(v).shape.numel() > 1;
   }
+  // Whether a chain reads u rather than recomputing it: u is stored anyway
+  // (for a reader that is not a loop, or as an output), or is not cheap.
+  bool chain_leaf(Var u) const { return stored_[size_t(u)] || !duplicable(u); }
 
   // Bytes per element that the chain producing v (of n elements) reads from
-  // full-size values; kTooLong when it has more than `budget` equations.
-  size_t leaf_bytes(Var v, int64_t n, int& budget) const {
-    if (--budget < 0) return kTooLong;
+  // full-size values, each counted once; kTooLong when the chain has more
+  // than kMaxChain equations.
+  size_t leaf_bytes(Var v, int64_t n) const {
+    std::unordered_set<Var> chain, leaves;
+    std::vector<Var> todo = {v};
     size_t bytes = 0;
-    for (Var u : producer(v)->inputs) {
-      const AVal& a = j_.aval(u);
-      if (a.shape.numel() != n || from_smaller(u)) continue;
-      bytes += duplicable(u) ? leaf_bytes(u, n, budget) : itemsize(a.dtype);
+    while (!todo.empty()) {
+      const Var w = todo.back();
+      todo.pop_back();
+      if (!chain.insert(w).second) continue;
+      if (chain.size() > size_t(kMaxChain)) return kTooLong;
+      for (Var u : producer(w)->inputs) {
+        const AVal& a = j_.aval(u);
+        if (a.shape.numel() != n || from_smaller(u)) continue;
+        if (!chain_leaf(u)) todo.push_back(u);
+        else if (leaves.insert(u).second) bytes += itemsize(a.dtype);
+      }
     }
-    return std::min(bytes, kTooLong);
+    return bytes;
   }
 
   // A broadcast of a smaller array: loops read it through a view.
@@ -115,7 +137,7 @@ class Duplicator {
     const int64_t n = j_.aval(v).shape.numel();
     Eqn copy{p.prim, {}, {}, p.params};
     for (Var u : p.inputs) {
-      const bool chain = j_.aval(u).shape.numel() == n && !from_smaller(u) && duplicable(u);
+      const bool chain = j_.aval(u).shape.numel() == n && !from_smaller(u) && !chain_leaf(u);
       copy.inputs.push_back(chain ? emit_chain(u, out, copies) : u);
     }
     const Var nv = out.new_var(j_.aval(v));
@@ -127,6 +149,8 @@ class Duplicator {
   const Jaxpr& j_;
   std::vector<int> producer_;  // per var: the equation computing it, or -1
   std::vector<int> loop_;      // per equation: the fused loop running it, or -1
+  std::vector<bool> stored_;   // per var: an output, or read outside the loops
+  std::unordered_map<int, std::unordered_map<Var, Var>> copies_;  // per loop: original -> copy
 };
 
 }  // namespace
