@@ -8,9 +8,12 @@
 // loop domain) and every other operand is available before that group runs;
 // groups that only depend on values available earlier may be merged into it.
 // A group runs at the position of its first equation, so the schedule stays
-// a valid topological order. Broadcasts of values from outside become
-// strided reads of the loop, reshapes are free; a broadcast / reshape whose
-// result is also needed outside the loop is computed by its own step.
+// a valid topological order. Once a step outside the loops has read one of
+// a group's values, only a trailing reduction may still join it (later
+// elementwise work, such as the backward pass's, forms loops of its own).
+// Broadcasts of values from outside become strided reads of the loop,
+// reshapes are free; a broadcast / reshape whose result is also needed
+// outside the loop is computed by its own step.
 #pragma once
 
 #include <cstddef>
