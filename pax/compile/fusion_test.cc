@@ -421,6 +421,27 @@ TEST(Fusion, CheapWideningIsRecomputedNotStored) {
   EXPECT_EQ(stored, 1) << compile(jaxpr)->str();
 }
 
+// A duplicated chain stops at a value stored anyway: the f32 copy of bf16
+// probabilities (which a matmul reads) is re-widened from them in the later
+// loop, not recomputed from the logits through the exponentials again.
+TEST(Fusion, DuplicationReadsValuesStoredAnyway) {
+  auto f = [](const Array& x, const Array& w) {
+    Array p = nn::softmax(x.astype(DType::f32), -1).astype(DType::bf16);  // (64, 512)
+    Array wide = p.astype(DType::f32);                                     // computed with p
+    Array y = matmul(p, w);                                                // stores p
+    return std::make_pair(y, wide * sum(y.astype(DType::f32)));            // reads wide after the matmul
+  };
+  Array x = random_array({64, 512}, DType::bf16, 45, -4, 4), w = random_array({512, 32}, DType::bf16, 46);
+  auto jaxpr = make_jaxpr(f)(x, w);
+  auto exe = compile(jaxpr);
+  // The softmax's sum and division loops compute the exponentials; the loop
+  // after the matmul does not.
+  EXPECT_EQ(count_of(exe->str(), " exp "), 2) << exe->str();
+  const std::vector<Array> args = {x, w};
+  std::vector<Array> want = eval_jaxpr(*jaxpr, args), got = exe->run(args);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(same_bits(got[i], want[i])) << "output " << i;
+}
+
 // A training step through a bf16 GELU: the forward loop stores only the
 // activation the matmul reads; the backward loop recomputes tanh and the rest
 // from the bf16 input (duplication, and forward loops closed once a matmul
