@@ -86,9 +86,9 @@ int main() {
   // then from undoing the training.
   const size_t bptt = 5;
   const int epochs = 200;
-  const int64_t updates = epochs * int64_t((data.size() + bptt - 1) / bptt);
+  const int64_t decay_steps = epochs * int64_t((data.size() + bptt - 1) / bptt);
   optim::GradientTransformation tx =
-      optim::chain({optim::clip_by_global_norm(2.0), optim::sgd(optim::cosine_decay_schedule(0.05, updates), 0.9)});
+      optim::chain({optim::clip_by_global_norm(2.0), optim::sgd(optim::cosine_decay_schedule(0.05, decay_steps), 0.9)});
   Tree opt_state = tx.init(params);
   for (int epoch = 0; epoch <= epochs; ++epoch) {
     Array h = zeros({kDim}), c = zeros({kDim});  // replaced by c_0 in the first window

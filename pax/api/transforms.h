@@ -251,7 +251,8 @@ auto custom_vjp(F f, Fwd fwd, Bwd bwd, std::string name = "custom_vjp") {
     // Output avals for the primitive's shape rule.
     std::vector<AVal> avals;
     for (const Array& x : leaves) avals.push_back(x.aval());
-    rule->out_avals = trace_to_jaxpr(rule->fn, avals)->out_avals();
+    rule->jaxpr = trace_to_jaxpr(rule->fn, avals);
+    rule->out_avals = rule->jaxpr->out_avals();
     std::vector<Array> out =
         bind(Prim::custom_vjp_call, leaves, Params{{"rule", std::static_pointer_cast<const ParamObject>(rule)}});
     return from_tree<R>(tree_unflatten(*out_def, out));

@@ -123,7 +123,8 @@ class CpuExecutable : public Executable {
     jaxpr_ = std::move(j);
     schedule_ = schedule(jaxpr_, options.fuse);
     if (options.optimize && options.fuse) {
-      if (std::optional<Jaxpr> d = duplicate_cheap_producers(jaxpr_, schedule_)) {
+      if (std::optional<Jaxpr> d = duplicate_producers(jaxpr_, schedule_)) {
+        passes::check_pass(*d, "duplicate_producers");
         jaxpr_ = std::move(*d);
         schedule_ = schedule(jaxpr_, options.fuse);
       }

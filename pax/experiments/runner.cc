@@ -447,7 +447,7 @@ RunResult run_train(Job& job) {
     if (agreed.save) {
       save(false);
     } else if (job.chief()) {
-      mgr->save(step, {});  // not saving: only a failed background write is checked for
+      mgr->check_background_error();
     }
     const bool last = step == total;
     if (settings.eval_interval_steps > 0 && (step % settings.eval_interval_steps == 0 || last)) {

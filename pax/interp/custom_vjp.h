@@ -24,6 +24,9 @@ class CustomVjpRule : public ParamObject {
   Fwd fwd;
   Bwd bwd;
   std::vector<AVal> out_avals;  // of fn for this call's input avals
+  // fn traced for this call's input avals (the compiler inlines it when the
+  // call is not differentiated); null when fn was not traced.
+  JaxprPtr jaxpr;
   std::string name = "custom_vjp";
   std::string str() const override { return name; }
 };

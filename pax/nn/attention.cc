@@ -44,11 +44,10 @@ Array attention_probs(const Array& logits, DType dtype) {
       [dtype](const Array& x) { return nn::softmax(x, -1).astype(dtype); },
       [dtype](const Array& x) {
         Array p = nn::softmax(x, -1).astype(dtype);
-        return std::make_pair(p, std::vector<Array>{p, zeros({}, x.dtype())});
+        return std::make_pair(p, p);
       },
-      [](const std::vector<Array>& residuals, const Array& g) {
-        const DType ld = residuals[1].dtype();
-        const Array p = residuals[0].astype(ld), gp = g.astype(ld) * p;  // (B, N, T, S)
+      [ld = logits.dtype()](const Array& probs, const Array& g) {
+        const Array p = probs.astype(ld), gp = g.astype(ld) * p;  // (B, N, T, S)
         return gp - p * sum(gp, {-1}, true);
       },
       "attention_probs");

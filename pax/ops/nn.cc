@@ -6,7 +6,6 @@
 
 #include "pax/api/transforms.h"
 #include "pax/core/error.h"
-#include "pax/interp/interpreter.h"
 
 namespace pax::nn {
 
@@ -32,11 +31,11 @@ DType gelu_compute_dtype(DType d) { return itemsize(d) < 4 ? DType::f32 : d; }
 
 constexpr double kGeluCubic = 0.044715;
 
+// sqrt(2/pi) (x + 0.044715 x^3), the argument of the tanh form's tanh.
+Array gelu_tanh_argument(const Array& x) { return (x + x * x * x * kGeluCubic) * std::sqrt(2.0 / M_PI); }
+
 Array gelu_value(const Array& x, bool approximate) {
-  if (approximate) {
-    const Array inner = (x + x * x * x * kGeluCubic) * std::sqrt(2.0 / M_PI);
-    return x * 0.5 * (tanh(inner) + 1.0);
-  }
+  if (approximate) return x * 0.5 * (tanh(gelu_tanh_argument(x)) + 1.0);
   return x * 0.5 * (erf(x * M_SQRT1_2) + 1.0);
 }
 
@@ -46,9 +45,8 @@ Array gelu_value(const Array& x, bool approximate) {
 Array gelu_derivative(const Array& x, bool approximate) {
   const Array x2 = x * x;
   if (approximate) {
-    const double c = std::sqrt(2.0 / M_PI);
-    const Array t = tanh((x + x2 * x * kGeluCubic) * c);
-    return (t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * (x2 * (3.0 * kGeluCubic) + 1.0) * c;
+    const Array t = tanh(gelu_tanh_argument(x));
+    return (t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * (x2 * (3.0 * kGeluCubic) + 1.0) * std::sqrt(2.0 / M_PI);
   }
   return (erf(x * M_SQRT1_2) + 1.0) * 0.5 + x * exp(x2 * -0.5) * (1.0 / std::sqrt(2.0 * M_PI));
 }
@@ -101,7 +99,7 @@ namespace {
 // spares the backward pass the max's tie-breaking one-hot.
 Array stable_shift(const Array& x, const Ints& axes) {
   Array m = max(x, axes, true);
-  return bind1(Prim::stop_gradient, {where(isfinite(m), m, zeros_like(m))});
+  return stop_gradient(where(isfinite(m), m, zeros_like(m)));
 }
 }  // namespace
 

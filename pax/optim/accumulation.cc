@@ -12,7 +12,7 @@ namespace pax::optim {
 
 GradientTransformation multi_steps(GradientTransformation inner, int every_k, bool use_grad_mean) {
   const char* op = "multi_steps";
-  PAX_CHECK(inner.init && inner.update, op, ": the inner transformation has no init or update");
+  check_transformation(inner, op, "the inner transformation");
   check_hyper(every_k >= 1, op, "every_k", every_k, ">= 1");
   auto in = std::make_shared<const GradientTransformation>(std::move(inner));
   GradientTransformation t;
@@ -83,7 +83,7 @@ GradientTransformation ema(double decay, bool debias) {
 
 GradientTransformation with_param_ema(GradientTransformation inner, double decay) {
   const char* op = "with_param_ema";
-  PAX_CHECK(inner.init && inner.update, op, ": the inner transformation has no init or update");
+  check_transformation(inner, op, "the inner transformation");
   check_hyper(decay >= 0 && decay <= 1, op, "decay", decay, "in [0, 1]");
   auto in = std::make_shared<const GradientTransformation>(std::move(inner));
   GradientTransformation t;

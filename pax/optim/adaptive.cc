@@ -184,11 +184,9 @@ GradientTransformation scale_by_trust_ratio(double min_norm, double trust_coeffi
   check_hyper(min_norm >= 0, op, "min_norm", min_norm, ">= 0");
   check_hyper(std::isfinite(trust_coefficient), op, "trust_coefficient", trust_coefficient, "finite");
   check_hyper(eps >= 0, op, "eps", eps, ">= 0");
-  GradientTransformation t;
-  t.init = [](const Tree&) { return Tree(); };
-  t.update = [=](const Tree& updates, const Tree& state, const Tree& params) {
+  return stateless([=](const Tree& updates, const Tree& params) {
     require_params(op, updates, params);
-    Tree out = tree_map(
+    return tree_map(
         [=](const Array& u, const Array& p) {
           DType dt = promote_types(moment_dtype(u.dtype()), moment_dtype(p.dtype()));
           Array uu = u.astype(dt);
@@ -204,9 +202,7 @@ GradientTransformation scale_by_trust_ratio(double min_norm, double trust_coeffi
           return uu * where(zero_norm, 1.0, ratio).astype(dt);
         },
         updates, params);
-    return std::make_pair(out, state);
-  };
-  return t;
+  });
 }
 
 }  // namespace pax::optim

@@ -126,38 +126,30 @@ GradientTransformation scale_by_factored_rms(const FactoredRmsOptions& options) 
 
 GradientTransformation clip_by_block_rms(double threshold) {
   check_hyper(threshold > 0, "clip_by_block_rms", "threshold", threshold, "> 0");
-  GradientTransformation t;
-  t.init = [](const Tree&) { return Tree(); };
-  t.update = [threshold](const Tree& updates, const Tree& state, const Tree&) {
-    Tree out = tree_map(
+  return stateless([threshold](const Tree& updates, const Tree&) {
+    return tree_map(
         [threshold](const Array& u) {
           Array uu = u.astype(moment_dtype(u.dtype()));
           Array denom = maximum(1.0, sqrt(mean(square(uu))) / threshold);
           return uu / denom;
         },
         updates);
-    return std::make_pair(out, state);
-  };
-  return t;
+  });
 }
 
 GradientTransformation scale_by_param_block_rms(double min_scale) {
   const char* op = "scale_by_param_block_rms";
   check_hyper(min_scale >= 0, op, "min_scale", min_scale, ">= 0");
-  GradientTransformation t;
-  t.init = [](const Tree&) { return Tree(); };
-  t.update = [op, min_scale](const Tree& updates, const Tree& state, const Tree& params) {
+  return stateless([op, min_scale](const Tree& updates, const Tree& params) {
     require_params(op, updates, params);
-    Tree out = tree_map(
+    return tree_map(
         [min_scale](const Array& u, const Array& p) {
           DType dt = promote_types(moment_dtype(u.dtype()), moment_dtype(p.dtype()));
           Array rms = sqrt(mean(square(p.astype(dt))));
           return u.astype(dt) * where(rms <= min_scale, min_scale, rms).astype(dt);
         },
         updates, params);
-    return std::make_pair(out, state);
-  };
-  return t;
+  });
 }
 
 }  // namespace pax::optim

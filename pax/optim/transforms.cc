@@ -13,16 +13,6 @@ namespace pax::optim {
 
 namespace {
 
-// A transformation without state: update maps (updates, params) to the new updates.
-GradientTransformation stateless(std::function<Tree(const Tree& updates, const Tree& params)> f) {
-  GradientTransformation t;
-  t.init = [](const Tree&) { return Tree(); };
-  t.update = [f = std::move(f)](const Tree& updates, const Tree& state, const Tree& params) {
-    return std::make_pair(f(updates, params), state);
-  };
-  return t;
-}
-
 bool is_finite(double v) { return std::isfinite(v); }
 
 }  // namespace

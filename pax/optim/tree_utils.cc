@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "pax/core/error.h"
 #include "pax/ops/numpy.h"
@@ -52,6 +53,19 @@ Array bias_correction(const Array& decay, const Array& count, DType dtype) {
 
 Array hyper(const ScalarOrSchedule& h, const Array& count, DType dtype) {
   return h.is_schedule() ? h(count).astype(dtype) : scalar(h.constant(), dtype);
+}
+
+GradientTransformation stateless(std::function<Tree(const Tree& updates, const Tree& params)> f) {
+  GradientTransformation t;
+  t.init = [](const Tree&) { return Tree(); };
+  t.update = [f = std::move(f)](const Tree& updates, const Tree& state, const Tree& params) {
+    return std::make_pair(f(updates, params), state);
+  };
+  return t;
+}
+
+void check_transformation(const GradientTransformation& t, const std::string& op, const std::string& what) {
+  PAX_CHECK(t.init && t.update, op, ": ", what, " has no init or update");
 }
 
 void check_hyper(bool ok, const std::string& op, const char* name, double value, const char* valid) {

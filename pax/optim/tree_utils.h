@@ -5,6 +5,7 @@
 // transformation. Everything here is written with pax ops so it traces.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -13,6 +14,11 @@
 #include "pax/optim/transform.h"
 
 namespace pax::optim {
+
+// A transformation without state: update maps (updates, params) to the new updates.
+GradientTransformation stateless(std::function<Tree(const Tree& updates, const Tree& params)> f);
+// Throws "op: what has no init or update" unless t has both.
+void check_transformation(const GradientTransformation& t, const std::string& op, const std::string& what);
 
 // The dtype of a moment (mu, nu, trace, accumulators) kept for a parameter of
 // `param_dtype`: the parameter's own dtype, except that 16-bit floats keep

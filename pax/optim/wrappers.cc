@@ -13,10 +13,6 @@ namespace pax::optim {
 
 namespace {
 
-void check_transformation(const GradientTransformation& t, const std::string& op, const std::string& what) {
-  PAX_CHECK(t.init && t.update, op, ": ", what, " has no init or update");
-}
-
 // The tree the leaf selection reads: the params, or the updates without them.
 const Tree& selection_source(const std::string& op, const Tree& updates, const Tree& params) {
   if (params.is_none()) return updates;

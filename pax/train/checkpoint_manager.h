@@ -75,6 +75,9 @@ class CheckpointManager {
   std::optional<int64_t> latest_step() const;
   // Blocks until the save in flight is committed; rethrows its error.
   void wait_until_finished();
+  // Rethrows the error of a background write that has already failed,
+  // without waiting for one in flight.
+  void check_background_error() { collect_background_error(/*block=*/false); }
   const std::string& directory() const { return directory_; }
 
  private:

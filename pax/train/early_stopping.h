@@ -22,8 +22,8 @@
 //     after a -inf metric every later metric would count as an improvement).
 // min_delta must be >= 0 and patience >= 0 (pax::Error from update()).
 //
-// For checkpoints the state converts to and from a Tree of scalars
-// (to_tree / from_tree), which the checkpoint writer stores like any tree.
+// Checkpoints store the state as JSON (to_json / restore_json); to_tree /
+// from_tree give it as a Tree of scalars, as flax's state dict.
 #pragma once
 
 #include <cstdint>

@@ -1,21 +1,21 @@
-// Producer duplication for fusion: an elementwise value that is a short,
-// cheap function of narrower values (a bf16 -> f32 convert, the select of a
-// mask applied to it, ...) is recomputed inside every loop that reads it,
-// instead of being written by one loop and read back by the others. Reading
-// the narrow sources again costs less memory traffic than storing and
-// reloading the wide value, and the value is then stored only for readers
-// that are not loops (a matmul, a gather) or not at all (XLA duplicates cheap
-// producers into their consumers the same way).
+// Producer duplication for fusion: an elementwise value computed from
+// narrower values by a short chain (a bf16 -> f32 convert, the select of a
+// mask applied to it, the exponentials of a softmax, ...) is recomputed
+// inside every loop that reads it, instead of being written by one loop and
+// read back by the others. Reading the narrow sources again costs less
+// memory traffic than storing and reloading the wide value, and the value is
+// then stored only for readers that are not loops (a matmul, a gather) or not
+// at all (XLA duplicates producers into their consumers the same way).
 //
 // It works on a first schedule: a loop that reads a value computed by
 // another loop gets its own copy of the producing chain, placed just before
-// the loop's first equation that reads it (later readers share the copy), when the chain is at most kMaxChain cheap equations
-// and the full-size values it starts from take fewer bytes per element than
-// the value itself (broadcasts of smaller arrays and scalars count nothing;
-// a chain stops at values that are stored anyway, for a matmul say).
-// The originals that no longer have readers are dropped by dce, and the
-// program is scheduled again. Runs after cse, which would merge the copies
-// back.
+// the loop's first equation that reads it (later readers share the copy),
+// when the chain is at most kMaxChain elementwise equations and the
+// full-size values it starts from take fewer bytes per element than the
+// value itself (broadcasts of smaller arrays and scalars count nothing; a
+// chain stops at values that are stored anyway, for a matmul say). The
+// originals that no longer have readers are dropped by dce, and the program
+// is scheduled again. Runs after cse, which would merge the copies back.
 #include <algorithm>
 #include <optional>
 #include <unordered_map>
@@ -32,8 +32,8 @@ namespace {
 constexpr int kMaxChain = 10;
 constexpr size_t kTooLong = size_t(1) << 20;
 
-// Elementwise operations worth recomputing rather than storing.
-bool cheap(Prim p) {
+// Elementwise operations that may be recomputed rather than stored.
+bool recomputable(Prim p) {
   switch (p) {
     case Prim::convert_element_type: case Prim::select_n: case Prim::neg: case Prim::abs:
     case Prim::add: case Prim::sub: case Prim::mul: case Prim::max: case Prim::min:
@@ -97,10 +97,10 @@ class Duplicator {
 
   bool duplicable(Var v) const {
     const Eqn* p = producer(v);
-    return p && p->outputs.size() == 1 && cheap(p->prim) && j_.aval(v).shape.numel() > 1;
+    return p && p->outputs.size() == 1 && recomputable(p->prim) && j_.aval(v).shape.numel() > 1;
   }
   // Whether a chain reads u rather than recomputing it: u is stored anyway
-  // (for a reader that is not a loop, or as an output), or is not cheap.
+  // (for a reader that is not a loop, or as an output), or is not recomputable.
   bool chain_leaf(Var u) const { return stored_[size_t(u)] || !duplicable(u); }
 
   // Bytes per element that the chain producing v (of n elements) reads from
@@ -155,6 +155,6 @@ class Duplicator {
 
 }  // namespace
 
-std::optional<Jaxpr> duplicate_cheap_producers(const Jaxpr& j, const Schedule& s) { return Duplicator(j, s).run(); }
+std::optional<Jaxpr> duplicate_producers(const Jaxpr& j, const Schedule& s) { return Duplicator(j, s).run(); }
 
 }  // namespace pax

@@ -14,7 +14,8 @@
 namespace pax {
 namespace {
 
-constexpr int64_t kMaxHoistedElements = int64_t(1) << 16;
+// Small values: the size constant folding also keeps to.
+constexpr int64_t kMaxHoistedElements = kDefaultFoldLimit;
 
 // Pure, cheap equations that are safe to run earlier.
 bool hoistable(Prim p) {

@@ -11,19 +11,26 @@ namespace pax {
 namespace {
 
 // Appends `e` (inputs and outputs already in out's variables), inlining it
-// when it is a jit_call: its outputs are then substituted by the callee's.
+// when it is a jit_call or custom_vjp_call: its outputs are then substituted
+// by the callee's.
 void emit(Jaxpr& out, passes::Subst& subst, const Eqn& e) {
   if (e.prim != Prim::jit_call && e.prim != Prim::custom_vjp_call) {
     out.eqns.push_back(e);
     return;
   }
-  JaxprPtr traced;
+  JaxprPtr callee_ptr;
   if (e.prim == Prim::custom_vjp_call) {
-    std::vector<AVal> avals;
-    for (Var v : e.inputs) avals.push_back(out.aval(v));
-    traced = trace_to_jaxpr(e.params.object<CustomVjpRule>("rule")->fn, avals);
+    auto rule = e.params.object<CustomVjpRule>("rule");
+    callee_ptr = rule->jaxpr;
+    if (!callee_ptr) {
+      std::vector<AVal> avals;
+      for (Var v : e.inputs) avals.push_back(out.aval(v));
+      callee_ptr = trace_to_jaxpr(rule->fn, avals);
+    }
+  } else {
+    callee_ptr = e.params.object<Program>("program")->jaxpr();
   }
-  const Jaxpr& callee = traced ? *traced : *e.params.object<Program>("program")->jaxpr();
+  const Jaxpr& callee = *callee_ptr;
   std::vector<Var> map(callee.avals.size(), -1);
   for (size_t i = 0; i < callee.constvars.size(); ++i) {
     map[size_t(callee.constvars[i])] = passes::add_const(out, callee.consts[i]);

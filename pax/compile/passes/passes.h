@@ -37,11 +37,11 @@ Jaxpr simplify(const Jaxpr& jaxpr);
 Jaxpr cse(const Jaxpr& jaxpr);
 Jaxpr dce(const Jaxpr& jaxpr);
 Jaxpr hoist_input_computations(const Jaxpr& jaxpr);
-// After a first fusion schedule: gives each loop that reads a cheap function
-// of narrower values (a bf16 -> f32 convert, a mask select) computed by
+// After a first fusion schedule: gives each loop that reads a short elementwise
+// function of narrower values (a bf16 -> f32 convert, a mask select) computed by
 // another loop its own copy of it, so that the wide value is not stored and
 // read back (passes/duplicate.cc). nullopt: no loop needs a copy.
-std::optional<Jaxpr> duplicate_cheap_producers(const Jaxpr& jaxpr, const Schedule& schedule);
+std::optional<Jaxpr> duplicate_producers(const Jaxpr& jaxpr, const Schedule& schedule);
 
 struct PassOptions {
   int64_t fold_limit = kDefaultFoldLimit;
