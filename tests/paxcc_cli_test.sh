@@ -86,6 +86,7 @@ grep -q '"model_dims": 64' "$job/config.json" || { echo "FAIL: a refused resume 
 expect 1 "no checkpoint in" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/none" --mode=eval
 expect 1 "restore_step=999: no such checkpoint" -- "${tiny[@]}" --mode=eval --restore_step=999
 expect 1 "no_such_file" -- --config "$work/no_such_file.json" "--job_log_dir=$job"
+expect 2 "--exp and --config both name" -- --exp=lm.KjvTransformerTiny --config "$job/config.json" "--job_log_dir=$job"
 expect 1 "no_such_corpus" -- tokenizer --input "$work/no_such_corpus.txt" --vocab_size 40 --out "$work/m.model"
 expect 1 "no such file: .*empty/train-images" -- --exp=vision.FashionMnistMlp "--job_log_dir=$work/f" \
   --set "train_input.dir=$work/empty"

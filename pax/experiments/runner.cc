@@ -355,6 +355,12 @@ RunResult run_train(Job& job) {
   if (std::optional<int64_t> resumed =
           restore_for_training(job, mgr, state, *train_input, stopper, early_stopping))
     out << "resumed from " << job.path("checkpoints") << " at step " << *resumed << "\n";
+  RunResult result;
+  if (stopper.should_stop) {  // the restored run had already stopped early: nothing more to train
+    result.early_stopped = true;
+    out << "early stopping: the run had stopped at step " << state.step.astype(DType::i64).item<int64_t>() << ": "
+        << settings.early_stopping_metric << " had not improved for " << stopper.patience_count << " evaluations\n";
+  }
   // Written once the checkpoint (if any) has restored into this config, so
   // that config.json always describes the checkpoints beside it.
   job.write_job_files();
@@ -389,7 +395,6 @@ RunResult run_train(Job& job) {
     mgr->save(step, items, {.force = force});
   };
 
-  RunResult result;
   train::MetricAccumulator interval_metrics;
   int64_t interval_steps = 0, interval_tokens = 0, interval_examples = 0;
   double interval_seconds = 0;
@@ -444,11 +449,6 @@ RunResult run_train(Job& job) {
     }
     const StepAgreement agreed = agree_after_step(
         job, job.options.stop_requested && job.options.stop_requested(), job.chief() && mgr->should_save(step));
-    if (agreed.save) {
-      save(false);
-    } else if (job.chief()) {
-      mgr->check_background_error();
-    }
     const bool last = step == total;
     if (settings.eval_interval_steps > 0 && (step % settings.eval_interval_steps == 0 || last)) {
       result.eval_metrics = run_evals(job, eval_step, train::model_variables(state), eval_inputs, step,
@@ -470,6 +470,13 @@ RunResult run_train(Job& job) {
     }
     if (job.chief() && settings.decode_interval_steps > 0 && (step % settings.decode_interval_steps == 0 || last))
       result.decode_files = run_decodes(job, train::model_variables(state), decode_inputs, step, &progress);
+    // Saved after this step's eval, so that the checkpoint holds the
+    // early-stopping state that eval produced.
+    if (agreed.save) {
+      save(false);
+    } else if (job.chief()) {
+      mgr->check_background_error();
+    }
     if (agreed.stop) {
       result.interrupted = true;
       break;

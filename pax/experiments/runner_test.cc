@@ -136,12 +136,36 @@ TEST(Runner, EarlyStoppingEndsTheRunAndIsSaved) {
   EXPECT_TRUE(r.early_stopped);
   EXPECT_EQ(r.step, 10);
   EXPECT_EQ(train::available_steps(dir + "/checkpoints").back(), 10);
-  // A rerun restores the stopper and stops again after its next evaluation.
+  // A rerun restores the stopper, which has stopped: nothing more is trained.
   RunResult again = run_experiment(cfg, options(dir));
   EXPECT_TRUE(again.early_stopped);
-  EXPECT_EQ(again.step, 15);
+  EXPECT_EQ(again.step, 10);
+  EXPECT_EQ(train::available_steps(dir + "/checkpoints").back(), 10);
   cfg.apply_overrides({"train.early_stopping_metric=validation/no_such_metric"});
   EXPECT_PAX_ERROR(run_experiment(cfg, options(fresh_dir("early2"))), "no_such_metric");
+}
+
+// A checkpoint saved at an eval step holds the early-stopping state of that
+// eval: a run interrupted there and resumed stops where an uninterrupted one does.
+TEST(Runner, CheckpointAtAnEvalStepHoldsThatEvalsStoppingState) {
+  Config cfg = tiny_config(40);
+  // Evals at 5, 10, 15, ...: the first sets the best value, none improves by
+  // 100 nats, and the third (two without improvement) stops the run.
+  cfg.apply_overrides({"train.eval_interval_steps=5", "train.save_interval_steps=5",
+                       "train.early_stopping_metric=validation/log_pplx", "train.early_stopping_min_delta=100",
+                       "train.early_stopping_patience=1"});
+  EXPECT_EQ(run_experiment(cfg, options(fresh_dir("stop_straight"))).step, 15);
+
+  const std::string dir = fresh_dir("stop_resumed");
+  RunOptions first = options(dir);
+  int polls = 0;
+  first.stop_requested = [&] { return ++polls >= 10; };
+  RunResult r1 = run_experiment(cfg, first);
+  EXPECT_TRUE(r1.interrupted);
+  EXPECT_EQ(r1.step, 10);
+  RunResult r2 = run_experiment(cfg, options(dir));
+  EXPECT_TRUE(r2.early_stopped);
+  EXPECT_EQ(r2.step, 15);
 }
 
 TEST(Runner, EvalWithoutCheckpointAndInspect) {

@@ -143,9 +143,9 @@ GradientTransformation Adafactor::make_with(const Schedule& learning_rate, const
   o.clipping_threshold = clipping_threshold;
   o.momentum = momentum;
   o.eps = epsilon;
-  if (weight_decay > 0) o.weight_decay_rate = weight_decay;
-  o.weight_decay_mask = decay_mask;
-  return adafactor(ScalarOrSchedule(learning_rate), o);
+  // Decoupled and multiplied by the learning rate, as for every optimizer
+  // here (adafactor's own weight_decay_rate is not multiplied by it).
+  return with_decay(weight_decay, learning_rate, decay_mask, adafactor(ScalarOrSchedule(learning_rate), o));
 }
 
 GradientTransformation Lion::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {

@@ -79,6 +79,23 @@ TEST(OptimizerConfigs, SgdWeightDecayIsDecoupledAndScaledByTheRate) {
                         1e-12, 1e-12));
 }
 
+TEST(OptimizerConfigs, AdafactorWeightDecayIsScaledByTheRate) {
+  Config plain = Config::make("Adafactor"), decayed = Config::make("Adafactor");
+  plain.apply_overrides({"learning_rate=0.5", "decay_vectors=true"});
+  decayed.apply_overrides({"learning_rate=0.5", "decay_vectors=true", "weight_decay=0.1"});
+  Tree params = toy_params();
+  GradientTransformation without = optimizer_hparams(plain.root(), "optimizer").make();
+  GradientTransformation with = optimizer_hparams(decayed.root(), "optimizer").make();
+  Tree u0 = without.update(toy_grads(params), without.init(params), params).first;
+  Tree u1 = with.update(toy_grads(params), with.init(params), params).first;
+  // The decay adds -lr * wd * p to the update.
+  for (const char* name : {"w", "b"}) {
+    std::vector<double> p = params[name].leaf().to_vector<double>(), u = u0[name].leaf().to_vector<double>();
+    for (size_t i = 0; i < p.size(); ++i) u[i] -= 0.5 * 0.1 * p[i];
+    EXPECT_TRUE(all_close(u1[name].leaf(), u, 1e-12, 1e-12)) << name;
+  }
+}
+
 TEST(OptimizerConfigs, EveryOptimizerMinimisesTheToyProblem) {
   for (const std::string& name : registered_hparams("optimizer")) {
     Config c = Config::make(name);

@@ -147,6 +147,9 @@ int main(int argc, char** argv) {
       }
       return usage_error("--exp is required (or --config FILE); run paxcc --list for the experiments");
     }
+    if (!exp_name.empty() && !config_file.empty())
+      return usage_error("--exp and --config both name the experiment to run; pass one of them (--config " +
+                         config_file + " already holds a whole resolved experiment)");
     const std::vector<std::string>& names = mode_names();
     const Mode mode = Mode(std::find(names.begin(), names.end(), mode_name) - names.begin());
     if (mode != Mode::inspect && job_dir.empty())
