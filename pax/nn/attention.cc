@@ -159,9 +159,15 @@ std::tuple<Array, Array, Array> CombinedQKVProjectionLayer::project(const Array&
   const auto& hp = hparams<HParams>();
   PAX_CHECK(x.ndim() >= 1 && x.dim(-1) == hp.input_dim, "CombinedQKVProjectionLayer '", path(), "': input ",
             x.aval().str(), " must end in input_dim = ", hp.input_dim);
-  Array y = einsum("...D,DKNH->...KNH", to_fprop_dtype(x), theta("w"));  // (..., 3, N, H)
-  if (hp.use_bias) y = y + theta("b");
-  auto part = [&](int64_t i) { return squeeze(slice_along(y, -3, i, i + 1), -3); };
+  // Three products with slices of the weight rather than one product sliced
+  // afterwards: the slices (and their gradients, pads) are then of the
+  // (D, 3, N, H) weight, not of the (..., 3, N, H) activations.
+  const Array xf = to_fprop_dtype(x);
+  const Array w = theta("w");  // (D, 3, N, H)
+  auto part = [&](int64_t i) {
+    Array y = einsum("...D,DNH->...NH", xf, squeeze(slice_along(w, 1, i, i + 1), 1));  // (..., N, H)
+    return hp.use_bias ? y + squeeze(slice_along(theta("b"), 0, i, i + 1), 0) : y;
+  };
   return {part(0), part(1), part(2)};
 }
 

@@ -231,7 +231,17 @@ class Task {
             ptr_[p_.instrs.back().result], size_t(m), stream);
       streamed_ = streamed_ || stream;
     } else {
-      for (const FusedInstr& ins : p_.instrs) exec(ins, ptr_, size_t(m), p_.wide_bf16);
+      const int n = int(p_.instrs.size());
+      size_t next = 0;  // the next compiled run
+      for (int i = 0; i < n;) {
+        if (next < p_.jit_runs.size() && p_.jit_runs[next].begin == i) {
+          p_.jit_runs[next].fn(ptr_, m);
+          i = p_.jit_runs[next++].end;
+        } else {
+          exec(p_.instrs[size_t(i)], ptr_, size_t(m), p_.wide_bf16);
+          ++i;
+        }
+      }
     }
     if (wide_tile) {
       const float* x = static_cast<const float*>(ptr_[p_.reduce->slot]);
@@ -459,6 +469,7 @@ void FusedProgram::finalize() {
   for (FusedStore& st : stores) st.stream = size_t(size) * itemsize(slots[size_t(st.slot)].dtype) >= kStreamBytes;
   chain_first = -1;
   if (!wide_bf16) find_chain();  // chains do not compute bf16
+  jit_runs.clear();
   // Plain loops own every block they compute, so the last instruction may
   // write its stored result in place of the copy (streamed only by chains),
   // unless the loop narrows it.
@@ -477,6 +488,7 @@ void FusedProgram::finalize() {
                   reduce->outer * reduce->n * reduce->inner == size,
               "fused loop: unsupported reduction");
   }
+  if (chain_first < 0) jit_runs = compile_fused_runs(*this);
 }
 
 void FusedProgram::find_chain() {

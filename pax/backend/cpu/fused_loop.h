@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "pax/backend/cpu/elementwise.h"
+#include "pax/backend/cpu/fused_jit.h"
 #include "pax/backend/cpu/fused_kernels.h"
 #include "pax/backend/cpu/reduce.h"
 #include "pax/core/dtype.h"
@@ -140,6 +141,9 @@ struct FusedProgram {
   int direct_store = -1;
   int num_inputs = 0;
   int num_outputs = 0;
+  // Runs of instructions compiled to machine code (fused_jit.h); the others
+  // are interpreted. Empty for accumulator chains.
+  std::vector<FusedJitRun> jit_runs;
 
   // Assigns registers to view / splat / reg slots (liveness over the
   // instruction order; stored slots live to the end of the block), finds an

@@ -1,0 +1,415 @@
+// Code generation for runs of fused-loop instructions (see fused_jit.h): the
+// choice of runs, register allocation over a run, and the AVX-512 sequence of
+// each instruction.
+#include "pax/backend/cpu/fused_jit.h"
+
+#include <xbyak/xbyak.h>
+#include <xbyak/xbyak_util.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+#include "pax/backend/cpu/fused_loop.h"
+
+namespace pax::cpu {
+namespace {
+
+using Xbyak::Opmask;
+using Xbyak::Xmm;
+using Xbyak::Zmm;
+
+constexpr int kLanes = 16;            // f32 lanes of a zmm register
+constexpr int kMinRun = 2;            // shorter runs stay interpreted
+constexpr size_t kCodeBytes = 1 << 16;
+constexpr int kTailMask = 7;          // k7: the lanes of the last, partial vector
+constexpr int kScratchMask = 6;       // k6: NaN lanes inside max / min / rounding
+constexpr int kFirstBoolMask = 1;     // k1..k5 hold bool values
+constexpr int kBoolMasks = 5;
+constexpr int kUnordered = 3;         // vcmpps predicate: either operand NaN
+
+// How a slot's values sit in registers: f32 lanes (f32, or bf16 held wide),
+// i32 lanes, or a bool mask.
+enum class Lanes { none, f32, i32, mask };
+
+Lanes lanes_of(const FusedProgram& p, int slot) {
+  const FusedSlot& s = p.slots[size_t(slot)];
+  if (s.dtype == DType::f32 || p.wide(s)) return Lanes::f32;
+  if (s.dtype == DType::i32) return Lanes::i32;
+  if (s.dtype == DType::bool_) return Lanes::mask;
+  return Lanes::none;
+}
+
+bool compilable(const FusedProgram& p, const FusedInstr& ins) {
+  auto lanes = [&](int k) { return lanes_of(p, ins.args[size_t(k)]); };
+  const Lanes out = lanes_of(p, ins.result);
+  switch (ins.kind) {
+    case FusedInstr::Kind::unary: {
+      const UnaryOp op = UnaryOp(ins.op);
+      return (op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::sqrt) && lanes(0) == Lanes::f32 &&
+             out == Lanes::f32;
+    }
+    case FusedInstr::Kind::binary: {
+      const BinaryOp op = BinaryOp(ins.op);
+      const bool ok = op == BinaryOp::add || op == BinaryOp::sub || op == BinaryOp::mul || op == BinaryOp::div ||
+                      op == BinaryOp::max || op == BinaryOp::min;
+      return ok && lanes(0) == Lanes::f32 && lanes(1) == Lanes::f32 && out == Lanes::f32;
+    }
+    case FusedInstr::Kind::integer_pow:
+      return lanes(0) == Lanes::f32 && out == Lanes::f32 && ins.exponent > -(int64_t(1) << 20) &&
+             ins.exponent < (int64_t(1) << 20);
+    case FusedInstr::Kind::convert: return lanes(0) == Lanes::f32 && out == Lanes::f32;
+    case FusedInstr::Kind::compare:
+      return (lanes(0) == Lanes::f32 || lanes(0) == Lanes::i32) && lanes(1) == lanes(0) && out == Lanes::mask;
+    case FusedInstr::Kind::select_n:
+      return ins.args.size() == 3 && lanes(0) == Lanes::mask && lanes(1) == Lanes::f32 && lanes(2) == Lanes::f32 &&
+             out == Lanes::f32;
+    case FusedInstr::Kind::is_finite: return false;
+  }
+  return false;
+}
+
+bool cpu_supports_jit() {
+  static const bool ok = [] {
+    const char* env = std::getenv("PAX_FUSED_JIT");
+    if (env && std::strcmp(env, "0") == 0) return false;
+    Xbyak::util::Cpu cpu;
+    using C = Xbyak::util::Cpu;
+    return cpu.has(C::tAVX512F) && cpu.has(C::tAVX512BW) && cpu.has(C::tAVX512VL) && cpu.has(C::tBMI2);
+  }();
+  return ok;
+}
+
+// Thrown inside generation when a run needs more registers than there are.
+struct OutOfRegisters {};
+
+class RunGenerator : public Xbyak::CodeGenerator {
+ public:
+  RunGenerator(const FusedProgram& p, int begin, int end) : Xbyak::CodeGenerator(kCodeBytes), p_(p), b_(begin), e_(end) {
+    analyse();
+    prologue();
+    // Full vectors, then the partial one under the tail mask.
+    Xbyak::Label full, tail, done;
+    xor_(rcx, rcx);
+    mov(rdx, rsi);
+    and_(rdx, ~int64_t(kLanes - 1));
+    L(full);
+    cmp(rcx, rdx);
+    jge(tail, T_NEAR);
+    body(false);
+    add(rcx, kLanes);
+    jmp(full, T_NEAR);
+    L(tail);
+    cmp(rcx, rsi);
+    jge(done, T_NEAR);
+    mov(rax, rsi);
+    sub(rax, rcx);
+    mov(r8d, 0xffff);
+    bzhi(r8d, r8d, eax);
+    kmovw(Opmask(kTailMask), r8d);
+    body(true);
+    L(done);
+    vzeroupper();
+    ret();
+    setProtectModeRE();
+  }
+
+ private:
+  // Per slot: its last read inside the run (-1: none) and whether something
+  // after the run reads it.
+  void analyse() {
+    last_read_.assign(p_.slots.size(), -1);
+    after_.assign(p_.slots.size(), false);
+    for (int i = b_; i < e_; ++i) {
+      for (int a : p_.instrs[size_t(i)].args) last_read_[size_t(a)] = i;
+    }
+    for (size_t i = size_t(e_); i < p_.instrs.size(); ++i) {
+      for (int a : p_.instrs[i].args) after_[size_t(a)] = true;
+    }
+    for (const FusedStore& st : p_.stores) after_[size_t(st.slot)] = true;
+    if (p_.reduce) after_[size_t(p_.reduce->slot)] = true;
+    for (int i = b_; i < e_; ++i) {
+      const FusedInstr& ins = p_.instrs[size_t(i)];
+      round_ = round_ || rounds(ins);
+      neg_ = neg_ || (ins.kind == FusedInstr::Kind::unary && UnaryOp(ins.op) == UnaryOp::neg);
+      abs_ = abs_ || (ins.kind == FusedInstr::Kind::unary && UnaryOp(ins.op) == UnaryOp::abs);
+      one_ = one_ || ins.kind == FusedInstr::Kind::integer_pow;
+    }
+  }
+
+  // Whether the instruction rounds its result to bf16 precision, as exec()
+  // does: arithmetic and converts from f32 with a wide bf16 result (a select
+  // or a bf16 -> bf16 convert moves values that already are bf16).
+  bool rounds(const FusedInstr& ins) const {
+    if (!p_.wide_bf16 || ins.out_dtype != DType::bf16) return false;
+    if (ins.kind == FusedInstr::Kind::convert) return ins.dtype != DType::bf16;
+    return ins.kind != FusedInstr::Kind::select_n;
+  }
+
+  // Constants and splat operands, loaded once before the loop into the top
+  // registers; the rest form the pool of the loop body.
+  void prologue() {
+    int top = 32;
+    auto constant = [&](uint32_t bits) {
+      const int z = --top;
+      mov(eax, bits);
+      vpbroadcastd(Zmm(z), eax);
+      return z;
+    };
+    if (round_) {
+      c_lsb_ = constant(1u);
+      c_bias_ = constant(0x7fffu);
+      c_quiet_ = constant(0x00400000u);
+      c_high_ = constant(0xffff0000u);
+    }
+    if (neg_) c_sign_ = constant(0x80000000u);
+    if (abs_) c_abs_ = constant(0x7fffffffu);
+    if (one_) c_one_ = constant(0x3f800000u);
+    scratch_ = --top;
+    for (int i = b_; i < e_; ++i) {
+      for (int a : p_.instrs[size_t(i)].args) {
+        const FusedSlot& s = p_.slots[size_t(a)];
+        if (s.kind != FusedSlot::Kind::splat || lanes_of(p_, a) == Lanes::mask || splat_.count(a)) continue;
+        if (top <= 8) throw OutOfRegisters{};
+        const int z = --top;
+        mov(r9, ptr[rdi + a * 8]);
+        vpbroadcastd(Zmm(z), dword[r9]);
+        splat_[a] = z;
+      }
+    }
+    pool_size_ = top;
+  }
+
+  int take_zmm() {
+    for (int z = 0; z < pool_size_; ++z) {
+      if (!zmm_used_[size_t(z)]) {
+        zmm_used_[size_t(z)] = true;
+        return z;
+      }
+    }
+    throw OutOfRegisters{};
+  }
+  int take_mask() {
+    for (int k = 0; k < kBoolMasks; ++k) {
+      if (!mask_used_[size_t(k)]) {
+        mask_used_[size_t(k)] = true;
+        return kFirstBoolMask + k;
+      }
+    }
+    throw OutOfRegisters{};
+  }
+
+  Xbyak::Address at(int slot) {
+    mov(r9, ptr[rdi + slot * 8]);
+    return p_.reg_width(p_.slots[size_t(slot)]) == 1 ? ptr[r9 + rcx] : ptr[r9 + rcx * 4];
+  }
+
+  // The register holding a slot's value in this iteration (loaded on first use).
+  int value(int slot, bool tail) {
+    if (auto it = splat_.find(slot); it != splat_.end()) return it->second;
+    if (auto it = reg_.find(slot); it != reg_.end()) return it->second;
+    if (lanes_of(p_, slot) == Lanes::mask) {
+      const int k = take_mask();
+      const Xbyak::Address src = at(slot);
+      if (tail) vmovdqu8(Xmm(scratch_) | Opmask(kTailMask) | T_z, src);
+      else vmovdqu8(Xmm(scratch_), src);
+      vptestmb(Opmask(k), Xmm(scratch_), Xmm(scratch_));
+      return reg_[slot] = k;
+    }
+    const int z = take_zmm();
+    const Xbyak::Address src = at(slot);
+    if (tail) vmovups(Zmm(z) | Opmask(kTailMask) | T_z, src);
+    else vmovups(Zmm(z), src);
+    return reg_[slot] = z;
+  }
+
+  void release(int slot) {
+    auto it = reg_.find(slot);
+    if (it == reg_.end()) return;
+    if (lanes_of(p_, slot) == Lanes::mask) mask_used_[size_t(it->second - kFirstBoolMask)] = false;
+    else zmm_used_[size_t(it->second)] = false;
+    reg_.erase(it);
+  }
+
+  void store(int slot, int r, bool tail) {
+    const Xbyak::Address dst = at(slot);
+    if (lanes_of(p_, slot) == Lanes::mask) {
+      vpmovm2b(Xmm(scratch_), Opmask(r));
+      vpabsb(Xmm(scratch_), Xmm(scratch_));  // 0xff -> 1
+      if (tail) vmovdqu8(dst | Opmask(kTailMask), Xmm(scratch_));
+      else vmovdqu8(dst, Xmm(scratch_));
+      return;
+    }
+    if (tail) vmovups(dst | Opmask(kTailMask), Zmm(r));
+    else vmovups(dst, Zmm(r));
+  }
+
+  // y = x rounded to bf16 precision, as RoundBf16 does it (y != x).
+  void round_bf16(int y, int x) {
+    const Opmask nan(kScratchMask);
+    vpsrld(Zmm(y), Zmm(x), 16);
+    vpandd(Zmm(y), Zmm(y), Zmm(c_lsb_));
+    vpaddd(Zmm(y), Zmm(y), Zmm(c_bias_));
+    vpaddd(Zmm(y), Zmm(y), Zmm(x));
+    vcmpps(nan, Zmm(x), Zmm(x), kUnordered);
+    vpord(Zmm(scratch_), Zmm(x), Zmm(c_quiet_));
+    vmovdqa32(Zmm(y) | nan, Zmm(scratch_));
+    vpandd(Zmm(y), Zmm(y), Zmm(c_high_));
+  }
+
+  // max / min that return a NaN operand (a first), as MaxOp / MinOp do.
+  void max_min(bool is_max, int y, int a, int b) {
+    const Opmask nan(kScratchMask);
+    if (is_max) vmaxps(Zmm(y), Zmm(a), Zmm(b));
+    else vminps(Zmm(y), Zmm(a), Zmm(b));
+    vcmpps(nan, Zmm(b), Zmm(b), kUnordered);
+    vmovaps(Zmm(y) | nan, Zmm(b));
+    vcmpps(nan, Zmm(a), Zmm(a), kUnordered);
+    vmovaps(Zmm(y) | nan, Zmm(a));
+  }
+
+  // acc = x^e by squaring, the multiplications of IntegerPowTyped in its order.
+  void integer_pow(int y, int x, int64_t e) {
+    const uint64_t m = e < 0 ? uint64_t(-e) : uint64_t(e);
+    const int base = take_zmm();
+    vmovaps(Zmm(y), Zmm(c_one_));
+    vmovaps(Zmm(base), Zmm(x));
+    for (uint64_t k = m; k; k >>= 1) {
+      if (k & 1) vmulps(Zmm(y), Zmm(y), Zmm(base));
+      if (k >> 1) vmulps(Zmm(base), Zmm(base), Zmm(base));
+    }
+    if (e < 0) vdivps(Zmm(y), Zmm(c_one_), Zmm(y));
+    zmm_used_[size_t(base)] = false;
+  }
+
+  static int float_predicate(CompareOp op) {
+    switch (op) {
+      case CompareOp::eq: return 0x00;  // EQ_OQ
+      case CompareOp::ne: return 0x04;  // NEQ_UQ: NaN != anything
+      case CompareOp::lt: return 0x11;  // LT_OQ
+      case CompareOp::le: return 0x12;  // LE_OQ
+      case CompareOp::gt: return 0x1e;  // GT_OQ
+      case CompareOp::ge: return 0x1d;  // GE_OQ
+    }
+    return 0;
+  }
+  static int int_predicate(CompareOp op) {
+    switch (op) {
+      case CompareOp::eq: return 0;
+      case CompareOp::lt: return 1;
+      case CompareOp::le: return 2;
+      case CompareOp::ne: return 4;
+      case CompareOp::ge: return 5;
+      case CompareOp::gt: return 6;
+    }
+    return 0;
+  }
+
+  // Computes instruction `ins` from its operand registers into a new register.
+  int emit(const FusedInstr& ins, bool tail) {
+    std::vector<int> r;
+    for (int a : ins.args) r.push_back(value(a, tail));
+    if (ins.kind == FusedInstr::Kind::compare) {
+      const int k = take_mask();
+      if (lanes_of(p_, ins.args[0]) == Lanes::i32) vpcmpd(Opmask(k), Zmm(r[0]), Zmm(r[1]), int_predicate(CompareOp(ins.op)));
+      else vcmpps(Opmask(k), Zmm(r[0]), Zmm(r[1]), float_predicate(CompareOp(ins.op)));
+      return k;
+    }
+    const int y = take_zmm();
+    // With rounding, the raw result goes to a temporary first.
+    const int raw = rounds(ins) ? take_zmm() : y;
+    switch (ins.kind) {
+      case FusedInstr::Kind::unary:
+        switch (UnaryOp(ins.op)) {
+          case UnaryOp::neg: vxorps(Zmm(raw), Zmm(r[0]), Zmm(c_sign_)); break;
+          case UnaryOp::abs: vandps(Zmm(raw), Zmm(r[0]), Zmm(c_abs_)); break;
+          default: vsqrtps(Zmm(raw), Zmm(r[0])); break;
+        }
+        break;
+      case FusedInstr::Kind::binary:
+        switch (BinaryOp(ins.op)) {
+          case BinaryOp::add: vaddps(Zmm(raw), Zmm(r[0]), Zmm(r[1])); break;
+          case BinaryOp::sub: vsubps(Zmm(raw), Zmm(r[0]), Zmm(r[1])); break;
+          case BinaryOp::mul: vmulps(Zmm(raw), Zmm(r[0]), Zmm(r[1])); break;
+          case BinaryOp::div: vdivps(Zmm(raw), Zmm(r[0]), Zmm(r[1])); break;
+          case BinaryOp::max: max_min(true, raw, r[0], r[1]); break;
+          default: max_min(false, raw, r[0], r[1]); break;
+        }
+        break;
+      case FusedInstr::Kind::integer_pow: integer_pow(raw, r[0], ins.exponent); break;
+      case FusedInstr::Kind::convert: vmovaps(Zmm(raw), Zmm(r[0])); break;  // f32 -> bf16 then rounds
+      case FusedInstr::Kind::select_n: vblendmps(Zmm(raw) | Opmask(r[0]), Zmm(r[1]), Zmm(r[2])); break;
+      default: break;
+    }
+    if (raw != y) {
+      round_bf16(y, raw);
+      zmm_used_[size_t(raw)] = false;
+    }
+    return y;
+  }
+
+  void body(bool tail) {
+    reg_.clear();
+    zmm_used_.assign(size_t(pool_size_), false);
+    mask_used_.assign(size_t(kBoolMasks), false);
+    for (int i = b_; i < e_; ++i) {
+      const FusedInstr& ins = p_.instrs[size_t(i)];
+      const int y = emit(ins, tail);
+      reg_[ins.result] = y;
+      if (after_[size_t(ins.result)]) store(ins.result, y, tail);
+      for (int a : ins.args) {
+        if (last_read_[size_t(a)] == i) release(a);
+      }
+      if (last_read_[size_t(ins.result)] <= i) release(ins.result);
+    }
+  }
+
+  const FusedProgram& p_;
+  const int b_, e_;
+  std::vector<int> last_read_;
+  std::vector<bool> after_;
+  bool round_ = false, neg_ = false, abs_ = false, one_ = false;
+  int c_lsb_ = -1, c_bias_ = -1, c_quiet_ = -1, c_high_ = -1, c_sign_ = -1, c_abs_ = -1, c_one_ = -1;
+  int scratch_ = -1;
+  int pool_size_ = 0;
+  std::unordered_map<int, int> splat_;  // splat slot -> register (whole call)
+  std::unordered_map<int, int> reg_;    // slot -> register or mask (this iteration)
+  std::vector<bool> zmm_used_, mask_used_;
+};
+
+// The code of [begin, end), or null when its registers do not suffice.
+std::shared_ptr<RunGenerator> generate(const FusedProgram& p, int begin, int end) {
+  try {
+    return std::make_shared<RunGenerator>(p, begin, end);
+  } catch (const OutOfRegisters&) {
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+std::vector<FusedJitRun> compile_fused_runs(const FusedProgram& p) {
+  std::vector<FusedJitRun> runs;
+  if (!cpu_supports_jit()) return runs;
+  const int n = int(p.instrs.size());
+  for (int i = 0; i < n;) {
+    int end = i;
+    while (end < n && compilable(p, p.instrs[size_t(end)])) ++end;
+    if (end - i < kMinRun) {
+      i = std::max(end, i + 1);
+      continue;
+    }
+    // The longest prefix whose registers suffice; the rest is tried next.
+    for (int e = end; e - i >= kMinRun; --e) {
+      if (std::shared_ptr<RunGenerator> code = generate(p, i, e)) {
+        runs.push_back({i, e, code->getCode<void (*)(void* const*, int64_t)>(), code});
+        end = e;
+        break;
+      }
+    }
+    i = end;
+  }
+  return runs;
+}
+
+}  // namespace pax::cpu

@@ -1,0 +1,235 @@
+// Compiled runs of fused-loop instructions against the interpreter, bit for
+// bit (NaN payloads aside): f32 arithmetic with NaN, infinities, signed zeros and subnormals
+// (max / min, div, sqrt, integer_pow, neg / abs), comparisons of f32 and i32
+// into bool masks that are selected on and stored, splats, wide bf16 loops
+// that round every result, partial vectors, and programs too large for the
+// registers of one run.
+#include "pax/backend/cpu/fused_jit.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "pax/backend/cpu/fused_loop.h"
+#include "pax/core/dtype.h"
+
+namespace pax::cpu {
+namespace {
+
+struct Builder {
+  FusedProgram p;
+  int slot(FusedSlot::Kind kind, DType dtype, int arg = -1) {
+    FusedSlot s;
+    s.kind = kind;
+    s.dtype = dtype;
+    s.arg = arg;
+    p.slots.push_back(s);
+    return int(p.slots.size()) - 1;
+  }
+  int instr(FusedInstr::Kind kind, uint8_t op, DType dtype, DType out, std::vector<int> args, int64_t exponent = 0) {
+    FusedInstr ins;
+    ins.kind = kind;
+    ins.op = op;
+    ins.dtype = dtype;
+    ins.out_dtype = out;
+    ins.args = std::move(args);
+    ins.exponent = exponent;
+    ins.result = slot(FusedSlot::Kind::reg, out);
+    p.instrs.push_back(ins);
+    return ins.result;
+  }
+  int binary(BinaryOp op, int a, int b, DType t = DType::f32) {
+    return instr(FusedInstr::Kind::binary, uint8_t(op), t, t, {a, b});
+  }
+  int unary(UnaryOp op, int a, DType t = DType::f32) { return instr(FusedInstr::Kind::unary, uint8_t(op), t, t, {a}); }
+};
+
+// Values that exercise every special case, repeated over the domain.
+std::vector<float> specials(size_t n, int shift) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> base = {0.0f, -0.0f, 1.0f, -1.5f, 2.75f, inf, -inf, nan, 1e-40f, -3e-39f, 3.4e38f,
+                                   1e-20f, 0.3333f, -7.0f, 65504.0f, 0.5f, 1e30f, -2.0f, 3.0f};
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = base[(i * 7 + size_t(shift)) % base.size()] * (1.0f + float(i % 5) * 0.125f);
+  return v;
+}
+
+struct Output {
+  size_t bytes;
+  DType dtype;  // f32 and bf16 NaNs compare equal whatever their sign and payload
+};
+
+bool is_nan_at(const unsigned char* data, DType dtype, size_t i) {
+  if (dtype == DType::f32) {
+    float v;
+    std::memcpy(&v, data + i * 4, 4);
+    return std::isnan(v);
+  }
+  if (dtype == DType::bf16) {
+    uint16_t v;
+    std::memcpy(&v, data + i * 2, 2);
+    return std::isnan(bf16_to_float(v));
+  }
+  return false;
+}
+
+// Runs `p` compiled and interpreted and compares the outputs bit for bit,
+// except that a NaN may differ in sign and payload: which operand's NaN an
+// operation of two NaNs returns is up to the instruction order the C++
+// compiler picked for the kernel. Returns whether any run was compiled.
+bool same_both_ways(FusedProgram p, std::span<const void* const> in, const std::vector<Output>& outs) {
+  std::vector<std::vector<unsigned char>> a(outs.size()), b(outs.size());
+  std::vector<void*> pa, pb;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    a[k].assign(outs[k].bytes, 0xAB);
+    b[k].assign(outs[k].bytes, 0xAB);
+    pa.push_back(a[k].data());
+    pb.push_back(b[k].data());
+  }
+  run_fused(p, in, pa);
+  const bool compiled = !p.jit_runs.empty();
+  p.jit_runs.clear();
+  run_fused(p, in, pb);
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const size_t w = itemsize(outs[k].dtype);
+    for (size_t i = 0; i < outs[k].bytes / w; ++i) {
+      if (is_nan_at(a[k].data(), outs[k].dtype, i) && is_nan_at(b[k].data(), outs[k].dtype, i)) continue;
+      const bool same = std::memcmp(a[k].data() + i * w, b[k].data() + i * w, w) == 0;
+      EXPECT_TRUE(same) << "output " << k << " element " << i;
+      if (!same) return compiled;
+    }
+  }
+  return compiled;
+}
+
+bool jit_available() {
+  Builder b;
+  b.p.size = 4;
+  const int x = b.slot(FusedSlot::Kind::input, DType::f32, 0);
+  const int sq = b.binary(BinaryOp::mul, x, x);
+  b.p.stores.push_back({b.binary(BinaryOp::add, sq, sq), 0});  // not an accumulator chain
+  b.p.num_inputs = b.p.num_outputs = 1;
+  b.p.finalize();
+  return !b.p.jit_runs.empty();
+}
+
+TEST(FusedJit, F32ArithmeticMatchesTheInterpreter) {
+  if (!jit_available()) GTEST_SKIP() << "no AVX-512 (or PAX_FUSED_JIT=0): nothing is compiled";
+  for (int64_t n : {1, 15, 16, 17, 1000, 1031, 5000}) {
+    Builder b;
+    b.p.size = n;
+    const int x = b.slot(FusedSlot::Kind::input, DType::f32, 0);
+    const int y = b.slot(FusedSlot::Kind::input, DType::f32, 1);
+    const int c = b.slot(FusedSlot::Kind::splat, DType::f32, 2);
+    const int mx = b.binary(BinaryOp::max, x, y);
+    const int mn = b.binary(BinaryOp::min, mx, c);
+    const int q = b.binary(BinaryOp::div, b.binary(BinaryOp::mul, x, y), y);
+    const int r = b.unary(UnaryOp::neg, b.unary(UnaryOp::sqrt, b.unary(UnaryOp::abs, q)));
+    const int cube = b.instr(FusedInstr::Kind::integer_pow, 0, DType::f32, DType::f32, {r}, 3);
+    const int inv = b.instr(FusedInstr::Kind::integer_pow, 0, DType::f32, DType::f32, {b.binary(BinaryOp::sub, x, c)}, -2);
+    const int lt = b.instr(FusedInstr::Kind::compare, uint8_t(CompareOp::lt), DType::f32, DType::bool_, {x, y});
+    const int ne = b.instr(FusedInstr::Kind::compare, uint8_t(CompareOp::ne), DType::f32, DType::bool_, {x, x});
+    const int sel = b.instr(FusedInstr::Kind::select_n, 0, DType::bool_, DType::f32, {lt, cube, inv});
+    const int sel2 = b.instr(FusedInstr::Kind::select_n, 0, DType::bool_, DType::f32, {ne, sel, mn});
+    const int z = b.binary(BinaryOp::add, sel2, mn);
+    b.p.stores = {{z, 0}, {mn, 1}, {lt, 2}, {ne, 3}};
+    b.p.num_inputs = 3;
+    b.p.num_outputs = 4;
+    b.p.finalize();
+    const std::vector<float> xv = specials(size_t(n), 0), yv = specials(size_t(n), 5);
+    const float cv = 0.75f;
+    const void* in[] = {xv.data(), yv.data(), &cv};
+    EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * 4, DType::f32}, {size_t(n) * 4, DType::f32}, {size_t(n), DType::bool_}, {size_t(n), DType::bool_}})) << n;
+  }
+}
+
+TEST(FusedJit, IntegerComparisonsSelectAndBoolInputs) {
+  if (!jit_available()) GTEST_SKIP() << "no AVX-512 (or PAX_FUSED_JIT=0): nothing is compiled";
+  const int64_t n = 777;
+  Builder b;
+  b.p.size = n;
+  const int ids = b.slot(FusedSlot::Kind::input, DType::i32, 0);
+  const int label = b.slot(FusedSlot::Kind::splat, DType::i32, 1);
+  const int x = b.slot(FusedSlot::Kind::input, DType::f32, 2);
+  const int keep = b.slot(FusedSlot::Kind::input, DType::bool_, 3);
+  const int one = b.slot(FusedSlot::Kind::splat, DType::f32, 4);
+  const int hit = b.instr(FusedInstr::Kind::compare, uint8_t(CompareOp::eq), DType::i32, DType::bool_, {ids, label});
+  const int ge = b.instr(FusedInstr::Kind::compare, uint8_t(CompareOp::ge), DType::i32, DType::bool_, {ids, label});
+  const int shifted = b.binary(BinaryOp::sub, x, one);
+  const int a = b.instr(FusedInstr::Kind::select_n, 0, DType::bool_, DType::f32, {hit, x, shifted});
+  const int m = b.instr(FusedInstr::Kind::select_n, 0, DType::bool_, DType::f32, {keep, one, a});
+  b.p.stores = {{b.binary(BinaryOp::mul, m, x), 0}, {ge, 1}};
+  b.p.num_inputs = 5;
+  b.p.num_outputs = 2;
+  b.p.finalize();
+  std::vector<int32_t> idv(static_cast<size_t>(n));
+  std::vector<unsigned char> keepv(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    idv[size_t(i)] = int32_t(i % 50) - 20;
+    keepv[size_t(i)] = i % 3 == 0;
+  }
+  const int32_t lab = 7;
+  const std::vector<float> xv = specials(size_t(n), 2);
+  const float onev = 1.0f;
+  const void* in[] = {idv.data(), &lab, xv.data(), keepv.data(), &onev};
+  EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * 4, DType::f32}, {size_t(n), DType::bool_}}));
+}
+
+TEST(FusedJit, WideBf16RoundsEveryResult) {
+  if (!jit_available()) GTEST_SKIP() << "no AVX-512 (or PAX_FUSED_JIT=0): nothing is compiled";
+  const int64_t n = 2085;
+  Builder b;
+  b.p.size = n;
+  const DType h = DType::bf16;
+  const int x = b.slot(FusedSlot::Kind::input, h, 0);
+  const int y = b.slot(FusedSlot::Kind::input, h, 1);
+  const int s = b.binary(BinaryOp::add, x, y, h);
+  const int t = b.binary(BinaryOp::mul, s, x, h);
+  const int mx = b.binary(BinaryOp::max, t, y, h);
+  const int f = b.instr(FusedInstr::Kind::convert, 0, h, DType::f32, {mx});
+  const int g = b.binary(BinaryOp::div, f, b.instr(FusedInstr::Kind::convert, 0, h, DType::f32, {y}));
+  const int back = b.instr(FusedInstr::Kind::convert, 0, DType::f32, h, {g});
+  const int sq = b.instr(FusedInstr::Kind::integer_pow, 0, h, h, {back}, 2);
+  const int lt = b.instr(FusedInstr::Kind::compare, uint8_t(CompareOp::lt), h, DType::bool_, {x, y});
+  const int sel = b.instr(FusedInstr::Kind::select_n, 0, DType::bool_, h, {lt, sq, t});
+  b.p.stores = {{sel, 0}, {g, 1}};
+  b.p.num_inputs = 2;
+  b.p.num_outputs = 2;
+  b.p.finalize();
+  ASSERT_TRUE(b.p.wide_bf16);
+  std::vector<uint16_t> xv(static_cast<size_t>(n)), yv(static_cast<size_t>(n));
+  const std::vector<float> xf = specials(size_t(n), 1), yf = specials(size_t(n), 4);
+  for (size_t i = 0; i < size_t(n); ++i) {
+    xv[i] = float_to_bf16(xf[i] * 1.0078125f);
+    yv[i] = float_to_bf16(yf[i]);
+  }
+  const void* in[] = {xv.data(), yv.data()};
+  EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * 2, DType::bf16}, {size_t(n) * 4, DType::f32}}));
+}
+
+TEST(FusedJit, ProgramsLargerThanTheRegistersAreSplit) {
+  if (!jit_available()) GTEST_SKIP() << "no AVX-512 (or PAX_FUSED_JIT=0): nothing is compiled";
+  // 40 values all live until a final sum: more than one run's registers.
+  const int64_t n = 300;
+  Builder b;
+  b.p.size = n;
+  const int x = b.slot(FusedSlot::Kind::input, DType::f32, 0);
+  std::vector<int> vals;
+  int v = x;
+  for (int i = 0; i < 40; ++i) vals.push_back(v = b.binary(i % 2 ? BinaryOp::mul : BinaryOp::add, v, x));
+  int sum = vals[0];
+  for (size_t i = 1; i < vals.size(); ++i) sum = b.binary(BinaryOp::add, sum, vals[vals.size() - i]);
+  b.p.stores = {{sum, 0}};
+  b.p.num_inputs = b.p.num_outputs = 1;
+  b.p.finalize();
+  EXPECT_GE(b.p.jit_runs.size(), 2u);
+  const std::vector<float> xv = specials(size_t(n), 3);
+  const void* in[] = {xv.data()};
+  EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * 4, DType::f32}}));
+}
+
+}  // namespace
+}  // namespace pax::cpu
