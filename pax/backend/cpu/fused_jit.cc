@@ -1,11 +1,12 @@
 // Code generation for runs of fused-loop instructions (see fused_jit.h): the
 // choice of runs, register allocation over a run, and the AVX-512 sequence of
-// each instruction.
+// each instruction (exp: the operations of Highway's f32 Exp, in its order).
 #include "pax/backend/cpu/fused_jit.h"
 
 #include <xbyak/xbyak.h>
 #include <xbyak/xbyak_util.h>
 
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
@@ -24,8 +25,9 @@ constexpr int kMinRun = 2;            // shorter runs stay interpreted
 constexpr size_t kCodeBytes = 1 << 16;
 constexpr int kTailMask = 7;          // k7: the lanes of the last, partial vector
 constexpr int kScratchMask = 6;       // k6: NaN lanes inside max / min / rounding
-constexpr int kFirstBoolMask = 1;     // k1..k5 hold bool values
-constexpr int kBoolMasks = 5;
+constexpr int kExpLiveMask = 5;       // k5: inside exp, the lanes not flushed to zero
+constexpr int kFirstBoolMask = 1;     // k1..k4 hold bool values
+constexpr int kBoolMasks = 4;
 constexpr int kUnordered = 3;         // vcmpps predicate: either operand NaN
 
 // How a slot's values sit in registers: f32 lanes (f32, or bf16 held wide),
@@ -46,8 +48,8 @@ bool compilable(const FusedProgram& p, const FusedInstr& ins) {
   switch (ins.kind) {
     case FusedInstr::Kind::unary: {
       const UnaryOp op = UnaryOp(ins.op);
-      return (op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::sqrt) && lanes(0) == Lanes::f32 &&
-             out == Lanes::f32;
+      return (op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::sqrt || op == UnaryOp::exp) &&
+             lanes(0) == Lanes::f32 && out == Lanes::f32;
     }
     case FusedInstr::Kind::binary: {
       const BinaryOp op = BinaryOp(ins.op);
@@ -69,6 +71,32 @@ bool compilable(const FusedProgram& p, const FusedInstr& ins) {
   return false;
 }
 
+// The constants of exp (ExpOp over Highway's f32 Exp), read as broadcast
+// memory operands.
+enum ExpConstant {
+  kExpHi, kExpLo, kExpNegZero, kExpHalf, kExpOneOverLn2, kExpLn2Part0, kExpLn2Part1,
+  kExpC0, kExpC1, kExpC2, kExpC3, kExpC4, kExpC5, kExpOne, kExpLowerBound, kExpInf, kExpBias, kExpCount
+};
+alignas(64) const uint32_t kExpTable[kExpCount] = {
+    std::bit_cast<uint32_t>(88.72283935546875f),            // overflows above
+    std::bit_cast<uint32_t>(-105.0f),                        // clamped below
+    0x80000000u,
+    std::bit_cast<uint32_t>(0.5f),
+    std::bit_cast<uint32_t>(1.442695040888963407359924681f),
+    std::bit_cast<uint32_t>(-0.693145751953125f),
+    std::bit_cast<uint32_t>(-1.428606765330187045e-6f),
+    std::bit_cast<uint32_t>(+0.5f),
+    std::bit_cast<uint32_t>(+0.166666671633720397949219f),
+    std::bit_cast<uint32_t>(+0.0416664853692054748535156f),
+    std::bit_cast<uint32_t>(+0.00833336077630519866943359f),
+    std::bit_cast<uint32_t>(+0.00139304355252534151077271f),
+    std::bit_cast<uint32_t>(+0.000198527617612853646278381f),
+    std::bit_cast<uint32_t>(1.0f),
+    std::bit_cast<uint32_t>(-104.0f),                        // Exp is zero below
+    0x7f800000u,                                             // +inf
+    0x7fu,                                                   // exponent bias (i32)
+};
+
 bool cpu_supports_jit() {
   static const bool ok = [] {
     const char* env = std::getenv("PAX_FUSED_JIT");
@@ -85,20 +113,36 @@ struct OutOfRegisters {};
 
 class RunGenerator : public Xbyak::CodeGenerator {
  public:
-  RunGenerator(const FusedProgram& p, int begin, int end) : Xbyak::CodeGenerator(kCodeBytes), p_(p), b_(begin), e_(end) {
+  // unroll: vectors per iteration of the main loop (1 or 2); two give the
+  // out-of-order core independent work to overlap long dependency chains.
+  RunGenerator(const FusedProgram& p, int begin, int end, int unroll)
+      : Xbyak::CodeGenerator(kCodeBytes), p_(p), b_(begin), e_(end) {
     analyse();
     prologue();
-    // Full vectors, then the partial one under the tail mask.
-    Xbyak::Label full, tail, done;
+    // Iterations of `unroll` vectors, then single vectors, then the partial
+    // one under the tail mask.
+    Xbyak::Label pairs, singles, tail, done;
     xor_(rcx, rcx);
+    if (unroll == 2) {
+      mov(rdx, rsi);
+      and_(rdx, ~int64_t(2 * kLanes - 1));
+      L(pairs);
+      cmp(rcx, rdx);
+      jge(singles, T_NEAR);
+      body(false, 2);
+      add(rcx, 2 * kLanes);
+      jmp(pairs, T_NEAR);
+    }
+    L(singles);
     mov(rdx, rsi);
     and_(rdx, ~int64_t(kLanes - 1));
-    L(full);
+    Xbyak::Label single;
+    L(single);
     cmp(rcx, rdx);
     jge(tail, T_NEAR);
-    body(false);
+    body(false, 1);
     add(rcx, kLanes);
-    jmp(full, T_NEAR);
+    jmp(single, T_NEAR);
     L(tail);
     cmp(rcx, rsi);
     jge(done, T_NEAR);
@@ -107,7 +151,7 @@ class RunGenerator : public Xbyak::CodeGenerator {
     mov(r8d, 0xffff);
     bzhi(r8d, r8d, eax);
     kmovw(Opmask(kTailMask), r8d);
-    body(true);
+    body(true, 1);
     L(done);
     vzeroupper();
     ret();
@@ -199,40 +243,42 @@ class RunGenerator : public Xbyak::CodeGenerator {
     throw OutOfRegisters{};
   }
 
-  Xbyak::Address at(int slot) {
+  // Vector u of this iteration in the slot's memory.
+  Xbyak::Address at(int slot, int u) {
     mov(r9, ptr[rdi + slot * 8]);
-    return p_.reg_width(p_.slots[size_t(slot)]) == 1 ? ptr[r9 + rcx] : ptr[r9 + rcx * 4];
+    return p_.reg_width(p_.slots[size_t(slot)]) == 1 ? ptr[r9 + rcx + u * kLanes] : ptr[r9 + rcx * 4 + u * 4 * kLanes];
   }
 
-  // The register holding a slot's value in this iteration (loaded on first use).
-  int value(int slot, bool tail) {
+  // The register holding a slot's value in vector u of this iteration
+  // (loaded on first use).
+  int value(int slot, bool tail, int u) {
     if (auto it = splat_.find(slot); it != splat_.end()) return it->second;
-    if (auto it = reg_.find(slot); it != reg_.end()) return it->second;
+    if (auto it = reg_[u].find(slot); it != reg_[u].end()) return it->second;
     if (lanes_of(p_, slot) == Lanes::mask) {
       const int k = take_mask();
-      const Xbyak::Address src = at(slot);
+      const Xbyak::Address src = at(slot, u);
       if (tail) vmovdqu8(Xmm(scratch_) | Opmask(kTailMask) | T_z, src);
       else vmovdqu8(Xmm(scratch_), src);
       vptestmb(Opmask(k), Xmm(scratch_), Xmm(scratch_));
-      return reg_[slot] = k;
+      return reg_[u][slot] = k;
     }
     const int z = take_zmm();
-    const Xbyak::Address src = at(slot);
+    const Xbyak::Address src = at(slot, u);
     if (tail) vmovups(Zmm(z) | Opmask(kTailMask) | T_z, src);
     else vmovups(Zmm(z), src);
-    return reg_[slot] = z;
+    return reg_[u][slot] = z;
   }
 
-  void release(int slot) {
-    auto it = reg_.find(slot);
-    if (it == reg_.end()) return;
+  void release(int slot, int u) {
+    auto it = reg_[u].find(slot);
+    if (it == reg_[u].end()) return;
     if (lanes_of(p_, slot) == Lanes::mask) mask_used_[size_t(it->second - kFirstBoolMask)] = false;
     else zmm_used_[size_t(it->second)] = false;
-    reg_.erase(it);
+    reg_[u].erase(it);
   }
 
-  void store(int slot, int r, bool tail) {
-    const Xbyak::Address dst = at(slot);
+  void store(int slot, int r, bool tail, int u) {
+    const Xbyak::Address dst = at(slot, u);
     if (lanes_of(p_, slot) == Lanes::mask) {
       vpmovm2b(Xmm(scratch_), Opmask(r));
       vpabsb(Xmm(scratch_), Xmm(scratch_));  // 0xff -> 1
@@ -282,6 +328,60 @@ class RunGenerator : public Xbyak::CodeGenerator {
     zmm_used_[size_t(base)] = false;
   }
 
+  // y = exp(x) exactly as ExpOp computes it: x clamped to [lo, hi], Highway's
+  // Exp (q = trunc(c / ln2 +- 0.5), c - q ln2 in two parts, the Estrin
+  // polynomial, 2^q in two halves, zero below -104), inf above hi, NaN kept.
+  void exp_f32(int y, int x) {
+    auto k = [&](ExpConstant c) { return ptr_b[r10 + int(c) * 4]; };
+    const Opmask m(kScratchMask);
+    const int c = take_zmm(), q = take_zmm(), r = take_zmm(), x2 = take_zmm(), x4 = take_zmm(), t = take_zmm(),
+              b = take_zmm();
+    const Opmask live(kExpLiveMask);
+    mov(r10, reinterpret_cast<size_t>(kExpTable));
+    vminps(Zmm(c), Zmm(x), k(kExpHi));
+    vmaxps(Zmm(c), Zmm(c), k(kExpLo));
+    // Lanes below -104 come out zero whatever is computed for them: they
+    // compute exp(0) instead, which keeps the multiplications of 2^q out of
+    // the subnormal range (slow on some CPUs; masked logits hit it).
+    vcmpps(live, Zmm(c), k(kExpLowerBound), 0x1d);  // GE_OQ
+    vmovaps(Zmm(c) | live | T_z, Zmm(c));
+    vandps(Zmm(t), Zmm(c), k(kExpNegZero));
+    vorps(Zmm(t), Zmm(t), k(kExpHalf));
+    vmovaps(Zmm(r), Zmm(c));
+    vfmadd132ps(Zmm(r), Zmm(t), k(kExpOneOverLn2));  // c / ln2 + (+-0.5)
+    vcvttps2dq(Zmm(q), Zmm(r));
+    vcvtdq2ps(Zmm(t), Zmm(q));
+    vmovaps(Zmm(r), Zmm(t));
+    vfmadd132ps(Zmm(r), Zmm(c), k(kExpLn2Part0));  // qf * ln2_0 + c
+    vfmadd231ps(Zmm(r), Zmm(t), k(kExpLn2Part1));  // qf * ln2_1 + that
+    vmulps(Zmm(x2), Zmm(r), Zmm(r));
+    vmulps(Zmm(x4), Zmm(x2), Zmm(x2));
+    vbroadcastss(Zmm(t), dword[r10 + kExpC4 * 4]);
+    vfmadd231ps(Zmm(t), Zmm(r), k(kExpC5));  // c5 r + c4
+    vbroadcastss(Zmm(b), dword[r10 + kExpC2 * 4]);
+    vfmadd231ps(Zmm(b), Zmm(r), k(kExpC3));  // c3 r + c2
+    vbroadcastss(Zmm(y), dword[r10 + kExpC0 * 4]);
+    vfmadd231ps(Zmm(y), Zmm(r), k(kExpC1));  // c1 r + c0
+    vfmadd231ps(Zmm(y), Zmm(x2), Zmm(b));    // r^2 (c3 r + c2) + (c1 r + c0)
+    vfmadd231ps(Zmm(y), Zmm(x4), Zmm(t));    // r^4 (c5 r + c4) + that
+    vfmadd213ps(Zmm(y), Zmm(x2), Zmm(r));    // poly r^2 + r
+    vaddps(Zmm(y), Zmm(y), k(kExpOne));
+    vpsrad(Zmm(t), Zmm(q), 1);                // 2^q as 2^(q/2) 2^(q - q/2)
+    vpsubd(Zmm(q), Zmm(q), Zmm(t));
+    vpaddd(Zmm(t), Zmm(t), k(kExpBias));
+    vpslld(Zmm(t), Zmm(t), 23);
+    vpaddd(Zmm(q), Zmm(q), k(kExpBias));
+    vpslld(Zmm(q), Zmm(q), 23);
+    vmulps(Zmm(y), Zmm(y), Zmm(t));
+    vmulps(Zmm(y), Zmm(y), Zmm(q));
+    vmovaps(Zmm(y) | live | T_z, Zmm(y));
+    vcmpps(m, Zmm(x), k(kExpHi), 0x1e);          // GT_OQ
+    vbroadcastss(Zmm(y) | m, dword[r10 + kExpInf * 4]);
+    vcmpps(m, Zmm(x), Zmm(x), kUnordered);
+    vmovaps(Zmm(y) | m, Zmm(x));
+    for (int z : {c, q, r, x2, x4, t, b}) zmm_used_[size_t(z)] = false;
+  }
+
   static int float_predicate(CompareOp op) {
     switch (op) {
       case CompareOp::eq: return 0x00;  // EQ_OQ
@@ -306,9 +406,9 @@ class RunGenerator : public Xbyak::CodeGenerator {
   }
 
   // Computes instruction `ins` from its operand registers into a new register.
-  int emit(const FusedInstr& ins, bool tail) {
+  int emit(const FusedInstr& ins, bool tail, int u) {
     std::vector<int> r;
-    for (int a : ins.args) r.push_back(value(a, tail));
+    for (int a : ins.args) r.push_back(value(a, tail, u));
     if (ins.kind == FusedInstr::Kind::compare) {
       const int k = take_mask();
       if (lanes_of(p_, ins.args[0]) == Lanes::i32) vpcmpd(Opmask(k), Zmm(r[0]), Zmm(r[1]), int_predicate(CompareOp(ins.op)));
@@ -323,6 +423,7 @@ class RunGenerator : public Xbyak::CodeGenerator {
         switch (UnaryOp(ins.op)) {
           case UnaryOp::neg: vxorps(Zmm(raw), Zmm(r[0]), Zmm(c_sign_)); break;
           case UnaryOp::abs: vandps(Zmm(raw), Zmm(r[0]), Zmm(c_abs_)); break;
+          case UnaryOp::exp: exp_f32(raw, r[0]); break;
           default: vsqrtps(Zmm(raw), Zmm(r[0])); break;
         }
         break;
@@ -348,19 +449,24 @@ class RunGenerator : public Xbyak::CodeGenerator {
     return y;
   }
 
-  void body(bool tail) {
-    reg_.clear();
+  // One iteration: each instruction for vector 0, then for vector 1, ...
+  void body(bool tail, int unroll) {
+    for (auto& m : reg_) m.clear();
     zmm_used_.assign(size_t(pool_size_), false);
     mask_used_.assign(size_t(kBoolMasks), false);
     for (int i = b_; i < e_; ++i) {
       const FusedInstr& ins = p_.instrs[size_t(i)];
-      const int y = emit(ins, tail);
-      reg_[ins.result] = y;
-      if (after_[size_t(ins.result)]) store(ins.result, y, tail);
-      for (int a : ins.args) {
-        if (last_read_[size_t(a)] == i) release(a);
+      for (int u = 0; u < unroll; ++u) {
+        const int y = emit(ins, tail, u);
+        reg_[u][ins.result] = y;
+        if (after_[size_t(ins.result)]) store(ins.result, y, tail, u);
       }
-      if (last_read_[size_t(ins.result)] <= i) release(ins.result);
+      for (int u = 0; u < unroll; ++u) {
+        for (int a : ins.args) {
+          if (last_read_[size_t(a)] == i) release(a, u);
+        }
+        if (last_read_[size_t(ins.result)] <= i) release(ins.result, u);
+      }
     }
   }
 
@@ -373,17 +479,20 @@ class RunGenerator : public Xbyak::CodeGenerator {
   int scratch_ = -1;
   int pool_size_ = 0;
   std::unordered_map<int, int> splat_;  // splat slot -> register (whole call)
-  std::unordered_map<int, int> reg_;    // slot -> register or mask (this iteration)
+  std::unordered_map<int, int> reg_[2];  // per vector of the iteration: slot -> register or mask
   std::vector<bool> zmm_used_, mask_used_;
 };
 
-// The code of [begin, end), or null when its registers do not suffice.
+// The code of [begin, end), two vectors per iteration where the registers
+// allow it, else one; null when even one does not fit.
 std::shared_ptr<RunGenerator> generate(const FusedProgram& p, int begin, int end) {
-  try {
-    return std::make_shared<RunGenerator>(p, begin, end);
-  } catch (const OutOfRegisters&) {
-    return nullptr;
+  for (int unroll : {2, 1}) {
+    try {
+      return std::make_shared<RunGenerator>(p, begin, end, unroll);
+    } catch (const OutOfRegisters&) {
+    }
   }
+  return nullptr;
 }
 
 }  // namespace

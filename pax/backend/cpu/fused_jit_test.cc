@@ -1,6 +1,6 @@
 // Compiled runs of fused-loop instructions against the interpreter, bit for
 // bit (NaN payloads aside): f32 arithmetic with NaN, infinities, signed zeros and subnormals
-// (max / min, div, sqrt, integer_pow, neg / abs), comparisons of f32 and i32
+// (max / min, div, sqrt, exp, integer_pow, neg / abs), comparisons of f32 and i32
 // into bool masks that are selected on and stored, splats, wide bf16 loops
 // that round every result, partial vectors, and programs too large for the
 // registers of one run.
@@ -143,6 +143,32 @@ TEST(FusedJit, F32ArithmeticMatchesTheInterpreter) {
     const float cv = 0.75f;
     const void* in[] = {xv.data(), yv.data(), &cv};
     EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * 4, DType::f32}, {size_t(n) * 4, DType::f32}, {size_t(n), DType::bool_}, {size_t(n), DType::bool_}})) << n;
+  }
+}
+
+TEST(FusedJit, ExpOverItsWholeRange) {
+  if (!jit_available()) GTEST_SKIP() << "no AVX-512 (or PAX_FUSED_JIT=0): nothing is compiled";
+  // -110 to 95 in steps that hit many exponents and the subnormal results,
+  // then the special values.
+  std::vector<float> xv;
+  for (float v = -110.0f; v < 95.0f; v += 0.0137f) xv.push_back(v);
+  for (float v : specials(40, 0)) xv.push_back(v);
+  const int64_t n = int64_t(xv.size());
+  for (DType t : {DType::f32, DType::bf16}) {
+    Builder b;
+    b.p.size = n;
+    const int x = b.slot(FusedSlot::Kind::input, t, 0);
+    const int e = b.unary(UnaryOp::exp, x, t);
+    const int s = b.binary(BinaryOp::sub, e, x, t);  // a second op: wide bf16 registers
+    b.p.stores = {{b.unary(UnaryOp::exp, s, t), 0}, {e, 1}};
+    b.p.num_inputs = 1;
+    b.p.num_outputs = 2;
+    b.p.finalize();
+    std::vector<uint16_t> xh(xv.size());
+    for (size_t i = 0; i < xv.size(); ++i) xh[i] = float_to_bf16(xv[i]);
+    const void* in[] = {t == DType::f32 ? static_cast<const void*>(xv.data()) : xh.data()};
+    const size_t w = itemsize(t);
+    EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * w, t}, {size_t(n) * w, t}})) << dtype_name(t);
   }
 }
 
