@@ -355,12 +355,6 @@ RunResult run_train(Job& job) {
   if (std::optional<int64_t> resumed =
           restore_for_training(job, mgr, state, *train_input, stopper, early_stopping))
     out << "resumed from " << job.path("checkpoints") << " at step " << *resumed << "\n";
-  RunResult result;
-  if (stopper.should_stop) {  // the restored run had already stopped early: nothing more to train
-    result.early_stopped = true;
-    out << "early stopping: the run had stopped at step " << state.step.astype(DType::i64).item<int64_t>() << ": "
-        << settings.early_stopping_metric << " had not improved for " << stopper.patience_count << " evaluations\n";
-  }
   // Written once the checkpoint (if any) has restored into this config, so
   // that config.json always describes the checkpoints beside it.
   job.write_job_files();
@@ -371,6 +365,12 @@ RunResult run_train(Job& job) {
       << job.processes << (job.processes == 1 ? " process)\n" : " processes)\n");
   int64_t step = state.step.astype(DType::i64).item<int64_t>();
   const int64_t total = settings.num_train_steps;
+  RunResult result;
+  if (stopper.should_stop) {  // the restored run had already stopped early: nothing more to train
+    result.early_stopped = true;
+    out << "early stopping: the run had stopped at step " << step << ": " << settings.early_stopping_metric
+        << " had not improved for " << stopper.patience_count << " evaluations\n";
+  }
 
   std::optional<train::JobSummaries> summaries;
   if (job.chief()) summaries.emplace(job.options.job_dir, train::JobSummaries::Options{.title = job.options.experiment_name});

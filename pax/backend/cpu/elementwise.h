@@ -23,6 +23,13 @@ enum class BinaryOp : uint8_t {
 
 enum class CompareOp : uint8_t { eq, ne, lt, le, gt, ge };
 
+// The f32 exp kernel's argument range: exp overflows to inf above the upper
+// end, and arguments below the lower end are clamped to it (Highway's
+// approximation is valid down to there). Shared with the fused-loop code
+// generator, which computes exp as the kernel does.
+inline constexpr float kExpF32ArgMax = 88.72283935546875f;
+inline constexpr float kExpF32ArgMin = -105.0f;
+
 // y[i] = op(x[i]); x and y may alias.
 void unary(UnaryOp op, DType dtype, const void* x, void* y, size_t n);
 // y[i] = op(a[i], b[i]).

@@ -225,8 +225,8 @@ struct SignOp {
 // exp overflows above `hi`; Highway's approximation is valid down to `lo`.
 template <class T>
 struct ExpRange {
-  static constexpr T hi = sizeof(T) == 4 ? T(88.72283935546875) : T(709.782712893384);
-  static constexpr T lo = sizeof(T) == 4 ? T(-105) : T(-1001);
+  static constexpr T hi = sizeof(T) == 4 ? T(kExpF32ArgMax) : T(709.782712893384);
+  static constexpr T lo = sizeof(T) == 4 ? T(kExpF32ArgMin) : T(-1001);
 };
 template <class D, class V>
 HWY_INLINE V ClampExpArg(D d, V x) {

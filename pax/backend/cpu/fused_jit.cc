@@ -78,8 +78,8 @@ enum ExpConstant {
   kExpC0, kExpC1, kExpC2, kExpC3, kExpC4, kExpC5, kExpOne, kExpLowerBound, kExpInf, kExpBias, kExpCount
 };
 alignas(64) const uint32_t kExpTable[kExpCount] = {
-    std::bit_cast<uint32_t>(88.72283935546875f),            // overflows above
-    std::bit_cast<uint32_t>(-105.0f),                        // clamped below
+    std::bit_cast<uint32_t>(kExpF32ArgMax),
+    std::bit_cast<uint32_t>(kExpF32ArgMin),
     0x80000000u,
     std::bit_cast<uint32_t>(0.5f),
     std::bit_cast<uint32_t>(1.442695040888963407359924681f),
