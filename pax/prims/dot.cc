@@ -1,7 +1,8 @@
 // dot_general: the shape/dtype rule and the CPU kernel. The kernel views the
 // operation as a batched matmul (batch, m, k) x (batch, k, n) -> (batch, m, n)
 // over strided views of the operands, so transposed operands (A^T B, A B^T of
-// backprop, attention's contracting of the last axes) need no copy; operands
+// backprop, attention's contracting of the last axes) need no copy; batch axes
+// may form two strided dimensions (attention's batch and heads); operands
 // whose axes cannot be merged into such a view are transposed first.
 #include <algorithm>
 #include <cstring>
@@ -153,6 +154,29 @@ std::optional<int64_t> merged_stride(const AxisGroup& g) {
   return stride ? stride : std::optional<int64_t>(0);
 }
 
+// The first `count` axes of g (from the front), or the rest (from `count` on).
+AxisGroup axes_before(const AxisGroup& g, size_t count) {
+  return {{g.sizes.begin(), g.sizes.begin() + ptrdiff_t(count)}, {g.strides.begin(), g.strides.begin() + ptrdiff_t(count)}};
+}
+AxisGroup axes_from(const AxisGroup& g, size_t count) {
+  return {{g.sizes.begin() + ptrdiff_t(count), g.sizes.end()}, {g.strides.begin() + ptrdiff_t(count), g.strides.end()}};
+}
+
+// Where the paired batch axes of both operands split into two runs that each
+// merge to one stride (attention's batch and heads axes of (batch, seq, heads,
+// dim) arrays, with the sequence axis between them); none when one run would
+// be trivial or no split works.
+std::optional<size_t> two_run_batch_split(const AxisGroup& a, const AxisGroup& b) {
+  for (size_t j = 1; j < a.sizes.size(); ++j) {
+    const AxisGroup a0 = axes_before(a, j), a1 = axes_from(a, j), b0 = axes_before(b, j), b1 = axes_from(b, j);
+    if (a0.numel() > 1 && a1.numel() > 1 && merged_stride(a0) && merged_stride(a1) && merged_stride(b0) &&
+        merged_stride(b1)) {
+      return j;
+    }
+  }
+  return std::nullopt;
+}
+
 // One operand as (batch, rows, cols) groups.
 struct Operand {
   const TensorView* view;
@@ -253,19 +277,33 @@ void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::sp
                           shape.m * shape.n, shape.n, 1};
 
   // First with the operands in place where their axes merge into a strided
-  // view, then with both contiguous (always supported).
+  // view (the batch axes into one stride, or two when the split allows),
+  // then with both contiguous (always supported).
+  const bool one_batch_stride = merged_stride(a.batch) && merged_stride(b.batch);
+  const std::optional<size_t> split = one_batch_stride ? std::nullopt : two_run_batch_split(a.batch, b.batch);
   auto attempt = [&](bool force_contiguous) {
     std::shared_ptr<Buffer> abuf, bbuf;
+    cpu::GemmShape g = shape;
+    cpu::MatrixView cv = c;
+    if (split && !force_contiguous) {
+      g.inner_batch = axes_from(a.batch, *split).numel();
+      cv.batch_stride = g.inner_batch * shape.m * shape.n;
+      cv.inner_batch_stride = shape.m * shape.n;
+    }
     auto view = [&](const Operand& op, std::shared_ptr<Buffer>& keep, int64_t rows, int64_t cols) {
-      auto sb = merged_stride(op.batch), sr = merged_stride(op.rows), sc = merged_stride(op.cols);
-      if (!force_contiguous && op.view->dtype == cd && sb && sr && sc) {
-        return cpu::MatrixView{op.view->data, cd, *sb, *sr, *sc};
+      auto sr = merged_stride(op.rows), sc = merged_stride(op.cols);
+      const bool in_place = !force_contiguous && op.view->dtype == cd && sr && sc;
+      if (in_place && g.inner_batch > 1) {
+        return cpu::MatrixView{op.view->data, cd, *merged_stride(axes_before(op.batch, *split)), *sr, *sc,
+                               *merged_stride(axes_from(op.batch, *split))};
       }
-      return cpu::MatrixView{const_cast<void*>(contiguous_operand(op, cd, keep)), cd, rows * cols, cols, 1};
+      if (auto sb = merged_stride(op.batch); in_place && sb) return cpu::MatrixView{op.view->data, cd, *sb, *sr, *sc};
+      const void* data = contiguous_operand(op, cd, keep);
+      return cpu::MatrixView{const_cast<void*>(data), cd, g.inner_batch * rows * cols, cols, 1, rows * cols};
     };
     const cpu::MatrixView av = view(a, abuf, shape.m, shape.k);
     const cpu::MatrixView bv = view(b, bbuf, shape.k, shape.n);
-    return cpu::gemm_dnnl(shape, av, bv, c);
+    return cpu::gemm_dnnl(g, av, bv, cv);
   };
   PAX_CHECK(attempt(false) || attempt(true), "dot_general: oneDNN has no matmul for ", dtype_name(cd),
             " operands on this CPU");

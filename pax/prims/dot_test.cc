@@ -113,6 +113,32 @@ TEST(DotGeneral, BatchInTheMiddleAndLast) {
   check_dot({2, 3, 4, 5}, {3, 2, 5, 6}, {{3}, {2}, {1, 0}, {0, 1}}, {3, 2, 4, 6});
 }
 
+// Attention over (batch, seq, heads, dim) arrays: the batch axes (batch,
+// heads) have the sequence axis between them, so they are two strided batch
+// dimensions of one product (or copied, when an operand's other axes do not
+// merge). f32, and bf16 with f32 and bf16 results.
+TEST(DotGeneral, BatchAxesApartInTheLayout) {
+  const lax::DotDimensionNumbers scores{{3}, {3}, {0, 2}, {0, 2}};     // [B,S,H,D] x [B,T,H,D] -> [B,H,S,T]
+  const lax::DotDimensionNumbers values{{3}, {1}, {0, 1}, {0, 2}};     // [B,H,S,T] x [B,T,H,D] -> [B,H,S,D]
+  const lax::DotDimensionNumbers grad_v{{2}, {1}, {0, 1}, {0, 2}};     // [B,H,S,T] x [B,S,H,D] -> [B,H,T,D]
+  const lax::DotDimensionNumbers grad_p{{3}, {3}, {0, 1}, {0, 2}};     // [B,H,S,D] x [B,T,H,D] -> [B,H,S,T]
+  const lax::DotDimensionNumbers heads_last{{1}, {1}, {0, 3}, {3, 0}};  // batch pairs out of layout order
+  check_dot({2, 6, 3, 8}, {2, 5, 3, 8}, scores, {2, 3, 6, 5});
+  check_dot({2, 3, 6, 5}, {2, 5, 3, 8}, values, {2, 3, 6, 8});
+  check_dot({2, 3, 6, 5}, {2, 6, 3, 8}, grad_v, {2, 3, 5, 8});
+  check_dot({2, 3, 6, 8}, {2, 5, 3, 8}, grad_p, {2, 3, 6, 5});
+  check_dot({2, 7, 4, 3}, {3, 7, 5, 2}, heads_last, {2, 3, 4, 5});
+  check_dot({3, 40, 4, 16}, {3, 33, 4, 16}, scores, {3, 4, 40, 33});
+  for (DType out : {DType::f32, DType::bf16}) {
+    const double tol = out == DType::f32 ? 1e-5 : 1e-2;  // f32 sums of bf16 products, rounded once for bf16
+    Array q = random_array({2, 33, 4, 16}, DType::bf16, 21), k = random_array({2, 20, 4, 16}, DType::bf16, 22);
+    EXPECT_TRUE(all_close(lax::dot_general(q, k, scores, out), reference_dot(q, k, scores), tol, tol));
+    Array p = random_array({2, 4, 33, 20}, DType::bf16, 23);
+    EXPECT_TRUE(all_close(lax::dot_general(p, k, values, out), reference_dot(p, k, values), tol, tol));
+    EXPECT_TRUE(all_close(lax::dot_general(p, q, grad_v, out), reference_dot(p, q, grad_v), tol, tol));
+  }
+}
+
 TEST(DotGeneral, SizeOneAxes) {
   check_dot({1, 5, 1, 7}, {7, 1, 3}, {{3, 0}, {0, 1}, {}, {}}, {5, 1, 3});
   check_dot({1, 5, 1, 7}, {1, 7, 1, 3}, {{3}, {1}, {0, 2}, {2, 0}}, {1, 1, 5, 3});

@@ -29,6 +29,9 @@ enum class CompareOp : uint8_t { eq, ne, lt, le, gt, ge };
 // generator, which computes exp as the kernel does.
 inline constexpr float kExpF32ArgMax = 88.72283935546875f;
 inline constexpr float kExpF32ArgMin = -105.0f;
+// tanh's argument is clamped to +-this (tanh is +-1 in f32 beyond 9.02), by
+// the kernel and by the fused-loop code generator alike.
+inline constexpr float kTanhF32ArgLimit = 20.0f;
 
 // y[i] = op(x[i]); x and y may alias.
 void unary(UnaryOp op, DType dtype, const void* x, void* y, size_t n);

@@ -287,8 +287,8 @@ struct TanhOp {
   template <class D, class V>
   V operator()(D d, V x) const {
     using T = hn::TFromD<D>;
-    // tanh is +-1 in f32 beyond 9.02; clamping keeps the approximation finite.
-    const V lim = hn::Set(d, T(20));
+    // Clamping keeps the approximation finite (f64 as well as f32).
+    const V lim = hn::Set(d, T(kTanhF32ArgLimit));
     return KeepNaN(d, x, hn::Tanh(d, hn::Min(hn::Max(x, hn::Neg(lim)), lim)));
   }
 };

@@ -1,6 +1,7 @@
 // Code generation for runs of fused-loop instructions (see fused_jit.h): the
 // choice of runs, register allocation over a run, and the AVX-512 sequence of
-// each instruction (exp: the operations of Highway's f32 Exp, in its order).
+// each instruction (exp and tanh: the operations of Highway's f32 Exp and
+// Tanh, in their order).
 #include "pax/backend/cpu/fused_jit.h"
 
 #include <xbyak/xbyak.h>
@@ -48,7 +49,8 @@ bool compilable(const FusedProgram& p, const FusedInstr& ins) {
   switch (ins.kind) {
     case FusedInstr::Kind::unary: {
       const UnaryOp op = UnaryOp(ins.op);
-      return (op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::sqrt || op == UnaryOp::exp) &&
+      return (op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::sqrt || op == UnaryOp::exp ||
+              op == UnaryOp::tanh) &&
              lanes(0) == Lanes::f32 && out == Lanes::f32;
     }
     case FusedInstr::Kind::binary: {
@@ -71,11 +73,12 @@ bool compilable(const FusedProgram& p, const FusedInstr& ins) {
   return false;
 }
 
-// The constants of exp (ExpOp over Highway's f32 Exp), read as broadcast
-// memory operands.
+// The constants of exp and tanh (ExpOp and TanhOp over Highway's f32 Exp,
+// Expm1 and Tanh), read as broadcast memory operands.
 enum ExpConstant {
   kExpHi, kExpLo, kExpNegZero, kExpHalf, kExpOneOverLn2, kExpLn2Part0, kExpLn2Part1,
-  kExpC0, kExpC1, kExpC2, kExpC3, kExpC4, kExpC5, kExpOne, kExpLowerBound, kExpInf, kExpBias, kExpCount
+  kExpC0, kExpC1, kExpC2, kExpC3, kExpC4, kExpC5, kExpOne, kExpLowerBound, kExpInf, kExpBias,
+  kTanhClampHi, kTanhClampLo, kTanhTwo, kTanhLn2Over2, kExpCount
 };
 alignas(64) const uint32_t kExpTable[kExpCount] = {
     std::bit_cast<uint32_t>(kExpF32ArgMax),
@@ -95,6 +98,10 @@ alignas(64) const uint32_t kExpTable[kExpCount] = {
     std::bit_cast<uint32_t>(-104.0f),                        // Exp is zero below
     0x7f800000u,                                             // +inf
     0x7fu,                                                   // exponent bias (i32)
+    std::bit_cast<uint32_t>(kTanhF32ArgLimit),
+    std::bit_cast<uint32_t>(-kTanhF32ArgLimit),
+    std::bit_cast<uint32_t>(2.0f),
+    std::bit_cast<uint32_t>(static_cast<float>(0.346573590279972654708616)),  // Expm1: ln2 / 2
 };
 
 bool cpu_supports_jit() {
@@ -328,23 +335,12 @@ class RunGenerator : public Xbyak::CodeGenerator {
     zmm_used_[size_t(base)] = false;
   }
 
-  // y = exp(x) exactly as ExpOp computes it: x clamped to [lo, hi], Highway's
-  // Exp (q = trunc(c / ln2 +- 0.5), c - q ln2 in two parts, the Estrin
-  // polynomial, 2^q in two halves, zero below -104), inf above hi, NaN kept.
-  void exp_f32(int y, int x) {
-    auto k = [&](ExpConstant c) { return ptr_b[r10 + int(c) * 4]; };
-    const Opmask m(kScratchMask);
-    const int c = take_zmm(), q = take_zmm(), r = take_zmm(), x2 = take_zmm(), x4 = take_zmm(), t = take_zmm(),
-              b = take_zmm();
-    const Opmask live(kExpLiveMask);
-    mov(r10, reinterpret_cast<size_t>(kExpTable));
-    vminps(Zmm(c), Zmm(x), k(kExpHi));
-    vmaxps(Zmm(c), Zmm(c), k(kExpLo));
-    // Lanes below -104 come out zero whatever is computed for them: they
-    // compute exp(0) instead, which keeps the multiplications of 2^q out of
-    // the subnormal range (slow on some CPUs; masked logits hit it).
-    vcmpps(live, Zmm(c), k(kExpLowerBound), 0x1d);  // GE_OQ
-    vmovaps(Zmm(c) | live | T_z, Zmm(c));
+  // Highway's ExpImpl<float> steps on c: q = trunc(c / ln2 +- 0.5) as i32
+  // lanes, and y = ExpPoly(c - q ln2) (ln2 in two parts, the Estrin
+  // polynomial, times r^2 plus r). c is left as it was.
+  void exp_poly(int y, int q, int c) {
+    auto k = [&](ExpConstant e) { return ptr_b[r10 + int(e) * 4]; };
+    const int r = take_zmm(), x2 = take_zmm(), x4 = take_zmm(), t = take_zmm(), b = take_zmm();
     vandps(Zmm(t), Zmm(c), k(kExpNegZero));
     vorps(Zmm(t), Zmm(t), k(kExpHalf));
     vmovaps(Zmm(r), Zmm(c));
@@ -365,8 +361,15 @@ class RunGenerator : public Xbyak::CodeGenerator {
     vfmadd231ps(Zmm(y), Zmm(x2), Zmm(b));    // r^2 (c3 r + c2) + (c1 r + c0)
     vfmadd231ps(Zmm(y), Zmm(x4), Zmm(t));    // r^4 (c5 r + c4) + that
     vfmadd213ps(Zmm(y), Zmm(x2), Zmm(r));    // poly r^2 + r
-    vaddps(Zmm(y), Zmm(y), k(kExpOne));
-    vpsrad(Zmm(t), Zmm(q), 1);                // 2^q as 2^(q/2) 2^(q - q/2)
+    for (int z : {r, x2, x4, t, b}) zmm_used_[size_t(z)] = false;
+  }
+
+  // y = y 2^q as LoadExpShortRange computes it, 2^(q/2) 2^(q - q/2);
+  // q is overwritten.
+  void times_pow2(int y, int q) {
+    auto k = [&](ExpConstant e) { return ptr_b[r10 + int(e) * 4]; };
+    const int t = take_zmm();
+    vpsrad(Zmm(t), Zmm(q), 1);
     vpsubd(Zmm(q), Zmm(q), Zmm(t));
     vpaddd(Zmm(t), Zmm(t), k(kExpBias));
     vpslld(Zmm(t), Zmm(t), 23);
@@ -374,12 +377,61 @@ class RunGenerator : public Xbyak::CodeGenerator {
     vpslld(Zmm(q), Zmm(q), 23);
     vmulps(Zmm(y), Zmm(y), Zmm(t));
     vmulps(Zmm(y), Zmm(y), Zmm(q));
+    zmm_used_[size_t(t)] = false;
+  }
+
+  // y = exp(x) exactly as ExpOp computes it: x clamped to [lo, hi], Highway's
+  // Exp (the polynomial plus one, times 2^q, zero below -104), inf above hi,
+  // NaN kept.
+  void exp_f32(int y, int x) {
+    auto k = [&](ExpConstant e) { return ptr_b[r10 + int(e) * 4]; };
+    const Opmask m(kScratchMask), live(kExpLiveMask);
+    const int c = take_zmm(), q = take_zmm();
+    mov(r10, reinterpret_cast<size_t>(kExpTable));
+    vminps(Zmm(c), Zmm(x), k(kExpHi));
+    vmaxps(Zmm(c), Zmm(c), k(kExpLo));
+    // Lanes below -104 come out zero whatever is computed for them: they
+    // compute exp(0) instead, which keeps the multiplications of 2^q out of
+    // the subnormal range (slow on some CPUs; masked logits hit it).
+    vcmpps(live, Zmm(c), k(kExpLowerBound), 0x1d);  // GE_OQ
+    vmovaps(Zmm(c) | live | T_z, Zmm(c));
+    exp_poly(y, q, c);
+    vaddps(Zmm(y), Zmm(y), k(kExpOne));
+    times_pow2(y, q);
     vmovaps(Zmm(y) | live | T_z, Zmm(y));
-    vcmpps(m, Zmm(x), k(kExpHi), 0x1e);          // GT_OQ
+    vcmpps(m, Zmm(x), k(kExpHi), 0x1e);  // GT_OQ
     vbroadcastss(Zmm(y) | m, dword[r10 + kExpInf * 4]);
     vcmpps(m, Zmm(x), Zmm(x), kUnordered);
     vmovaps(Zmm(y) | m, Zmm(x));
-    for (int z : {c, q, r, x2, x4, t, b}) zmm_used_[size_t(z)] = false;
+    for (int z : {c, q}) zmm_used_[size_t(z)] = false;
+  }
+
+  // y = tanh(x) exactly as TanhOp computes it: x clamped to +-20, Highway's
+  // Tanh (s = sign, e = Expm1(2|x|), e / (e + 2), sign put back), NaN kept.
+  // 2|x| is at most 40, so Expm1's own bounds never apply, and Tanh's one
+  // above |x| = 18.7 is what e / (e + 2) rounds to there anyway.
+  void tanh_f32(int y, int x) {
+    auto k = [&](ExpConstant e) { return ptr_b[r10 + int(e) * 4]; };
+    const Opmask m(kScratchMask);
+    const int a = take_zmm(), s = take_zmm(), c = take_zmm(), q = take_zmm(), e = take_zmm();
+    mov(r10, reinterpret_cast<size_t>(kExpTable));
+    vmaxps(Zmm(a), Zmm(x), k(kTanhClampLo));
+    vminps(Zmm(a), Zmm(a), k(kTanhClampHi));
+    vandps(Zmm(s), Zmm(a), k(kExpNegZero));
+    vxorps(Zmm(a), Zmm(a), Zmm(s));                // |x|
+    vmulps(Zmm(c), Zmm(a), k(kTanhTwo));
+    exp_poly(y, q, c);                             // Expm1: the polynomial alone near 0,
+    vaddps(Zmm(e), Zmm(y), k(kExpOne));            // else 2^q (poly + 1) - 1
+    times_pow2(e, q);
+    vsubps(Zmm(e), Zmm(e), k(kExpOne));
+    vcmpps(m, Zmm(c), k(kTanhLn2Over2), 0x11);     // LT_OQ (c >= 0: |c| = c)
+    vmovaps(Zmm(e) | m, Zmm(y));
+    vaddps(Zmm(c), Zmm(e), k(kTanhTwo));
+    vdivps(Zmm(y), Zmm(e), Zmm(c));
+    vxorps(Zmm(y), Zmm(y), Zmm(s));
+    vcmpps(m, Zmm(x), Zmm(x), kUnordered);
+    vmovaps(Zmm(y) | m, Zmm(x));
+    for (int z : {a, s, c, q, e}) zmm_used_[size_t(z)] = false;
   }
 
   static int float_predicate(CompareOp op) {
@@ -424,6 +476,7 @@ class RunGenerator : public Xbyak::CodeGenerator {
           case UnaryOp::neg: vxorps(Zmm(raw), Zmm(r[0]), Zmm(c_sign_)); break;
           case UnaryOp::abs: vandps(Zmm(raw), Zmm(r[0]), Zmm(c_abs_)); break;
           case UnaryOp::exp: exp_f32(raw, r[0]); break;
+          case UnaryOp::tanh: tanh_f32(raw, r[0]); break;
           default: vsqrtps(Zmm(raw), Zmm(r[0])); break;
         }
         break;

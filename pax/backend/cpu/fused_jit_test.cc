@@ -1,6 +1,6 @@
 // Compiled runs of fused-loop instructions against the interpreter, bit for
 // bit (NaN payloads aside): f32 arithmetic with NaN, infinities, signed zeros and subnormals
-// (max / min, div, sqrt, exp, integer_pow, neg / abs), comparisons of f32 and i32
+// (max / min, div, sqrt, exp, tanh, integer_pow, neg / abs), comparisons of f32 and i32
 // into bool masks that are selected on and stored, splats, wide bf16 loops
 // that round every result, partial vectors, and programs too large for the
 // registers of one run.
@@ -146,21 +146,17 @@ TEST(FusedJit, F32ArithmeticMatchesTheInterpreter) {
   }
 }
 
-TEST(FusedJit, ExpOverItsWholeRange) {
-  if (!jit_available()) GTEST_SKIP() << "no AVX-512 (or PAX_FUSED_JIT=0): nothing is compiled";
-  // -110 to 95 in steps that hit many exponents and the subnormal results,
-  // then the special values.
-  std::vector<float> xv;
-  for (float v = -110.0f; v < 95.0f; v += 0.0137f) xv.push_back(v);
-  for (float v : specials(40, 0)) xv.push_back(v);
+// op over xv and over op(xv) - xv, in f32 and in wide bf16, compiled
+// against interpreted.
+void expect_unary_matches(UnaryOp op, const std::vector<float>& xv) {
   const int64_t n = int64_t(xv.size());
   for (DType t : {DType::f32, DType::bf16}) {
     Builder b;
     b.p.size = n;
     const int x = b.slot(FusedSlot::Kind::input, t, 0);
-    const int e = b.unary(UnaryOp::exp, x, t);
+    const int e = b.unary(op, x, t);
     const int s = b.binary(BinaryOp::sub, e, x, t);  // a second op: wide bf16 registers
-    b.p.stores = {{b.unary(UnaryOp::exp, s, t), 0}, {e, 1}};
+    b.p.stores = {{b.unary(op, s, t), 0}, {e, 1}};
     b.p.num_inputs = 1;
     b.p.num_outputs = 2;
     b.p.finalize();
@@ -170,6 +166,31 @@ TEST(FusedJit, ExpOverItsWholeRange) {
     const size_t w = itemsize(t);
     EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * w, t}, {size_t(n) * w, t}})) << dtype_name(t);
   }
+}
+
+TEST(FusedJit, ExpOverItsWholeRange) {
+  if (!jit_available()) GTEST_SKIP() << "no AVX-512 (or PAX_FUSED_JIT=0): nothing is compiled";
+  // -110 to 95 in steps that hit many exponents and the subnormal results,
+  // then the special values.
+  std::vector<float> xv;
+  for (float v = -110.0f; v < 95.0f; v += 0.0137f) xv.push_back(v);
+  for (float v : specials(40, 0)) xv.push_back(v);
+  expect_unary_matches(UnaryOp::exp, xv);
+}
+
+TEST(FusedJit, TanhOverItsWholeRange) {
+  if (!jit_available()) GTEST_SKIP() << "no AVX-512 (or PAX_FUSED_JIT=0): nothing is compiled";
+  // Both clamps and the saturation at 18.7, the step of Expm1 at 2|x| =
+  // ln2 / 2, tiny arguments of both signs, then the special values.
+  std::vector<float> xv;
+  for (float v = -25.0f; v < 25.0f; v += 0.00731f) xv.push_back(v);
+  for (float v = 0.17f; v < 0.18f; v += 1e-6f) xv.push_back(v);
+  for (float v = 1e-30f; v < 1.0f; v *= 1.7f) {
+    xv.push_back(v);
+    xv.push_back(-v);
+  }
+  for (float v : specials(40, 0)) xv.push_back(v);
+  expect_unary_matches(UnaryOp::tanh, xv);
 }
 
 TEST(FusedJit, IntegerComparisonsSelectAndBoolInputs) {

@@ -27,10 +27,11 @@ struct MatmulEntry {
 // be, so vectors and single matrices match oneDNN's fast plain layouts.
 struct Strides3 {
   int64_t batch, rows, cols;
+  int64_t inner_batch = 0;  // with two batch dimensions
 };
 
 Strides3 canonical(int64_t batch, int64_t rows, int64_t cols, const MatrixView& v) {
-  Strides3 s{v.batch_stride, v.row_stride, v.col_stride};
+  Strides3 s{v.batch_stride, v.row_stride, v.col_stride, v.inner_batch_stride};
   if (rows == 1 && cols == 1) {
     s.rows = s.cols = 1;
   } else if (rows == 1) {
@@ -42,19 +43,21 @@ Strides3 canonical(int64_t batch, int64_t rows, int64_t cols, const MatrixView& 
   return s;
 }
 
-dnnl::memory::desc operand_md(bool batched, int64_t batch, int64_t rows, int64_t cols, const Strides3& s,
-                              DType dtype) {
-  if (batched) return strided_md({batch, rows, cols}, {s.batch, s.rows, s.cols}, dtype);
+dnnl::memory::desc operand_md(const GemmShape& g, int64_t rows, int64_t cols, const Strides3& s, DType dtype) {
+  if (g.inner_batch > 1) {
+    return strided_md({g.batch / g.inner_batch, g.inner_batch, rows, cols}, {s.batch, s.inner_batch, s.rows, s.cols},
+                      dtype);
+  }
+  if (g.batch > 1) return strided_md({g.batch, rows, cols}, {s.batch, s.rows, s.cols}, dtype);
   return strided_md({rows, cols}, {s.rows, s.cols}, dtype);
 }
 
 MatmulEntry make_matmul(const GemmShape& g, const Strides3& sa, const Strides3& sb, const Strides3& sc,
                         DType ab_dtype, DType c_dtype) {
   MatmulEntry e;
-  const bool batched = g.batch > 1;
-  e.a_md = operand_md(batched, g.batch, g.m, g.k, sa, ab_dtype);
-  e.b_md = operand_md(batched, g.batch, g.k, g.n, sb, ab_dtype);
-  e.c_md = operand_md(batched, g.batch, g.m, g.n, sc, c_dtype);
+  e.a_md = operand_md(g, g.m, g.k, sa, ab_dtype);
+  e.b_md = operand_md(g, g.k, g.n, sb, ab_dtype);
+  e.c_md = operand_md(g, g.m, g.n, sc, c_dtype);
   try {
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e.a_md, e.b_md, e.c_md), user_scratchpad_attr(),
                                     dnnl_engine());
@@ -72,12 +75,14 @@ MatmulEntry make_matmul(const GemmShape& g, const Strides3& sa, const Strides3& 
 
 bool gemm_dnnl(const GemmShape& g, const MatrixView& a, const MatrixView& b, const MatrixView& c) {
   PAX_CHECK(g.batch > 0 && g.m > 0 && g.n > 0 && g.k > 0, "gemm_dnnl: sizes must be positive");
+  PAX_CHECK(g.inner_batch > 0 && g.batch % g.inner_batch == 0, "gemm_dnnl: inner batch ", g.inner_batch,
+            " does not divide the batch ", g.batch);
   const Strides3 sa = canonical(g.batch, g.m, g.k, a);
   const Strides3 sb = canonical(g.batch, g.k, g.n, b);
   const Strides3 sc = canonical(g.batch, g.m, g.n, c);
-  const DnnlKey key{kMatmulTag, g.batch, g.m, g.n, g.k,
-                    sa.batch, sa.rows, sa.cols, sb.batch, sb.rows, sb.cols, sc.batch, sc.rows, sc.cols,
-                    int64_t(a.dtype), int64_t(c.dtype)};
+  const DnnlKey key{kMatmulTag, g.batch, g.m, g.n, g.k, g.inner_batch,
+                    sa.batch, sa.rows, sa.cols, sa.inner_batch, sb.batch, sb.rows, sb.cols, sb.inner_batch,
+                    sc.batch, sc.rows, sc.cols, sc.inner_batch, int64_t(a.dtype), int64_t(c.dtype)};
   auto entry = dnnl_cached<MatmulEntry>(key, [&] { return make_matmul(g, sa, sb, sc, a.dtype, c.dtype); });
   if (!entry->supported) return false;
   dnnl_execute(entry->prim,

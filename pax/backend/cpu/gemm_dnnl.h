@@ -12,6 +12,10 @@ namespace pax::cpu {
 
 struct GemmShape {
   int64_t batch = 1, m = 1, n = 1, k = 1;
+  // When > 1, the batch is two dimensions (batch / inner_batch, inner_batch)
+  // with a stride each, as attention's (batch, heads) of a (batch, seq,
+  // heads, dim) array: no single stride walks them.
+  int64_t inner_batch = 1;
 };
 
 // A strided (batch, rows, cols) view; strides in elements. The stride of a
@@ -20,6 +24,7 @@ struct MatrixView {
   void* data = nullptr;  // read-only for A and B
   DType dtype = DType::f32;
   int64_t batch_stride = 0, row_stride = 0, col_stride = 0;
+  int64_t inner_batch_stride = 0;  // with GemmShape::inner_batch > 1
 };
 
 // Runs the product through oneDNN when it has an optimised (non-reference)
