@@ -31,13 +31,13 @@ constexpr int kFirstBoolMask = 1;     // k1..k4 hold bool values
 constexpr int kBoolMasks = 4;
 constexpr int kUnordered = 3;         // vcmpps predicate: either operand NaN
 
-// How a slot's values sit in registers: f32 lanes (f32, or bf16 held wide),
-// i32 lanes, or a bool mask.
+// How a slot's values sit in vector registers: f32 lanes (f32, and bf16
+// widened on load and narrowed on store), i32 lanes, or a bool mask.
 enum class Lanes { none, f32, i32, mask };
 
 Lanes lanes_of(const FusedProgram& p, int slot) {
   const FusedSlot& s = p.slots[size_t(slot)];
-  if (s.dtype == DType::f32 || p.wide(s)) return Lanes::f32;
+  if (s.dtype == DType::f32 || s.dtype == DType::bf16) return Lanes::f32;
   if (s.dtype == DType::i32) return Lanes::i32;
   if (s.dtype == DType::bool_) return Lanes::mask;
   return Lanes::none;
@@ -188,11 +188,12 @@ class RunGenerator : public Xbyak::CodeGenerator {
     }
   }
 
-  // Whether the instruction rounds its result to bf16 precision, as exec()
-  // does: arithmetic and converts from f32 with a wide bf16 result (a select
-  // or a bf16 -> bf16 convert moves values that already are bf16).
+  // Whether the instruction rounds its result to bf16 precision, as the bf16
+  // kernels (and the f32 kernels of wide loops) do: arithmetic and converts
+  // with a bf16 result (a select or a bf16 -> bf16 convert moves values that
+  // already are bf16).
   bool rounds(const FusedInstr& ins) const {
-    if (!p_.wide_bf16 || ins.out_dtype != DType::bf16) return false;
+    if (ins.out_dtype != DType::bf16) return false;
     if (ins.kind == FusedInstr::Kind::convert) return ins.dtype != DType::bf16;
     return ins.kind != FusedInstr::Kind::select_n;
   }
@@ -224,7 +225,13 @@ class RunGenerator : public Xbyak::CodeGenerator {
         if (top <= 8) throw OutOfRegisters{};
         const int z = --top;
         mov(r9, ptr[rdi + a * 8]);
-        vpbroadcastd(Zmm(z), dword[r9]);
+        if (narrow_bf16(a)) {
+          movzx(eax, word[r9]);
+          shl(eax, 16);
+          vpbroadcastd(Zmm(z), eax);
+        } else {
+          vpbroadcastd(Zmm(z), dword[r9]);
+        }
         splat_[a] = z;
       }
     }
@@ -250,10 +257,18 @@ class RunGenerator : public Xbyak::CodeGenerator {
     throw OutOfRegisters{};
   }
 
+  // Whether the slot's memory holds bf16 (2 bytes an element) while its
+  // registers hold the values as f32.
+  bool narrow_bf16(int slot) const { return p_.reg_width(p_.slots[size_t(slot)]) == 2; }
+
   // Vector u of this iteration in the slot's memory.
   Xbyak::Address at(int slot, int u) {
     mov(r9, ptr[rdi + slot * 8]);
-    return p_.reg_width(p_.slots[size_t(slot)]) == 1 ? ptr[r9 + rcx + u * kLanes] : ptr[r9 + rcx * 4 + u * 4 * kLanes];
+    switch (p_.reg_width(p_.slots[size_t(slot)])) {
+      case 1: return ptr[r9 + rcx + u * kLanes];
+      case 2: return ptr[r9 + rcx * 2 + u * 2 * kLanes];
+      default: return ptr[r9 + rcx * 4 + u * 4 * kLanes];
+    }
   }
 
   // The register holding a slot's value in vector u of this iteration
@@ -271,8 +286,16 @@ class RunGenerator : public Xbyak::CodeGenerator {
     }
     const int z = take_zmm();
     const Xbyak::Address src = at(slot, u);
-    if (tail) vmovups(Zmm(z) | Opmask(kTailMask) | T_z, src);
-    else vmovups(Zmm(z), src);
+    if (narrow_bf16(slot)) {  // bf16 bits into the high half of f32 lanes
+      if (tail) vmovdqu16(Xbyak::Ymm(z) | Opmask(kTailMask) | T_z, src);
+      else vmovdqu16(Xbyak::Ymm(z), src);
+      vpmovzxwd(Zmm(z), Xbyak::Ymm(z));
+      vpslld(Zmm(z), Zmm(z), 16);
+    } else if (tail) {
+      vmovups(Zmm(z) | Opmask(kTailMask) | T_z, src);
+    } else {
+      vmovups(Zmm(z), src);
+    }
     return reg_[u][slot] = z;
   }
 
@@ -291,6 +314,12 @@ class RunGenerator : public Xbyak::CodeGenerator {
       vpabsb(Xmm(scratch_), Xmm(scratch_));  // 0xff -> 1
       if (tail) vmovdqu8(dst | Opmask(kTailMask), Xmm(scratch_));
       else vmovdqu8(dst, Xmm(scratch_));
+      return;
+    }
+    if (narrow_bf16(slot)) {  // values are bf16-exact: their high halves
+      vpsrld(Zmm(scratch_), Zmm(r), 16);
+      if (tail) vpmovdw(dst | Opmask(kTailMask), Zmm(scratch_));
+      else vpmovdw(dst, Zmm(scratch_));
       return;
     }
     if (tail) vmovups(dst | Opmask(kTailMask), Zmm(r));

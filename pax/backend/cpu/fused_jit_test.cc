@@ -2,7 +2,7 @@
 // bit (NaN payloads aside): f32 arithmetic with NaN, infinities, signed zeros and subnormals
 // (max / min, div, sqrt, exp, tanh, integer_pow, neg / abs), comparisons of f32 and i32
 // into bool masks that are selected on and stored, splats, wide bf16 loops
-// that round every result, partial vectors, and programs too large for the
+// that round every result, narrow bf16 loads and stores, partial vectors, and programs too large for the
 // registers of one run.
 #include "pax/backend/cpu/fused_jit.h"
 
@@ -255,6 +255,39 @@ TEST(FusedJit, WideBf16RoundsEveryResult) {
   }
   const void* in[] = {xv.data(), yv.data()};
   EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * 2, DType::bf16}, {size_t(n) * 4, DType::f32}}));
+}
+
+// A loop with one bf16 operation keeps bf16 narrow in its registers: the
+// compiled code widens bf16 inputs and splats as it loads them, rounds the
+// bf16 results, and narrows what it stores.
+TEST(FusedJit, NarrowBf16LoadsAndStores) {
+  if (!jit_available()) GTEST_SKIP() << "no AVX-512 (or PAX_FUSED_JIT=0): nothing is compiled";
+  const DType h = DType::bf16;
+  for (int64_t n : {1, 15, 17, 1000, 1031, 2085}) {
+    Builder b;
+    b.p.size = n;
+    const int x = b.slot(FusedSlot::Kind::input, h, 0);
+    const int y = b.slot(FusedSlot::Kind::input, DType::f32, 1);
+    const int c = b.slot(FusedSlot::Kind::splat, h, 2);
+    const int wx = b.instr(FusedInstr::Kind::convert, 0, h, DType::f32, {x});
+    const int m = b.binary(BinaryOp::mul, wx, y);
+    const int back = b.instr(FusedInstr::Kind::convert, 0, DType::f32, h, {m});
+    const int sum = b.binary(BinaryOp::add, back, c, h);
+    const int gt = b.instr(FusedInstr::Kind::compare, uint8_t(CompareOp::gt), h, DType::bool_, {sum, x});
+    const int sel = b.instr(FusedInstr::Kind::select_n, 0, DType::bool_, h, {gt, x, sum});
+    const int wc = b.instr(FusedInstr::Kind::convert, 0, h, DType::f32, {c});
+    b.p.stores = {{sel, 0}, {back, 1}, {b.binary(BinaryOp::sub, m, wc), 2}};
+    b.p.num_inputs = 3;
+    b.p.num_outputs = 3;
+    b.p.finalize();
+    ASSERT_FALSE(b.p.wide_bf16);
+    std::vector<uint16_t> xv(static_cast<size_t>(n));
+    const std::vector<float> xf = specials(size_t(n), 2), yf = specials(size_t(n), 6);
+    for (size_t i = 0; i < size_t(n); ++i) xv[i] = float_to_bf16(xf[i] * 1.0078125f);
+    const uint16_t cv = float_to_bf16(-1.375f);
+    const void* in[] = {xv.data(), yf.data(), &cv};
+    EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * 2, h}, {size_t(n) * 2, h}, {size_t(n) * 4, DType::f32}})) << n;
+  }
 }
 
 TEST(FusedJit, ProgramsLargerThanTheRegistersAreSplit) {
