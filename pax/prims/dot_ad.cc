@@ -1,6 +1,7 @@
 // VJP and JVP rules of dot_general. The cotangent of each operand is another
 // dot_general of the output cotangent with the other operand, followed by a
-// transpose back to the operand's axis order (as jax.lax does).
+// transpose back to the operand's axis order (as jax.lax does), or with the
+// operands the other way round when that order needs no transpose.
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -53,13 +54,26 @@ Array transpose_operand(const Array& g, const Array& x, const Array& y, const In
   const Ints ans_y = swap_ans ? range(int64_t(nb), y_kept.size()) : range(int64_t(nb + x_kept.size()), y_kept.size());
   // Compute in the cotangent's dtype (f32 for bf16 operands with f32 output).
   Array yy = y.dtype() == g.dtype() ? y : lax::convert_element_type(y, g.dtype());
-  Array r = lax::dot_general(g, yy, {ans_y, y_kept, ans_batch, yb});
   Ints x_contract_sorted_by_y;
   for (int64_t i : argsort(yc)) x_contract_sorted_by_y.push_back(xc[size_t(i)]);
-  Ints order = xb;
-  order.insert(order.end(), x_kept.begin(), x_kept.end());
-  order.insert(order.end(), x_contract_sorted_by_y.begin(), x_contract_sorted_by_y.end());
-  Array xbar = lax::transpose(r, argsort(order));
+  // x's axes in the order the product yields them: with g as the left operand
+  // x's kept axes come first, with y on the left its contracted ones do.
+  auto joined = [&](const Ints& first, const Ints& second) {
+    Ints order = xb;
+    order.insert(order.end(), first.begin(), first.end());
+    order.insert(order.end(), second.begin(), second.end());
+    return order;
+  };
+  const Ints kept_first = joined(x_kept, x_contract_sorted_by_y);
+  const Ints contracted_first = joined(x_contract_sorted_by_y, x_kept);
+  // jax.lax's order, unless only the other gives x's own layout (a weight's
+  // gradient, y^T g): then no transpose is left to run.
+  const bool y_left = !std::is_sorted(kept_first.begin(), kept_first.end()) &&
+                      std::is_sorted(contracted_first.begin(), contracted_first.end());
+  const Array r = y_left ? lax::dot_general(yy, g, {y_kept, ans_y, yb, ans_batch})
+                         : lax::dot_general(g, yy, {ans_y, y_kept, ans_batch, yb});
+  const Ints& order = y_left ? contracted_first : kept_first;
+  Array xbar = std::is_sorted(order.begin(), order.end()) ? r : lax::transpose(r, argsort(order));
   return xbar.dtype() == x.dtype() ? xbar : lax::convert_element_type(xbar, x.dtype());
 }
 

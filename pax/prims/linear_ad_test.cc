@@ -106,5 +106,21 @@ TEST(LinearAD, Bf16OperandsWithF32Output) {
   EXPECT_TRUE(testing::all_close(ga, broadcast_to(sum(b.astype(DType::f32), 1), {3, 4}), 1e-2, 1e-2));
 }
 
+// The gradients of x W come out in the operands' layouts: x's as g W^T, W's
+// as x^T g, with no transpose left in the program (jax.lax's order would
+// transpose W's).
+TEST(LinearAD, MatmulGradientsNeedNoTranspose) {
+  Array x = rnd({3, 4}, 22), w = rnd({4, 5}, 23);
+  auto f = [](const Array& a, const Array& b) { return sum(lax::dot_general(a, b, {{1}, {0}, {}, {}})); };
+  const std::shared_ptr<const Jaxpr> j = make_jaxpr([&](const Array& a, const Array& b) {
+    auto [ga, gb] = grad<0, 1>(f)(a, b);
+    return std::vector<Array>{ga, gb};
+  })(x, w);
+  for (const Eqn& e : j->eqns) EXPECT_NE(e.prim, Prim::transpose) << *j;
+  auto [gx, gw] = grad<0, 1>(f)(x, w);
+  EXPECT_TRUE(testing::all_close(gx, broadcast_to(sum(w, 1), {3, 4}), 1e-12, 1e-12));
+  EXPECT_TRUE(testing::all_close(gw, broadcast_to(reshape(sum(x, 0), {4, 1}), {4, 5}), 1e-12, 1e-12));
+}
+
 }  // namespace
 }  // namespace pax
