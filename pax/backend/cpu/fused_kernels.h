@@ -28,6 +28,10 @@ void stream_copy(void* dst, const void* src, size_t bytes);
 // Orders the streamed stores of this thread before later stores and reads.
 void stream_fence();
 
+// y[i] = *value for i < n, elements of `width` bytes (1, 2, 4 or 8), in full
+// vector stores, on the calling thread (for a block's broadcast operands).
+void fill_block(size_t width, const void* value, void* y, size_t n);
+
 // One step of an accumulator chain: acc = op(acc, leaf), or op(leaf, acc)
 // when leaf_first, or op(acc) for a unary step.
 struct ChainStep {

@@ -1,4 +1,4 @@
-// Streaming copies, accumulator chains and bf16 rounding in f32 (see
+// Streaming copies, block fills, accumulator chains and bf16 rounding in f32 (see
 // fused_kernels.h), compiled per SIMD target by Highway.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "pax/backend/cpu/fused_kernels_hwy.cc"
@@ -24,6 +24,25 @@ void StreamCopy(void* dst, const void* src, size_t bytes) {
   size_t i = 0;
   for (; i + N <= bytes; i += N) hn::Stream(hn::LoadU(d, x + i), d, y + i);
   if (i < bytes) std::memcpy(y + i, x + i, bytes - i);
+}
+
+template <class T>
+void FillTyped(T value, T* y, size_t n) {
+  const hn::ScalableTag<T> d;
+  const size_t N = hn::Lanes(d);
+  const auto v = hn::Set(d, value);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(v, d, y + i);
+  for (; i < n; ++i) y[i] = value;
+}
+
+void FillWidth(size_t width, const void* value, void* y, size_t n) {
+  switch (width) {
+    case 1: return FillTyped(*static_cast<const uint8_t*>(value), static_cast<uint8_t*>(y), n);
+    case 2: return FillTyped(*static_cast<const uint16_t*>(value), static_cast<uint16_t*>(y), n);
+    case 4: return FillTyped(*static_cast<const uint32_t*>(value), static_cast<uint32_t*>(y), n);
+    default: return FillTyped(*static_cast<const uint64_t*>(value), static_cast<uint64_t*>(y), n);
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -169,6 +188,11 @@ namespace pax::cpu {
 HWY_EXPORT(StreamCopy);
 HWY_EXPORT(Chain);
 HWY_EXPORT(NarrowToBf16);
+HWY_EXPORT(FillWidth);
+
+void fill_block(size_t width, const void* value, void* y, size_t n) {
+  HWY_DYNAMIC_DISPATCH(FillWidth)(width, value, y, n);
+}
 
 void stream_copy(void* dst, const void* src, size_t bytes) { HWY_DYNAMIC_DISPATCH(StreamCopy)(dst, src, bytes); }
 

@@ -77,7 +77,7 @@ void gather_view(const FusedSlot& s, const char* base, int64_t start, int64_t m,
     for (int64_t done = 0; done < m;) {
       const int64_t run = std::min(len - idx[last], m - done);
       if (stride == 0) {
-        std::fill(y + done, y + done + run, src[off]);
+        fill_block(sizeof(T), src + off, y + done, size_t(run));
       } else if (stride == 1) {
         std::memcpy(y + done, src + off, size_t(run) * sizeof(T));
       } else {
