@@ -10,11 +10,12 @@
 // Each instruction computes exactly what its kernel computes (the same
 // instructions on the same f32 values, bf16 results rounded as RoundBf16
 // rounds them), so compiled loops keep the bits of eager execution. Runs cover
-// f32 arithmetic (and bf16 held wide as f32): add, sub, mul, div, max, min
-// (NaN-propagating), neg, abs, sqrt, exp, integer_pow, converts between f32 and
-// wide bf16, comparisons of f32 or i32 values and select_n of two f32 cases by
-// a bool. Other instructions (tanh, log, integer and f64 work, ...) stay with
-// the interpreter between runs.
+// f32 arithmetic (bf16 values are held as f32 in registers, loaded widened
+// and stored narrow where the loop keeps them as bf16): add, sub, mul, div,
+// max, min (NaN-propagating), neg, abs, sqrt, exp, tanh, integer_pow, converts
+// between f32 and bf16, comparisons of f32 or i32 values and select_n of two
+// f32 cases by a bool. Other instructions (log, logistic, integer and f64
+// work, ...) stay with the interpreter between runs.
 //
 // Used only where the CPU has AVX-512 (F, BW, VL) and BMI2; PAX_FUSED_JIT=0
 // turns it off.
