@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pax/backend/cpu/dispatch.h"
+#include "pax/backend/cpu/fused_kernels.h"
 #include "pax/backend/cpu/parallel.h"
 
 namespace pax::cpu {
@@ -152,12 +153,10 @@ void strided_copy(size_t width, std::span<const int64_t> dims, const void* src,
 }
 
 void fill(size_t width, const void* value, void* dst, int64_t n) {
-  visit_width(width, [&](auto t) {
-    using T = decltype(t);
-    T v;
-    std::memcpy(&v, value, sizeof(T));
-    T* out = static_cast<T*>(dst);
-    parallel_for(n, grain_for(int64_t(sizeof(T))), [&](int64_t b, int64_t e) { std::fill(out + b, out + e, v); });
+  PAX_CHECK(width == 1 || width == 2 || width == 4 || width == 8, "fill: invalid element width ", width);
+  char* out = static_cast<char*>(dst);
+  parallel_for(n, grain_for(int64_t(width)), [&](int64_t b, int64_t e) {
+    fill_block(width, value, out + size_t(b) * width, size_t(e - b));
   });
 }
 

@@ -201,6 +201,7 @@ class RunGenerator : public Xbyak::CodeGenerator {
   // Constants and splat operands, loaded once before the loop into the top
   // registers; the rest form the pool of the loop body.
   void prologue() {
+    mov(r10, reinterpret_cast<size_t>(kExpTable));  // for exp and tanh
     int top = 32;
     auto constant = [&](uint32_t bits) {
       const int z = --top;
@@ -364,29 +365,33 @@ class RunGenerator : public Xbyak::CodeGenerator {
     zmm_used_[size_t(base)] = false;
   }
 
+  // An entry of kExpTable (r10 holds its address), broadcast to all lanes as
+  // a memory operand, or as a plain dword.
+  Xbyak::Address table(ExpConstant e) const { return ptr_b[r10 + int(e) * 4]; }
+  Xbyak::Address table_entry(ExpConstant e) const { return dword[r10 + int(e) * 4]; }
+
   // Highway's ExpImpl<float> steps on c: q = trunc(c / ln2 +- 0.5) as i32
   // lanes, and y = ExpPoly(c - q ln2) (ln2 in two parts, the Estrin
   // polynomial, times r^2 plus r). c is left as it was.
   void exp_poly(int y, int q, int c) {
-    auto k = [&](ExpConstant e) { return ptr_b[r10 + int(e) * 4]; };
     const int r = take_zmm(), x2 = take_zmm(), x4 = take_zmm(), t = take_zmm(), b = take_zmm();
-    vandps(Zmm(t), Zmm(c), k(kExpNegZero));
-    vorps(Zmm(t), Zmm(t), k(kExpHalf));
+    vandps(Zmm(t), Zmm(c), table(kExpNegZero));
+    vorps(Zmm(t), Zmm(t), table(kExpHalf));
     vmovaps(Zmm(r), Zmm(c));
-    vfmadd132ps(Zmm(r), Zmm(t), k(kExpOneOverLn2));  // c / ln2 + (+-0.5)
+    vfmadd132ps(Zmm(r), Zmm(t), table(kExpOneOverLn2));  // c / ln2 + (+-0.5)
     vcvttps2dq(Zmm(q), Zmm(r));
     vcvtdq2ps(Zmm(t), Zmm(q));
     vmovaps(Zmm(r), Zmm(t));
-    vfmadd132ps(Zmm(r), Zmm(c), k(kExpLn2Part0));  // qf * ln2_0 + c
-    vfmadd231ps(Zmm(r), Zmm(t), k(kExpLn2Part1));  // qf * ln2_1 + that
+    vfmadd132ps(Zmm(r), Zmm(c), table(kExpLn2Part0));  // qf * ln2_0 + c
+    vfmadd231ps(Zmm(r), Zmm(t), table(kExpLn2Part1));  // qf * ln2_1 + that
     vmulps(Zmm(x2), Zmm(r), Zmm(r));
     vmulps(Zmm(x4), Zmm(x2), Zmm(x2));
-    vbroadcastss(Zmm(t), dword[r10 + kExpC4 * 4]);
-    vfmadd231ps(Zmm(t), Zmm(r), k(kExpC5));  // c5 r + c4
-    vbroadcastss(Zmm(b), dword[r10 + kExpC2 * 4]);
-    vfmadd231ps(Zmm(b), Zmm(r), k(kExpC3));  // c3 r + c2
-    vbroadcastss(Zmm(y), dword[r10 + kExpC0 * 4]);
-    vfmadd231ps(Zmm(y), Zmm(r), k(kExpC1));  // c1 r + c0
+    vbroadcastss(Zmm(t), table_entry(kExpC4));
+    vfmadd231ps(Zmm(t), Zmm(r), table(kExpC5));  // c5 r + c4
+    vbroadcastss(Zmm(b), table_entry(kExpC2));
+    vfmadd231ps(Zmm(b), Zmm(r), table(kExpC3));  // c3 r + c2
+    vbroadcastss(Zmm(y), table_entry(kExpC0));
+    vfmadd231ps(Zmm(y), Zmm(r), table(kExpC1));  // c1 r + c0
     vfmadd231ps(Zmm(y), Zmm(x2), Zmm(b));    // r^2 (c3 r + c2) + (c1 r + c0)
     vfmadd231ps(Zmm(y), Zmm(x4), Zmm(t));    // r^4 (c5 r + c4) + that
     vfmadd213ps(Zmm(y), Zmm(x2), Zmm(r));    // poly r^2 + r
@@ -396,13 +401,12 @@ class RunGenerator : public Xbyak::CodeGenerator {
   // y = y 2^q as LoadExpShortRange computes it, 2^(q/2) 2^(q - q/2);
   // q is overwritten.
   void times_pow2(int y, int q) {
-    auto k = [&](ExpConstant e) { return ptr_b[r10 + int(e) * 4]; };
     const int t = take_zmm();
     vpsrad(Zmm(t), Zmm(q), 1);
     vpsubd(Zmm(q), Zmm(q), Zmm(t));
-    vpaddd(Zmm(t), Zmm(t), k(kExpBias));
+    vpaddd(Zmm(t), Zmm(t), table(kExpBias));
     vpslld(Zmm(t), Zmm(t), 23);
-    vpaddd(Zmm(q), Zmm(q), k(kExpBias));
+    vpaddd(Zmm(q), Zmm(q), table(kExpBias));
     vpslld(Zmm(q), Zmm(q), 23);
     vmulps(Zmm(y), Zmm(y), Zmm(t));
     vmulps(Zmm(y), Zmm(y), Zmm(q));
@@ -413,23 +417,21 @@ class RunGenerator : public Xbyak::CodeGenerator {
   // Exp (the polynomial plus one, times 2^q, zero below -104), inf above hi,
   // NaN kept.
   void exp_f32(int y, int x) {
-    auto k = [&](ExpConstant e) { return ptr_b[r10 + int(e) * 4]; };
     const Opmask m(kScratchMask), live(kExpLiveMask);
     const int c = take_zmm(), q = take_zmm();
-    mov(r10, reinterpret_cast<size_t>(kExpTable));
-    vminps(Zmm(c), Zmm(x), k(kExpHi));
-    vmaxps(Zmm(c), Zmm(c), k(kExpLo));
+    vminps(Zmm(c), Zmm(x), table(kExpHi));
+    vmaxps(Zmm(c), Zmm(c), table(kExpLo));
     // Lanes below -104 come out zero whatever is computed for them: they
     // compute exp(0) instead, which keeps the multiplications of 2^q out of
     // the subnormal range (slow on some CPUs; masked logits hit it).
-    vcmpps(live, Zmm(c), k(kExpLowerBound), 0x1d);  // GE_OQ
+    vcmpps(live, Zmm(c), table(kExpLowerBound), 0x1d);  // GE_OQ
     vmovaps(Zmm(c) | live | T_z, Zmm(c));
     exp_poly(y, q, c);
-    vaddps(Zmm(y), Zmm(y), k(kExpOne));
+    vaddps(Zmm(y), Zmm(y), table(kExpOne));
     times_pow2(y, q);
     vmovaps(Zmm(y) | live | T_z, Zmm(y));
-    vcmpps(m, Zmm(x), k(kExpHi), 0x1e);  // GT_OQ
-    vbroadcastss(Zmm(y) | m, dword[r10 + kExpInf * 4]);
+    vcmpps(m, Zmm(x), table(kExpHi), 0x1e);  // GT_OQ
+    vbroadcastss(Zmm(y) | m, table_entry(kExpInf));
     vcmpps(m, Zmm(x), Zmm(x), kUnordered);
     vmovaps(Zmm(y) | m, Zmm(x));
     for (int z : {c, q}) zmm_used_[size_t(z)] = false;
@@ -440,22 +442,20 @@ class RunGenerator : public Xbyak::CodeGenerator {
   // 2|x| is at most 40, so Expm1's own bounds never apply, and Tanh's one
   // above |x| = 18.7 is what e / (e + 2) rounds to there anyway.
   void tanh_f32(int y, int x) {
-    auto k = [&](ExpConstant e) { return ptr_b[r10 + int(e) * 4]; };
     const Opmask m(kScratchMask);
     const int a = take_zmm(), s = take_zmm(), c = take_zmm(), q = take_zmm(), e = take_zmm();
-    mov(r10, reinterpret_cast<size_t>(kExpTable));
-    vmaxps(Zmm(a), Zmm(x), k(kTanhClampLo));
-    vminps(Zmm(a), Zmm(a), k(kTanhClampHi));
-    vandps(Zmm(s), Zmm(a), k(kExpNegZero));
+    vmaxps(Zmm(a), Zmm(x), table(kTanhClampLo));
+    vminps(Zmm(a), Zmm(a), table(kTanhClampHi));
+    vandps(Zmm(s), Zmm(a), table(kExpNegZero));
     vxorps(Zmm(a), Zmm(a), Zmm(s));                // |x|
-    vmulps(Zmm(c), Zmm(a), k(kTanhTwo));
+    vmulps(Zmm(c), Zmm(a), table(kTanhTwo));
     exp_poly(y, q, c);                             // Expm1: the polynomial alone near 0,
-    vaddps(Zmm(e), Zmm(y), k(kExpOne));            // else 2^q (poly + 1) - 1
+    vaddps(Zmm(e), Zmm(y), table(kExpOne));            // else 2^q (poly + 1) - 1
     times_pow2(e, q);
-    vsubps(Zmm(e), Zmm(e), k(kExpOne));
-    vcmpps(m, Zmm(c), k(kTanhLn2Over2), 0x11);     // LT_OQ (c >= 0: |c| = c)
+    vsubps(Zmm(e), Zmm(e), table(kExpOne));
+    vcmpps(m, Zmm(c), table(kTanhLn2Over2), 0x11);     // LT_OQ (c >= 0: |c| = c)
     vmovaps(Zmm(e) | m, Zmm(y));
-    vaddps(Zmm(c), Zmm(e), k(kTanhTwo));
+    vaddps(Zmm(c), Zmm(e), table(kTanhTwo));
     vdivps(Zmm(y), Zmm(e), Zmm(c));
     vxorps(Zmm(y), Zmm(y), Zmm(s));
     vcmpps(m, Zmm(x), Zmm(x), kUnordered);

@@ -29,7 +29,8 @@ void stream_copy(void* dst, const void* src, size_t bytes);
 void stream_fence();
 
 // y[i] = *value for i < n, elements of `width` bytes (1, 2, 4 or 8), in full
-// vector stores, on the calling thread (for a block's broadcast operands).
+// vector stores, on the calling thread (a fused block's broadcast operands,
+// each chunk of copy.h's fill).
 void fill_block(size_t width, const void* value, void* y, size_t n);
 
 // One step of an accumulator chain: acc = op(acc, leaf), or op(leaf, acc)

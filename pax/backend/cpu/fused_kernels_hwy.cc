@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "pax/backend/cpu/dispatch.h"
 #include "pax/backend/cpu/fused_kernels.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -37,12 +38,12 @@ void FillTyped(T value, T* y, size_t n) {
 }
 
 void FillWidth(size_t width, const void* value, void* y, size_t n) {
-  switch (width) {
-    case 1: return FillTyped(*static_cast<const uint8_t*>(value), static_cast<uint8_t*>(y), n);
-    case 2: return FillTyped(*static_cast<const uint16_t*>(value), static_cast<uint16_t*>(y), n);
-    case 4: return FillTyped(*static_cast<const uint32_t*>(value), static_cast<uint32_t*>(y), n);
-    default: return FillTyped(*static_cast<const uint64_t*>(value), static_cast<uint64_t*>(y), n);
-  }
+  visit_width(width, [&](auto t) {
+    using T = decltype(t);
+    T v;
+    std::memcpy(&v, value, sizeof(T));
+    FillTyped(v, static_cast<T*>(y), n);
+  });
 }
 
 // ---------------------------------------------------------------------------
