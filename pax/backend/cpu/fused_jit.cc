@@ -579,6 +579,14 @@ std::shared_ptr<RunGenerator> generate(const FusedProgram& p, int begin, int end
 
 }  // namespace
 
+bool jit_compiles_every_instruction(const FusedProgram& p) {
+  if (!cpu_supports_jit() || int(p.instrs.size()) < kMinRun) return false;
+  for (const FusedInstr& ins : p.instrs) {
+    if (!compilable(p, ins)) return false;
+  }
+  return true;
+}
+
 std::vector<FusedJitRun> compile_fused_runs(const FusedProgram& p) {
   std::vector<FusedJitRun> runs;
   if (!cpu_supports_jit()) return runs;

@@ -38,6 +38,12 @@ struct FusedJitRun {
   std::shared_ptr<const void> code;  // owns fn's memory
 };
 
+// Whether every instruction of `p` would be compiled (it looks only at the
+// instructions and their slots' dtypes, so finalize asks before it lays out
+// the registers). Such a loop needs no wide bf16 registers: the compiled
+// code widens bf16 as it loads and narrows as it stores.
+bool jit_compiles_every_instruction(const FusedProgram& p);
+
 // The runs of `p` (finalized, without an accumulator chain) worth compiling,
 // in instruction order; empty when the CPU or the environment rules it out.
 std::vector<FusedJitRun> compile_fused_runs(const FusedProgram& p);

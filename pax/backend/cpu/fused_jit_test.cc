@@ -1,9 +1,10 @@
 // Compiled runs of fused-loop instructions against the interpreter, bit for
-// bit (NaN payloads aside): f32 arithmetic with NaN, infinities, signed zeros and subnormals
-// (max / min, div, sqrt, exp, tanh, integer_pow, neg / abs), comparisons of f32 and i32
-// into bool masks that are selected on and stored, splats, wide bf16 loops
-// that round every result, narrow bf16 loads and stores, partial vectors, and programs too large for the
-// registers of one run.
+// bit (NaN payloads aside): f32 arithmetic with NaN, infinities, signed zeros
+// and subnormals (max / min, div, sqrt, exp, tanh, integer_pow, neg / abs),
+// comparisons of f32 and i32 into bool masks that are selected on and stored,
+// splats, wide bf16 loops that round every result (and loops compiled whole,
+// which are not wide and give the same bits), narrow bf16 loads and stores,
+// partial vectors, and programs too large for the registers of one run.
 #include "pax/backend/cpu/fused_jit.h"
 
 #include <gtest/gtest.h>
@@ -242,11 +243,21 @@ TEST(FusedJit, WideBf16RoundsEveryResult) {
   const int sq = b.instr(FusedInstr::Kind::integer_pow, 0, h, h, {back}, 2);
   const int lt = b.instr(FusedInstr::Kind::compare, uint8_t(CompareOp::lt), h, DType::bool_, {x, y});
   const int sel = b.instr(FusedInstr::Kind::select_n, 0, DType::bool_, h, {lt, sq, t});
-  b.p.stores = {{sel, 0}, {g, 1}};
+  // log is interpreted: with it the loop holds bf16 wide, without it not.
+  const int lg = b.unary(UnaryOp::log, x, h);
+  b.p.stores = {{sel, 0}, {g, 1}, {lg, 2}};
   b.p.num_inputs = 2;
-  b.p.num_outputs = 2;
+  b.p.num_outputs = 3;
+  FusedProgram narrow = b.p;
+  narrow.instrs.pop_back();
+  narrow.stores.pop_back();
+  narrow.num_outputs = 2;
   b.p.finalize();
+  narrow.finalize();
   ASSERT_TRUE(b.p.wide_bf16);
+  ASSERT_FALSE(narrow.wide_bf16);
+  ASSERT_EQ(narrow.jit_runs.size(), 1u);
+  ASSERT_EQ(narrow.jit_runs[0].end, int(narrow.instrs.size()));
   std::vector<uint16_t> xv(static_cast<size_t>(n)), yv(static_cast<size_t>(n));
   const std::vector<float> xf = specials(size_t(n), 1), yf = specials(size_t(n), 4);
   for (size_t i = 0; i < size_t(n); ++i) {
@@ -254,7 +265,23 @@ TEST(FusedJit, WideBf16RoundsEveryResult) {
     yv[i] = float_to_bf16(yf[i]);
   }
   const void* in[] = {xv.data(), yv.data()};
-  EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * 2, DType::bf16}, {size_t(n) * 4, DType::f32}}));
+  const std::vector<Output> outs = {{size_t(n) * 2, DType::bf16}, {size_t(n) * 4, DType::f32}};
+  EXPECT_TRUE(same_both_ways(b.p, in, {outs[0], outs[1], {size_t(n) * 2, DType::bf16}}));
+  EXPECT_TRUE(same_both_ways(narrow, in, outs));
+  // The wide and the narrow loop give the same bits.
+  std::vector<unsigned char> wide_out[3], narrow_out[2];
+  std::vector<void*> wp, np;
+  for (size_t k = 0; k < 3; ++k) wp.push_back((wide_out[k] = std::vector<unsigned char>(size_t(n) * 4)).data());
+  for (size_t k = 0; k < 2; ++k) np.push_back((narrow_out[k] = std::vector<unsigned char>(size_t(n) * 4)).data());
+  run_fused(b.p, in, wp);
+  run_fused(narrow, in, np);
+  for (size_t k = 0; k < 2; ++k) {
+    for (size_t i = 0; i < size_t(n); ++i) {
+      const size_t w = itemsize(outs[k].dtype);
+      if (is_nan_at(wide_out[k].data(), outs[k].dtype, i) && is_nan_at(narrow_out[k].data(), outs[k].dtype, i)) continue;
+      ASSERT_EQ(std::memcmp(wide_out[k].data() + i * w, narrow_out[k].data() + i * w, w), 0) << "output " << k << " at " << i;
+    }
+  }
 }
 
 // A loop with one bf16 operation keeps bf16 narrow in its registers: the

@@ -167,9 +167,9 @@ void exec(const FusedInstr& ins, void* const* ptr, size_t m, bool wide_bf16) {
 // The state of one task: its registers and the current pointer of every slot.
 class Task {
  public:
-  Task(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out, size_t tile_bytes,
-       size_t extra_bytes)
-      : p_(p), in_(in), out_(out), steps_(p.chain_steps) {
+  Task(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out, bool apart,
+       size_t tile_bytes, size_t extra_bytes)
+      : p_(p), in_(in), out_(out), apart_(apart), steps_(p.chain_steps) {
     const size_t reg_total = size_t(p.num_regs) * p.reg_bytes;
     // Wide bf16 loops stage gathered views before widening them.
     const size_t stage_bytes = p.wide_bf16 ? round64(size_t(p.block) * sizeof(uint16_t)) : 0;
@@ -179,6 +179,7 @@ class Task {
     extra_ = tile_ + round64(tile_bytes);
     stage_ = extra_ + round64(extra_bytes);
     ptr_ = reinterpret_cast<void**>(stage_ + stage_bytes);
+    regs_ = regs;
     for (size_t s = 0; s < p.slots.size(); ++s) {
       const FusedSlot& slot = p.slots[s];
       ptr_[s] = slot.reg >= 0 ? regs + size_t(slot.reg) * p.reg_bytes : nullptr;
@@ -216,6 +217,16 @@ class Task {
       const FusedSlot& slot = p_.slots[size_t(p_.reduce->slot)];
       ptr_[p_.reduce->slot] = tile_ + size_t(start - tile_start) * slot.width;
     }
+    const int64_t lo = std::max(start, own_lo), hi = std::min(start + m, own_hi);
+    // Stores written in place: their slots point at the outputs (else at
+    // their registers, as set up by the constructor).
+    const bool in_place = apart_ && lo == start && hi == start + m;
+    for (const FusedStore& st : p_.stores) {
+      if (!st.apart) continue;
+      const FusedSlot& slot = p_.slots[size_t(st.slot)];
+      ptr_[st.slot] = in_place ? static_cast<char*>(out_[size_t(st.output)]) + size_t(start) * slot.width
+                               : regs_ + size_t(slot.reg) * p_.reg_bytes;
+    }
     if (p_.direct_store >= 0) {
       // Only the last instruction writes this slot, and nothing reads it.
       const FusedStore& st = p_.stores[size_t(p_.direct_store)];
@@ -247,11 +258,10 @@ class Task {
       const float* x = static_cast<const float*>(ptr_[p_.reduce->slot]);
       narrow_to_bf16(x, reinterpret_cast<uint16_t*>(tile_) + (start - tile_start), size_t(m));
     }
-    const int64_t lo = std::max(start, own_lo), hi = std::min(start + m, own_hi);
     if (lo >= hi) return;
     for (size_t k = 0; k < p_.stores.size(); ++k) {
-      if (int(k) == p_.direct_store) continue;
       const FusedStore& st = p_.stores[k];
+      if (int(k) == p_.direct_store || (st.apart && in_place)) continue;
       const FusedSlot& slot = p_.slots[size_t(st.slot)];
       const size_t w = slot.width;
       char* dst = static_cast<char*>(out_[size_t(st.output)]) + size_t(lo) * w;
@@ -287,6 +297,8 @@ class Task {
   const FusedProgram& p_;
   std::span<const void* const> in_;
   std::span<void* const> out_;
+  bool apart_;  // no input shares memory with an output
+  char* regs_;
   void** ptr_;
   char* tile_;
   char* extra_;
@@ -295,19 +307,19 @@ class Task {
   std::vector<ChainStep> steps_;  // the program's chain, with this block's leaves
 };
 
-void run_plain(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out) {
+void run_plain(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out, bool apart) {
   // Tasks of whole blocks: they see the kernels' windows, and each ends
   // with one fence for its streamed stores (so tasks are not too short).
   const int64_t chunk = std::max(kMinChunk, ceil_div(ceil_div(p.size, kChunks), p.block) * p.block);
   parallel_for(p.size, chunk, [&](int64_t b, int64_t e) {
-    Task task(p, in, out, 0, 0);
+    Task task(p, in, out, apart, 0, 0);
     task.run_range(b, e, b, e, -1, [](int64_t, int64_t) {});
   });
 }
 
 // Rows of n elements are cut into segments of min(n, kRowBlock) (units), as
 // cpu::reduce cuts them; tasks hold one segment, or several whole rows.
-void run_row_reduce(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out) {
+void run_row_reduce(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out, bool apart) {
   const FusedReduce& r = *p.reduce;
   const DType dt = p.slots[size_t(r.slot)].dtype;
   const DType acc = accumulator_dtype(dt);
@@ -324,7 +336,7 @@ void run_row_reduce(const FusedProgram& p, std::span<const void* const> in, std:
   auto unit_hi = [&](int64_t u) { return (u / nb) * r.n + std::min(r.n, (u % nb + 1) * rb); };
   const size_t tile_bytes = size_t(std::max(per_task * r.n, rb) + 2 * kWindow) * w;
   parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
-    Task task(p, in, out, tile_bytes, 0);
+    Task task(p, in, out, apart, tile_bytes, 0);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t u0 = t * per_task, u1 = std::min(units, u0 + per_task);
       const int64_t a = unit_lo(u0), z = unit_hi(u1 - 1);
@@ -341,7 +353,7 @@ void run_row_reduce(const FusedProgram& p, std::span<const void* const> in, std:
 
 // Each task accumulates a run of rows into a partial row (accumulator dtype);
 // the partial rows are then reduced in order.
-void run_col_reduce(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out) {
+void run_col_reduce(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out, bool apart) {
   const FusedReduce& r = *p.reduce;
   const DType dt = p.slots[size_t(r.slot)].dtype;
   const DType acc = accumulator_dtype(dt);
@@ -357,7 +369,7 @@ void run_col_reduce(const FusedProgram& p, std::span<const void* const> in, std:
   reduce_identity(r.op, acc, identity);
   const size_t convert_bytes = acc == dt ? 0 : size_t(p.block) * aw;
   parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
-    Task task(p, in, out, 0, convert_bytes);
+    Task task(p, in, out, apart, 0, convert_bytes);
     for (int64_t t = t0; t < t1; ++t) {
       char* row = part + size_t(t * r.inner) * aw;
       visit_width(aw, [&](auto v) {
@@ -390,6 +402,33 @@ void run_col_reduce(const FusedProgram& p, std::span<const void* const> in, std:
   if (!direct) reduce(r.op, acc, part, r.out_dtype, out[size_t(r.output)], 1, tasks, r.inner);
 }
 
+// Whether no output a store writes shares a byte with an input the loop
+// reads (then stores may be written by their instructions in place).
+bool outputs_apart(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out) {
+  bool any = false;
+  for (const FusedStore& st : p.stores) any = any || st.apart;
+  if (!any) return false;
+  for (const FusedSlot& s : p.slots) {
+    if (s.kind == FusedSlot::Kind::reg) continue;
+    // The bytes the slot's input spans.
+    int64_t lo = 0, hi = 0;
+    if (s.kind == FusedSlot::Kind::input) hi = p.size - 1;
+    for (size_t d = 0; d < s.dims.size() && s.kind == FusedSlot::Kind::view; ++d) {
+      const int64_t reach = (s.dims[d] - 1) * s.strides[d];
+      (reach < 0 ? lo : hi) += reach;
+    }
+    const char* base = static_cast<const char*>(in[size_t(s.arg)]);
+    const char* first = base + lo * int64_t(s.width);
+    const char* last = base + (hi + 1) * int64_t(s.width);
+    for (const FusedStore& st : p.stores) {
+      const char* o = static_cast<const char*>(out[size_t(st.output)]);
+      const char* o_end = o + size_t(p.size) * p.slots[size_t(st.slot)].width;
+      if (first < o_end && o < last) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool fusable_reduction(ReduceOp op, DType dtype, int64_t outer, int64_t n, int64_t inner) {
@@ -417,14 +456,16 @@ void FusedProgram::finalize() {
   for (const FusedStore& st : stores) last_use[size_t(st.slot)] = kEnd;
   if (reduce) last_use[size_t(reduce->slot)] = kEnd;
   // Wide bf16 registers pay off from two bf16 operations on: each then
-  // saves the conversions of its operands and result.
+  // saves the conversions of its operands and result. A loop compiled whole
+  // does without: its code widens and narrows in vector registers, so its
+  // inputs are read where they are and its stores need no narrowing pass.
   int bf16_ops = 0;
   for (const FusedInstr& ins : instrs) {
     const bool arith = ins.kind == FusedInstr::Kind::unary || ins.kind == FusedInstr::Kind::binary ||
                        ins.kind == FusedInstr::Kind::integer_pow;
     bf16_ops += arith && ins.dtype == DType::bf16;
   }
-  wide_bf16 = bf16_ops >= 2;
+  wide_bf16 = bf16_ops >= 2 && !jit_compiles_every_instruction(*this);
   size_t max_width = 1;
   per_block.clear();
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -481,6 +522,16 @@ void FusedProgram::finalize() {
     ++writers;
   }
   if (writers != 1) direct_store = -1;
+  // Other stores of results (not streamed, not narrowed, each slot once)
+  // may be written in place where the call allows it.
+  std::vector<bool> seen(slots.size(), false);
+  for (size_t k = 0; k < stores.size(); ++k) {
+    FusedStore& st = stores[k];
+    const FusedSlot& s = slots[size_t(st.slot)];
+    st.apart = chain_first < 0 && int(k) != direct_store && s.kind == FusedSlot::Kind::reg && !st.stream &&
+               !wide(s) && !seen[size_t(st.slot)] && !(reduce && reduce->slot == st.slot);
+    seen[size_t(st.slot)] = true;
+  }
   if (reduce) {
     const FusedSlot& s = slots[size_t(reduce->slot)];
     PAX_CHECK(s.kind == FusedSlot::Kind::reg, "fused loop: the reduced value must be an instruction result");
@@ -548,9 +599,10 @@ void FusedProgram::find_chain() {
 void run_fused(const FusedProgram& p, std::span<const void* const> inputs, std::span<void* const> outputs) {
   PAX_CHECK(int(inputs.size()) == p.num_inputs && int(outputs.size()) == p.num_outputs, "fused loop: takes ",
             p.num_inputs, " inputs and ", p.num_outputs, " outputs, got ", inputs.size(), " and ", outputs.size());
-  if (!p.reduce) return run_plain(p, inputs, outputs);
-  if (p.reduce->inner == 1) return run_row_reduce(p, inputs, outputs);
-  run_col_reduce(p, inputs, outputs);
+  const bool apart = outputs_apart(p, inputs, outputs);
+  if (!p.reduce) return run_plain(p, inputs, outputs, apart);
+  if (p.reduce->inner == 1) return run_row_reduce(p, inputs, outputs, apart);
+  run_col_reduce(p, inputs, outputs, apart);
 }
 
 }  // namespace pax::cpu

@@ -101,6 +101,10 @@ struct FusedStore {
   int slot;
   int output;
   bool stream = false;  // non-temporal stores (set by finalize for large outputs)
+  // Set by finalize: the slot's instruction may write the output itself
+  // (no copy) in a block the task owns whole, when no input of the call
+  // shares memory with an output. Its later reads then read the output.
+  bool apart = false;
 };
 
 struct FusedReduce {

@@ -1,10 +1,13 @@
 // The fused loop executor on hand-built programs: a chain against a reference
-// loop, broadcast views, in-place output, register reuse, and the checks of
+// loop, broadcast views, in-place output, stores written in place by their
+// instructions, register reuse, and the checks of
 // finalize() / run_fused().
 #include "pax/backend/cpu/fused_loop.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <span>
 #include <vector>
 
 #include "pax/testing/testing.h"
@@ -78,6 +81,55 @@ TEST(FusedLoop, OutputMayOverwriteItsContiguousInput) {
   void* out[] = {x.data()};
   run_fused(p, in, out);
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], (x0[i] * c + 0.5f) - x0[i]) << i;
+}
+
+// a = x * x and b = a + x are both stored, then their sum over rows of
+// `cols` (reduce: the row reduction ends the loop).
+FusedProgram two_stores(int64_t rows, int64_t cols, bool reduce) {
+  FusedProgram p;
+  p.size = rows * cols;
+  p.slots.push_back(slot(FusedSlot::Kind::input, 0));
+  const int a = add_binary(p, BinaryOp::mul, 0, 0);
+  const int b = add_binary(p, BinaryOp::add, a, 0);
+  p.stores = {{a, 0}, {b, 1}};
+  if (reduce) p.reduce = FusedReduce{ReduceOp::sum, add_binary(p, BinaryOp::add, a, b), rows, cols, 1, DType::f32, 2};
+  p.num_inputs = 1;
+  p.num_outputs = reduce ? 3 : 2;
+  p.finalize();
+  return p;
+}
+
+TEST(FusedLoop, StoresAreWrittenInPlaceUnlessAnInputSharesTheirMemory) {
+  for (bool reduce : {false, true}) {
+    // Rows of 300: row-reduction tasks start inside blocks, whose stores are
+    // then copied by their owner.
+    const int64_t rows = 97, cols = 300, n = rows * cols;
+    FusedProgram p = two_stores(rows, cols, reduce);
+    EXPECT_TRUE(p.stores[0].apart);  // not the last instruction's result
+    std::vector<float> x(static_cast<size_t>(n)), a(x.size()), b(x.size()), sums(static_cast<size_t>(rows));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 89) * 0.125f - 5.0f;
+    const std::vector<float> x0 = x;
+    auto check = [&](const std::vector<float>& got_a, const char* what) {
+      for (size_t i = 0; i < x.size(); ++i) {
+        const float sq = x0[i] * x0[i];
+        ASSERT_EQ(got_a[i], sq) << what << " a at " << i;
+        ASSERT_EQ(b[i], sq + x0[i]) << what << " b at " << i;
+      }
+      for (int64_t r = 0; r < rows && reduce; ++r) {
+        float want = 0;
+        for (int64_t c = 0; c < cols; ++c) want += 2 * x0[size_t(r * cols + c)] * x0[size_t(r * cols + c)] + x0[size_t(r * cols + c)];
+        ASSERT_NEAR(sums[size_t(r)], want, 1e-4 * std::abs(want) + 1e-3) << what << " row " << r;
+      }
+    };
+    const void* in[] = {x.data()};
+    void* out[] = {a.data(), b.data(), sums.data()};
+    run_fused(p, in, std::span<void* const>(out, size_t(p.num_outputs)));
+    check(a, "apart");
+    // a overwrites x: b still reads the x of before.
+    void* shared[] = {x.data(), b.data(), sums.data()};
+    run_fused(p, in, std::span<void* const>(shared, size_t(p.num_outputs)));
+    check(x, "in place");
+  }
 }
 
 TEST(FusedLoop, RegistersAreReused) {
