@@ -218,29 +218,26 @@ class Task {
       ptr_[p_.reduce->slot] = tile_ + size_t(start - tile_start) * slot.width;
     }
     const int64_t lo = std::max(start, own_lo), hi = std::min(start + m, own_hi);
-    // Stores written in place: their slots point at the outputs (else at
-    // their registers, as set up by the constructor).
+    // Stores written by their instructions: their slots point at the outputs
+    // (apart ones only in blocks owned whole; else at their registers).
     const bool in_place = apart_ && lo == start && hi == start + m;
+    bool direct_stream = false;  // the direct store streams (chains only)
     for (const FusedStore& st : p_.stores) {
-      if (!st.apart) continue;
+      if (st.write == FusedStore::Write::copy) continue;
       const FusedSlot& slot = p_.slots[size_t(st.slot)];
-      ptr_[st.slot] = in_place ? static_cast<char*>(out_[size_t(st.output)]) + size_t(start) * slot.width
-                               : regs_ + size_t(slot.reg) * p_.reg_bytes;
-    }
-    if (p_.direct_store >= 0) {
-      // Only the last instruction writes this slot, and nothing reads it.
-      const FusedStore& st = p_.stores[size_t(p_.direct_store)];
-      ptr_[st.slot] = static_cast<char*>(out_[size_t(st.output)]) + size_t(start) * p_.slots[size_t(st.slot)].width;
+      const bool to_output = st.write == FusedStore::Write::direct || in_place;
+      ptr_[st.slot] = to_output ? static_cast<char*>(out_[size_t(st.output)]) + size_t(start) * slot.width
+                                : regs_ + size_t(slot.reg) * p_.reg_bytes;
+      direct_stream = direct_stream || (st.write == FusedStore::Write::direct && st.stream);
     }
     if (p_.chain_first >= 0) {
       for (size_t k = 0; k < steps_.size(); ++k) {
         if (p_.chain_leaves[k] >= 0) steps_[k].leaf = ptr_[p_.chain_leaves[k]];
       }
       const FusedSlot& first = p_.slots[size_t(p_.chain_first)];
-      const bool stream = p_.direct_store >= 0 && p_.stores[size_t(p_.direct_store)].stream;
       chain(first.dtype, ptr_[p_.chain_first], first.kind == FusedSlot::Kind::splat, steps_,
-            ptr_[p_.instrs.back().result], size_t(m), stream);
-      streamed_ = streamed_ || stream;
+            ptr_[p_.instrs.back().result], size_t(m), direct_stream);
+      streamed_ = streamed_ || direct_stream;
     } else {
       const int n = int(p_.instrs.size());
       size_t next = 0;  // the next compiled run
@@ -261,7 +258,7 @@ class Task {
     if (lo >= hi) return;
     for (size_t k = 0; k < p_.stores.size(); ++k) {
       const FusedStore& st = p_.stores[k];
-      if (int(k) == p_.direct_store || (st.apart && in_place)) continue;
+      if (st.write == FusedStore::Write::direct || (st.write == FusedStore::Write::apart && in_place)) continue;
       const FusedSlot& slot = p_.slots[size_t(st.slot)];
       const size_t w = slot.width;
       char* dst = static_cast<char*>(out_[size_t(st.output)]) + size_t(lo) * w;
@@ -406,16 +403,17 @@ void run_col_reduce(const FusedProgram& p, std::span<const void* const> in, std:
 // reads (then stores may be written by their instructions in place).
 bool outputs_apart(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out) {
   bool any = false;
-  for (const FusedStore& st : p.stores) any = any || st.apart;
+  for (const FusedStore& st : p.stores) any = any || st.write == FusedStore::Write::apart;
   if (!any) return false;
   for (const FusedSlot& s : p.slots) {
     if (s.kind == FusedSlot::Kind::reg) continue;
     // The bytes the slot's input spans.
-    int64_t lo = 0, hi = 0;
-    if (s.kind == FusedSlot::Kind::input) hi = p.size - 1;
-    for (size_t d = 0; d < s.dims.size() && s.kind == FusedSlot::Kind::view; ++d) {
-      const int64_t reach = (s.dims[d] - 1) * s.strides[d];
-      (reach < 0 ? lo : hi) += reach;
+    int64_t lo = 0, hi = s.kind == FusedSlot::Kind::input ? p.size - 1 : 0;
+    if (s.kind == FusedSlot::Kind::view) {
+      for (size_t d = 0; d < s.dims.size(); ++d) {
+        const int64_t reach = (s.dims[d] - 1) * s.strides[d];
+        (reach < 0 ? lo : hi) += reach;
+      }
     }
     const char* base = static_cast<const char*>(in[size_t(s.arg)]);
     const char* first = base + lo * int64_t(s.width);
@@ -513,23 +511,24 @@ void FusedProgram::finalize() {
   jit_runs.clear();
   // Plain loops own every block they compute, so the last instruction may
   // write its stored result in place of the copy (streamed only by chains),
-  // unless the loop narrows it.
-  direct_store = -1;
-  int writers = 0;
+  // unless the loop narrows it. Other stores of results (not streamed, not
+  // narrowed, each slot once) may be written apart where the call allows it.
+  int last_writers = 0, direct = -1;
   for (size_t k = 0; k < stores.size() && !reduce; ++k) {
     if (stores[k].slot != instrs.back().result || wide(slots[size_t(stores[k].slot)])) continue;
-    direct_store = stores[k].stream && chain_first < 0 ? -1 : int(k);
-    ++writers;
+    if (!stores[k].stream || chain_first >= 0) direct = int(k);
+    ++last_writers;
   }
-  if (writers != 1) direct_store = -1;
-  // Other stores of results (not streamed, not narrowed, each slot once)
-  // may be written in place where the call allows it.
+  if (last_writers != 1) direct = -1;
   std::vector<bool> seen(slots.size(), false);
   for (size_t k = 0; k < stores.size(); ++k) {
     FusedStore& st = stores[k];
     const FusedSlot& s = slots[size_t(st.slot)];
-    st.apart = chain_first < 0 && int(k) != direct_store && s.kind == FusedSlot::Kind::reg && !st.stream &&
-               !wide(s) && !seen[size_t(st.slot)] && !(reduce && reduce->slot == st.slot);
+    const bool apart = chain_first < 0 && s.kind == FusedSlot::Kind::reg && !st.stream && !wide(s) &&
+                       !seen[size_t(st.slot)] && !(reduce && reduce->slot == st.slot);
+    st.write = int(k) == direct ? FusedStore::Write::direct
+               : apart          ? FusedStore::Write::apart
+                                : FusedStore::Write::copy;
     seen[size_t(st.slot)] = true;
   }
   if (reduce) {

@@ -101,10 +101,16 @@ struct FusedStore {
   int slot;
   int output;
   bool stream = false;  // non-temporal stores (set by finalize for large outputs)
-  // Set by finalize: the slot's instruction may write the output itself
-  // (no copy) in a block the task owns whole, when no input of the call
-  // shares memory with an output. Its later reads then read the output.
-  bool apart = false;
+  // How the value reaches the output (set by finalize). When the
+  // instruction writes the output itself, later reads of the slot read it.
+  enum class Write : uint8_t {
+    copy,    // computed into its register, copied at the end of each block
+    direct,  // the last instruction writes it, in every block: its reads of
+             // the block all precede its writes, so this holds in place too
+    apart,   // its instruction writes it in blocks the task owns whole, when
+             // no input of the call shares memory with an output
+  };
+  Write write = Write::copy;
 };
 
 struct FusedReduce {
@@ -139,10 +145,6 @@ struct FusedProgram {
   bool wide(const FusedSlot& s) const { return wide_bf16 && s.dtype == DType::bf16; }
   // Bytes of one element of the slot in a register.
   size_t reg_width(const FusedSlot& s) const { return wide(s) ? sizeof(float) : itemsize(s.dtype); }
-  // The store the last instruction makes itself, writing straight into a
-  // small output (-1: none). Its reads of the block all precede its writes,
-  // so this keeps in-place execution safe.
-  int direct_store = -1;
   int num_inputs = 0;
   int num_outputs = 0;
   // Runs of instructions compiled to machine code (fused_jit.h); the others
