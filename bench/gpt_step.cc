@@ -33,6 +33,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <map>
 #include <string>
 
@@ -131,8 +132,7 @@ std::unique_ptr<nn::TransformerLm> build_model(const Flags& f, DType fprop_dtype
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const Flags f = parse_flags(argc, argv);
+int run_benchmark(const Flags& f) {
   set_num_threads(int(f.threads));
   const DType compute = f.dtype == "bf16" ? DType::bf16 : DType::f32;
 
@@ -192,4 +192,14 @@ int main(int argc, char** argv) {
                  "pass --peak_flops\n", train::peak_flops_cache_path(peak_options).c_str());
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  const Flags f = parse_flags(argc, argv);
+  try {
+    return run_benchmark(f);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpt_step: error: %s\n", e.what());
+    return 1;
+  }
 }

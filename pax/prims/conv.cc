@@ -235,6 +235,9 @@ cpu::ConvTensor flipped(const cpu::ConvTensor& w, Scratch& scratch) {
   return relayout(src, {0, 1, 2, 3}, scratch);
 }
 
+bool run_conv(const ConvParams& c, cpu::ConvTensor x, cpu::ConvTensor w, const cpu::ConvTensor& y,
+              std::span<const TensorView> in, const TensorView& o, DType cd);
+
 void conv_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
   const TensorView& o = out[0];
   if (o.numel() == 0) return;
@@ -246,8 +249,25 @@ void conv_kernel(const Params& p, std::span<const TensorView> in, std::span<cons
   // padding give zeros.
   if (w.dims[1] == 0 || w.dims[2] == 0 || w.dims[3] == 0 || x.dims[2] == 0 || x.dims[3] == 0) return zero_output();
 
+  // Computed in bf16 where oneDNN has a kernel for it on this CPU, otherwise
+  // (f16, and bf16 below AVX-512) widened to f32, accumulated in f32 as the
+  // native kernels accumulate, and rounded to the output dtype.
+  const bool native_bf16 = x.dtype == DType::bf16;
+  if (!run_conv(c, x, w, y, in, o, native_bf16 ? DType::bf16 : DType::f32)) {
+    PAX_CHECK(native_bf16 && run_conv(c, x, w, y, in, o, DType::f32),
+              "conv_general_dilated: oneDNN has no f32 convolution for input dims ", ints_str(x.dims));
+  }
+}
+
+// The convolution computed in dtype cd; false when oneDNN has no optimised
+// kernel for cd on this CPU (nothing is written then).
+bool run_conv(const ConvParams& c, cpu::ConvTensor x, cpu::ConvTensor w, const cpu::ConvTensor& y,
+              std::span<const TensorView> in, const TensorView& o, DType cd) {
+  auto zero_output = [&] {
+    std::memset(o.data, 0, o.nbytes());
+    return true;
+  };
   Scratch scratch;
-  const DType cd = x.dtype == DType::bf16 ? DType::bf16 : DType::f32;
   if (x.dtype != cd) {
     x = converted(in[0], x, cd, scratch);
     w = converted(in[1], w, cd, scratch);
@@ -310,8 +330,9 @@ void conv_kernel(const Params& p, std::span<const TensorView> in, std::span<cons
     }
   }
 
-  cpu::conv2d_dnnl(g, x, w, y_dnnl);
+  if (!cpu::conv2d_dnnl(g, x, w, y_dnnl)) return false;
   if (!direct_out) cpu::convert_parallel(DType::f32, y_dnnl.data, o.dtype, o.data, o.numel());
+  return true;
 }
 
 }  // namespace

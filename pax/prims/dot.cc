@@ -233,12 +233,11 @@ const void* contiguous_operand(const Operand& op, DType dtype, std::shared_ptr<B
   return keep->data();
 }
 
-// The dtype the product is computed in (its inputs converted to it when
-// different), from the input and output dtypes.
+// The dtype the product is computed in where the CPU has kernels for it (its
+// inputs converted to it when different), from the input and output dtypes.
 DType compute_dtype(DType in, DType out) {
   if (is_integer(out) || out == DType::f64) return out;
-  if (in == DType::bf16) return DType::bf16;
-  if (in == DType::f16 && cpu::dnnl_has_f16_matmul()) return DType::f16;
+  if (in == DType::bf16 || in == DType::f16) return in;
   return DType::f32;
 }
 
@@ -261,30 +260,34 @@ void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::sp
     return;
   }
 
-  const DType cd = compute_dtype(lhs.dtype, o.dtype);
-  if (is_integer(cd) || cd == DType::f64) {
+  const DType native = compute_dtype(lhs.dtype, o.dtype);
+  if (is_integer(native) || native == DType::f64) {
     std::shared_ptr<Buffer> abuf, bbuf;
-    cpu::gemm_blocked(cd, shape, contiguous_operand(a, cd, abuf), contiguous_operand(b, cd, bbuf), o.data);
+    cpu::gemm_blocked(native, shape, contiguous_operand(a, native, abuf), contiguous_operand(b, native, bbuf),
+                      o.data);
     return;
   }
 
-  // oneDNN writes f32 or the compute dtype; anything else goes through an f32
-  // temporary converted at the end.
-  const bool direct_out = o.dtype == DType::f32 || o.dtype == cd;
-  std::shared_ptr<Buffer> cbuf;
-  if (!direct_out) cbuf = Buffer::allocate(size_t(o.numel()) * sizeof(float));
-  const cpu::MatrixView c{direct_out ? o.data : cbuf->data(), direct_out ? o.dtype : DType::f32,
-                          shape.m * shape.n, shape.n, 1};
-
-  // First with the operands in place where their axes merge into a strided
-  // view (the batch axes into one stride, or two when the split allows),
-  // then with both contiguous (always supported).
+  // The product in compute dtype cd: oneDNN writes f32 or cd; any other
+  // output dtype goes through an f32 temporary converted at the end. First
+  // with the operands in place where their axes merge into a strided view
+  // (the batch axes into one stride, or two when the split allows), then with
+  // both contiguous (always supported where oneDNN has a kernel for cd).
+  // Without a kernel for 16-bit operands on this CPU (bf16 below AVX-512 BF16
+  // or AMX), the operands are widened to f32 and the f32 product, accumulated
+  // in f32 as the native kernels accumulate, is rounded to the output dtype.
+  const DType out_native = o.dtype == DType::f32 ? DType::f32 : native;
+  const DType cd = cpu::gemm_dnnl_supported(shape, native, out_native) ? native : DType::f32;
   const bool one_batch_stride = merged_stride(a.batch) && merged_stride(b.batch);
   const std::optional<size_t> split = one_batch_stride ? std::nullopt : two_run_batch_split(a.batch, b.batch);
-  auto attempt = [&](bool force_contiguous) {
+  std::shared_ptr<Buffer> cbuf;
+  auto attempt = [&](DType cd, bool force_contiguous) {
+    const bool direct_out = o.dtype == DType::f32 || o.dtype == cd;
+    if (!direct_out && !cbuf) cbuf = Buffer::allocate(size_t(o.numel()) * sizeof(float));
     std::shared_ptr<Buffer> abuf, bbuf;
     cpu::GemmShape g = shape;
-    cpu::MatrixView cv = c;
+    cpu::MatrixView cv{direct_out ? o.data : cbuf->data(), direct_out ? o.dtype : DType::f32, shape.m * shape.n,
+                       shape.n, 1};
     if (split && !force_contiguous) {
       g.inner_batch = axes_from(a.batch, *split).numel();
       cv.batch_stride = g.inner_batch * shape.m * shape.n;
@@ -303,11 +306,12 @@ void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::sp
     };
     const cpu::MatrixView av = view(a, abuf, shape.m, shape.k);
     const cpu::MatrixView bv = view(b, bbuf, shape.k, shape.n);
-    return cpu::gemm_dnnl(g, av, bv, cv);
+    if (!cpu::gemm_dnnl(g, av, bv, cv)) return false;
+    if (!direct_out) cpu::convert_parallel(DType::f32, cbuf->data(), o.dtype, o.data, o.numel());
+    return true;
   };
-  PAX_CHECK(attempt(false) || attempt(true), "dot_general: oneDNN has no matmul for ", dtype_name(cd),
+  PAX_CHECK(attempt(cd, false) || attempt(cd, true), "dot_general: oneDNN has no matmul for ", dtype_name(cd),
             " operands on this CPU");
-  if (!direct_out) cpu::convert_parallel(DType::f32, cbuf->data(), o.dtype, o.data, o.numel());
 }
 
 }  // namespace

@@ -23,6 +23,7 @@ struct Layout {
 };
 
 struct ConvEntry {
+  bool supported = false;  // an optimised kernel exists for these dtypes and shapes
   dnnl::primitive prim;
   Layout src, weights, dst;
   size_t scratchpad_bytes = 0;
@@ -60,6 +61,10 @@ template <class PrimitiveDesc, class Primitive>
 ConvEntry finish(const PrimitiveDesc& pd, const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
                  const dnnl::memory::desc& dst) {
   ConvEntry e;
+  // 16-bit operands are widened by the caller rather than run by oneDNN's
+  // reference code (which is what it offers for them below AVX-512).
+  if (src.data_type() != dnnl::memory::data_type::f32 && is_reference_impl(pd)) return e;
+  e.supported = true;
   e.prim = Primitive(pd);
   e.src = make_layout(src, pd.src_desc(), false);
   e.weights = make_layout(weights, pd.weights_desc(), false);
@@ -89,6 +94,7 @@ ConvEntry make_conv(const ConvGeometry& g, const ConvTensor& src, const ConvTens
     dnnl::convolution_forward::primitive_desc pd(desc, user_scratchpad_attr(), dnnl_engine());
     return finish<decltype(pd), dnnl::convolution_forward>(pd, src_md, weights_md_, dst_md);
   } catch (const dnnl::error& e) {
+    if (src.dtype != DType::f32) return ConvEntry{};  // no kernel for 16-bit operands on this CPU
     PAX_FAIL("conv_general_dilated: oneDNN cannot create the ", g.transposed ? "deconvolution" : "convolution",
              " for input dims ", ints_str(src.dims), " weights ", ints_str(weights.dims), " output ",
              ints_str(dst.dims), ": ", e.what());
@@ -114,13 +120,14 @@ void append(DnnlKey& key, const ConvTensor& t) {
 
 }  // namespace
 
-void conv2d_dnnl(const ConvGeometry& g, const ConvTensor& src, const ConvTensor& weights, const ConvTensor& dst) {
+bool conv2d_dnnl(const ConvGeometry& g, const ConvTensor& src, const ConvTensor& weights, const ConvTensor& dst) {
   DnnlKey key{kConvTag, g.groups, g.strides[0], g.strides[1], g.dilation[0], g.dilation[1],
               g.pad_lo[0], g.pad_lo[1], g.pad_hi[0], g.pad_hi[1], int64_t(g.transposed)};
   append(key, src);
   append(key, weights);
   append(key, dst);
   auto e = dnnl_cached<ConvEntry>(key, [&] { return make_conv(g, src, weights, dst); });
+  if (!e->supported) return false;
 
   std::shared_ptr<Buffer> src_tmp, weights_tmp, dst_tmp;
   dnnl::memory src_mem = internal_input(e->src, src.data, src_tmp);
@@ -134,6 +141,7 @@ void conv2d_dnnl(const ConvGeometry& g, const ConvTensor& src, const ConvTensor&
   dnnl_execute(e->prim, {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, weights_mem}, {DNNL_ARG_DST, dst_mem}},
                e->scratchpad_bytes);
   if (e->dst.needs_reorder) dnnl_execute(e->dst.reorder, {{DNNL_ARG_FROM, dst_mem}, {DNNL_ARG_TO, dst_user}}, 0);
+  return true;
 }
 
 }  // namespace pax::cpu

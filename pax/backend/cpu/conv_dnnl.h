@@ -34,7 +34,10 @@ struct ConvGeometry {
 // dst = conv(src, weights). src and weights have one dtype (f32 or bf16,
 // accumulated in f32); dst is f32 or that dtype. All sizes must be > 0 and
 // consistent with the geometry (dst's spatial sizes as oneDNN computes them).
-void conv2d_dnnl(const ConvGeometry& geometry, const ConvTensor& src, const ConvTensor& weights,
+// Returns false, writing nothing, when oneDNN has no optimised kernel for
+// bf16 operands of these shapes on this CPU (asked once per shape, cached);
+// pax::Error when it cannot create an f32 one.
+bool conv2d_dnnl(const ConvGeometry& geometry, const ConvTensor& src, const ConvTensor& weights,
                  const ConvTensor& dst);
 
 }  // namespace pax::cpu

@@ -73,17 +73,26 @@ MatmulEntry make_matmul(const GemmShape& g, const Strides3& sa, const Strides3& 
 
 }  // namespace
 
-bool gemm_dnnl(const GemmShape& g, const MatrixView& a, const MatrixView& b, const MatrixView& c) {
-  PAX_CHECK(g.batch > 0 && g.m > 0 && g.n > 0 && g.k > 0, "gemm_dnnl: sizes must be positive");
-  PAX_CHECK(g.inner_batch > 0 && g.batch % g.inner_batch == 0, "gemm_dnnl: inner batch ", g.inner_batch,
-            " does not divide the batch ", g.batch);
+namespace {
+
+std::shared_ptr<const MatmulEntry> matmul_entry(const GemmShape& g, const MatrixView& a, const MatrixView& b,
+                                                const MatrixView& c) {
   const Strides3 sa = canonical(g.batch, g.m, g.k, a);
   const Strides3 sb = canonical(g.batch, g.k, g.n, b);
   const Strides3 sc = canonical(g.batch, g.m, g.n, c);
   const DnnlKey key{kMatmulTag, g.batch, g.m, g.n, g.k, g.inner_batch,
                     sa.batch, sa.rows, sa.cols, sa.inner_batch, sb.batch, sb.rows, sb.cols, sb.inner_batch,
                     sc.batch, sc.rows, sc.cols, sc.inner_batch, int64_t(a.dtype), int64_t(c.dtype)};
-  auto entry = dnnl_cached<MatmulEntry>(key, [&] { return make_matmul(g, sa, sb, sc, a.dtype, c.dtype); });
+  return dnnl_cached<MatmulEntry>(key, [&] { return make_matmul(g, sa, sb, sc, a.dtype, c.dtype); });
+}
+
+}  // namespace
+
+bool gemm_dnnl(const GemmShape& g, const MatrixView& a, const MatrixView& b, const MatrixView& c) {
+  PAX_CHECK(g.batch > 0 && g.m > 0 && g.n > 0 && g.k > 0, "gemm_dnnl: sizes must be positive");
+  PAX_CHECK(g.inner_batch > 0 && g.batch % g.inner_batch == 0, "gemm_dnnl: inner batch ", g.inner_batch,
+            " does not divide the batch ", g.batch);
+  auto entry = matmul_entry(g, a, b, c);
   if (!entry->supported) return false;
   dnnl_execute(entry->prim,
                {{DNNL_ARG_SRC, user_memory(entry->a_md, a.data)},
@@ -93,15 +102,12 @@ bool gemm_dnnl(const GemmShape& g, const MatrixView& a, const MatrixView& b, con
   return true;
 }
 
-bool dnnl_has_f16_matmul() {
-  static const bool has = [] {
-    const int64_t n = 64;
-    MatrixView v{nullptr, DType::f16, n * n, n, 1};
-    return make_matmul({1, n, n, n}, canonical(1, n, n, v), canonical(1, n, n, v), canonical(1, n, n, v),
-                       DType::f16, DType::f16)
-        .supported;
-  }();
-  return has;
+bool gemm_dnnl_supported(const GemmShape& g, DType ab_dtype, DType c_dtype) {
+  PAX_CHECK(g.batch > 0 && g.m > 0 && g.n > 0 && g.k > 0, "gemm_dnnl: sizes must be positive");
+  const GemmShape dense{g.batch, g.m, g.n, g.k};
+  const MatrixView a{nullptr, ab_dtype, g.m * g.k, g.k, 1}, b{nullptr, ab_dtype, g.k * g.n, g.n, 1},
+      c{nullptr, c_dtype, g.m * g.n, g.n, 1};
+  return matmul_entry(dense, a, b, c)->supported;
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // Batched matrix products on the CPU, C[b] = A[b] · B[b] with
 //   A (batch, m, k), B (batch, k, n), C (batch, m, n)
-// given as strided views: oneDNN's matmul for f32 and bf16 (f32 accumulation),
+// given as strided views: oneDNN's matmul for f32, and bf16 / f16 where the CPU
+// has kernels for them (f32 accumulation),
 // and a cache-blocked OpenMP loop for f64 and the integer dtypes.
 #pragma once
 
@@ -35,8 +36,11 @@ struct MatrixView {
 // repeated call costs one lookup plus the execution.
 bool gemm_dnnl(const GemmShape& shape, const MatrixView& a, const MatrixView& b, const MatrixView& c);
 
-// True when oneDNN has an optimised f16 matmul on this CPU (probed once).
-bool dnnl_has_f16_matmul();
+// Whether oneDNN has an optimised kernel for this product of contiguous
+// row-major operands of ab_dtype into c_dtype (asked once per shape and
+// cached). Where it has none (bf16 / f16 without native support on this CPU),
+// callers widen the operands and multiply in f32.
+bool gemm_dnnl_supported(const GemmShape& shape, DType ab_dtype, DType c_dtype);
 
 // C = A · B for contiguous row-major operands that all have `dtype` (u8, u32,
 // i32, i64, f32 or f64). Integers wrap around like XLA's. Sizes may be 0.
