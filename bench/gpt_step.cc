@@ -37,6 +37,7 @@
 #include <map>
 #include <string>
 
+#include "pax/backend/cpu/native_compiler.h"
 #include "pax/pax.h"
 
 namespace {
@@ -187,6 +188,7 @@ int run_benchmark(const Flags& f) {
               "(peak %.1f GFLOP/s)\n",
               version(), f.dtype.c_str(), (long long)n_params, s * 1e3, tokens / s, flops / s / 1e9, loss,
               100.0 * mfu, peak / 1e9);
+  if (const std::string built = cpu::native_build_summary(); !built.empty()) std::printf("%s\n", built.c_str());
   if (mfu > 1) {
     std::fprintf(stderr, "note: MFU above 100%%: the peak was measured while the machine was busy; remove %s or "
                  "pass --peak_flops\n", train::peak_flops_cache_path(peak_options).c_str());

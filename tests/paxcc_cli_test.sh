@@ -52,6 +52,22 @@ expect 0 "eval validation @ step 4" -- "${tiny[@]}" --mode=eval --restore_step=4
 expect 0 "decode samples @ step 12" -- "${tiny[@]}" --mode=decode
 expect 0 "done at step 12" -- --config "$job/config.json" "--job_log_dir=$job"
 
+# Generated code: the first run builds its fused loops, a second process loads
+# them from the cache and compiles nothing; with no compiler the loops run
+# interpreted after one notice.
+gen=(--exp=lm.KjvTransformerTiny --set train.num_train_steps=2 --set train.eval_interval_steps=2)
+PAX_CACHE_DIR=$work/kernels PAX_COMPILE=sync expect 0 "generated code: [1-9][0-9]* sources? compiled" -- \
+  "${gen[@]}" "--job_log_dir=$work/gen1"
+PAX_CACHE_DIR=$work/kernels PAX_COMPILE=sync expect 0 "generated code: 0 sources compiled in 0.0 s, [1-9]" -- \
+  "${gen[@]}" "--job_log_dir=$work/gen2"
+out=$(PAX_CXX=/nonexistent/c++ PAX_CACHE_DIR=$work/kernels-none "$paxcc" "${gen[@]}" "--job_log_dir=$work/gen3" 2>&1)
+if [[ $(grep -c "no C++ compiler answered" <<<"$out") -ne 1 ]] || ! grep -q "done at step 2" <<<"$out" ||
+   grep -q "generated code:" <<<"$out"; then
+  echo "FAIL: without a compiler: want one notice and a finished run, got:"
+  echo "$out" | head -20
+  failures=$((failures + 1))
+fi
+
 # SIGINT: the step in progress finishes, a checkpoint is saved, exit 0; the same command resumes.
 sig=$work/sig
 "$paxcc" --exp=lm.KjvTransformerTiny "--job_log_dir=$sig" --set train.num_train_steps=100000 \

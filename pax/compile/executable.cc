@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "pax/backend/backend.h"
+#include "pax/backend/cpu/fused_codegen.h"
 #include "pax/backend/cpu/fused_loop.h"
 #include "pax/compile/cost.h"
 #include "pax/compile/fusion.h"
@@ -129,6 +130,11 @@ class CpuExecutable : public Executable {
         schedule_ = schedule(jaxpr_, options.fuse);
       }
     }
+    // The fused loops' machine code is built on the compiler thread (or now,
+    // with PAX_COMPILE=sync); they run interpreted until it is published.
+    std::vector<std::shared_ptr<const cpu::FusedProgram>> programs;
+    for (const FusionGroup& g : schedule_.groups) programs.push_back(g.program);
+    cpu::compile_fused_programs(std::move(programs));
     std::vector<bool> donate;
     for (size_t i = skip_; i < options.donate.size(); ++i) donate.push_back(options.donate[i]);
     plan_ = plan_memory(jaxpr_, schedule_, donate);

@@ -11,6 +11,7 @@
 #include "pax/data/file_io.h"
 #include "pax/data/idx_images.h"
 #include "pax/data/text_lm.h"
+#include "pax/testing/scoped_env.h"
 #include "pax/testing/testing.h"
 
 namespace pax::data {
@@ -29,25 +30,7 @@ std::string temp_dir(const std::string& name) {
   return p.string();
 }
 
-// Sets an environment variable for the scope of a test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_) ::setenv(name_.c_str(), old_.c_str(), 1);
-    else ::unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
+using testing::ScopedEnv;
 
 bool have_bible() { return std::system("command -v bible >/dev/null 2>&1") == 0; }
 

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "pax/backend/cpu/native_compiler.h"
 #include "pax/core/error.h"
 #include "pax/data/base_input.h"
 #include "pax/data/file_io.h"
@@ -488,6 +489,7 @@ RunResult run_train(Job& job) {
   if (summaries) summaries->close();
   result.step = step;
   const std::string checkpoint_dir = job.path("checkpoints");
+  if (const std::string built = cpu::native_build_summary(); job.chief() && !built.empty()) out << built << "\n";
   if (result.interrupted) {
     out << "interrupted: saved step " << step << " in " << checkpoint_dir << "; run the same command to resume\n";
   } else {

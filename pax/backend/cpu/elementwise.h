@@ -7,31 +7,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "pax/compile/loop_program.h"  // the operation enums
 #include "pax/core/dtype.h"
 
 namespace pax::cpu {
 
-enum class UnaryOp : uint8_t {
-  neg, abs, sign, exp, expm1, log, log1p, sqrt, rsqrt, tanh, logistic, erf, erf_inv,
-  sin, cos, floor, ceil, round_away, round_even, not_,
-};
-
-enum class BinaryOp : uint8_t {
-  add, sub, mul, div, rem, pow, max, min, and_, or_, xor_,
-  shift_left, shift_right_logical, shift_right_arithmetic,
-};
-
-enum class CompareOp : uint8_t { eq, ne, lt, le, gt, ge };
-
-// The f32 exp kernel's argument range: exp overflows to inf above the upper
-// end, and arguments below the lower end are clamped to it (Highway's
-// approximation is valid down to there). Shared with the fused-loop code
-// generator, which computes exp as the kernel does.
-inline constexpr float kExpF32ArgMax = 88.72283935546875f;
-inline constexpr float kExpF32ArgMin = -105.0f;
-// tanh's argument is clamped to +-this (tanh is +-1 in f32 beyond 9.02), by
-// the kernel and by the fused-loop code generator alike.
-inline constexpr float kTanhF32ArgLimit = 20.0f;
+using ::pax::BinaryOp;
+using ::pax::CompareOp;
+using ::pax::UnaryOp;
 
 // y[i] = op(x[i]); x and y may alias.
 void unary(UnaryOp op, DType dtype, const void* x, void* y, size_t n);

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "pax/backend/cpu/dispatch.h"
+#include "pax/backend/cpu/fused_codegen.h"
 #include "pax/backend/cpu/fused_kernels.h"
 #include "pax/backend/cpu/parallel.h"
 #include "pax/core/buffer.h"
@@ -169,7 +170,8 @@ class Task {
  public:
   Task(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out, bool apart,
        size_t tile_bytes, size_t extra_bytes)
-      : p_(p), in_(in), out_(out), apart_(apart), steps_(p.chain_steps) {
+      : p_(p), in_(in), out_(out), apart_(apart), code_(p.code.load(std::memory_order_acquire)),
+        steps_(p.chain_steps) {
     const size_t reg_total = size_t(p.num_regs) * p.reg_bytes;
     // Wide bf16 loops stage gathered views before widening them.
     const size_t stage_bytes = p.wide_bf16 ? round64(size_t(p.block) * sizeof(uint16_t)) : 0;
@@ -242,9 +244,9 @@ class Task {
       const int n = int(p_.instrs.size());
       size_t next = 0;  // the next compiled run
       for (int i = 0; i < n;) {
-        if (next < p_.jit_runs.size() && p_.jit_runs[next].begin == i) {
-          p_.jit_runs[next].fn(ptr_, m);
-          i = p_.jit_runs[next++].end;
+        if (code_ && next < p_.compiled_runs.size() && p_.compiled_runs[next].first == i) {
+          code_->runs[next](ptr_, m);
+          i = p_.compiled_runs[next++].second;
         } else {
           exec(p_.instrs[size_t(i)], ptr_, size_t(m), p_.wide_bf16);
           ++i;
@@ -295,6 +297,7 @@ class Task {
   std::span<const void* const> in_;
   std::span<void* const> out_;
   bool apart_;  // no input shares memory with an output
+  const FusedCode* code_;  // the compiled runs, once published (read once per task)
   char* regs_;
   void** ptr_;
   char* tile_;
@@ -463,7 +466,7 @@ void FusedProgram::finalize() {
                        ins.kind == FusedInstr::Kind::integer_pow;
     bf16_ops += arith && ins.dtype == DType::bf16;
   }
-  wide_bf16 = bf16_ops >= 2 && !jit_compiles_every_instruction(*this);
+  wide_bf16 = bf16_ops >= 2 && !codegen_compiles_every_instruction(*this);
   size_t max_width = 1;
   per_block.clear();
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -508,7 +511,7 @@ void FusedProgram::finalize() {
   for (FusedStore& st : stores) st.stream = size_t(size) * itemsize(slots[size_t(st.slot)].dtype) >= kStreamBytes;
   chain_first = -1;
   if (!wide_bf16) find_chain();  // chains do not compute bf16
-  jit_runs.clear();
+  compiled_runs.clear();
   // Plain loops own every block they compute, so the last instruction may
   // write its stored result in place of the copy (streamed only by chains),
   // unless the loop narrows it. Other stores of results (not streamed, not
@@ -538,7 +541,27 @@ void FusedProgram::finalize() {
                   reduce->outer * reduce->n * reduce->inner == size,
               "fused loop: unsupported reduction");
   }
-  if (chain_first < 0) jit_runs = compile_fused_runs(*this);
+  if (chain_first < 0) compiled_runs = codegen_runs(*this);
+}
+
+FusedProgram::FusedProgram(const FusedProgram& other) : LoopProgram(other) { *this = other; }
+
+FusedProgram& FusedProgram::operator=(const FusedProgram& other) {
+  if (this == &other) return *this;
+  static_cast<LoopProgram&>(*this) = other;
+  per_block = other.per_block;
+  chain_first = other.chain_first;
+  chain_steps = other.chain_steps;
+  chain_leaves = other.chain_leaves;
+  num_regs = other.num_regs;
+  block = other.block;
+  reg_bytes = other.reg_bytes;
+  wide_bf16 = other.wide_bf16;
+  compiled_runs = other.compiled_runs;
+  const FusedCode* published = other.code.load(std::memory_order_acquire);  // before its owner: see fused_loop.h
+  code_owner = other.code_owner;
+  code.store(published, std::memory_order_release);
+  return *this;
 }
 
 void FusedProgram::find_chain() {

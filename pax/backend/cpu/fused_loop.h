@@ -24,6 +24,13 @@
 // (in-place execution), when the loop has no reduction. Outputs of 4 MiB and
 // more are written with non-temporal stores.
 //
+// Runs of consecutive instructions are compiled into machine code that keeps
+// their values in vector registers (fused_codegen.h): a generated C++
+// function per run, built by the system compiler on a background thread and
+// published into the program when ready. Until then (and where nothing is
+// compiled) the interpreter above runs every instruction; both compute the
+// same bits.
+//
 // A loop whose instructions form an accumulator chain (each combines the
 // previous result with an input or a constant: add, sub, mul, div, max, min,
 // neg, abs in f32 / f64) runs as one cpu::chain() per block instead, in
@@ -42,15 +49,18 @@
 //     ulp), and the sign of a zero maximum / minimum may differ.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "pax/backend/cpu/elementwise.h"
-#include "pax/backend/cpu/fused_jit.h"
 #include "pax/backend/cpu/fused_kernels.h"
 #include "pax/backend/cpu/reduce.h"
+#include "pax/compile/loop_program.h"
 #include "pax/core/dtype.h"
 
 namespace pax::cpu {
@@ -59,74 +69,20 @@ namespace pax::cpu {
 // staging and the sin / cos range check of the elementwise kernels work, so
 // that blocks see exactly the windows eager execution sees.
 inline constexpr int64_t kFusedBlock = 1024;
-// Most dimensions of a broadcast view in a fused loop.
-inline constexpr size_t kMaxFusedViewRank = 12;
-// Most cases of a select_n instruction in a fused loop.
-inline constexpr size_t kMaxFusedSelectCases = 16;
 
-struct FusedSlot {
-  enum class Kind : uint8_t {
-    input,  // an input of `size` elements, read at the block's offset
-    view,   // an input seen through strides, gathered into a register per block
-    splat,  // one input element, filled into a register once per task
-    reg,    // an instruction result in a register
-  };
-  Kind kind = Kind::reg;
-  DType dtype = DType::f32;
-  int arg = -1;  // input / view / splat: index into the loop's inputs
-  int reg = -1;  // view / splat / reg: scratch register
-  // view: element i of the domain is input[sum_d index(i)[d] * strides[d]]
-  // with index(i) the multi-index of i over `dims` (dims multiply to size).
-  std::vector<int64_t> dims, strides;
-  // splat of an int32 select_n selector: clamped to [0, clamp_hi] as the
-  // select_n kernel does for a scalar selector (-1: no clamp).
-  int64_t clamp_hi = -1;
-  uint8_t width = 0;  // bytes per element (set by finalize)
-};
+using ::pax::FusedInstr;
+using ::pax::FusedReduce;
+using ::pax::FusedSlot;
+using ::pax::FusedStore;
+using ::pax::kMaxFusedSelectCases;
+using ::pax::kMaxFusedViewRank;
 
-struct FusedInstr {
-  enum class Kind : uint8_t { unary, binary, compare, is_finite, integer_pow, convert, select_n };
-  Kind kind = Kind::unary;
-  uint8_t op = 0;                 // UnaryOp / BinaryOp / CompareOp
-  DType dtype = DType::f32;       // operand dtype (select_n: the selector's)
-  DType out_dtype = DType::f32;   // result dtype
-  int64_t exponent = 0;           // integer_pow
-  int result = -1;                // slot written
-  std::vector<int> args;          // slots read (select_n: selector, then cases)
-};
+struct FusedCode;  // fused_codegen.h
 
-// Stores slot `slot` into output `output` (an array of `size` elements) at
-// the end of each block.
-struct FusedStore {
-  int slot;
-  int output;
-  bool stream = false;  // non-temporal stores (set by finalize for large outputs)
-  // How the value reaches the output (set by finalize). When the
-  // instruction writes the output itself, later reads of the slot read it.
-  enum class Write : uint8_t {
-    copy,    // computed into its register, copied at the end of each block
-    direct,  // the last instruction writes it, in every block: its reads of
-             // the block all precede its writes, so this holds in place too
-    apart,   // its instruction writes it in blocks the task owns whole, when
-             // no input of the call shares memory with an output
-  };
-  Write write = Write::copy;
-};
-
-struct FusedReduce {
-  ReduceOp op = ReduceOp::sum;  // sum, max or min
-  int slot = -1;                // the reduced value (a register slot)
-  int64_t outer = 1, n = 1, inner = 1;  // outer == 1 or inner == 1
-  DType out_dtype = DType::f32;
-  int output = -1;
-};
-
-struct FusedProgram {
-  int64_t size = 0;  // elements of the loop domain
-  std::vector<FusedSlot> slots;
-  std::vector<FusedInstr> instrs;
-  std::vector<FusedStore> stores;
-  std::optional<FusedReduce> reduce;
+// A loop program prepared for the CPU: registers laid out, stores planned, an
+// accumulator chain found, and (from fused_codegen.h) compiled code for runs
+// of its instructions once it is ready.
+struct FusedProgram : LoopProgram {
   // Set by finalize:
   std::vector<int> per_block;   // input and view slots, resolved per block
   // When every instruction combines the previous result with an input or a
@@ -145,16 +101,25 @@ struct FusedProgram {
   bool wide(const FusedSlot& s) const { return wide_bf16 && s.dtype == DType::bf16; }
   // Bytes of one element of the slot in a register.
   size_t reg_width(const FusedSlot& s) const { return wide(s) ? sizeof(float) : itemsize(s.dtype); }
-  int num_inputs = 0;
-  int num_outputs = 0;
-  // Runs of instructions compiled to machine code (fused_jit.h); the others
-  // are interpreted. Empty for accumulator chains.
-  std::vector<FusedJitRun> jit_runs;
+  // Runs of instructions [begin, end) that generated code computes once it
+  // is compiled (fused_codegen.h); the others are interpreted. Empty for
+  // accumulator chains.
+  std::vector<std::pair<int, int>> compiled_runs;
+  // The compiled functions of those runs, published once by the code
+  // generator's thread (null until then: the interpreter runs every
+  // instruction). Readers load it once per task.
+  mutable std::atomic<const FusedCode*> code{nullptr};
+  mutable std::shared_ptr<const FusedCode> code_owner;  // keeps `code` alive
+
+  FusedProgram() = default;
+  // Copies share the compiled code published so far.
+  FusedProgram(const FusedProgram& other);
+  FusedProgram& operator=(const FusedProgram& other);
 
   // Assigns registers to view / splat / reg slots (liveness over the
   // instruction order; stored slots live to the end of the block), finds an
-  // accumulator chain and checks the program. Call once after filling slots,
-  // instrs, stores and reduce.
+  // accumulator chain, chooses the runs to compile and checks the program.
+  // Call once after filling slots, instrs, stores and reduce.
   void finalize();
 
  private:

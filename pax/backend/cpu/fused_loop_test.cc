@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "pax/backend/cpu/fused_codegen.h"
 #include "pax/testing/testing.h"
 
 namespace pax::cpu {
@@ -106,8 +107,12 @@ TEST(FusedLoop, StoresAreWrittenInPlaceUnlessAnInputSharesTheirMemory) {
     // Rows of 300: row-reduction tasks start inside blocks, whose stores are
     // then copied by their owner.
     const int64_t rows = 97, cols = 300, n = rows * cols;
-    FusedProgram p = two_stores(rows, cols, reduce);
-    if (!compiled) p.jit_runs.clear();
+    auto program = std::make_shared<const FusedProgram>(two_stores(rows, cols, reduce));
+    if (compiled) {
+      compile_fused_programs({program});
+      wait_for_compile_jobs();
+    }
+    const FusedProgram& p = *program;
     EXPECT_EQ(p.stores[0].write, FusedStore::Write::apart);  // not the last instruction's result
     std::vector<float> x(static_cast<size_t>(n)), a(x.size()), b(x.size()), sums(static_cast<size_t>(rows));
     for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 89) * 0.125f - 5.0f;

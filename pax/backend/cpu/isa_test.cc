@@ -9,6 +9,7 @@
 #include <string>
 
 #include "pax/core/error.h"
+#include "pax/testing/scoped_env.h"
 
 namespace pax::cpu {
 namespace {
@@ -34,9 +35,7 @@ TEST(Isa, CapReachesHighwayOneDnnAndTheCodeGenerator) {
 }
 
 TEST(Isa, UnknownCapNamesTheValidOnes) {
-  const char* old = std::getenv("PAX_MAX_ISA");
-  const std::string saved = old ? old : "";
-  ::setenv("PAX_MAX_ISA", "avx9000", 1);
+  testing::ScopedEnv cap("PAX_MAX_ISA", "avx9000");
   try {
     (void)isa_cap();
     ADD_FAILURE() << "no error for PAX_MAX_ISA=avx9000";
@@ -45,8 +44,6 @@ TEST(Isa, UnknownCapNamesTheValidOnes) {
     EXPECT_NE(msg.find("avx9000"), std::string::npos) << msg;
     EXPECT_NE(msg.find("avx2, avx512"), std::string::npos) << msg;
   }
-  if (old) ::setenv("PAX_MAX_ISA", saved.c_str(), 1);
-  else ::unsetenv("PAX_MAX_ISA");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "pax/compile/loop_program.h"  // ReduceOp
 #include "pax/core/dtype.h"
 
 namespace pax::cpu {
@@ -26,7 +27,7 @@ namespace pax::cpu {
 // same way, so that their sums are bit-identical to reduce()'s.
 inline constexpr int64_t kReduceRowBlock = int64_t(1) << 15;
 
-enum class ReduceOp : uint8_t { sum, prod, max, min, and_, or_ };
+using ::pax::ReduceOp;
 
 // y[o, i] = op over r of x[o, r, i]. n == 0 gives the identity (sum 0,
 // prod 1, max -inf / lowest / false, min +inf / highest / true, and all ones /

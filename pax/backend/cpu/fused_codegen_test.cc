@@ -1,21 +1,25 @@
-// Compiled runs of fused-loop instructions against the interpreter, bit for
-// bit (NaN payloads aside): f32 arithmetic with NaN, infinities, signed zeros
-// and subnormals (max / min, div, sqrt, exp, tanh, integer_pow, neg / abs),
-// comparisons of f32 and i32 into bool masks that are selected on and stored,
+// Generated code for runs of fused-loop instructions against the
+// interpreter, bit for bit (NaN payloads aside): f32 arithmetic with NaN,
+// infinities, signed zeros and subnormals (max / min, div, sqrt, integer_pow,
+// neg / abs), every compiled unary operation over its range, comparisons of
+// f32 and i32 into bool masks that are selected on and stored, conversions,
 // splats, wide bf16 loops that round every result (and loops compiled whole,
 // which are not wide and give the same bits), narrow bf16 loads and stores,
-// partial vectors, and programs too large for the registers of one run.
-#include "pax/backend/cpu/fused_jit.h"
+// partial vectors, runs split by an interpreted instruction, long programs,
+// and the asynchronous build that publishes code while loops run.
+#include "pax/backend/cpu/fused_codegen.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
 
 #include "pax/backend/cpu/fused_loop.h"
 #include "pax/core/dtype.h"
+#include "pax/testing/scoped_env.h"
 
 namespace pax::cpu {
 namespace {
@@ -81,7 +85,16 @@ bool is_nan_at(const unsigned char* data, DType dtype, size_t i) {
 // except that a NaN may differ in sign and payload: which operand's NaN an
 // operation of two NaNs returns is up to the instruction order the C++
 // compiler picked for the kernel. Returns whether any run was compiled.
-bool same_both_ways(FusedProgram p, std::span<const void* const> in, const std::vector<Output>& outs) {
+// p with its runs compiled now (waiting for the compiler thread).
+FusedProgram compiled(const FusedProgram& p) {
+  auto shared = std::make_shared<const FusedProgram>(p);
+  compile_fused_programs({shared});
+  wait_for_compile_jobs();
+  return *shared;  // the copy shares the published code
+}
+
+bool same_both_ways(const FusedProgram& program, std::span<const void* const> in, const std::vector<Output>& outs) {
+  FusedProgram p = program.code.load() ? program : compiled(program);
   std::vector<std::vector<unsigned char>> a(outs.size()), b(outs.size());
   std::vector<void*> pa, pb;
   for (size_t k = 0; k < outs.size(); ++k) {
@@ -91,8 +104,8 @@ bool same_both_ways(FusedProgram p, std::span<const void* const> in, const std::
     pb.push_back(b[k].data());
   }
   run_fused(p, in, pa);
-  const bool compiled = !p.jit_runs.empty();
-  p.jit_runs.clear();
+  const bool was_compiled = p.code.load() != nullptr;
+  p.code.store(nullptr);
   run_fused(p, in, pb);
   for (size_t k = 0; k < outs.size(); ++k) {
     const size_t w = itemsize(outs[k].dtype);
@@ -100,13 +113,13 @@ bool same_both_ways(FusedProgram p, std::span<const void* const> in, const std::
       if (is_nan_at(a[k].data(), outs[k].dtype, i) && is_nan_at(b[k].data(), outs[k].dtype, i)) continue;
       const bool same = std::memcmp(a[k].data() + i * w, b[k].data() + i * w, w) == 0;
       EXPECT_TRUE(same) << "output " << k << " element " << i;
-      if (!same) return compiled;
+      if (!same) return was_compiled;
     }
   }
-  return compiled;
+  return was_compiled;
 }
 
-bool jit_available() {
+bool codegen_available() {
   Builder b;
   b.p.size = 4;
   const int x = b.slot(FusedSlot::Kind::input, DType::f32, 0);
@@ -114,11 +127,14 @@ bool jit_available() {
   b.p.stores.push_back({b.binary(BinaryOp::add, sq, sq), 0});  // not an accumulator chain
   b.p.num_inputs = b.p.num_outputs = 1;
   b.p.finalize();
-  return !b.p.jit_runs.empty();
+  return compiled(b.p).code.load() != nullptr;
 }
 
-TEST(FusedJit, F32ArithmeticMatchesTheInterpreter) {
-  if (!jit_available()) GTEST_SKIP() << "no AVX-512 (or PAX_FUSED_JIT=0): nothing is compiled";
+#define SKIP_WITHOUT_CODEGEN() \
+  if (!codegen_available()) GTEST_SKIP() << "no C++ compiler (or PAX_COMPILE=off): nothing is compiled"
+
+TEST(FusedCodegen, F32ArithmeticMatchesTheInterpreter) {
+  SKIP_WITHOUT_CODEGEN();
   for (int64_t n : {1, 15, 16, 17, 1000, 1031, 5000}) {
     Builder b;
     b.p.size = n;
@@ -148,39 +164,51 @@ TEST(FusedJit, F32ArithmeticMatchesTheInterpreter) {
 }
 
 // op over xv and over op(xv) - xv, in f32 and in wide bf16, compiled
-// against interpreted.
-void expect_unary_matches(UnaryOp op, const std::vector<float>& xv) {
+// against interpreted; the programs of all ops are built as one source.
+void expect_unary_matches(std::vector<UnaryOp> ops, const std::vector<float>& xv) {
   const int64_t n = int64_t(xv.size());
-  for (DType t : {DType::f32, DType::bf16}) {
-    Builder b;
-    b.p.size = n;
-    const int x = b.slot(FusedSlot::Kind::input, t, 0);
-    const int e = b.unary(op, x, t);
-    const int s = b.binary(BinaryOp::sub, e, x, t);  // a second op: wide bf16 registers
-    b.p.stores = {{b.unary(op, s, t), 0}, {e, 1}};
-    b.p.num_inputs = 1;
-    b.p.num_outputs = 2;
-    b.p.finalize();
-    std::vector<uint16_t> xh(xv.size());
-    for (size_t i = 0; i < xv.size(); ++i) xh[i] = float_to_bf16(xv[i]);
+  std::vector<std::shared_ptr<const FusedProgram>> programs;
+  std::vector<DType> dtypes;
+  for (UnaryOp op : ops) {
+    for (DType t : {DType::f32, DType::bf16}) {
+      Builder b;
+      b.p.size = n;
+      const int x = b.slot(FusedSlot::Kind::input, t, 0);
+      const int e = b.unary(op, x, t);
+      const int s = b.binary(BinaryOp::sub, e, x, t);  // a second op: wide bf16 registers
+      b.p.stores = {{b.unary(op, s, t), 0}, {e, 1}};
+      b.p.num_inputs = 1;
+      b.p.num_outputs = 2;
+      b.p.finalize();
+      programs.push_back(std::make_shared<const FusedProgram>(b.p));
+      dtypes.push_back(t);
+    }
+  }
+  compile_fused_programs(programs);
+  wait_for_compile_jobs();
+  std::vector<uint16_t> xh(xv.size());
+  for (size_t i = 0; i < xv.size(); ++i) xh[i] = float_to_bf16(xv[i]);
+  for (size_t k = 0; k < programs.size(); ++k) {
+    const DType t = dtypes[k];
     const void* in[] = {t == DType::f32 ? static_cast<const void*>(xv.data()) : xh.data()};
     const size_t w = itemsize(t);
-    EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * w, t}, {size_t(n) * w, t}})) << dtype_name(t);
+    EXPECT_TRUE(same_both_ways(*programs[k], in, {{size_t(n) * w, t}, {size_t(n) * w, t}}))
+        << "op " << int(ops[k / 2]) << " " << dtype_name(t);
   }
 }
 
-TEST(FusedJit, ExpOverItsWholeRange) {
-  if (!jit_available()) GTEST_SKIP() << "no AVX-512 (or PAX_FUSED_JIT=0): nothing is compiled";
+TEST(FusedCodegen, ExpOverItsWholeRange) {
+  SKIP_WITHOUT_CODEGEN();
   // -110 to 95 in steps that hit many exponents and the subnormal results,
   // then the special values.
   std::vector<float> xv;
   for (float v = -110.0f; v < 95.0f; v += 0.0137f) xv.push_back(v);
   for (float v : specials(40, 0)) xv.push_back(v);
-  expect_unary_matches(UnaryOp::exp, xv);
+  expect_unary_matches({UnaryOp::exp}, xv);
 }
 
-TEST(FusedJit, TanhOverItsWholeRange) {
-  if (!jit_available()) GTEST_SKIP() << "no AVX-512 (or PAX_FUSED_JIT=0): nothing is compiled";
+TEST(FusedCodegen, TanhOverItsWholeRange) {
+  SKIP_WITHOUT_CODEGEN();
   // Both clamps and the saturation at 18.7, the step of Expm1 at 2|x| =
   // ln2 / 2, tiny arguments of both signs, then the special values.
   std::vector<float> xv;
@@ -191,11 +219,11 @@ TEST(FusedJit, TanhOverItsWholeRange) {
     xv.push_back(-v);
   }
   for (float v : specials(40, 0)) xv.push_back(v);
-  expect_unary_matches(UnaryOp::tanh, xv);
+  expect_unary_matches({UnaryOp::tanh}, xv);
 }
 
-TEST(FusedJit, IntegerComparisonsSelectAndBoolInputs) {
-  if (!jit_available()) GTEST_SKIP() << "no AVX-512 (or PAX_FUSED_JIT=0): nothing is compiled";
+TEST(FusedCodegen, IntegerComparisonsSelectAndBoolInputs) {
+  SKIP_WITHOUT_CODEGEN();
   const int64_t n = 777;
   Builder b;
   b.p.size = n;
@@ -226,8 +254,8 @@ TEST(FusedJit, IntegerComparisonsSelectAndBoolInputs) {
   EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * 4, DType::f32}, {size_t(n), DType::bool_}}));
 }
 
-TEST(FusedJit, WideBf16RoundsEveryResult) {
-  if (!jit_available()) GTEST_SKIP() << "no AVX-512 (or PAX_FUSED_JIT=0): nothing is compiled";
+TEST(FusedCodegen, WideBf16RoundsEveryResult) {
+  SKIP_WITHOUT_CODEGEN();
   const int64_t n = 2085;
   Builder b;
   b.p.size = n;
@@ -243,8 +271,8 @@ TEST(FusedJit, WideBf16RoundsEveryResult) {
   const int sq = b.instr(FusedInstr::Kind::integer_pow, 0, h, h, {back}, 2);
   const int lt = b.instr(FusedInstr::Kind::compare, uint8_t(CompareOp::lt), h, DType::bool_, {x, y});
   const int sel = b.instr(FusedInstr::Kind::select_n, 0, DType::bool_, h, {lt, sq, t});
-  // log is interpreted: with it the loop holds bf16 wide, without it not.
-  const int lg = b.unary(UnaryOp::log, x, h);
+  // sin is interpreted: with it the loop holds bf16 wide, without it not.
+  const int lg = b.unary(UnaryOp::sin, x, h);
   b.p.stores = {{sel, 0}, {g, 1}, {lg, 2}};
   b.p.num_inputs = 2;
   b.p.num_outputs = 3;
@@ -256,8 +284,8 @@ TEST(FusedJit, WideBf16RoundsEveryResult) {
   narrow.finalize();
   ASSERT_TRUE(b.p.wide_bf16);
   ASSERT_FALSE(narrow.wide_bf16);
-  ASSERT_EQ(narrow.jit_runs.size(), 1u);
-  ASSERT_EQ(narrow.jit_runs[0].end, int(narrow.instrs.size()));
+  ASSERT_EQ(narrow.compiled_runs.size(), 1u);
+  ASSERT_EQ(narrow.compiled_runs[0].second, int(narrow.instrs.size()));
   std::vector<uint16_t> xv(static_cast<size_t>(n)), yv(static_cast<size_t>(n));
   const std::vector<float> xf = specials(size_t(n), 1), yf = specials(size_t(n), 4);
   for (size_t i = 0; i < size_t(n); ++i) {
@@ -273,8 +301,8 @@ TEST(FusedJit, WideBf16RoundsEveryResult) {
   std::vector<void*> wp, np;
   for (size_t k = 0; k < 3; ++k) wp.push_back((wide_out[k] = std::vector<unsigned char>(size_t(n) * 4)).data());
   for (size_t k = 0; k < 2; ++k) np.push_back((narrow_out[k] = std::vector<unsigned char>(size_t(n) * 4)).data());
-  run_fused(b.p, in, wp);
-  run_fused(narrow, in, np);
+  run_fused(compiled(b.p), in, wp);
+  run_fused(compiled(narrow), in, np);
   for (size_t k = 0; k < 2; ++k) {
     for (size_t i = 0; i < size_t(n); ++i) {
       const size_t w = itemsize(outs[k].dtype);
@@ -287,8 +315,8 @@ TEST(FusedJit, WideBf16RoundsEveryResult) {
 // A loop with one bf16 operation keeps bf16 narrow in its registers: the
 // compiled code widens bf16 inputs and splats as it loads them, rounds the
 // bf16 results, and narrows what it stores.
-TEST(FusedJit, NarrowBf16LoadsAndStores) {
-  if (!jit_available()) GTEST_SKIP() << "no AVX-512 (or PAX_FUSED_JIT=0): nothing is compiled";
+TEST(FusedCodegen, NarrowBf16LoadsAndStores) {
+  SKIP_WITHOUT_CODEGEN();
   const DType h = DType::bf16;
   for (int64_t n : {1, 15, 17, 1000, 1031, 2085}) {
     Builder b;
@@ -317,9 +345,10 @@ TEST(FusedJit, NarrowBf16LoadsAndStores) {
   }
 }
 
-TEST(FusedJit, ProgramsLargerThanTheRegistersAreSplit) {
-  if (!jit_available()) GTEST_SKIP() << "no AVX-512 (or PAX_FUSED_JIT=0): nothing is compiled";
-  // 40 values all live until a final sum: more than one run's registers.
+TEST(FusedCodegen, LongProgramsCompileWhole) {
+  SKIP_WITHOUT_CODEGEN();
+  // 40 values all live until a final sum: the C++ compiler spills what does
+  // not fit the vector registers.
   const int64_t n = 300;
   Builder b;
   b.p.size = n;
@@ -332,10 +361,108 @@ TEST(FusedJit, ProgramsLargerThanTheRegistersAreSplit) {
   b.p.stores = {{sum, 0}};
   b.p.num_inputs = b.p.num_outputs = 1;
   b.p.finalize();
-  EXPECT_GE(b.p.jit_runs.size(), 2u);
+  ASSERT_EQ(b.p.compiled_runs.size(), 1u);
+  EXPECT_EQ(b.p.compiled_runs[0], std::make_pair(0, int(b.p.instrs.size())));
   const std::vector<float> xv = specials(size_t(n), 3);
   const void* in[] = {xv.data()};
   EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * 4, DType::f32}}));
+}
+
+// Every unary operation the dialect compiles, over a range that reaches its
+// edges, in f32 and bf16.
+TEST(FusedCodegen, EveryCompiledUnaryOperation) {
+  SKIP_WITHOUT_CODEGEN();
+  std::vector<float> xv;
+  for (float v = -120.0f; v < 120.0f; v += 0.0731f) xv.push_back(v);
+  for (float v = -1.5f; v < 1.5f; v += 0.0013f) xv.push_back(v);
+  for (float v : specials(60, 0)) xv.push_back(v);
+  expect_unary_matches({UnaryOp::neg, UnaryOp::abs, UnaryOp::sign, UnaryOp::exp, UnaryOp::expm1, UnaryOp::log,
+                        UnaryOp::log1p, UnaryOp::sqrt, UnaryOp::rsqrt, UnaryOp::tanh, UnaryOp::logistic, UnaryOp::erf,
+                        UnaryOp::erf_inv, UnaryOp::floor, UnaryOp::ceil, UnaryOp::round_away, UnaryOp::round_even},
+                       xv);
+}
+
+// An instruction the dialect leaves to the interpreter (sin) cuts the
+// program into two compiled runs; values cross between them through memory.
+TEST(FusedCodegen, InterpretedInstructionsSplitRuns) {
+  SKIP_WITHOUT_CODEGEN();
+  const int64_t n = 1500;
+  Builder b;
+  b.p.size = n;
+  const int x = b.slot(FusedSlot::Kind::input, DType::f32, 0);
+  const int a = b.binary(BinaryOp::mul, x, x);
+  const int c = b.unary(UnaryOp::exp, b.binary(BinaryOp::sub, a, x));
+  const int s = b.unary(UnaryOp::sin, c);
+  const int d = b.binary(BinaryOp::add, b.binary(BinaryOp::mul, s, a), c);
+  b.p.stores = {{d, 0}};
+  b.p.num_inputs = b.p.num_outputs = 1;
+  b.p.finalize();
+  ASSERT_EQ(b.p.compiled_runs.size(), 2u);
+  EXPECT_EQ(b.p.compiled_runs[0], std::make_pair(0, 3));
+  EXPECT_EQ(b.p.compiled_runs[1], std::make_pair(4, 6));
+  std::vector<float> xv = specials(size_t(n), 1);
+  for (size_t i = 0; i < xv.size(); i += 3) xv[i] = float(i) * 0.01f - 5.0f;
+  const void* in[] = {xv.data()};
+  EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * 4, DType::f32}}));
+}
+
+TEST(FusedCodegen, ConversionsAndIsFinite) {
+  SKIP_WITHOUT_CODEGEN();
+  const int64_t n = 1037;
+  Builder b;
+  b.p.size = n;
+  const int x = b.slot(FusedSlot::Kind::input, DType::f32, 0);
+  const int k = b.slot(FusedSlot::Kind::input, DType::i32, 1);
+  const int fin = b.instr(FusedInstr::Kind::is_finite, 0, DType::f32, DType::bool_, {x});
+  const int nz = b.instr(FusedInstr::Kind::convert, 0, DType::f32, DType::bool_, {x});
+  const int fin_f = b.instr(FusedInstr::Kind::convert, 0, DType::bool_, DType::f32, {fin});
+  const int kf = b.instr(FusedInstr::Kind::convert, 0, DType::i32, DType::f32, {k});
+  const int kh = b.instr(FusedInstr::Kind::convert, 0, DType::i32, DType::bf16, {k});
+  const int nz_h = b.instr(FusedInstr::Kind::convert, 0, DType::bool_, DType::bf16, {nz});
+  const int sum = b.binary(BinaryOp::add, b.binary(BinaryOp::mul, fin_f, kf), x);
+  b.p.stores = {{sum, 0}, {nz, 1}, {kh, 2}, {nz_h, 3}, {fin, 4}};
+  b.p.num_inputs = 2;
+  b.p.num_outputs = 5;
+  b.p.finalize();
+  ASSERT_EQ(b.p.compiled_runs.size(), 1u);
+  const std::vector<float> xv = specials(size_t(n), 4);
+  std::vector<int32_t> kv(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) kv[size_t(i)] = int32_t(i * 2654435761u);  // large values round in bf16
+  const void* in[] = {xv.data(), kv.data()};
+  EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * 4, DType::f32}, {size_t(n), DType::bool_},
+                                       {size_t(n) * 2, DType::bf16}, {size_t(n) * 2, DType::bf16},
+                                       {size_t(n), DType::bool_}}));
+}
+
+// With PAX_COMPILE=async (the default) a build returns at once, loops run
+// interpreted meanwhile, and the code is published when the compiler thread
+// has loaded it; both give the same bits.
+TEST(FusedCodegen, AsynchronousBuildsArePublishedLater) {
+  SKIP_WITHOUT_CODEGEN();
+  testing::ScopedEnv mode("PAX_COMPILE", "async");
+  const int64_t n = 5000;
+  Builder b;
+  b.p.size = n;
+  const int x = b.slot(FusedSlot::Kind::input, DType::f32, 0);
+  const int t = b.unary(UnaryOp::tanh, b.binary(BinaryOp::mul, x, x));
+  b.p.stores = {{b.binary(BinaryOp::sub, t, x), 0}};
+  b.p.num_inputs = b.p.num_outputs = 1;
+  b.p.finalize();
+  auto shared = std::make_shared<const FusedProgram>(b.p);
+  const std::vector<float> xv = specials(size_t(n), 2);
+  const void* in[] = {xv.data()};
+  std::vector<float> before(static_cast<size_t>(n)), after(static_cast<size_t>(n));
+  void* out_before[] = {before.data()};
+  void* out_after[] = {after.data()};
+  compile_fused_programs({shared});
+  run_fused(*shared, in, out_before);  // interpreted, or compiled if the cache was quick
+  wait_for_compile_jobs();
+  ASSERT_NE(shared->code.load(), nullptr);
+  run_fused(*shared, in, out_after);
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(before[size_t(i)]) && std::isnan(after[size_t(i)])) continue;
+    ASSERT_EQ(std::memcmp(&before[size_t(i)], &after[size_t(i)], 4), 0) << i;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,227 @@
+// The Highway C++ dialect of the loop renderer, the translation unit of an
+// executable's fused loops, and publishing its compiled runs (see
+// fused_codegen.h).
+#include "pax/backend/cpu/fused_codegen.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include <hwy/targets.h>
+
+#include "pax/backend/cpu/isa.h"
+#include "pax/compile/loop_render.h"
+#include "pax/core/error.h"
+
+namespace pax::cpu {
+
+extern const char kFusedCodegenHeaders[];  // elementwise_ops-inl.h and fused_codegen_prelude-inl.h (embedded)
+
+namespace {
+
+constexpr int kMinRun = 2;  // a lone instruction gains nothing from compiling
+
+// The table from operation to Highway expression: the functors the kernels
+// apply (elementwise_ops-inl.h), on f32 vectors `d`.
+const LoopDialect& hwy_dialect() {
+  static const LoopDialect dialect = [] {
+    LoopDialect d{};
+    auto un = [&](UnaryOp op, std::string_view e) { d.unary[size_t(op)] = e; };
+    un(UnaryOp::neg, "NegOp()(d, {0})");
+    un(UnaryOp::abs, "AbsOp()(d, {0})");
+    un(UnaryOp::sign, "SignOp()(d, {0})");
+    un(UnaryOp::exp, "ExpOp()(d, {0})");
+    un(UnaryOp::expm1, "Expm1Op()(d, {0})");
+    un(UnaryOp::log, "LogOp()(d, {0})");
+    un(UnaryOp::log1p, "Log1pOp()(d, {0})");
+    un(UnaryOp::sqrt, "SqrtOp()(d, {0})");
+    un(UnaryOp::rsqrt, "RsqrtOp()(d, {0})");
+    un(UnaryOp::tanh, "TanhOp()(d, {0})");
+    un(UnaryOp::logistic, "LogisticOp()(d, {0})");
+    un(UnaryOp::erf, "ErfOp()(d, {0})");
+    un(UnaryOp::erf_inv, "ErfInvOp()(d, {0})");
+    un(UnaryOp::floor, "FloorOp()(d, {0})");
+    un(UnaryOp::ceil, "CeilOp()(d, {0})");
+    un(UnaryOp::round_away, "RoundAwayOp()(d, {0})");
+    un(UnaryOp::round_even, "RoundEvenOp()(d, {0})");
+    // sin / cos: their kernel checks the range of a whole window first.
+    auto bin = [&](BinaryOp op, std::string_view e) { d.binary[size_t(op)] = e; };
+    bin(BinaryOp::add, "AddOp()(d, {0}, {1})");
+    bin(BinaryOp::sub, "SubOp()(d, {0}, {1})");
+    bin(BinaryOp::mul, "MulOp()(d, {0}, {1})");
+    bin(BinaryOp::div, "DivOp()(d, {0}, {1})");
+    bin(BinaryOp::max, "MaxOp()(d, {0}, {1})");
+    bin(BinaryOp::min, "MinOp()(d, {0}, {1})");
+    // As C++ compares: unordered operands are unequal and nothing else.
+    d.compare_float = {"hn::Eq({0}, {1})", "hn::Not(hn::Eq({0}, {1}))", "hn::Lt({0}, {1})",
+                       "hn::Le({0}, {1})", "hn::Gt({0}, {1})",          "hn::Ge({0}, {1})"};
+    d.compare_int = {"hn::RebindMask(d, hn::Eq({0}, {1}))",          "hn::RebindMask(d, hn::Not(hn::Eq({0}, {1})))",
+                     "hn::RebindMask(d, hn::Lt({0}, {1}))",          "hn::RebindMask(d, hn::Not(hn::Gt({0}, {1})))",
+                     "hn::RebindMask(d, hn::Gt({0}, {1}))",          "hn::RebindMask(d, hn::Not(hn::Lt({0}, {1})))"};
+    d.round_bf16 = "RoundBf16(d, {0})";
+    d.is_finite = "hn::IsFinite({0})";
+    d.integer_pow = "IntegerPowVec(d, {0}, int64_t({1}))";
+    d.select = "hn::IfThenElse({0}, {2}, {1})";
+    d.mask_to_float = "hn::IfThenElseZero({0}, hn::Set(d, 1.0f))";
+    d.float_to_mask = "hn::Not(hn::Eq({0}, hn::Zero(d)))";
+    d.int_to_float = "hn::ConvertTo(d, {0})";
+    d.let_float = d.let_int = d.let_mask = "const auto {0} = {1};";
+    auto mem = [&](SlotFormat f, std::string_view load, std::string_view splat, std::string_view store) {
+      d.load[size_t(f)] = load;
+      d.splat[size_t(f)] = splat;
+      d.store[size_t(f)] = store;
+    };
+    mem(SlotFormat::f32, "LoadF32(d, p[{0}], i)", "SplatF32(d, s[{0}])", "StoreF32(d, {0}, p[{1}], i);");
+    mem(SlotFormat::bf16, "LoadBf16(d, p[{0}], i)", "SplatBf16(d, s[{0}])", "StoreBf16(d, {0}, p[{1}], i);");
+    mem(SlotFormat::i32, "LoadI32(d, p[{0}], i)", "SplatI32(d, s[{0}])", "");
+    mem(SlotFormat::boolean, "LoadBool(d, p[{0}], i)", "SplatBool(d, s[{0}])", "StoreBool(d, {0}, p[{1}], i);");
+    return d;
+  }();
+  return dialect;
+}
+
+SlotFormat format_of(DType dtype, size_t reg_width) {
+  switch (dtype) {
+    case DType::f32: return SlotFormat::f32;
+    case DType::bf16: return reg_width == sizeof(float) ? SlotFormat::f32 : SlotFormat::bf16;
+    case DType::i32: return SlotFormat::i32;
+    case DType::bool_: return SlotFormat::boolean;
+    default: return SlotFormat::none;
+  }
+}
+
+// Each slot's memory format in the registers and inputs the runs see.
+std::vector<SlotFormat> formats(const FusedProgram& p, bool narrow) {
+  std::vector<SlotFormat> f;
+  for (const FusedSlot& s : p.slots) f.push_back(format_of(s.dtype, narrow ? itemsize(s.dtype) : p.reg_width(s)));
+  return f;
+}
+
+size_t format_width(SlotFormat f) {
+  switch (f) {
+    case SlotFormat::f32:
+    case SlotFormat::i32: return 4;
+    case SlotFormat::bf16: return 2;
+    case SlotFormat::boolean: return 1;
+    case SlotFormat::none: break;
+  }
+  return 0;
+}
+
+bool codegen_enabled() {
+  static const bool enabled = native_compiler_available();
+  return enabled;
+}
+
+void render_program(std::string& out, const FusedProgram& p, size_t k) {
+  const std::vector<SlotFormat> f = formats(p, false);
+  for (size_t r = 0; r < p.compiled_runs.size(); ++r) {
+    const auto [begin, end] = p.compiled_runs[r];
+    const RenderedRun run = render_run(p, begin, end, f, hwy_dialect());
+    out += fmt::format("\n// loop {}, instructions [{}, {})\nstatic void run_{}_{}(void* const* s, int64_t m) {{\n",
+                       k, begin, end, k, r);
+    out += "  const hn::ScalableTag<float> d;\n";
+    for (const std::string& line : run.splats) out += "  " + line + "\n";
+    out += "  const auto body = [&](void* const* p, size_t i) {\n";
+    for (const std::string& line : run.body) out += "    " + line + "\n";
+    out += "  };\n";
+    // The partial vector: the slots the body touches staged in local buffers.
+    const size_t staged = run.loaded.size() + run.stored.size();
+    out += "  const auto tail = [&](size_t i, size_t r) {\n";
+    out += fmt::format("    HWY_ALIGN uint8_t stage[{}][HWY_MAX_BYTES] = {{}};\n", std::max<size_t>(staged, 1));
+    out += fmt::format("    void* t[{}] = {{}};\n", p.slots.size());
+    size_t b = 0;
+    for (int slot : run.loaded) {
+      out += fmt::format("    t[{0}] = stage[{1}];\n    StageIn(stage[{1}], s[{0}], i, r, {2});\n", slot, b++,
+                         format_width(f[size_t(slot)]));
+    }
+    const size_t first_stored = b;
+    for (int slot : run.stored) out += fmt::format("    t[{}] = stage[{}];\n", slot, b++);
+    out += "    body(t, 0);\n";
+    b = first_stored;
+    for (int slot : run.stored) {
+      out += fmt::format("    StageOut(s[{}], stage[{}], i, r, {});\n", slot, b++, format_width(f[size_t(slot)]));
+    }
+    out += "  };\n  ForEachVector(d, s, m, body, tail);\n}\n";
+  }
+}
+
+}  // namespace
+
+bool codegen_compiles_every_instruction(const FusedProgram& p) {
+  if (int(p.instrs.size()) < kMinRun || !codegen_enabled()) return false;
+  const std::vector<SlotFormat> f = formats(p, true);
+  for (const FusedInstr& ins : p.instrs) {
+    if (!renderable(p, ins, f, hwy_dialect())) return false;
+  }
+  return true;
+}
+
+std::vector<std::pair<int, int>> codegen_runs(const FusedProgram& p) {
+  std::vector<std::pair<int, int>> runs;
+  if (!codegen_enabled()) return runs;
+  const std::vector<SlotFormat> f = formats(p, false);
+  const int n = int(p.instrs.size());
+  for (int i = 0; i < n;) {
+    int end = i;
+    while (end < n && renderable(p, p.instrs[size_t(end)], f, hwy_dialect())) ++end;
+    if (end - i >= kMinRun) runs.emplace_back(i, end);
+    i = std::max(end, i + 1);
+  }
+  return runs;
+}
+
+std::string render_fused_source(std::span<const FusedProgram* const> programs) {
+  std::string out = "// paxcc fused loops, generated (pax/backend/cpu/fused_codegen.h)\n";
+  out += kFusedCodegenHeaders;
+  out += "\nHWY_BEFORE_NAMESPACE();\nnamespace pax::cpu {\nnamespace HWY_NAMESPACE {\n";
+  for (size_t k = 0; k < programs.size(); ++k) render_program(out, *programs[k], k);
+  out += "\n}  // namespace HWY_NAMESPACE\n}  // namespace pax::cpu\nHWY_AFTER_NAMESPACE();\n\nextern \"C\" {\n";
+  out += "long long pax_codegen_target() { return HWY_STATIC_TARGET; }\n";
+  for (size_t k = 0; k < programs.size(); ++k) {
+    for (size_t r = 0; r < programs[k]->compiled_runs.size(); ++r) {
+      out += fmt::format("void pax_run_{0}_{1}(void* const* s, int64_t m) {{ pax::cpu::HWY_NAMESPACE::run_{0}_{1}(s, m); }}\n",
+                         k, r);
+    }
+  }
+  out += "}  // extern \"C\"\n";
+  return out;
+}
+
+void compile_fused_programs(std::vector<std::shared_ptr<const FusedProgram>> programs) {
+  std::erase_if(programs, [](const std::shared_ptr<const FusedProgram>& p) {
+    return !p || p->compiled_runs.empty() || p->code.load(std::memory_order_acquire) != nullptr;
+  });
+  if (programs.empty() || !codegen_enabled()) return;
+  run_compile_job([programs = std::move(programs)] {
+    std::vector<const FusedProgram*> raw;
+    for (const auto& p : programs) raw.push_back(p.get());
+    std::vector<std::string> flags = codegen_isa_flags();
+#ifdef PAX_HWY_INCLUDE_DIR
+    flags.push_back("-I" PAX_HWY_INCLUDE_DIR);
+#endif
+    std::shared_ptr<NativeLibrary> lib = build_native(render_fused_source(raw), flags);
+    if (!lib) return;
+    auto target = reinterpret_cast<long long (*)()>(lib->symbol("pax_codegen_target"));
+    if (!target || target() != hwy_target()) {
+      std::fprintf(stderr, "paxcc: generated code was built for Highway target %s, the kernels run %s: fused loops "
+                   "run interpreted\n", target ? hwy::TargetName(target()) : "?", hwy_target_name().c_str());
+      return;
+    }
+    for (size_t k = 0; k < programs.size(); ++k) {
+      const FusedProgram& p = *programs[k];
+      auto code = std::make_shared<FusedCode>();
+      code->library = lib;
+      for (size_t r = 0; r < p.compiled_runs.size(); ++r) {
+        auto fn = reinterpret_cast<FusedRunFn>(lib->symbol(fmt::format("pax_run_{}_{}", k, r)));
+        PAX_CHECK(fn, "fused loops: the built library lacks pax_run_", k, "_", r);
+        code->runs.push_back(fn);
+      }
+      if (p.code.load(std::memory_order_acquire)) continue;
+      p.code_owner = code;
+      p.code.store(code.get(), std::memory_order_release);
+    }
+  });
+}
+
+}  // namespace pax::cpu

@@ -1,0 +1,119 @@
+// What generated fused-loop code (fused_codegen.h) needs beside the per-element
+// operations: loads, splats and stores of each slot memory format, over
+// Highway's f32 vectors (bf16 bits widened into the high half of f32 lanes and
+// narrowed back, as the kernels do; bools as one byte each, masks while
+// computed). Like elementwise_ops-inl.h, this text is embedded into the
+// library and pasted into generated sources, so it includes only Highway and
+// the standard library.
+#if defined(PAX_BACKEND_CPU_FUSED_CODEGEN_PRELUDE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef PAX_BACKEND_CPU_FUSED_CODEGEN_PRELUDE_INL_H_
+#undef PAX_BACKEND_CPU_FUSED_CODEGEN_PRELUDE_INL_H_
+#else
+#define PAX_BACKEND_CPU_FUSED_CODEGEN_PRELUDE_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+HWY_BEFORE_NAMESPACE();
+namespace pax::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+template <class D>
+HWY_INLINE hn::Vec<D> LoadF32(D d, const void* p, size_t i) {
+  return hn::LoadU(d, static_cast<const float*>(p) + i);
+}
+template <class D>
+HWY_INLINE hn::Vec<D> LoadBf16(D d, const void* p, size_t i) {
+  const hn::Rebind<uint16_t, D> d16;
+  const hn::RebindToUnsigned<D> du;
+  return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, static_cast<const uint16_t*>(p) + i))));
+}
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> LoadI32(D, const void* p, size_t i) {
+  const hn::RebindToSigned<D> di;
+  return hn::LoadU(di, static_cast<const int32_t*>(p) + i);
+}
+template <class D>
+HWY_INLINE hn::Mask<D> LoadBool(D d, const void* p, size_t i) {
+  const hn::Rebind<uint8_t, D> d8;
+  const hn::RebindToUnsigned<D> du;
+  const auto bytes = hn::PromoteTo(du, hn::LoadU(d8, static_cast<const uint8_t*>(p) + i));
+  return hn::RebindMask(d, hn::Ne(bytes, hn::Zero(du)));
+}
+
+template <class D>
+HWY_INLINE hn::Vec<D> SplatF32(D d, const void* p) {
+  return hn::Set(d, *static_cast<const float*>(p));
+}
+template <class D>
+HWY_INLINE hn::Vec<D> SplatBf16(D d, const void* p) {
+  const hn::RebindToUnsigned<D> du;
+  return hn::BitCast(d, hn::Set(du, uint32_t(*static_cast<const uint16_t*>(p)) << 16));
+}
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> SplatI32(D, const void* p) {
+  const hn::RebindToSigned<D> di;
+  return hn::Set(di, *static_cast<const int32_t*>(p));
+}
+template <class D>
+HWY_INLINE hn::Mask<D> SplatBool(D d, const void* p) {
+  const hn::RebindToUnsigned<D> du;
+  return hn::RebindMask(d, hn::Ne(hn::Set(du, uint32_t(*static_cast<const uint8_t*>(p))), hn::Zero(du)));
+}
+
+template <class D>
+HWY_INLINE void StoreF32(D d, hn::Vec<D> v, void* p, size_t i) {
+  hn::StoreU(v, d, static_cast<float*>(p) + i);
+}
+// v holds bf16-exact values (every bf16 result is rounded as it is computed):
+// their high halves are the bf16 bits.
+template <class D>
+HWY_INLINE void StoreBf16(D d, hn::Vec<D> v, void* p, size_t i) {
+  const hn::Rebind<uint16_t, D> d16;
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  const auto high = hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du, v)));
+  hn::StoreU(hn::DemoteTo(d16, high), d16, static_cast<uint16_t*>(p) + i);
+}
+template <class D>
+HWY_INLINE void StoreBool(D d, hn::Mask<D> m, void* p, size_t i) {
+  const hn::Rebind<uint8_t, D> d8;
+  const hn::RebindToSigned<D> di;
+  const auto ones = hn::IfThenElseZero(hn::RebindMask(di, m), hn::Set(di, 1));
+  hn::StoreU(hn::DemoteTo(d8, ones), d8, static_cast<uint8_t*>(p) + i);
+}
+
+// Runs body(slots, index) over [0, m) a vector at a time, two vectors per
+// iteration; the partial vector at the end goes through `tail`, which stages
+// the slots the body touches in local buffers.
+template <class D, class Body, class Tail>
+HWY_INLINE void ForEachVector(D d, void* const* s, int64_t m, const Body& body, const Tail& tail) {
+  const size_t n = size_t(m), N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    body(s, i);
+    body(s, i + N);
+  }
+  for (; i + N <= n; i += N) body(s, i);
+  if (i < n) tail(i, n - i);
+}
+
+// Copies r elements of `width` bytes at index i of a slot into / out of a
+// staging buffer.
+HWY_INLINE void StageIn(void* buf, const void* slot, size_t i, size_t r, size_t width) {
+  std::memcpy(buf, static_cast<const char*>(slot) + i * width, r * width);
+}
+HWY_INLINE void StageOut(void* slot, const void* buf, size_t i, size_t r, size_t width) {
+  std::memcpy(static_cast<char*>(slot) + i * width, buf, r * width);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace pax::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // PAX_BACKEND_CPU_FUSED_CODEGEN_PRELUDE_INL_H_

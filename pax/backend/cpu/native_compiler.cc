@@ -1,0 +1,444 @@
+// The system compiler, the on-disk cache of shared libraries and the
+// compiler thread (see native_compiler.h).
+#include "pax/backend/cpu/native_compiler.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "pax/core/error.h"
+
+extern char** environ;
+
+namespace pax::cpu {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kCompilerNice = 10;           // background builds yield to training threads
+constexpr double kCompileTimeoutSeconds = 900;
+
+std::mutex& stats_mutex() {
+  static std::mutex m;
+  return m;
+}
+NativeBuildStats& stats() {
+  static NativeBuildStats s;
+  return s;
+}
+
+// Prints `text` to stderr once per process and key.
+void notice_once(const std::string& key, const std::string& text) {
+  static std::mutex m;
+  static std::vector<std::string> seen;
+  std::lock_guard<std::mutex> lock(m);
+  for (const std::string& k : seen) {
+    if (k == key) return;
+  }
+  seen.push_back(key);
+  std::fprintf(stderr, "paxcc: %s\n", text.c_str());
+}
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// `name` resolved through PATH (as is when it contains a slash); "" if absent.
+std::string find_program(const std::string& name) {
+  if (name.empty()) return "";
+  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
+  std::stringstream path(env("PATH"));
+  std::string dir;
+  while (std::getline(path, dir, ':')) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+// The build in flight, so that the process's exit can end it: its compiler
+// (killed, not left to run on as an orphan) and its temporary files.
+std::atomic<pid_t> g_child{-1};
+std::atomic<bool> g_exiting{false};
+std::mutex g_temp_mutex;
+std::vector<std::string> g_temp_files;
+
+void end_build_in_flight() {
+  g_exiting = true;
+  const pid_t child = g_child.exchange(-1);
+  if (child > 0) ::kill(child, SIGKILL);
+  std::lock_guard<std::mutex> lock(g_temp_mutex);
+  for (const std::string& f : g_temp_files) ::unlink(f.c_str());
+}
+
+void track_temp_files(std::vector<std::string> files) {
+  static std::once_flag once;
+  std::call_once(once, [] { std::atexit(end_build_in_flight); });
+  std::lock_guard<std::mutex> lock(g_temp_mutex);
+  g_temp_files = std::move(files);
+}
+
+// Runs argv[0] (a path) with stdout and stderr to `log`, at lower priority
+// when `nice`, signals unblocked and at their defaults in the child. Returns
+// its exit status, or -1 when it could not start, was killed, or ran past
+// the timeout.
+int run_process(const std::vector<std::string>& args, const std::string& log, bool nice) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&files, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, stops;
+  sigemptyset(&none);
+  sigemptyset(&stops);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaddset(&stops, s);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &stops);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0], &files, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return -1;
+  g_child = pid;
+  if (nice) ::setpriority(PRIO_PROCESS, id_t(pid), kCompilerNice);
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    int status = 0;
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) {
+      g_child = -1;
+      // The process is exiting: its static objects may be going; touch none.
+      while (g_exiting) std::this_thread::sleep_for(std::chrono::seconds(1));
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    if (done < 0 && errno != EINTR) return -1;
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > kCompileTimeoutSeconds) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      g_child = -1;
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+struct Compiler {
+  std::string path;      // "" when none answered
+  std::string identity;  // its path and the first line of `--version`
+};
+
+const Compiler& compiler() {
+  static const Compiler c = [] {
+    Compiler found;
+    if (compile_mode() == CompileMode::off) return found;
+    std::vector<std::string> tried;
+    for (const std::string& candidate : {env("PAX_CXX"), env("CXX"), std::string("c++"), std::string("g++")}) {
+      if (candidate.empty()) continue;
+      tried.push_back(candidate);
+      const std::string path = find_program(candidate);
+      if (path.empty()) {
+        if (candidate == env("PAX_CXX")) break;  // an explicit choice is not second-guessed
+        continue;
+      }
+      const std::string log = (fs::temp_directory_path() / ("paxcc-cxx-version-" + std::to_string(::getpid()))).string();
+      const int status = run_process({path, "--version"}, log, false);
+      std::string line;
+      {
+        std::ifstream in(log);
+        std::getline(in, line);
+      }
+      std::error_code ec;
+      fs::remove(log, ec);
+      if (status == 0 && !line.empty()) {
+        found = {path, path + " | " + line};
+        return found;
+      }
+      if (candidate == env("PAX_CXX")) break;
+    }
+    std::string list;
+    for (const std::string& t : tried) list += (list.empty() ? "" : ", ") + t;
+    notice_once("no-compiler", "no C++ compiler answered (tried " + list +
+                                   "): fused loops run interpreted, which is slower; install g++ or set PAX_CXX");
+    return found;
+  }();
+  return c;
+}
+
+// 128 bits of two independent 64-bit hashes (FNV-1a and a multiply-xorshift
+// mix), as 32 hex digits. Hits are also checked against the stored source.
+std::string hash_hex(const std::string& text) {
+  uint64_t a = 1469598103934665603ull, b = 0x9e3779b97f4a7c15ull;
+  for (unsigned char c : text) {
+    a = (a ^ c) * 1099511628211ull;
+    b = (b ^ c) * 0xff51afd7ed558ccdull;
+    b ^= b >> 29;
+  }
+  b ^= text.size();
+  b *= 0xc4ceb9fe1a85ec53ull;
+  b ^= b >> 32;
+  char out[33];
+  std::snprintf(out, sizeof(out), "%016llx%016llx", (unsigned long long)a, (unsigned long long)b);
+  return out;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Writes `text` to `path` through a temporary name and a rename.
+bool write_file_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return false;
+    out << text;
+    if (!out.flush()) return false;
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) fs::remove(tmp, ec);
+  return !ec;
+}
+
+// Temporary files of builds that a process did not live to finish.
+void remove_stale_temp_files(const fs::path& dir) {
+  std::error_code ec;
+  const auto now = fs::file_time_type::clock::now();
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("tmp-", 0) != 0) continue;
+    const auto written = e.last_write_time(ec);
+    if (!ec && now - written > std::chrono::hours(1)) fs::remove(e.path(), ec);
+  }
+}
+
+std::shared_ptr<NativeLibrary> load(const fs::path& so, const std::string& key) {
+  void* handle = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) return nullptr;
+  auto lib = std::make_shared<NativeLibrary>(handle, so.string());
+  const char* stored = static_cast<const char*>(lib->symbol("pax_native_key"));
+  if (!stored || key != stored) return nullptr;
+  return lib;
+}
+
+// An exclusive lock on `path` for the scope (none when it cannot be opened).
+class FileLock {
+ public:
+  explicit FileLock(const fs::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ >= 0) {
+      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+ private:
+  int fd_;
+};
+
+// The compiler thread: a queue of jobs run in order.
+class JobQueue {
+ public:
+  void push(std::function<void()> job) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.push_back(std::move(job));
+    ++queued_;
+    if (!started_) {
+      started_ = true;
+      // Detached: a build in flight must not hold up the process's exit.
+      std::thread([this] { work(); }).detach();
+    }
+    cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const uint64_t target = queued_;
+    cv_.wait(lock, [&] { return finished_ >= target; });
+  }
+
+ private:
+  void work() {
+    // Stop signals are for the thread that waits on them, never this one.
+    sigset_t stops;
+    sigemptyset(&stops);
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, s);
+    pthread_sigmask(SIG_BLOCK, &stops, nullptr);
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [&] { return !jobs_.empty(); });
+      std::function<void()> job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      try {
+        job();
+      } catch (const std::exception& e) {
+        notice_once(std::string("job:") + e.what(), std::string("a compile job failed: ") + e.what());
+      }
+      lock.lock();
+      ++finished_;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  uint64_t queued_ = 0, finished_ = 0;
+  bool started_ = false;
+};
+
+JobQueue& queue() {
+  static JobQueue* q = new JobQueue;  // never destroyed: its thread may outlive main
+  return *q;
+}
+
+}  // namespace
+
+NativeLibrary::~NativeLibrary() {
+  if (handle_) ::dlclose(handle_);
+}
+
+void* NativeLibrary::symbol(const std::string& name) const { return ::dlsym(handle_, name.c_str()); }
+
+CompileMode compile_mode() {
+  const std::string mode = env("PAX_COMPILE");
+  if (mode.empty() || mode == "async") return CompileMode::async;
+  if (mode == "sync") return CompileMode::sync;
+  if (mode == "off") return CompileMode::off;
+  PAX_FAIL("PAX_COMPILE='", mode, "' is not a compile mode; valid: async (the default), sync, off");
+}
+
+bool native_compiler_available() { return compile_mode() != CompileMode::off && !compiler().path.empty(); }
+
+std::string native_cache_dir() {
+  std::string dir = env("PAX_CACHE_DIR");
+  if (dir.empty()) {
+    const std::string xdg = env("XDG_CACHE_HOME"), home = env("HOME");
+    if (!xdg.empty()) dir = xdg + "/paxcc/kernels";
+    else if (!home.empty()) dir = home + "/.cache/paxcc/kernels";
+    else dir = (fs::temp_directory_path() / "paxcc-kernels").string();
+  }
+  return dir;
+}
+
+std::shared_ptr<NativeLibrary> build_native(const std::string& source, const std::vector<std::string>& flags) {
+  const Compiler& cxx = compiler();
+  if (cxx.path.empty()) return nullptr;
+  std::vector<std::string> args{cxx.path, "-std=c++17", "-O2", "-fPIC", "-shared", "-ffp-contract=off", "-w"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  std::string key_text = cxx.identity;
+  for (const std::string& a : args) key_text += "\n" + a;
+  const std::string key = hash_hex(key_text + "\n" + source);
+  // The library names its key, so a file that is not this build is never used.
+  const std::string full_source = source + "\nextern \"C\" const char pax_native_key[] = \"" + key + "\";\n";
+
+  const fs::path dir = native_cache_dir();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  static std::once_flag swept;
+  std::call_once(swept, [&] { remove_stale_temp_files(dir); });
+  const fs::path so = dir / (key + ".so"), cc = dir / (key + ".cc");
+  auto cached = [&]() -> std::shared_ptr<NativeLibrary> {
+    if (!fs::exists(so, ec) || read_file(cc) != full_source) return nullptr;
+    return load(so, key);
+  };
+  if (auto lib = cached()) {
+    std::lock_guard<std::mutex> lock(stats_mutex());
+    ++stats().cache_hits;
+    return lib;
+  }
+  FileLock lock(dir / (key + ".lock"));
+  if (auto lib = cached()) {  // another process built it while this one waited
+    std::lock_guard<std::mutex> guard(stats_mutex());
+    ++stats().cache_hits;
+    return lib;
+  }
+  const std::string tag = std::to_string(::getpid()) + "-" + std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()) % 100000);
+  const fs::path tmp_cc = dir / ("tmp-" + key + "-" + tag + ".cc");
+  const fs::path tmp_so = dir / ("tmp-" + key + "-" + tag + ".so");
+  const fs::path log = dir / (key + ".log");
+  auto fail = [&](const std::string& why) -> std::shared_ptr<NativeLibrary> {
+    fs::remove(tmp_cc, ec);
+    fs::remove(tmp_so, ec);
+    {
+      std::lock_guard<std::mutex> guard(stats_mutex());
+      ++stats().failed;
+    }
+    notice_once("build:" + key, "building generated code failed (" + why + "; log " + log.string() +
+                                    "): that code runs interpreted");
+    return nullptr;
+  };
+  track_temp_files({tmp_cc.string(), tmp_so.string(), log.string()});
+  if (!write_file_atomically(tmp_cc, full_source)) return fail("cannot write to " + dir.string());
+  args.insert(args.end(), {"-o", tmp_so.string(), tmp_cc.string()});
+  const auto start = std::chrono::steady_clock::now();
+  const int status = run_process(args, log.string(), compile_mode() == CompileMode::async);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (status != 0) return fail(status < 0 ? "the compiler was killed or timed out" : "the compiler failed");
+  fs::rename(tmp_so, so, ec);
+  if (ec) return fail("cannot rename into " + dir.string());
+  fs::rename(tmp_cc, cc, ec);
+  fs::remove(log, ec);
+  std::shared_ptr<NativeLibrary> lib = load(so, key);
+  if (!lib) return fail(std::string("dlopen: ") + (::dlerror() ? ::dlerror() : "the library is not this build"));
+  std::lock_guard<std::mutex> guard(stats_mutex());
+  ++stats().compiled;
+  stats().compile_seconds += seconds;
+  return lib;
+}
+
+void run_compile_job(std::function<void()> job) {
+  if (compile_mode() != CompileMode::async) return job();
+  queue().push(std::move(job));
+}
+
+void wait_for_compile_jobs() { queue().wait(); }
+
+NativeBuildStats native_build_stats() {
+  std::lock_guard<std::mutex> lock(stats_mutex());
+  return stats();
+}
+
+std::string native_build_summary() {
+  const NativeBuildStats s = native_build_stats();
+  if (s.compiled + s.cache_hits + s.failed == 0) return "";
+  char line[512];
+  std::snprintf(line, sizeof(line), "generated code: %d source%s compiled in %.1f s, %d loaded from the cache%s in %s",
+                s.compiled, s.compiled == 1 ? "" : "s", s.compile_seconds, s.cache_hits,
+                s.failed ? (", " + std::to_string(s.failed) + " failed").c_str() : "", native_cache_dir().c_str());
+  return line;
+}
+
+}  // namespace pax::cpu
