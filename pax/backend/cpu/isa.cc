@@ -100,7 +100,8 @@ std::string dnnl_isa_name() {
 }
 
 std::vector<std::string> codegen_isa_flags() {
-  std::vector<std::string> flags{"-march=native"};
+  const char* march = std::getenv("PAX_CODEGEN_MARCH");
+  std::vector<std::string> flags{std::string("-march=") + (march && *march ? march : "native")};
   if (isa_cap() == "avx2") flags.push_back("-mno-avx512f");
   // Highway's static target is the best one the flags allow; disabling every
   // better one makes it the dispatcher's (lower bits are better targets).

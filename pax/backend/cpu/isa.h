@@ -37,7 +37,8 @@ std::string dnnl_isa_name();
 
 // The compiler flags that make generated Highway code compile for exactly
 // hwy_target(): the host's instructions (-march=native, less what the cap
-// removes) with every better Highway target disabled.
+// removes) with every better Highway target disabled. PAX_CODEGEN_MARCH
+// replaces "native" (a cross compiler, or a container that hides the CPU).
 std::vector<std::string> codegen_isa_flags();
 
 // One line for logs and the README: architecture, Highway target, oneDNN ISA.
