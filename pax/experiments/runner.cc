@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -376,11 +377,17 @@ RunResult run_train(Job& job) {
   std::optional<train::JobSummaries> summaries;
   if (job.chief()) summaries.emplace(job.options.job_dir, train::JobSummaries::Options{.title = job.options.experiment_name});
   train::ConsoleProgress progress({.total_steps = total, .out = &out, .plain_secs = 0});
-  // MFU is the chief's to report: only it measures the peak (processes
-  // measuring at once on one machine would each see a share of it) and
-  // traces the model's FLOPs.
+  // MFU is the chief's to report: only it works out the peak and measures
+  // the achievable GEMM rate (processes measuring at once on one machine
+  // would each see a share of it), and traces the model's FLOPs.
   const double peak =
       job.chief() ? train::peak_flops(compute_dtype(exp), {.override_flops = job.options.peak_flops}) : 0;
+  if (job.chief() && !job.options.peak_flops && !std::getenv("PAX_PEAK_FLOPS")) {
+    const train::TheoreticalPeak p = train::theoretical_peak(compute_dtype(exp));
+    const double gemm = train::achievable_flops(compute_dtype(exp));
+    out << fmt::format("MFU is of the {} peak {}; GEMM achieves {:.1f} GFLOP/s ({:.0f}% of it)\n",
+                       dtype_name(compute_dtype(exp)), p.str(), gemm / 1e9, 100 * gemm / p.flops);
+  }
   double flops_per_step = job.chief() ? -1 : 0;
 
   // Every process calls it at the same steps (the input states are gathered
@@ -437,9 +444,8 @@ RunResult run_train(Job& job) {
       if (m.mfu && *m.mfu > 1.0 && !warned_peak) {
         warned_peak = true;
         progress.message(fmt::format(
-            "MFU above 100%: the peak of {:.1f} GFLOP/s is too low (measured while the machine was busy?); "
-            "remove {} to measure it again, or pass --peak_flops",
-            peak / 1e9, train::peak_flops_cache_path()));
+            "MFU above 100%: the peak of {:.1f} GFLOP/s is too low for this CPU; pass its peak with --peak_flops",
+            peak / 1e9));
       }
       if (summaries) summaries->write(m);
       progress.summary(console_metrics(m));
