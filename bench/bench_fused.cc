@@ -1,5 +1,6 @@
-// Fused-loop microbenchmarks on the bf16 shapes of the GPT step: bias + GELU
-// forward with its residuals, and its backward.
+// Fused-loop microbenchmarks on the shapes of the GPT step, in f32 and bf16:
+// bias + GELU forward with its residuals, and its backward. Run with
+// PAX_COMPILE=sync (generated code built before timing) or off (interpreted).
 #include <benchmark/benchmark.h>
 
 #include "pax/pax.h"
@@ -24,17 +25,18 @@ std::vector<Array> gelu_fwd(const Array& h, const Array& b) {
   return {x, x2, a, half, half * a, 1.0 - t * t};
 }
 
-void BM_GeluFwdBf16(benchmark::State& state) {
-  Array h = rnd(0, {kRows, kCols}, DType::bf16), b = rnd(1, {kCols}, DType::bf16);
+void BM_GeluFwd(benchmark::State& state, DType dt) {
+  Array h = rnd(0, {kRows, kCols}, dt), b = rnd(1, {kCols}, dt);
   auto f = pax::jit([](const Array& h, const Array& b) { return gelu_fwd(h, b); });
   f(h, b);
   for (auto _ : state) benchmark::DoNotOptimize(f(h, b));
 }
-BENCHMARK(BM_GeluFwdBf16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GeluFwd, f32, DType::f32)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GeluFwd, bf16, DType::bf16)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_GeluBwdBf16(benchmark::State& state) {
-  Array g = rnd(2, {kRows, kCols}, DType::bf16);
-  std::vector<Array> r = gelu_fwd(rnd(0, {kRows, kCols}, DType::bf16), rnd(1, {kCols}, DType::bf16));
+void BM_GeluBwd(benchmark::State& state, DType dt) {
+  Array g = rnd(2, {kRows, kCols}, dt);
+  std::vector<Array> r = gelu_fwd(rnd(0, {kRows, kCols}, dt), rnd(1, {kCols}, dt));
   auto f = pax::jit([](const Array& g, const Array& x, const Array& x2, const Array& a, const Array& half,
                        const Array& s) {
     Array gx = g * a * 0.5;
@@ -45,7 +47,8 @@ void BM_GeluBwdBf16(benchmark::State& state) {
   f(g, r[0], r[1], r[2], r[3], r[5]);
   for (auto _ : state) benchmark::DoNotOptimize(f(g, r[0], r[1], r[2], r[3], r[5]));
 }
-BENCHMARK(BM_GeluBwdBf16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GeluBwd, f32, DType::f32)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GeluBwd, bf16, DType::bf16)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

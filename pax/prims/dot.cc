@@ -278,6 +278,17 @@ void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::sp
   // in f32 as the native kernels accumulate, is rounded to the output dtype.
   const DType out_native = o.dtype == DType::f32 ? DType::f32 : native;
   const DType cd = cpu::gemm_dnnl_supported(shape, native, out_native) ? native : DType::f32;
+  if (cd == DType::f32 && !cpu::gemm_dnnl_supported(shape, DType::f32, DType::f32)) {
+    // oneDNN offers only its reference code for this product (builds without
+    // optimised kernels for the CPU): the blocked loop, in f32.
+    std::shared_ptr<Buffer> abuf, bbuf, cbuf;
+    float* c = o.dtype == DType::f32 ? static_cast<float*>(o.data)
+                                     : static_cast<float*>((cbuf = Buffer::allocate(size_t(o.numel()) * 4))->data());
+    cpu::gemm_blocked(DType::f32, shape, contiguous_operand(a, DType::f32, abuf),
+                      contiguous_operand(b, DType::f32, bbuf), c);
+    if (cbuf) cpu::convert_parallel(DType::f32, c, o.dtype, o.data, o.numel());
+    return;
+  }
   const bool one_batch_stride = merged_stride(a.batch) && merged_stride(b.batch);
   const std::optional<size_t> split = one_batch_stride ? std::nullopt : two_run_batch_split(a.batch, b.batch);
   std::shared_ptr<Buffer> cbuf;

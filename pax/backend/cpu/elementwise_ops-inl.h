@@ -59,11 +59,11 @@ HWY_INLINE V KeepNaN(D, V x, V y) {
   return hn::IfThenElse(hn::IsNaN(x), x, y);
 }
 
-struct NegOp { template <class D, class V> V operator()(D, V x) const { return hn::Neg(x); } };
-struct AbsOp { template <class D, class V> V operator()(D, V x) const { return hn::Abs(x); } };
+struct NegOp { template <class D, class V> HWY_INLINE V operator()(D, V x) const { return hn::Neg(x); } };
+struct AbsOp { template <class D, class V> HWY_INLINE V operator()(D, V x) const { return hn::Abs(x); } };
 struct SignOp {
   template <class D, class V>
-  V operator()(D d, V x) const {
+  HWY_INLINE V operator()(D d, V x) const {
     const V one = hn::Set(d, 1);
     V s = hn::IfThenElse(hn::Gt(x, hn::Zero(d)), one, x);
     return hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Neg(one), s);
@@ -82,7 +82,7 @@ HWY_INLINE V ClampExpArg(D d, V x) {
 }
 struct ExpOp {
   template <class D, class V>
-  V operator()(D d, V x) const {
+  HWY_INLINE V operator()(D d, V x) const {
     using R = ExpRange<hn::TFromD<D>>;
     V y = hn::Exp(d, ClampExpArg(d, x));
     y = hn::IfThenElse(hn::Gt(x, hn::Set(d, R::hi)), hn::Inf(d), y);
@@ -91,7 +91,7 @@ struct ExpOp {
 };
 struct Expm1Op {
   template <class D, class V>
-  V operator()(D d, V x) const {
+  HWY_INLINE V operator()(D d, V x) const {
     using R = ExpRange<hn::TFromD<D>>;
     V y = hn::Expm1(d, ClampExpArg(d, x));
     y = hn::IfThenElse(hn::Gt(x, hn::Set(d, R::hi)), hn::Inf(d), y);
@@ -109,7 +109,7 @@ HWY_INLINE V LogEdges(D d, V x, V y, V edge) {
 }
 struct LogOp {
   template <class D, class V>
-  V operator()(D d, V x) const {
+  HWY_INLINE V operator()(D d, V x) const {
     // Clamp into the valid range first so that the approximation never sees inf/0.
     using T = hn::TFromD<D>;
     V safe = hn::Min(hn::Max(x, hn::Set(d, std::numeric_limits<T>::denorm_min())),
@@ -119,20 +119,20 @@ struct LogOp {
 };
 struct Log1pOp {
   template <class D, class V>
-  V operator()(D d, V x) const {
+  HWY_INLINE V operator()(D d, V x) const {
     using T = hn::TFromD<D>;
     V safe = hn::Min(hn::Max(x, hn::Set(d, T(-1) + std::numeric_limits<T>::epsilon() / 2)),
                      hn::Set(d, std::numeric_limits<T>::max()));
     return LogEdges(d, x, hn::Log1p(d, safe), hn::Set(d, -1));
   }
 };
-struct SqrtOp { template <class D, class V> V operator()(D, V x) const { return hn::Sqrt(x); } };
+struct SqrtOp { template <class D, class V> HWY_INLINE V operator()(D, V x) const { return hn::Sqrt(x); } };
 struct RsqrtOp {
-  template <class D, class V> V operator()(D d, V x) const { return hn::Div(hn::Set(d, 1), hn::Sqrt(x)); }
+  template <class D, class V> HWY_INLINE V operator()(D d, V x) const { return hn::Div(hn::Set(d, 1), hn::Sqrt(x)); }
 };
 struct TanhOp {
   template <class D, class V>
-  V operator()(D d, V x) const {
+  HWY_INLINE V operator()(D d, V x) const {
     using T = hn::TFromD<D>;
     // Clamping keeps the approximation finite (f64 as well as f32).
     const V lim = hn::Set(d, T(kTanhF32ArgLimit));
@@ -141,7 +141,7 @@ struct TanhOp {
 };
 struct LogisticOp {
   template <class D, class V>
-  V operator()(D d, V x) const {
+  HWY_INLINE V operator()(D d, V x) const {
     const V one = hn::Set(d, 1);
     return hn::Div(one, hn::Add(one, ExpOp()(d, hn::Neg(x))));
   }
@@ -149,7 +149,7 @@ struct LogisticOp {
 // erf for f32: x * P(x^2) / Q(x^2) on [-4, 4] (erf is +-1 in f32 outside).
 struct ErfOp {
   template <class D, class V>
-  V operator()(D d, V x) const {
+  HWY_INLINE V operator()(D d, V x) const {
     const V c = hn::Min(hn::Max(x, hn::Set(d, -4.0f)), hn::Set(d, 4.0f));
     const V x2 = hn::Mul(c, c);
     V p = hn::Set(d, -2.72614225801306e-10f);
@@ -171,7 +171,7 @@ struct ErfOp {
 // polynomial branches in w = -log(1 - x^2); +-1 map to +-inf, |x| > 1 to NaN.
 struct ErfInvOp {
   template <class D, class V>
-  V operator()(D d, V x) const {
+  HWY_INLINE V operator()(D d, V x) const {
     const V one = hn::Set(d, 1.0f);
     const V ax = hn::Abs(x);
     const V w = hn::Neg(LogOp()(d, hn::Mul(hn::Sub(one, ax), hn::Add(one, ax))));
@@ -203,14 +203,14 @@ struct ErfInvOp {
 };
 // Highway's sin/cos are accurate on [-39000, 39000]; larger or non-finite
 // inputs take the C library path (see SinCosF32).
-struct SinOp { template <class D, class V> V operator()(D d, V x) const { return hn::Sin(d, x); } };
-struct CosOp { template <class D, class V> V operator()(D d, V x) const { return hn::Cos(d, x); } };
-struct FloorOp { template <class D, class V> V operator()(D, V x) const { return hn::Floor(x); } };
-struct CeilOp { template <class D, class V> V operator()(D, V x) const { return hn::Ceil(x); } };
-struct RoundEvenOp { template <class D, class V> V operator()(D, V x) const { return hn::Round(x); } };
+struct SinOp { template <class D, class V> HWY_INLINE V operator()(D d, V x) const { return hn::Sin(d, x); } };
+struct CosOp { template <class D, class V> HWY_INLINE V operator()(D d, V x) const { return hn::Cos(d, x); } };
+struct FloorOp { template <class D, class V> HWY_INLINE V operator()(D, V x) const { return hn::Floor(x); } };
+struct CeilOp { template <class D, class V> HWY_INLINE V operator()(D, V x) const { return hn::Ceil(x); } };
+struct RoundEvenOp { template <class D, class V> HWY_INLINE V operator()(D, V x) const { return hn::Round(x); } };
 struct RoundAwayOp {
   template <class D, class V>
-  V operator()(D d, V x) const {
+  HWY_INLINE V operator()(D d, V x) const {
     const V t = hn::Trunc(x);
     const V frac = hn::Abs(hn::Sub(x, t));  // exact
     return hn::IfThenElse(hn::Ge(frac, hn::Set(d, 0.5)), hn::Add(t, hn::CopySign(hn::Set(d, 1), x)), t);
@@ -220,20 +220,20 @@ struct RoundAwayOp {
 // ---------------------------------------------------------------------------
 // Float binary operations.
 
-struct AddOp { template <class D, class V> V operator()(D, V a, V b) const { return hn::Add(a, b); } };
-struct SubOp { template <class D, class V> V operator()(D, V a, V b) const { return hn::Sub(a, b); } };
-struct MulOp { template <class D, class V> V operator()(D, V a, V b) const { return hn::Mul(a, b); } };
-struct DivOp { template <class D, class V> V operator()(D, V a, V b) const { return hn::Div(a, b); } };
+struct AddOp { template <class D, class V> HWY_INLINE V operator()(D, V a, V b) const { return hn::Add(a, b); } };
+struct SubOp { template <class D, class V> HWY_INLINE V operator()(D, V a, V b) const { return hn::Sub(a, b); } };
+struct MulOp { template <class D, class V> HWY_INLINE V operator()(D, V a, V b) const { return hn::Mul(a, b); } };
+struct DivOp { template <class D, class V> HWY_INLINE V operator()(D, V a, V b) const { return hn::Div(a, b); } };
 // max / min propagate NaN (XLA semantics), unlike the x86 instructions.
 struct MaxOp {
   template <class D, class V>
-  V operator()(D d, V a, V b) const {
+  HWY_INLINE V operator()(D d, V a, V b) const {
     return hn::IfThenElse(hn::IsNaN(a), a, hn::IfThenElse(hn::IsNaN(b), b, hn::Max(a, b)));
   }
 };
 struct MinOp {
   template <class D, class V>
-  V operator()(D d, V a, V b) const {
+  HWY_INLINE V operator()(D d, V a, V b) const {
     return hn::IfThenElse(hn::IsNaN(a), a, hn::IfThenElse(hn::IsNaN(b), b, hn::Min(a, b)));
   }
 };

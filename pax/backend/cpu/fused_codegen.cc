@@ -122,7 +122,7 @@ void render_program(std::string& out, const FusedProgram& p, size_t k) {
                        k, begin, end, k, r);
     out += "  const hn::ScalableTag<float> d;\n";
     for (const std::string& line : run.splats) out += "  " + line + "\n";
-    out += "  const auto body = [&](void* const* p, size_t i) {\n";
+    out += "  const auto body = [&](void* const* p, size_t i) __attribute__((always_inline)) {\n";
     for (const std::string& line : run.body) out += "    " + line + "\n";
     out += "  };\n";
     // The partial vector: the slots the body touches staged in local buffers.
