@@ -52,4 +52,52 @@ BENCHMARK_CAPTURE(BM_GeluBwd, bf16, DType::bf16)->Unit(benchmark::kMillisecond)-
 
 }  // namespace
 
+// The attention softmax's normalisation: a row-broadcast division.
+void BM_RowDivide(benchmark::State& state, DType dt) {
+  Array e = rnd(3, {8, 4, 256, 256}, dt), s = rnd(4, {8, 4, 256, 1}, dt) + 3.0;
+  auto f = pax::jit([](const Array& e, const Array& s) { return e / s; });
+  f(e, s);
+  for (auto _ : state) benchmark::DoNotOptimize(f(e, s));
+}
+BENCHMARK_CAPTURE(BM_RowDivide, f32, DType::f32)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same on inputs that are not in the cache (eight sets, 128 MiB in all),
+// as in a training step.
+void BM_RowDivideCold(benchmark::State& state, DType dt) {
+  std::vector<Array> e, s;
+  for (int k = 0; k < 8; ++k) {
+    e.push_back(rnd(10 + k, {8, 4, 256, 256}, dt));
+    s.push_back(rnd(20 + k, {8, 4, 256, 1}, dt) + 3.0);
+  }
+  auto f = pax::jit([](const Array& e, const Array& s) { return e / s; });
+  f(e[0], s[0]);
+  size_t k = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(f(e[k], s[k]));
+    k = (k + 1) % e.size();
+  }
+}
+BENCHMARK_CAPTURE(BM_RowDivideCold, f32, DType::f32)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The GPT step's MLP forward loop: bias add and tanh-GELU, two outputs.
+void BM_BiasGelu(benchmark::State& state, DType dt) {
+  Array h = rnd(0, {kRows, kCols}, dt), b = rnd(1, {kCols}, dt);
+  auto f = pax::jit([](const Array& h, const Array& b) {
+    Array x = h + b;
+    return std::vector<Array>{x, pax::nn::gelu(x, true)};
+  });
+  f(h, b);
+  for (auto _ : state) benchmark::DoNotOptimize(f(h, b));
+}
+BENCHMARK_CAPTURE(BM_BiasGelu, f32, DType::f32)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// A plain two-input loop: memory bound (24 MiB read and written).
+void BM_AxPlusY(benchmark::State& state, DType dt) {
+  Array x = rnd(5, {kRows, kCols}, dt), y = rnd(6, {kRows, kCols}, dt);
+  auto f = pax::jit([](const Array& x, const Array& y) { return x * 3.0 + y * y; });
+  f(x, y);
+  for (auto _ : state) benchmark::DoNotOptimize(f(x, y));
+}
+BENCHMARK_CAPTURE(BM_AxPlusY, f32, DType::f32)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 BENCHMARK_MAIN();
