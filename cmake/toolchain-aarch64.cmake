@@ -9,8 +9,7 @@
 # in build-aarch64/sysroot with mmdebstrap, because several of the packages
 # (libsentencepiece0, libmunge2, libevent-dev: no Multi-Arch: same) cannot be
 # installed beside their amd64 versions with dpkg --add-architecture arm64.
-# PAX_AARCH64_SYSROOT (a CMake or environment variable) names another sysroot;
-# "/" means arm64 packages installed through multiarch on this machine.
+# PAX_AARCH64_SYSROOT (a CMake or environment variable) names another sysroot.
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(PAX_AARCH64_TRIPLE aarch64-linux-gnu)
@@ -33,13 +32,8 @@ if(NOT IS_DIRECTORY "${PAX_AARCH64_SYSROOT}/usr/lib/${PAX_AARCH64_TRIPLE}")
                       "(run scripts/check-aarch64.sh, or set PAX_AARCH64_SYSROOT)")
 endif()
 
-if(PAX_AARCH64_SYSROOT STREQUAL "/")
-  set(_pax_root "")
-else()
-  set(_pax_root "${PAX_AARCH64_SYSROOT}")
-  set(CMAKE_SYSROOT "${PAX_AARCH64_SYSROOT}")
-endif()
-set(_pax_libdir "${_pax_root}/usr/lib/${PAX_AARCH64_TRIPLE}")
+set(CMAKE_SYSROOT "${PAX_AARCH64_SYSROOT}")
+set(_pax_libdir "${PAX_AARCH64_SYSROOT}/usr/lib/${PAX_AARCH64_TRIPLE}")
 
 # Headers, libraries and CMake packages only from the arm64 root; programs
 # (pkg-config, the host's tools) from the build machine.
@@ -51,10 +45,8 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 
 # pkg-config (SentencePiece): the arm64 .pc files, their paths re-rooted.
 set(ENV{PKG_CONFIG_PATH} "")
-set(ENV{PKG_CONFIG_LIBDIR} "${_pax_libdir}/pkgconfig:${_pax_root}/usr/share/pkgconfig")
-if(_pax_root)
-  set(ENV{PKG_CONFIG_SYSROOT_DIR} "${_pax_root}")
-endif()
+set(ENV{PKG_CONFIG_LIBDIR} "${_pax_libdir}/pkgconfig:${PAX_AARCH64_SYSROOT}/usr/share/pkgconfig")
+set(ENV{PKG_CONFIG_SYSROOT_DIR} "${PAX_AARCH64_SYSROOT}")
 
 # MPI: the host's mpicc would answer with amd64 libraries, so name the arm64
 # Open MPI directly and skip the compiler wrappers.
@@ -64,12 +56,9 @@ set(MPI_mpi_LIBRARY "${_pax_libdir}/openmpi/lib/libmpi.so" CACHE FILEPATH "arm64
 set(MPI_C_COMPILER_INCLUDE_DIRS "${_pax_libdir}/openmpi/include" CACHE STRING "arm64 Open MPI headers")
 set(MPI_C_HEADER_DIR "${_pax_libdir}/openmpi/include" CACHE PATH "arm64 Open MPI headers")
 
-# Running target programs (gtest_discover_tests, ctest) goes through qemu-user.
+# Target programs (gtest_discover_tests, ctest) run under qemu-user, with the
+# sysroot as the prefix where their loader and libraries are looked up.
 find_program(PAX_QEMU_AARCH64 NAMES qemu-aarch64-static qemu-aarch64)
 if(PAX_QEMU_AARCH64)
-  if(_pax_root)
-    set(CMAKE_CROSSCOMPILING_EMULATOR "${PAX_QEMU_AARCH64};-L;${_pax_root}")
-  else()
-    set(CMAKE_CROSSCOMPILING_EMULATOR "${PAX_QEMU_AARCH64}")
-  endif()
+  set(CMAKE_CROSSCOMPILING_EMULATOR "${PAX_QEMU_AARCH64};-L;${PAX_AARCH64_SYSROOT}")
 endif()

@@ -61,15 +61,20 @@ void read_proc_cpuinfo(CpuInfo& c) {
   std::set<std::string> f;
   std::istringstream words(flags);
   for (std::string w; words >> w;) f.insert(w);
+  // Only the flags of the architecture this library runs on (an emulator
+  // may show its host's /proc/cpuinfo).
+#if defined(__x86_64__) || defined(__i386__)
   c.avx = f.count("avx");
   c.avx2 = f.count("avx2");
   c.fma = f.count("fma");
   c.avx512f = f.count("avx512f");
   c.avx512_bf16 = f.count("avx512_bf16");
   c.amx_bf16 = f.count("amx_bf16");
+#elif defined(__aarch64__)
   c.neon = f.count("asimd");
   c.sve = f.count("sve");
   c.arm_bf16 = f.count("bf16");
+#endif
   if (c.model_name.empty() && c.part) c.model_name = "arm part " + std::to_string(c.part);
 }
 
