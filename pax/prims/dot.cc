@@ -207,6 +207,9 @@ void order_contracting(Ints& lc, Ints& rc, const TensorView& lhs, const std::vec
   if (!try_order(ls, lc)) try_order(rs, rc);
 }
 
+// Elements from which a slow transposed left operand is copied first.
+constexpr int64_t kTransposeFirst = int64_t(1) << 16;
+
 // The operand as a contiguous (batch, rows, cols) array of `dtype`: in place
 // when it already is one, otherwise copied (and converted) into `keep`.
 const void* contiguous_operand(const Operand& op, DType dtype, std::shared_ptr<Buffer>& keep) {
@@ -306,7 +309,12 @@ void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::sp
     }
     auto view = [&](const Operand& op, std::shared_ptr<Buffer>& keep, int64_t rows, int64_t cols) {
       auto sr = merged_stride(op.rows), sc = merged_stride(op.cols);
-      const bool in_place = !force_contiguous && op.view->dtype == cd && sr && sc;
+      bool in_place = !force_contiguous && op.view->dtype == cd && sr && sc;
+      // A left operand read across its rows (A^T B, as weight gradients are)
+      // is slow in oneDNN's AVX2 GEMM (half its rate): transposed first.
+      if (in_place && &op == &a && *sc != 1 && rows * cols >= kTransposeFirst && cpu::dnnl_transposed_src_is_slow()) {
+        in_place = false;
+      }
       if (in_place && g.inner_batch > 1) {
         return cpu::MatrixView{op.view->data, cd, *merged_stride(axes_before(op.batch, *split)), *sr, *sc,
                                *merged_stride(axes_from(op.batch, *split))};

@@ -110,6 +110,15 @@ bool gemm_dnnl_supported(const GemmShape& g, DType ab_dtype, DType c_dtype) {
   return matmul_entry(dense, a, b, c)->supported;
 }
 
+bool dnnl_transposed_src_is_slow() {
+  static const bool slow = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx2 || isa == dnnl::cpu_isa::avx2_vnni || isa == dnnl::cpu_isa::avx ||
+           isa == dnnl::cpu_isa::sse41;
+  }();
+  return slow;
+}
+
 namespace {
 
 // Tiles of C (kRows x kCols) are independent tasks; each accumulates over K in

@@ -42,6 +42,11 @@ bool gemm_dnnl(const GemmShape& shape, const MatrixView& a, const MatrixView& b,
 // callers widen the operands and multiply in f32.
 bool gemm_dnnl_supported(const GemmShape& shape, DType ab_dtype, DType c_dtype);
 
+// Whether oneDNN's GEMM on this CPU runs a left operand whose elements along
+// a row are strided (A^T of a row-major A) at a fraction of its plain rate, so
+// that transposing it first pays: the AVX2 kernels (not AVX-512's).
+bool dnnl_transposed_src_is_slow();
+
 // C = A · B for contiguous row-major operands that all have `dtype` (u8, u32,
 // i32, i64, f32 or f64). Integers wrap around like XLA's. Sizes may be 0.
 void gemm_blocked(DType dtype, const GemmShape& shape, const void* a, const void* b, void* c);
