@@ -330,7 +330,12 @@ bool run_conv(const ConvParams& c, cpu::ConvTensor x, cpu::ConvTensor w, const c
     }
   }
 
-  if (!cpu::conv2d_dnnl(g, x, w, y_dnnl)) return false;
+  // A window larger than the output in both axes: a weight gradient (the form
+  // conv_ad.cc's rhs_cotangent builds), for oneDNN's backward-by-weights.
+  const bool weight_gradient = w.dims[2] > y_dnnl.dims[2] && w.dims[3] > y_dnnl.dims[3];
+  if (!(weight_gradient && cpu::conv2d_weight_gradient_dnnl(g, x, w, y_dnnl)) && !cpu::conv2d_dnnl(g, x, w, y_dnnl)) {
+    return false;
+  }
   if (!direct_out) cpu::convert_parallel(DType::f32, y_dnnl.data, o.dtype, o.data, o.numel());
   return true;
 }

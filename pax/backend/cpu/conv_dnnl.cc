@@ -13,6 +13,7 @@ namespace pax::cpu {
 namespace {
 
 constexpr int64_t kConvTag = 2;
+constexpr int64_t kConvWeightGradientTag = 4;
 
 // A primitive's view of one operand: the user's layout, the layout the
 // primitive computes in, and the reorder between them when they differ.
@@ -141,6 +142,96 @@ bool conv2d_dnnl(const ConvGeometry& g, const ConvTensor& src, const ConvTensor&
   dnnl_execute(e->prim, {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, weights_mem}, {DNNL_ARG_DST, dst_mem}},
                e->scratchpad_bytes);
   if (e->dst.needs_reorder) dnnl_execute(e->dst.reorder, {{DNNL_ARG_FROM, dst_mem}, {DNNL_ARG_TO, dst_user}}, 0);
+  return true;
+}
+
+namespace {
+
+// A view with its two leading logical axes exchanged.
+ConvTensor swap_leading(const ConvTensor& t) {
+  ConvTensor s = t;
+  std::swap(s.dims[0], s.dims[1]);
+  std::swap(s.strides[0], s.strides[1]);
+  return s;
+}
+
+struct WeightGradientEntry {
+  bool supported = false;
+  dnnl::primitive prim;
+  Layout src, diff_dst, diff_weights;
+  size_t scratchpad_bytes = 0;
+};
+
+WeightGradientEntry make_weight_gradient(const dnnl::memory::dims& strides, const dnnl::memory::dims& dilates,
+                                         const dnnl::memory::dims& pad_l, const dnnl::memory::dims& pad_r,
+                                         const ConvTensor& src, const ConvTensor& diff_dst,
+                                         const ConvTensor& diff_weights) {
+  WeightGradientEntry e;
+  const dnnl::memory::desc src_md = tensor_md(src), dst_md = tensor_md(diff_dst), wei_md = tensor_md(diff_weights);
+  try {
+    dnnl::convolution_forward::desc fwd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                        any_md(src_md), any_md(wei_md), any_md(dst_md), strides, dilates, pad_l,
+                                        pad_r);
+    dnnl::convolution_forward::primitive_desc hint(fwd, dnnl_engine());
+    dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_direct, any_md(src_md),
+                                                 any_md(wei_md), any_md(dst_md), strides, dilates, pad_l, pad_r);
+    dnnl::convolution_backward_weights::primitive_desc pd(bwd, user_scratchpad_attr(), dnnl_engine(), hint);
+    if (is_reference_impl(pd)) return e;
+    e.prim = dnnl::convolution_backward_weights(pd);
+    e.src = make_layout(src_md, pd.src_desc(), false);
+    e.diff_dst = make_layout(dst_md, pd.diff_dst_desc(), false);
+    e.diff_weights = make_layout(wei_md, pd.diff_weights_desc(), true);
+    e.scratchpad_bytes = pd.scratchpad_desc().get_size();
+    e.supported = true;
+  } catch (const dnnl::error&) {
+    // Not expressible for oneDNN: the caller runs the forward form.
+  }
+  return e;
+}
+
+}  // namespace
+
+bool conv2d_weight_gradient_dnnl(const ConvGeometry& g, const ConvTensor& x, const ConvTensor& w,
+                                 const ConvTensor& y) {
+  if (g.transposed || g.groups != 1) return false;
+  // The forward convolution y = x * w (x: (B, C, H, W), w: (O, C, KH, KW))
+  // sums over C and the window. As the weight gradient of a convolution of
+  // images (N, C', H, W) = x with its leading axes exchanged, by the
+  // gradient (N, O', OH', OW') = w likewise: diff_weights (O', C', KH', KW')
+  // is y likewise, with strides and dilations exchanged.
+  const ConvTensor src = swap_leading(x), diff_dst = swap_leading(w), diff_weights = swap_leading(y);
+  dnnl::memory::dims strides(2), dilates(2), pad_l(2), pad_r(2);
+  for (size_t i = 0; i < 2; ++i) {
+    strides[i] = g.dilation[i];
+    dilates[i] = g.strides[i] - 1;
+    pad_l[i] = g.pad_lo[i];
+    // What makes the sizes consistent: (KH-1) s + (OH-1) d + 1 = H + lo + hi.
+    pad_r[i] = (diff_dst.dims[2 + i] - 1) * g.dilation[i] + (diff_weights.dims[2 + i] - 1) * g.strides[i] + 1 -
+               src.dims[2 + i] - g.pad_lo[i];
+    if (pad_l[i] < 0 || pad_r[i] < 0) return false;
+  }
+  DnnlKey key{kConvWeightGradientTag, strides[0], strides[1], dilates[0], dilates[1], pad_l[0], pad_l[1], pad_r[0],
+              pad_r[1]};
+  append(key, src);
+  append(key, diff_dst);
+  append(key, diff_weights);
+  auto e = dnnl_cached<WeightGradientEntry>(
+      key, [&] { return make_weight_gradient(strides, dilates, pad_l, pad_r, src, diff_dst, diff_weights); });
+  if (!e->supported) return false;
+  std::shared_ptr<Buffer> src_tmp, dst_tmp, wei_tmp;
+  dnnl::memory src_mem = internal_input(e->src, src.data, src_tmp);
+  dnnl::memory dst_mem = internal_input(e->diff_dst, diff_dst.data, dst_tmp);
+  dnnl::memory wei_user = user_memory(e->diff_weights.user, diff_weights.data);
+  dnnl::memory wei_mem = wei_user;
+  if (e->diff_weights.needs_reorder) {
+    wei_tmp = Buffer::allocate(e->diff_weights.internal.get_size());
+    wei_mem = user_memory(e->diff_weights.internal, wei_tmp->data());
+  }
+  dnnl_execute(e->prim, {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_DIFF_DST, dst_mem}, {DNNL_ARG_DIFF_WEIGHTS, wei_mem}},
+               e->scratchpad_bytes);
+  if (e->diff_weights.needs_reorder) {
+    dnnl_execute(e->diff_weights.reorder, {{DNNL_ARG_FROM, wei_mem}, {DNNL_ARG_TO, wei_user}}, 0);
+  }
   return true;
 }
 

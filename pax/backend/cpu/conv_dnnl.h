@@ -40,4 +40,14 @@ struct ConvGeometry {
 bool conv2d_dnnl(const ConvGeometry& geometry, const ConvTensor& src, const ConvTensor& weights,
                  const ConvTensor& dst);
 
+// The same convolution y = conv(x, w) when it is the weight gradient of
+// another one (the form a convolution's VJP gives it: a window as large as
+// the other's output, the output as small as its kernel), computed by
+// oneDNN's backward-by-weights primitive, which is made for that shape
+// (the forward primitive runs it as a convolution with a huge kernel).
+// Returns false, writing nothing, when oneDNN cannot express or has no
+// optimised kernel for it; the caller then runs conv2d_dnnl.
+bool conv2d_weight_gradient_dnnl(const ConvGeometry& geometry, const ConvTensor& x, const ConvTensor& w,
+                                 const ConvTensor& y);
+
 }  // namespace pax::cpu
