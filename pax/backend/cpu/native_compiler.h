@@ -13,7 +13,8 @@
 // compiles and the others load its result.
 //
 // PAX_COMPILE chooses when generated code is built:
-//   async (default)  on a background thread; callers go on meanwhile
+//   async (default)  on a background thread; callers go on meanwhile (their
+//                    loops run interpreted until the code is loaded)
 //   sync             at once, before the caller goes on (tests, benchmarks)
 //   off              never (everything runs interpreted)
 // The compiler is $PAX_CXX, else $CXX, else c++ or g++ from PATH. When none
