@@ -51,6 +51,14 @@ CostAnalysis eqn_flops(const Jaxpr& j, const Eqn& e) {
     c.flops = out;
   } else {
     switch (e.prim) {
+      case Prim::reduce_window_max: case Prim::select_and_gather_add: case Prim::select_and_scatter_add: {
+        // A comparison per element of each window (over the windowed shape).
+        double window = 1;
+        for (int64_t k : e.params.ints("window_dimensions")) window *= double(k);
+        const Var windowed = e.prim == Prim::select_and_scatter_add ? e.inputs[0] : e.outputs[0];
+        c.flops = numel(j, windowed) * window;
+        break;
+      }
       case Prim::dot_general:
         c.flops = 2 * out * product(j.aval(e.inputs[0]).shape, e.params.ints("lhs_contracting_dims"));
         break;

@@ -1,7 +1,6 @@
-// MaxPool and AvgPool.
+// MaxPool (one windowed max, lax::reduce_window_max) and AvgPool (window sums
+// by reshapes or strided slices).
 #include "pax/nn/poolings.h"
-
-#include <limits>
 
 #include "pax/nn/convolutions.h"
 #include "pax/ops/numpy.h"
@@ -9,8 +8,6 @@
 namespace pax::nn {
 
 namespace {
-
-enum class Reduce { max, sum };
 
 void check_hparams(const Layer& l, const PoolingHParams& hp) {
   const std::string who = std::string(l.type_name()) + " '" + l.path() + "'";
@@ -29,9 +26,9 @@ void check_hparams(const Layer& l, const PoolingHParams& hp) {
   }
 }
 
-// Reduces the windows of k elements, stride s, along `axis` of x (already
+// Sums the windows of k elements, stride s, along `axis` of x (already
 // padded, so that every window lies inside it).
-Array reduce_windows(const Array& x, int64_t axis, int64_t k, int64_t s, Reduce op) {
+Array sum_windows(const Array& x, int64_t axis, int64_t k, int64_t s) {
   const int64_t n = x.dim(axis);
   const int64_t out = (n - k) / s + 1;
   if (k == 1 && s == 1) return x;
@@ -41,12 +38,12 @@ Array reduce_windows(const Array& x, int64_t axis, int64_t k, int64_t s, Reduce 
     dims[size_t(axis)] = out;
     dims.insert(dims.begin() + axis + 1, k);
     Array windows = reshape(out * k == n ? x : slice_along(x, axis, 0, out * k), dims);  // (..., out, k, ...)
-    return op == Reduce::max ? max(windows, axis + 1) : sum(windows, axis + 1);
+    return sum(windows, axis + 1);
   }
   Array acc;
   for (int64_t i = 0; i < k; ++i) {
     Array part = slice_along(x, axis, i, i + (out - 1) * s + 1, s);  // (..., out, ...)
-    acc = i == 0 ? part : op == Reduce::max ? maximum(acc, part) : acc + part;
+    acc = i == 0 ? part : acc + part;
   }
   return acc;
 }
@@ -56,7 +53,7 @@ struct Pooled {
   std::vector<std::pair<int64_t, int64_t>> pads;  // (lo, hi) per spatial axis
 };
 
-Pooled pool(const Layer& l, const PoolingHParams& hp, const Array& x, Reduce op) {
+Pooled sum_pool(const Layer& l, const PoolingHParams& hp, const Array& x) {
   const std::string who = std::string(l.type_name()) + " '" + l.path() + "'";
   PAX_CHECK(x.ndim() >= 3, who, ": input ", x.aval().str(), " must be (..., H, W, C)");
   PAX_CHECK(is_floating(x.dtype()), who, ": input ", x.aval().str(), " must be floating");
@@ -68,10 +65,10 @@ Pooled pool(const Layer& l, const PoolingHParams& hp, const Array& x, Reduce op)
     std::vector<std::pair<int64_t, int64_t>> width(size_t(r), {0, 0});
     width[size_t(r - 3)] = pads[0];
     width[size_t(r - 2)] = pads[1];
-    xp = pad(x, width, op == Reduce::max ? -std::numeric_limits<double>::infinity() : 0.0);
+    xp = pad(x, width, 0.0);
   }
-  Array y = reduce_windows(xp, r - 3, hp.window_shape[0], hp.strides[0], op);
-  return {reduce_windows(y, r - 2, hp.window_shape[1], hp.strides[1], op), pads};
+  Array y = sum_windows(xp, r - 3, hp.window_shape[0], hp.strides[0]);
+  return {sum_windows(y, r - 2, hp.window_shape[1], hp.strides[1]), pads};
 }
 
 // How many real (unpadded) elements each output window covers along one axis.
@@ -88,7 +85,27 @@ std::vector<double> window_counts(int64_t size, int64_t out, int64_t k, int64_t 
 
 void MaxPool::setup() { check_hparams(*this, hparams<HParams>()); }
 
-Array MaxPool::fprop(const Array& x) const { return pool(*this, hparams<HParams>(), to_fprop_dtype(x), Reduce::max).value; }
+// One windowed max over the spatial axes (its VJP routes each gradient to
+// its window's first maximum, as jax.lax.reduce_window's and PyTorch's do).
+Array MaxPool::fprop(const Array& x) const {
+  const auto& hp = hparams<HParams>();
+  const Array xf = to_fprop_dtype(x);
+  const std::string who = std::string(type_name()) + " '" + path() + "'";
+  PAX_CHECK(xf.ndim() >= 3, who, ": input ", xf.aval().str(), " must be (..., H, W, C)");
+  PAX_CHECK(is_floating(xf.dtype()), who, ": input ", xf.aval().str(), " must be floating");
+  const int64_t r = xf.ndim();
+  const auto pads = spatial_padding(who, hp.padding, hp.explicit_padding, {xf.dim(r - 3), xf.dim(r - 2)},
+                                    hp.window_shape, hp.strides, {1, 1});
+  lax::Window w{Ints(size_t(r), 1), Ints(size_t(r), 1), Ints(size_t(2 * r), 0)};
+  for (size_t i = 0; i < 2; ++i) {
+    const size_t axis = size_t(r) - 3 + i;
+    w.dimensions[axis] = hp.window_shape[i];
+    w.strides[axis] = hp.strides[i];
+    w.padding[2 * axis] = pads[i].first;
+    w.padding[2 * axis + 1] = pads[i].second;
+  }
+  return lax::reduce_window_max(xf, w);
+}
 
 void AvgPool::setup() { check_hparams(*this, hparams<HParams>()); }
 
@@ -97,7 +114,7 @@ Array AvgPool::fprop(const Array& x) const {
   Array xf = to_fprop_dtype(x);
   const DType dtype = xf.dtype();
   if (is_floating(dtype) && itemsize(dtype) < 4) xf = xf.astype(DType::f32);
-  Pooled p = pool(*this, hp, xf, Reduce::sum);
+  Pooled p = sum_pool(*this, hp, xf);
   const int64_t kh = hp.window_shape[0], kw = hp.window_shape[1];
   const bool padded = p.pads[0] != std::pair<int64_t, int64_t>{0, 0} || p.pads[1] != std::pair<int64_t, int64_t>{0, 0};
   if (hp.count_include_pad || !padded) return (p.value / double(kh * kw)).astype(dtype);

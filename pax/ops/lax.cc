@@ -93,6 +93,22 @@ Array cumsum(const Array& x, int64_t axis, bool reverse) {
   return bind1(Prim::cumsum, {x}, Params{{"axis", axis}, {"reverse", reverse}});
 }
 
+namespace {
+Params window_params(const Window& w) {
+  return Params{{"window_dimensions", w.dimensions}, {"window_strides", w.strides}, {"padding", w.padding}};
+}
+}  // namespace
+
+Array reduce_window_max(const Array& x, const Window& window) {
+  return bind1(Prim::reduce_window_max, {x}, window_params(window));
+}
+Array select_and_scatter_add(const Array& source, const Array& operand, const Window& window) {
+  return bind1(Prim::select_and_scatter_add, {source, operand}, window_params(window));
+}
+Array select_and_gather_add(const Array& tangent, const Array& operand, const Window& window) {
+  return bind1(Prim::select_and_gather_add, {tangent, operand}, window_params(window));
+}
+
 Array reshape(const Array& x, const Ints& new_sizes) {
   if (x.shape().dims() == new_sizes) return x;
   return bind1(Prim::reshape, {x}, Params{{"new_sizes", new_sizes}});

@@ -77,6 +77,20 @@ Array argmax(const Array& x, int64_t axis, DType index_dtype = DType::i32);
 Array argmin(const Array& x, int64_t axis, DType index_dtype = DType::i32);
 Array cumsum(const Array& x, int64_t axis, bool reverse = false);
 
+// Windows sliding over every axis of an array (max pooling): sizes and
+// strides per axis, and the padding as (lo, hi) per axis, flattened.
+struct Window {
+  Ints dimensions, strides, padding;
+};
+// The maximum of each window (jax.lax.reduce_window with max): padding takes
+// no part, NaN propagates. x floating.
+Array reduce_window_max(const Array& x, const Window& window);
+// zeros like `operand` with source[o] added at the maximum of window o (the
+// first NaN, else the first largest element): reduce_window_max's VJP.
+Array select_and_scatter_add(const Array& source, const Array& operand, const Window& window);
+// tangent (shaped like operand) read at each window's maximum: reduce_window_max's JVP.
+Array select_and_gather_add(const Array& tangent, const Array& operand, const Window& window);
+
 // ---- shape
 Array reshape(const Array& x, const Ints& new_sizes);
 Array transpose(const Array& x, const Ints& permutation);

@@ -80,6 +80,9 @@ std::vector<AVal> infer_avals(Prim p, std::span<const AVal> in, const Params& pa
 void register_elementwise_prims(PrimTable& table);
 void register_elementwise_ad(PrimTable& table);
 void register_elementwise_batching(PrimTable& table);
+void register_window_prims(PrimTable& table);
+void register_window_ad(PrimTable& table);
+void register_window_batching(PrimTable& table);
 void register_reduce_prims(PrimTable& table);
 void register_reduce_ad(PrimTable& table);
 void register_reduce_batching(PrimTable& table);
