@@ -225,6 +225,7 @@ void for_each_window(const Layout& l, const T* x, int64_t first, int64_t last, F
   const int64_t n = l.inner;
   std::vector<V> best(static_cast<size_t>(n));
   std::vector<int32_t> which(static_cast<size_t>(n));
+  if (first >= last) return;
   Walk walk(l);
   walk.seek(first);
   for (int64_t flat = first; flat < last; ++flat, walk.next()) {
@@ -307,7 +308,8 @@ void select_and_scatter_typed(const Layout& l, const T* s, const T* x, T* y, int
   // the windows add into it.
   bool tiles = true;
   for (const Axis& a : l.outer) tiles = tiles && a.stride == a.window && a.lo == 0 && a.in == a.out * a.window;
-  if (!tiles) std::memset(static_cast<void*>(y), 0, size_t(n_in) * sizeof(T));
+  if (!tiles || l.out_count == 0) std::memset(static_cast<void*>(y), 0, size_t(n_in) * sizeof(T));
+  if (l.out_count == 0) return;  // no window fits: nothing selected
   // Leading axes that no window crosses (window 1, stride 1, no padding):
   // tasks over them write disjoint parts of y.
   int64_t apart = 1;

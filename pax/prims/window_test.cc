@@ -139,6 +139,17 @@ TEST(WindowTransforms, VjpJvpVmapJit) {
   }
 }
 
+// A window larger than the array: no output, and a gradient of zeros.
+TEST(WindowEdges, NoWindowFits) {
+  Array x = random_array({2, 3}, DType::f32, 1);
+  const lax::Window w{{3, 3}, {1, 1}, {0, 0, 0, 0}};
+  Array y = lax::reduce_window_max(x, w);
+  EXPECT_EQ(y.shape(), Shape({0, 1}));
+  Array g = lax::select_and_scatter_add(zeros({0, 1}), x, w);
+  EXPECT_TRUE(all_close(g, std::vector<double>(6, 0.0), 0, 0));
+  EXPECT_EQ(lax::select_and_gather_add(x, x, w).shape(), Shape({0, 1}));
+}
+
 TEST(WindowErrors, NameTheProblem) {
   Array x = random_array({2, 4, 4, 3}, DType::f32, 1);
   EXPECT_PAX_ERROR(lax::reduce_window_max(x, {{2, 2}, {2, 2}, {0, 0, 0, 0}}), "one per axis");

@@ -26,9 +26,9 @@
 // paxcc's matmul (oneDNN) on all kernel threads, measured (~0.6 s) and cached
 // per CPU model, thread count, ISA and dtype in
 // $XDG_CACHE_HOME/paxcc/peak_flops.json (~/.cache/paxcc/ when XDG_CACHE_HOME
-// is unset) only when two measurements agree within 10% and lie between half
-// the theoretical peak and the peak, so a figure taken on a busy machine is
-// not kept.
+// is unset) only when two measurements agree within 10% and lie between a
+// quarter of the theoretical peak and the peak, so a figure taken on a busy
+// machine is not kept.
 //
 //   TheoreticalPeak p = train::theoretical_peak(DType::f32);      // p.flops, p.str()
 //   double peak = train::peak_flops(DType::f32);                  // MFU's denominator
@@ -83,8 +83,8 @@ struct PeakFlopsOptions {
 double peak_flops(DType compute_dtype, const PeakFlopsOptions& options = {});
 
 // The achievable peak: the cached measurement, or two new ones (cached when
-// they agree within 10% and lie between half the theoretical peak and the
-// peak; the larger is returned either way). A cache file that cannot be read or parsed, or whose
+// they agree within 10% and lie between a quarter of the theoretical peak
+// and the peak; the larger is returned either way). A cache file that cannot be read or parsed, or whose
 // entry is not a positive finite number under the theoretical peak, is
 // ignored. Overrides do not apply.
 double achievable_flops(DType compute_dtype, const PeakFlopsOptions& options = {});

@@ -58,6 +58,8 @@ void read_proc_cpuinfo(CpuInfo& c) {
     else if (key == "CPU part") c.part = parse_int(value);
     else if (key == "flags" || key == "Features") flags = value;
   }
+  c.identity = c.model_name + " | " + c.vendor + " " + std::to_string(c.family) + " " + std::to_string(c.model) +
+               " " + std::to_string(c.part) + " | " + flags;
   std::set<std::string> f;
   std::istringstream words(flags);
   for (std::string w; words >> w;) f.insert(w);

@@ -25,6 +25,9 @@ struct CpuInfo {
   int physical_cores = 0;    // distinct cores among the CPUs this process may run on
   int logical_cpus = 0;
   double max_clock_hz = 0;   // cpufreq's cpuinfo_max_freq, 0 when /sys does not say
+  // The model name and the kernel's whole feature line: what -march=native
+  // resolves from (the code generator keys its cache by it).
+  std::string identity;
 };
 
 // This machine (read once).

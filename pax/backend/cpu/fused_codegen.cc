@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstdio>
 
 #include <hwy/targets.h>
@@ -203,7 +204,9 @@ void compile_fused_programs(std::vector<std::shared_ptr<const FusedProgram>> pro
     std::shared_ptr<NativeLibrary> lib = build_native(render_fused_source(raw), flags);
     if (!lib) return;
     auto target = reinterpret_cast<long long (*)()>(lib->symbol("pax_codegen_target"));
+    static std::atomic<bool> told{false};
     if (!target || target() != hwy_target()) {
+      if (told.exchange(true)) return;
       std::fprintf(stderr, "paxcc: generated code was built for Highway target %s, the kernels run %s: fused loops "
                    "run interpreted\n", target ? hwy::TargetName(target()) : "?", hwy_target_name().c_str());
       return;

@@ -559,7 +559,9 @@ FusedProgram& FusedProgram::operator=(const FusedProgram& other) {
   wide_bf16 = other.wide_bf16;
   compiled_runs = other.compiled_runs;
   const FusedCode* published = other.code.load(std::memory_order_acquire);  // before its owner: see fused_loop.h
-  code_owner = other.code_owner;
+  // Once the pointer is published its owner is never written again; before,
+  // the owner may be being written, and is not read.
+  code_owner = published ? other.code_owner : nullptr;
   code.store(published, std::memory_order_release);
   return *this;
 }

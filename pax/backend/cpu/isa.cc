@@ -4,11 +4,13 @@
 
 #include <hwy/targets.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 
+#include "pax/backend/cpu/cpu_info.h"
 #include "pax/core/error.h"
 
 namespace pax::cpu {
@@ -101,7 +103,18 @@ std::string dnnl_isa_name() {
 
 std::vector<std::string> codegen_isa_flags() {
   const char* march = std::getenv("PAX_CODEGEN_MARCH");
-  std::vector<std::string> flags{std::string("-march=") + (march && *march ? march : "native")};
+  const bool native = !(march && *march);
+  std::vector<std::string> flags{std::string("-march=") + (native ? "native" : march)};
+  if (native) {
+    // What "native" means differs from CPU to CPU: naming this one keeps a
+    // cache shared between machines (an NFS home) from handing code built
+    // for another CPU's instructions to this one.
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : cpu_info().identity) h = (h ^ c) * 1099511628211ull;
+    char id[17];
+    std::snprintf(id, sizeof(id), "%016llx", (unsigned long long)h);
+    flags.push_back(std::string("-DPAX_HOST_CPU=0x") + id);
+  }
   if (isa_cap() == "avx2") flags.push_back("-mno-avx512f");
   // Highway's static target is the best one the flags allow; disabling every
   // better one makes it the dispatcher's (lower bits are better targets).

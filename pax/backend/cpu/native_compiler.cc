@@ -74,6 +74,10 @@ std::string find_program(const std::string& name) {
   return "";
 }
 
+// run_process's answer when the child's status is lost (SIGCHLD ignored):
+// the caller judges by what the child wrote.
+constexpr int kStatusUnknown = -2;
+
 // The build in flight, so that the process's exit can end it: its compiler
 // (killed, not left to run on as an orphan) and its temporary files.
 std::atomic<pid_t> g_child{-1};
@@ -136,7 +140,11 @@ int run_process(const std::vector<std::string>& args, const std::string& log) {
       while (g_exiting) std::this_thread::sleep_for(std::chrono::seconds(1));
       return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     }
-    if (done < 0 && errno != EINTR) return -1;
+    if (done < 0 && errno != EINTR) {
+      // ECHILD: SIGCHLD is ignored, so the child was reaped without a status.
+      g_child = -1;
+      return errno == ECHILD ? kStatusUnknown : -1;
+    }
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > kCompileTimeoutSeconds) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &status, 0);
@@ -145,6 +153,13 @@ int run_process(const std::vector<std::string>& args, const std::string& log) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+}
+
+// The temporary directory, or /tmp when $TMPDIR names none.
+fs::path temp_dir() {
+  std::error_code ec;
+  fs::path dir = fs::temp_directory_path(ec);
+  return ec ? fs::path("/tmp") : dir;
 }
 
 struct Compiler {
@@ -165,7 +180,7 @@ const Compiler& compiler() {
         if (candidate == env("PAX_CXX")) break;  // an explicit choice is not second-guessed
         continue;
       }
-      const std::string log = (fs::temp_directory_path() / ("paxcc-cxx-version-" + std::to_string(::getpid()))).string();
+      const std::string log = (temp_dir() / ("paxcc-cxx-version-" + std::to_string(::getpid()))).string();
       const int status = run_process({path, "--version"}, log);
       std::string line;
       {
@@ -174,7 +189,7 @@ const Compiler& compiler() {
       }
       std::error_code ec;
       fs::remove(log, ec);
-      if (status == 0 && !line.empty()) {
+      if ((status == 0 || status == kStatusUnknown) && !line.empty()) {
         found = {path, path + " | " + line};
         return found;
       }
@@ -241,12 +256,21 @@ void remove_stale_temp_files(const fs::path& dir) {
   }
 }
 
-std::shared_ptr<NativeLibrary> load(const fs::path& so, const std::string& key) {
+// The library at `so` when it loads and names `key`; else nullptr and, in
+// *why, what went wrong.
+std::shared_ptr<NativeLibrary> load(const fs::path& so, const std::string& key, std::string* why = nullptr) {
   void* handle = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) return nullptr;
+  if (!handle) {
+    const char* err = ::dlerror();  // read once: it clears the message
+    if (why) *why = std::string("dlopen: ") + (err ? err : "failed");
+    return nullptr;
+  }
   auto lib = std::make_shared<NativeLibrary>(handle, so.string());
   const char* stored = static_cast<const char*>(lib->symbol("pax_native_key"));
-  if (!stored || key != stored) return nullptr;
+  if (!stored || key != stored) {
+    if (why) *why = "the library is not this build";
+    return nullptr;
+  }
   return lib;
 }
 
@@ -275,9 +299,18 @@ class JobQueue {
     jobs_.push_back(std::move(job));
     ++queued_;
     if (!started_) {
-      started_ = true;
       // Detached: a build in flight must not hold up the process's exit.
-      std::thread([this] { work(); }).detach();
+      try {
+        std::thread([this] { work(); }).detach();
+        started_ = true;
+      } catch (const std::system_error&) {
+        // No thread to be had (a process limit): this job and later ones wait
+        // for the next push that can start one; the loops run interpreted.
+        jobs_.pop_back();
+        --queued_;
+        notice_once("no-thread", "cannot start the compiler thread: fused loops run interpreted");
+        return;
+      }
     }
     cv_.notify_all();
   }
@@ -347,7 +380,7 @@ std::string native_cache_dir() {
     const std::string xdg = env("XDG_CACHE_HOME"), home = env("HOME");
     if (!xdg.empty()) dir = xdg + "/paxcc/kernels";
     else if (!home.empty()) dir = home + "/.cache/paxcc/kernels";
-    else dir = (fs::temp_directory_path() / "paxcc-kernels").string();
+    else dir = (temp_dir() / "paxcc-kernels").string();
   }
   return dir;
 }
@@ -399,19 +432,28 @@ std::shared_ptr<NativeLibrary> build_native(const std::string& source, const std
                                     "): that code runs interpreted");
     return nullptr;
   };
-  track_temp_files({tmp_cc.string(), tmp_so.string(), log.string()});
+  // Removed by the process's exit only while this build is in flight.
+  track_temp_files({tmp_cc.string(), tmp_so.string()});
+  struct Untrack {
+    ~Untrack() { track_temp_files({}); }
+  } untrack;
   if (!write_file_atomically(tmp_cc, full_source)) return fail("cannot write to " + dir.string());
   args.insert(args.end(), {"-o", tmp_so.string(), tmp_cc.string()});
   const auto start = std::chrono::steady_clock::now();
   const int status = run_process(args, log.string());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (status != 0) return fail(status < 0 ? "the compiler was killed or timed out" : "the compiler failed");
+  // With the status lost, a written library counts (its load checks its key).
+  const bool wrote = status == kStatusUnknown && fs::file_size(tmp_so, ec) > 0 && !ec;
+  if (status != 0 && !wrote) {
+    return fail(status < 0 ? "the compiler was killed or timed out" : "the compiler failed");
+  }
   fs::rename(tmp_so, so, ec);
   if (ec) return fail("cannot rename into " + dir.string());
   fs::rename(tmp_cc, cc, ec);
   fs::remove(log, ec);
-  std::shared_ptr<NativeLibrary> lib = load(so, key);
-  if (!lib) return fail(std::string("dlopen: ") + (::dlerror() ? ::dlerror() : "the library is not this build"));
+  std::string why;
+  std::shared_ptr<NativeLibrary> lib = load(so, key, &why);
+  if (!lib) return fail(why);
   std::lock_guard<std::mutex> guard(stats_mutex());
   ++stats().compiled;
   stats().compile_seconds += seconds;
