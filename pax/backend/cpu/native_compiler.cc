@@ -304,8 +304,8 @@ class JobQueue {
         std::thread([this] { work(); }).detach();
         started_ = true;
       } catch (const std::system_error&) {
-        // No thread to be had (a process limit): this job and later ones wait
-        // for the next push that can start one; the loops run interpreted.
+        // No thread to be had (a process limit): this job is dropped (its
+        // loops run interpreted) and the next push tries again.
         jobs_.pop_back();
         --queued_;
         notice_once("no-thread", "cannot start the compiler thread: fused loops run interpreted");
