@@ -30,7 +30,7 @@ struct RunOptions {
   Mode mode = Mode::train;
   // eval / decode: the checkpoint to restore (default: the latest).
   std::optional<int64_t> restore_step;
-  // Peak FLOP/s of the machine for MFU (default: measured once and cached).
+  // Peak FLOP/s of the machine for MFU (default: the theoretical peak, train/peak_flops.h).
   std::optional<double> peak_flops;
   // Console output (nullptr: std::cout).
   std::ostream* out = nullptr;

@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
   app.add_option("--config", config_file, "Run this resolved config (a job's config.json) instead of the experiment's");
   app.add_option("--restore_step", restore_step, "eval / decode: the checkpoint step to restore (default: latest)");
   app.add_option("--data_dir", data_dir, "Data directory (default: $PAX_DATA_DIR or ./data)");
-  app.add_option("--peak_flops", peak_flops, "Peak FLOP/s of this machine for MFU (default: measured once, cached)");
+  app.add_option("--peak_flops", peak_flops, "Peak FLOP/s of this machine for MFU (default: the cores' theoretical peak)");
   app.add_option("--dist_timeout", dist_timeout,
                  "Under mpirun: seconds any process waits for the others before failing with the missing ones' "
                  "names (default 300, or $PAX_DIST_TIMEOUT)")
