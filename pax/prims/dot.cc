@@ -271,37 +271,29 @@ void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::sp
     return;
   }
 
-  // The product in compute dtype cd: oneDNN writes f32 or cd; any other
-  // output dtype goes through an f32 temporary converted at the end. First
-  // with the operands in place where their axes merge into a strided view
-  // (the batch axes into one stride, or two when the split allows), then with
-  // both contiguous (always supported where oneDNN has a kernel for cd).
   // Without a kernel for 16-bit operands on this CPU (bf16 below AVX-512 BF16
   // or AMX), the operands are widened to f32 and the f32 product, accumulated
   // in f32 as the native kernels accumulate, is rounded to the output dtype.
   const DType out_native = o.dtype == DType::f32 ? DType::f32 : native;
-  const DType cd = cpu::gemm_dnnl_supported(shape, native, out_native) ? native : DType::f32;
-  if (cd == DType::f32 && !cpu::gemm_dnnl_supported(shape, DType::f32, DType::f32)) {
-    // oneDNN offers only its reference code for this product (builds without
-    // optimised kernels for the CPU): the blocked loop, in f32.
-    std::shared_ptr<Buffer> abuf, bbuf, cbuf;
-    float* c = o.dtype == DType::f32 ? static_cast<float*>(o.data)
-                                     : static_cast<float*>((cbuf = Buffer::allocate(size_t(o.numel()) * 4))->data());
-    cpu::gemm_blocked(DType::f32, shape, contiguous_operand(a, DType::f32, abuf),
-                      contiguous_operand(b, DType::f32, bbuf), c);
-    if (cbuf) cpu::convert_parallel(DType::f32, c, o.dtype, o.data, o.numel());
-    return;
-  }
+  const DType cd = native == DType::f32 || cpu::gemm_dnnl_supported(shape, native, out_native) ? native : DType::f32;
+
+  // oneDNN writes f32 or the compute dtype; anything else goes through an f32
+  // temporary converted at the end.
+  const bool direct_out = o.dtype == DType::f32 || o.dtype == cd;
+  std::shared_ptr<Buffer> cbuf;
+  if (!direct_out) cbuf = Buffer::allocate(size_t(o.numel()) * sizeof(float));
+  const cpu::MatrixView c{direct_out ? o.data : cbuf->data(), direct_out ? o.dtype : DType::f32,
+                          shape.m * shape.n, shape.n, 1};
+
+  // First with the operands in place where their axes merge into a strided
+  // view (the batch axes into one stride, or two when the split allows),
+  // then with both contiguous (supported wherever oneDNN has a kernel).
   const bool one_batch_stride = merged_stride(a.batch) && merged_stride(b.batch);
   const std::optional<size_t> split = one_batch_stride ? std::nullopt : two_run_batch_split(a.batch, b.batch);
-  std::shared_ptr<Buffer> cbuf;
-  auto attempt = [&](DType cd, bool force_contiguous) {
-    const bool direct_out = o.dtype == DType::f32 || o.dtype == cd;
-    if (!direct_out && !cbuf) cbuf = Buffer::allocate(size_t(o.numel()) * sizeof(float));
+  auto attempt = [&](bool force_contiguous) {
     std::shared_ptr<Buffer> abuf, bbuf;
     cpu::GemmShape g = shape;
-    cpu::MatrixView cv{direct_out ? o.data : cbuf->data(), direct_out ? o.dtype : DType::f32, shape.m * shape.n,
-                       shape.n, 1};
+    cpu::MatrixView cv = c;
     if (split && !force_contiguous) {
       g.inner_batch = axes_from(a.batch, *split).numel();
       cv.batch_stride = g.inner_batch * shape.m * shape.n;
@@ -325,12 +317,17 @@ void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::sp
     };
     const cpu::MatrixView av = view(a, abuf, shape.m, shape.k);
     const cpu::MatrixView bv = view(b, bbuf, shape.k, shape.n);
-    if (!cpu::gemm_dnnl(g, av, bv, cv)) return false;
-    if (!direct_out) cpu::convert_parallel(DType::f32, cbuf->data(), o.dtype, o.data, o.numel());
-    return true;
+    return cpu::gemm_dnnl(g, av, bv, cv);
   };
-  PAX_CHECK(attempt(cd, false) || attempt(cd, true), "dot_general: oneDNN has no matmul for ", dtype_name(cd),
-            " operands on this CPU");
+  if (!attempt(false) && !attempt(true)) {
+    // oneDNN offers only its reference code for f32 here (a build without
+    // optimised kernels for this CPU): the blocked loop.
+    PAX_CHECK(cd == DType::f32, "dot_general: oneDNN has no matmul for ", dtype_name(cd), " operands on this CPU");
+    std::shared_ptr<Buffer> abuf, bbuf;
+    cpu::gemm_blocked(DType::f32, shape, contiguous_operand(a, DType::f32, abuf),
+                      contiguous_operand(b, DType::f32, bbuf), c.data);
+  }
+  if (!direct_out) cpu::convert_parallel(DType::f32, cbuf->data(), o.dtype, o.data, o.numel());
 }
 
 }  // namespace

@@ -229,19 +229,11 @@ std::string read_file(const fs::path& path) {
   return s.str();
 }
 
-// Writes `text` to `path` through a temporary name and a rename.
-bool write_file_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return false;
-    out << text;
-    if (!out.flush()) return false;
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) fs::remove(tmp, ec);
-  return !ec;
+// Writes `text` to `path` (a temporary name of this build's: the cache entry
+// appears by a rename once it is complete).
+bool write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  return out && (out << text) && out.flush();
 }
 
 // Temporary files of builds that a process did not live to finish.
@@ -437,7 +429,7 @@ std::shared_ptr<NativeLibrary> build_native(const std::string& source, const std
   struct Untrack {
     ~Untrack() { track_temp_files({}); }
   } untrack;
-  if (!write_file_atomically(tmp_cc, full_source)) return fail("cannot write to " + dir.string());
+  if (!write_file(tmp_cc, full_source)) return fail("cannot write to " + dir.string());
   args.insert(args.end(), {"-o", tmp_so.string(), tmp_cc.string()});
   const auto start = std::chrono::steady_clock::now();
   const int status = run_process(args, log.string());
