@@ -23,6 +23,10 @@ TEST(Isa, CapReachesHighwayOneDnnAndTheCodeGenerator) {
   const std::vector<std::string> flags = codegen_isa_flags();
   const char* march = std::getenv("PAX_CODEGEN_MARCH");
   EXPECT_TRUE(has_flag(flags, std::string("-march=") + (march && *march ? march : "native")));
+  // Under -march=native the flags (and so the cache key) name this CPU.
+  const bool names_cpu = std::any_of(flags.begin(), flags.end(),
+                                     [](const std::string& f) { return f.rfind("-DPAX_HOST_CPU=0x", 0) == 0; });
+  EXPECT_EQ(names_cpu, !(march && *march));
   EXPECT_TRUE(has_flag(flags, "-DHWY_DISABLED_TARGETS=" + std::to_string(hwy_target() - 1)));
   EXPECT_NE(isa_summary().find(hwy_target_name()), std::string::npos) << isa_summary();
   if (cap == "avx2") {
