@@ -75,12 +75,51 @@ void bm_dnnl(benchmark::State& state, MatmulCase c, pax::DType dtype) {
   set_rate(state, c);
 }
 
+// One product of the GPT step (bench/gpt_step.cc) with the operand layouts
+// the compiled step gives it: weight gradients contract the token axes of two
+// activations, projections contract a weight's leading or trailing axes.
+struct LayoutCase {
+  std::string name;
+  pax::Shape lhs, rhs;
+  pax::lax::DotDimensionNumbers dims;
+};
+
+void bm_pax_layout(benchmark::State& state, const LayoutCase& c, pax::DType dtype) {
+  pax::Array a = fill_array(c.lhs, dtype, 1), b = fill_array(c.rhs, dtype, 2);
+  pax::Array out = pax::lax::dot_general(a, b, c.dims);
+  double k = 1;
+  for (int64_t axis : c.dims.lhs_contracting) k *= double(c.lhs.dims()[size_t(axis)]);
+  for (auto _ : state) {
+    out = pax::lax::dot_general(a, b, c.dims);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(out.shape().numel()) * k * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::vector<LayoutCase> layouts = {
+      {"ff1_dW_x^T.dy", {2048, 256}, {2048, 1024}, {{0}, {0}, {}, {}}},
+      {"ff1_dW_rm", {256, 2048}, {2048, 1024}, {{1}, {0}, {}, {}}},
+      {"ff2_dW_h^T.dy", {2048, 1024}, {2048, 256}, {{0}, {0}, {}, {}}},
+      {"emb_dW_dl^T.x", {8, 256, 4096}, {8, 256, 256}, {{0, 1}, {0, 1}, {}, {}}},
+      {"ff1_fwd_x.w", {2048, 256}, {256, 1024}, {{1}, {0}, {}, {}}},
+      {"logits_x.e^T", {8, 256, 256}, {4096, 256}, {{2}, {1}, {}, {}}},
+      {"ff1_dX_dy.w^T", {2048, 1024}, {256, 1024}, {{1}, {1}, {}, {}}},
+      {"qkv_fwd_x.w", {8, 256, 256}, {256, 4, 64}, {{2}, {0}, {}, {}}},
+      {"qkv_dW_x^T.dy", {8, 256, 256}, {8, 256, 4, 64}, {{0, 1}, {0, 1}, {}, {}}},
+      {"attn_pv", {8, 4, 256, 256}, {8, 256, 4, 64}, {{3}, {1}, {0, 1}, {0, 2}}},
+      {"attn_pv_dp", {8, 4, 256, 256}, {8, 256, 4, 64}, {{2}, {1}, {0, 1}, {0, 2}}},
+  };
+  for (const LayoutCase& c : layouts) {
+    benchmark::RegisterBenchmark(("gpt_product/f32/" + c.name).c_str(), bm_pax_layout, c, pax::DType::f32)
+        ->UseRealTime();
+  }
   const std::vector<MatmulCase> cases = {{1, 256, 256, 256},   {1, 512, 512, 512},  {1, 1024, 1024, 1024},
                                          {1, 2048, 2048, 2048}, {1, 2048, 256, 768}, {1, 2048, 1024, 256},
-                                         {32, 256, 64, 256}};
+                                         {32, 256, 64, 256}, {1, 256, 2048, 1024}};
   for (pax::DType dtype : {pax::DType::f32, pax::DType::bf16}) {
     const std::string dn = pax::dtype_short_name(dtype);
     for (const MatmulCase& c : cases) {

@@ -5,6 +5,7 @@
 #   PAX_PROFILE=1 build/bench/gpt_step 2>&1 >/dev/null | bench/profile_summary.sh
 awk '/^ +[0-9.]+ +[0-9.]+ +[0-9]+ +[a-z_]/ {
        kind = $4
+       sub(/\[.*/, "", kind)
        if (kind ~ /^fusion/) kind = "fused loops"
        t[kind] += $1; total += $1
      }

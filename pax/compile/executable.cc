@@ -83,7 +83,7 @@ std::string avals_str(const Jaxpr& j, const std::vector<Var>& vars) {
   return s;
 }
 
-// "dot_general f32[8,256,256], f32[256,768] -> f32[8,256,768]" or
+// "dot_general[dimension_numbers=...] f32[8,256,256], f32[256,768] -> f32[8,256,768]" or
 // "fusion{mul, add, tanh} f32[...] -> f32[...]".
 std::string step_label(const Jaxpr& j, const Schedule& schedule, const Step& step) {
   std::string name;
@@ -91,7 +91,10 @@ std::string step_label(const Jaxpr& j, const Schedule& schedule, const Step& ste
     for (size_t e : schedule.groups[step.index].eqns) name += (name.empty() ? "" : ", ") + std::string(prim_name(j.eqns[e].prim));
     name = "fusion{" + name + "}";
   } else {
-    name = prim_name(j.eqns[step.index].prim);
+    const Eqn& eqn = j.eqns[step.index];
+    name = prim_name(eqn.prim);
+    // Which axes a product contracts decides its kernel's speed.
+    if (eqn.prim == Prim::dot_general) name += "[" + eqn.params.str() + "]";
   }
   return name + " " + avals_str(j, schedule.inputs(j, step)) + " -> " + avals_str(j, schedule.outputs(j, step));
 }

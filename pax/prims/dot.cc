@@ -14,6 +14,7 @@
 #include "pax/backend/cpu/copy.h"
 #include "pax/backend/cpu/elementwise.h"
 #include "pax/backend/cpu/gemm_dnnl.h"
+#include "pax/backend/cpu/parallel.h"
 #include "pax/core/buffer.h"
 #include "pax/core/error.h"
 #include "pax/prims/registry.h"
@@ -207,31 +208,49 @@ void order_contracting(Ints& lc, Ints& rc, const TensorView& lhs, const std::vec
   if (!try_order(ls, lc)) try_order(rs, rc);
 }
 
-// Elements from which a slow transposed left operand is copied first.
-constexpr int64_t kTransposeFirst = int64_t(1) << 16;
-
-// The operand as a contiguous (batch, rows, cols) array of `dtype`: in place
-// when it already is one, otherwise copied (and converted) into `keep`.
-const void* contiguous_operand(const Operand& op, DType dtype, std::shared_ptr<Buffer>& keep) {
+// The operand as a (batch, rows, cols) array of `dtype` with rows
+// `row_stride` elements apart (cols, or more where the GEMM asks for padded
+// rows): in place when it already is one, otherwise copied (and converted)
+// into `keep`.
+const void* packed_operand(const Operand& op, DType dtype, int64_t row_stride, std::shared_ptr<Buffer>& keep) {
   const TensorView& t = *op.view;
   std::vector<int64_t> dims, src_strides;
   for (const AxisGroup* g : {&op.batch, &op.rows, &op.cols}) {
     dims.insert(dims.end(), g->sizes.begin(), g->sizes.end());
     src_strides.insert(src_strides.end(), g->strides.begin(), g->strides.end());
   }
-  const int64_t n = t.numel();
+  const int64_t n = t.numel(), cols = op.cols.numel(), rows = n / std::max<int64_t>(cols, 1);
+  const bool dense = row_stride == cols;
   const bool in_order = n <= 1 || merged_stride(AxisGroup{dims, src_strides}) == std::optional<int64_t>(1);
-  if (in_order && t.dtype == dtype) return t.data;
-  const std::vector<int64_t> dst_strides = Shape(dims).strides();
-  keep = Buffer::allocate(size_t(n) * itemsize(dtype));
+  if (in_order && dense && t.dtype == dtype) return t.data;
+  // Row-major strides, with `row_stride` for the axis just outside the columns.
+  std::vector<int64_t> dst_strides(dims.size());
+  int64_t stride = 1;
+  for (size_t i = dims.size(), first_col = dims.size() - op.cols.sizes.size(); i-- > 0;) {
+    dst_strides[i] = stride;
+    stride *= dims[i];
+    if (i == first_col) stride = row_stride;
+  }
+  keep = Buffer::allocate(size_t(rows * row_stride) * itemsize(dtype));
   if (t.dtype == dtype) {
     cpu::strided_copy(itemsize(dtype), dims, t.data, src_strides, keep->data(), dst_strides);
-  } else if (in_order) {
+  } else if (in_order && dense) {
     cpu::convert_parallel(t.dtype, t.data, dtype, keep->data(), n);
   } else {
-    auto tmp = Buffer::allocate(t.nbytes());
-    cpu::strided_copy(itemsize(t.dtype), dims, t.data, src_strides, tmp->data(), dst_strides);
-    cpu::convert_parallel(t.dtype, tmp->data(), dtype, keep->data(), n);
+    const void* src = t.data;
+    std::shared_ptr<Buffer> tmp;
+    if (!in_order) {
+      tmp = Buffer::allocate(t.nbytes());
+      cpu::strided_copy(itemsize(t.dtype), dims, t.data, src_strides, tmp->data(), Shape(dims).strides());
+      src = tmp->data();
+    }
+    const size_t from = itemsize(t.dtype), to = itemsize(dtype);
+    cpu::parallel_for(rows, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        cpu::convert(t.dtype, static_cast<const char*>(src) + size_t(r * cols) * from, dtype,
+                     static_cast<char*>(keep->data()) + size_t(r * row_stride) * to, size_t(cols));
+      }
+    });
   }
   return keep->data();
 }
@@ -266,8 +285,8 @@ void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::sp
   const DType native = compute_dtype(lhs.dtype, o.dtype);
   if (is_integer(native) || native == DType::f64) {
     std::shared_ptr<Buffer> abuf, bbuf;
-    cpu::gemm_blocked(native, shape, contiguous_operand(a, native, abuf), contiguous_operand(b, native, bbuf),
-                      o.data);
+    cpu::gemm_blocked(native, shape, packed_operand(a, native, shape.k, abuf),
+                      packed_operand(b, native, shape.n, bbuf), o.data);
     return;
   }
 
@@ -301,19 +320,15 @@ void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::sp
     }
     auto view = [&](const Operand& op, std::shared_ptr<Buffer>& keep, int64_t rows, int64_t cols) {
       auto sr = merged_stride(op.rows), sc = merged_stride(op.cols);
-      bool in_place = !force_contiguous && op.view->dtype == cd && sr && sc;
-      // A left operand read across its rows (A^T B, as weight gradients are)
-      // is slow in oneDNN's AVX2 GEMM (half its rate): transposed first.
-      if (in_place && &op == &a && *sc != 1 && rows * cols >= kTransposeFirst && cpu::dnnl_transposed_src_is_slow()) {
-        in_place = false;
-      }
+      const bool in_place = !force_contiguous && op.view->dtype == cd && sr && sc;
       if (in_place && g.inner_batch > 1) {
         return cpu::MatrixView{op.view->data, cd, *merged_stride(axes_before(op.batch, *split)), *sr, *sc,
                                *merged_stride(axes_from(op.batch, *split))};
       }
       if (auto sb = merged_stride(op.batch); in_place && sb) return cpu::MatrixView{op.view->data, cd, *sb, *sr, *sc};
-      const void* data = contiguous_operand(op, cd, keep);
-      return cpu::MatrixView{const_cast<void*>(data), cd, g.inner_batch * rows * cols, cols, 1, rows * cols};
+      const int64_t ld = &op == &b ? cpu::gemm_preferred_row_stride(cd, shape.m, cols) : cols;
+      const void* data = packed_operand(op, cd, ld, keep);
+      return cpu::MatrixView{const_cast<void*>(data), cd, g.inner_batch * rows * ld, ld, 1, rows * ld};
     };
     const cpu::MatrixView av = view(a, abuf, shape.m, shape.k);
     const cpu::MatrixView bv = view(b, bbuf, shape.k, shape.n);
@@ -324,8 +339,8 @@ void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::sp
     // optimised kernels for this CPU): the blocked loop.
     PAX_CHECK(cd == DType::f32, "dot_general: oneDNN has no matmul for ", dtype_name(cd), " operands on this CPU");
     std::shared_ptr<Buffer> abuf, bbuf;
-    cpu::gemm_blocked(DType::f32, shape, contiguous_operand(a, DType::f32, abuf),
-                      contiguous_operand(b, DType::f32, bbuf), c.data);
+    cpu::gemm_blocked(DType::f32, shape, packed_operand(a, DType::f32, shape.k, abuf),
+                      packed_operand(b, DType::f32, shape.n, bbuf), c.data);
   }
   if (!direct_out) cpu::convert_parallel(DType::f32, cbuf->data(), o.dtype, o.data, o.numel());
 }

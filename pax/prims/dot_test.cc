@@ -319,6 +319,49 @@ TEST(DotGeneral, TransformerShapes) {
   check_transformer_shape(32, 256, 64, 256);
 }
 
+// (k, n) values of a (k, batch, n) array at batch index bi, row-major.
+std::vector<double> batch_slice(const std::vector<double>& v, int64_t k, int64_t batch, int64_t n, int64_t bi) {
+  std::vector<double> out;
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t j = 0; j < n; ++j) out.push_back(v[size_t((kk * batch + bi) * n + j)]);
+  return out;
+}
+
+// The layouts that AVX2's f32 GEMM reads slowly in place and that are
+// repacked first (gemm_dnnl.cc; PAX_MAX_ISA=avx2 takes that path, which
+// test.sh runs): rows of B 2 KiB and 4 KiB apart, A read across its rows, bf16
+// operands widened into padded rows, and a batched B whose batch axis lies
+// between its rows and columns.
+TEST(DotGeneral, RepackedOperands) {
+  const int64_t m = 128, k = 128;
+  for (int64_t n : {int64_t(512), int64_t(1024)}) {
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      Array a = random_array({m, k}, dtype, 21), b = random_array({k, n}, dtype, 22);
+      const std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>();
+      const std::vector<double> want = reference_matmul(av, bv, 1, m, k, n);
+      EXPECT_TRUE(all_close(lax::dot_general(a, b, {{1}, {0}, {}, {}}, DType::f32), want, 1e-4, 1e-4))
+          << dtype_name(dtype) << " n=" << n;
+      // A stored transposed: (k, m), contracted on its first axis.
+      Array at = lax::transpose(a, {1, 0});
+      EXPECT_TRUE(all_close(lax::dot_general(at, b, {{0}, {0}, {}, {}}, DType::f32), want, 1e-4, 1e-4))
+          << dtype_name(dtype) << " n=" << n << ", A transposed";
+    }
+  }
+  const int64_t batch = 2, n = 512;
+  Array a = random_array({batch, m, k}, DType::f32, 23), b = random_array({k, batch, n}, DType::f32, 24);
+  Array out = lax::dot_general(a, b, {{2}, {0}, {0}, {1}});
+  ASSERT_EQ(out.shape(), Shape({batch, m, n}));
+  const std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>();
+  const std::vector<double> got = out.to_vector<double>();
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    const std::vector<double> a_b(av.begin() + bi * m * k, av.begin() + (bi + 1) * m * k);
+    const std::vector<double> want = reference_matmul(a_b, batch_slice(bv, k, batch, n, bi), 1, m, k, n);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[size_t(bi * m * n) + i], want[i], 1e-4 * (1 + std::abs(want[i]))) << "batch " << bi << " i " << i;
+    }
+  }
+}
+
 TEST(DotGeneral, RepeatedCallsReuseThePrimitive) {
   Array a = random_array({8, 16}, DType::f32, 1), b = random_array({16, 4}, DType::f32, 2);
   const std::vector<double> want = reference_dot(a, b, {{1}, {0}, {}, {}});

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <vector>
 
+#include "pax/backend/cpu/copy.h"
 #include "pax/backend/cpu/dnnl_context.h"
 #include "pax/backend/cpu/elementwise.h"
 #include "pax/backend/cpu/parallel.h"
+#include "pax/core/buffer.h"
 #include "pax/core/error.h"
 
 namespace pax::cpu {
@@ -88,15 +90,76 @@ std::shared_ptr<const MatmulEntry> matmul_entry(const GemmShape& g, const Matrix
 
 }  // namespace
 
+namespace {
+
+// oneDNN's f32 GEMM below AVX-512 picks, for products with a small side
+// (1/m + 1/n >= 0.0038 in its own terms, and more cases), kernels that read
+// the operands in place instead of packing them. Those run at half rate or
+// less when B's rows lie a multiple of 1 KiB apart (every row in the same
+// cache sets: 1024 or 4096 columns of f32) and when A is read across its rows
+// (A^T of a stored matrix, as weight gradients are). Such operands are
+// repacked first: B with rows padded by 64 bytes, A row-major. The copy reads
+// and writes each element once, a small part of a product it speeds up by
+// 1.5x to 2x (bench/README.md).
+bool sgemm_reads_in_place() {
+  static const bool in_place = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx2 || isa == dnnl::cpu_isa::avx2_vnni || isa == dnnl::cpu_isa::avx ||
+           isa == dnnl::cpu_isa::sse41;
+  }();
+  return in_place;
+}
+
+// Elements from which an operand is worth repacking.
+constexpr int64_t kRepackElements = int64_t(1) << 16;
+// Rows of C from which a padded copy of B pays for itself.
+constexpr int64_t kRepackBMinRows = 128;
+constexpr int64_t kRowPadBytes = 64;
+
+bool bad_row_stride(int64_t row_stride, DType dtype) {
+  const int64_t bytes = row_stride * int64_t(itemsize(dtype));
+  return bytes >= 2048 && bytes % 1024 == 0;
+}
+
+// The (batch, rows, cols) operand `v` copied into `keep` with rows
+// `row_stride` elements apart; the view of the copy.
+MatrixView repacked(const GemmShape& g, int64_t rows, int64_t cols, const MatrixView& v, int64_t row_stride,
+                    std::shared_ptr<Buffer>& keep) {
+  const size_t width = itemsize(v.dtype);
+  const int64_t outer = g.batch / g.inner_batch, matrix = rows * row_stride;
+  keep = Buffer::allocate(size_t(g.batch * matrix) * width);
+  const int64_t dims[] = {outer, g.inner_batch, rows, cols};
+  const int64_t src_strides[] = {v.batch_stride, v.inner_batch_stride, v.row_stride, v.col_stride};
+  const int64_t dst_strides[] = {g.inner_batch * matrix, matrix, row_stride, 1};
+  strided_copy(width, dims, v.data, src_strides, keep->data(), dst_strides);
+  return MatrixView{keep->data(), v.dtype, g.inner_batch * matrix, row_stride, 1, matrix};
+}
+
+}  // namespace
+
+int64_t gemm_preferred_row_stride(DType dtype, int64_t m, int64_t cols) {
+  if (dtype != DType::f32 || m < kRepackBMinRows || !sgemm_reads_in_place() || !bad_row_stride(cols, dtype)) return cols;
+  return cols + kRowPadBytes / int64_t(itemsize(dtype));
+}
+
 bool gemm_dnnl(const GemmShape& g, const MatrixView& a, const MatrixView& b, const MatrixView& c) {
   PAX_CHECK(g.batch > 0 && g.m > 0 && g.n > 0 && g.k > 0, "gemm_dnnl: sizes must be positive");
   PAX_CHECK(g.inner_batch > 0 && g.batch % g.inner_batch == 0, "gemm_dnnl: inner batch ", g.inner_batch,
             " does not divide the batch ", g.batch);
-  auto entry = matmul_entry(g, a, b, c);
+  MatrixView av = a, bv = b;
+  std::shared_ptr<Buffer> akeep, bkeep;
+  if (a.dtype == DType::f32 && sgemm_reads_in_place()) {
+    if (g.k > 1 && a.col_stride != 1 && g.m * g.k >= kRepackElements) av = repacked(g, g.m, g.k, a, g.k, akeep);
+    if (g.k > 1 && g.m >= kRepackBMinRows && b.col_stride == 1 && g.k * g.n >= kRepackElements &&
+        bad_row_stride(b.row_stride, b.dtype)) {
+      bv = repacked(g, g.k, g.n, b, gemm_preferred_row_stride(b.dtype, g.m, g.n), bkeep);
+    }
+  }
+  auto entry = matmul_entry(g, av, bv, c);
   if (!entry->supported) return false;
   dnnl_execute(entry->prim,
-               {{DNNL_ARG_SRC, user_memory(entry->a_md, a.data)},
-                {DNNL_ARG_WEIGHTS, user_memory(entry->b_md, b.data)},
+               {{DNNL_ARG_SRC, user_memory(entry->a_md, av.data)},
+                {DNNL_ARG_WEIGHTS, user_memory(entry->b_md, bv.data)},
                 {DNNL_ARG_DST, user_memory(entry->c_md, c.data)}},
                entry->scratchpad_bytes);
   return true;
@@ -108,15 +171,6 @@ bool gemm_dnnl_supported(const GemmShape& g, DType ab_dtype, DType c_dtype) {
   const MatrixView a{nullptr, ab_dtype, g.m * g.k, g.k, 1}, b{nullptr, ab_dtype, g.k * g.n, g.n, 1},
       c{nullptr, c_dtype, g.m * g.n, g.n, 1};
   return matmul_entry(dense, a, b, c)->supported;
-}
-
-bool dnnl_transposed_src_is_slow() {
-  static const bool slow = [] {
-    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-    return isa == dnnl::cpu_isa::avx2 || isa == dnnl::cpu_isa::avx2_vnni || isa == dnnl::cpu_isa::avx ||
-           isa == dnnl::cpu_isa::sse41;
-  }();
-  return slow;
 }
 
 namespace {

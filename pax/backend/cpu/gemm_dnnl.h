@@ -29,7 +29,8 @@ struct MatrixView {
 };
 
 // Runs the product through oneDNN when it has an optimised (non-reference)
-// kernel for these dtypes and strides, and returns true; otherwise returns
+// kernel for these dtypes and strides, and returns true (repacking an operand
+// first where this CPU's kernels would read it slowly in place); otherwise returns
 // false without touching C, and the caller makes the operands contiguous or
 // converts them. All sizes must be > 0. A and B share a dtype (f32, bf16 or
 // f16); C is f32 or that dtype. Primitives and decisions are cached, so a
@@ -42,10 +43,11 @@ bool gemm_dnnl(const GemmShape& shape, const MatrixView& a, const MatrixView& b,
 // callers widen the operands and multiply in f32.
 bool gemm_dnnl_supported(const GemmShape& shape, DType ab_dtype, DType c_dtype);
 
-// Whether oneDNN's GEMM on this CPU runs a left operand whose elements along
-// a row are strided (A^T of a row-major A) at a fraction of its plain rate, so
-// that transposing it first pays: the AVX2 kernels (not AVX-512's).
-bool dnnl_transposed_src_is_slow();
+// The row stride (in elements) a caller that makes B = (k, cols) contiguous
+// for a product with m rows should give it: `cols`, or a little more where
+// this CPU's GEMM reads B in place and rows exactly a multiple of 1 KiB apart
+// would collide in the cache (AVX2's f32 kernels; see gemm_dnnl.cc).
+int64_t gemm_preferred_row_stride(DType dtype, int64_t m, int64_t cols);
 
 // C = A · B for contiguous row-major operands that all have `dtype` (u8, u32,
 // i32, i64, f32 or f64). Integers wrap around like XLA's. Sizes may be 0.
