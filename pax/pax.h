@@ -7,6 +7,7 @@
 #include "pax/core/dtype.h"
 #include "pax/core/error.h"
 #include "pax/core/shape.h"
+#include "pax/core/stop.h"
 #include "pax/core/tree.h"
 #include "pax/core/version.h"
 #include "pax/interp/interpreter.h"

@@ -14,6 +14,7 @@
 
 #include "pax/backend/cpu/native_compiler.h"
 #include "pax/core/error.h"
+#include "pax/core/stop.h"
 #include "pax/data/base_input.h"
 #include "pax/data/file_io.h"
 #include "pax/dist/jax_utils.h"
@@ -331,6 +332,8 @@ std::optional<int64_t> restore_for_training(const Job& job, std::optional<train:
 }
 
 RunResult run_train(Job& job) {
+  // A stop signal from here on asks for a checkpoint after the current step.
+  const StopListener listening;
   const ExperimentConfig& exp = job.exp;
   const TrainSettings& settings = exp.train_settings();
   const train::Learner& learner = exp.learner_hparams();
@@ -455,7 +458,8 @@ RunResult run_train(Job& job) {
       interval_seconds = 0;
     }
     const StepAgreement agreed = agree_after_step(
-        job, job.options.stop_requested && job.options.stop_requested(), job.chief() && mgr->should_save(step));
+        job, stop_requested() || (job.options.stop_requested && job.options.stop_requested()),
+        job.chief() && mgr->should_save(step));
     const bool last = step == total;
     if (settings.eval_interval_steps > 0 && (step % settings.eval_interval_steps == 0 || last)) {
       result.eval_metrics = run_evals(job, eval_step, train::model_variables(state), eval_inputs, step,

@@ -34,8 +34,9 @@ struct RunOptions {
   std::optional<double> peak_flops;
   // Console output (nullptr: std::cout).
   std::ostream* out = nullptr;
-  // Polled after every train step: when it returns true the run saves a
-  // checkpoint and returns (SIGINT / SIGTERM).
+  // Polled after every train step, beside pax::stop_requested() (pax/core/
+  // stop.h: request_stop(), and SIGINT / SIGTERM once watch_stop_signals()
+  // runs): when either is true the run saves a checkpoint and returns.
   std::function<bool()> stop_requested;
   // Name shown in reports ("lm.KjvTransformer").
   std::string experiment_name;

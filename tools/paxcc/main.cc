@@ -11,8 +11,6 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <atomic>
-#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -24,15 +22,6 @@
 namespace {
 
 using pax::experiments::Mode;
-
-std::atomic<bool> g_stop{false};
-
-// The first SIGINT / SIGTERM asks the loop to finish its step, save and
-// exit; a second one ends the process at once.
-void on_signal(int sig) {
-  g_stop.store(true);
-  std::signal(sig, SIG_DFL);
-}
 
 int usage_error(const std::string& message) {
   std::cerr << "paxcc: error: " << message << " (see paxcc --help)\n";
@@ -76,6 +65,9 @@ void list_experiments() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before MPI, OpenMP or oneDNN start a thread: SIGINT / SIGTERM are then
+  // received by one thread, which asks the training loop to save and stop.
+  pax::watch_stop_signals();
   CLI::App app{std::string("paxcc ") + pax::version() + " - Pax experiments in C++ on a JAX-like array core", "paxcc"};
   app.set_version_flag("--version", std::string("paxcc ") + pax::version());
   app.footer(
@@ -166,15 +158,12 @@ int main(int argc, char** argv) {
     config.apply_overrides(overrides);
 
     if (dist_timeout) pax::dist::process_group().set_timeout_seconds(*dist_timeout);
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
     pax::experiments::RunOptions options;
     options.job_dir = job_dir;
     options.mode = mode;
     options.restore_step = restore_step;
     options.peak_flops = peak_flops;
     options.experiment_name = exp_name.empty() ? config_file : exp_name;
-    options.stop_requested = [] { return g_stop.load(); };
     pax::experiments::run_experiment(config, options);
     return 0;
   } catch (const std::exception& e) {
