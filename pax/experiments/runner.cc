@@ -331,6 +331,27 @@ std::optional<int64_t> restore_for_training(const Job& job, std::optional<train:
   return latest;
 }
 
+// A step with a non-finite loss or gradients: with skipping on, its update was
+// dropped, and the run stops after learner.max_consecutive_nonfinite_steps of
+// them in a row; with skipping off, the update already holds NaN or infinity,
+// and the run stops before anything saves it (the last checkpoint stays).
+void check_finite_step(const train::Learner& learner, int64_t step, bool nonfinite, int64_t& run, const Tree& step_out) {
+  run = nonfinite ? run + 1 : 0;
+  if (!nonfinite) return;
+  const std::string values = fmt::format("loss {}, gradient norm {}", step_out["loss"].leaf().item<double>(),
+                                         step_out["grad_norm"].leaf().item<double>());
+  PAX_CHECK(learner.skip_nonfinite_steps,
+            "step ", step, ": ", values, " and learner.skip_nonfinite_steps is false, so the parameters are no longer"
+            " finite; stopping without saving them (the last checkpoint is kept). Lower"
+            " learner.optimizer.learning_rate, clip with learner.clip_gradient_norm_to_value, or set"
+            " learner.skip_nonfinite_steps=true");
+  const int64_t limit = learner.max_consecutive_nonfinite_steps;
+  PAX_CHECK(limit == 0 || run < limit, "steps ", step - run + 1, " to ", step, ": ", run,
+            " consecutive steps with a non-finite loss or gradients were skipped (last: ", values,
+            "), learner.max_consecutive_nonfinite_steps=", limit, "; the parameters are those of step ", step - run,
+            ". Lower learner.optimizer.learning_rate or clip with learner.clip_gradient_norm_to_value");
+}
+
 RunResult run_train(Job& job) {
   // A stop signal from here on asks for a checkpoint after the current step.
   const StopListener listening;
@@ -410,6 +431,7 @@ RunResult run_train(Job& job) {
   int64_t interval_steps = 0, interval_tokens = 0, interval_examples = 0;
   double interval_seconds = 0;
   Array last_grad_norm;  // of the latest step, read at summary steps
+  int64_t interval_skipped = 0, nonfinite_run = 0;
   bool warned_peak = false;
   while (step < total && !result.early_stopped) {
     const auto start = Clock::now();
@@ -422,6 +444,8 @@ RunResult run_train(Job& job) {
     ++step;
     interval_metrics.add(step_out["metrics"]);
     last_grad_norm = step_out["grad_norm"].leaf();
+    interval_skipped += step_out["skipped"].leaf().item<float>() != 0;
+    check_finite_step(learner, step, step_out["nonfinite"].leaf().item<float>() != 0, nonfinite_run, step_out);
     interval_seconds += seconds_since(start);
     ++interval_steps;
     // Every process reads a batch of the same size: the global rate is N times this one's.
@@ -435,6 +459,7 @@ RunResult run_train(Job& job) {
       m.metrics = interval_metrics.means();
       m.learning_rate = learner.learning_rate(step - 1);
       m.grad_norm = last_grad_norm.item<double>();
+      m.skipped_steps = double(interval_skipped);
       const double secs = std::max(interval_seconds, 1e-9);
       m.steps_per_sec = double(interval_steps) / secs;
       if (interval_tokens > 0) {
@@ -454,7 +479,7 @@ RunResult run_train(Job& job) {
       progress.summary(console_metrics(m));
       result.train_metrics = m.metrics;
       interval_metrics = {};
-      interval_steps = interval_tokens = interval_examples = 0;
+      interval_steps = interval_tokens = interval_examples = interval_skipped = 0;
       interval_seconds = 0;
     }
     const StepAgreement agreed = agree_after_step(

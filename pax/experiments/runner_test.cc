@@ -92,6 +92,37 @@ TEST(Runner, TinyTrainsAndWritesItsJobDirectory) {
   EXPECT_PAX_ERROR(run_experiment(cfg, at), "--restore_step=12345: no such checkpoint");
 }
 
+// A learning rate that overflows: the skipped steps are counted in
+// metrics.jsonl, and the run stops after max_consecutive_nonfinite_steps of
+// them; with skipping off it stops at the first one, before a save.
+TEST(Runner, NonFiniteStepsAreCountedAndStopTheRun) {
+  const std::string dir = fresh_dir("nonfinite");
+  Config cfg = tiny_config(40);
+  cfg.apply_overrides({"learner.optimizer.learning_rate=1e30", "learner.max_consecutive_nonfinite_steps=3",
+                       "train.save_interval_steps=1", "train.async_checkpoint=false"});
+  EXPECT_PAX_ERROR(run_experiment(cfg, options(dir)),
+                   "3 consecutive steps with a non-finite loss or gradients were skipped");
+  double skipped = 0;
+  for (const train::StepMetrics& m : train::read_metrics_jsonl(dir + "/metrics.jsonl")) {
+    ASSERT_TRUE(m.skipped_steps.has_value()) << "step " << m.step;
+    skipped += *m.skipped_steps;
+  }
+  EXPECT_GE(skipped, 1.0) << "the skipped steps before the last one appear in metrics.jsonl";
+
+  const std::string off = fresh_dir("nonfinite_off");
+  cfg.apply_overrides({"learner.skip_nonfinite_steps=false"});
+  EXPECT_PAX_ERROR(run_experiment(cfg, options(off)), "learner.skip_nonfinite_steps is false");
+  const std::vector<train::StepMetrics> lines = train::read_metrics_jsonl(off + "/metrics.jsonl");
+  const int64_t last_logged = lines.empty() ? 0 : lines.back().step;
+  const std::vector<int64_t> saved = train::available_steps(off + "/checkpoints");
+  if (!saved.empty()) EXPECT_LE(saved.back(), last_logged) << "the non-finite step must not be saved";
+  for (const train::StepMetrics& m : lines) EXPECT_TRUE(std::isfinite(m.metrics.at("total_loss"))) << m.step;
+
+  cfg.apply_overrides({"learner.max_consecutive_nonfinite_steps=-1"});
+  EXPECT_PAX_ERROR(run_experiment(cfg, options(fresh_dir("nonfinite_bad"))),
+                   "learner.max_consecutive_nonfinite_steps must be >= 0");
+}
+
 TEST(Runner, StoppedAndResumedRunMatchesAnUninterruptedOne) {
   const int64_t steps = 14;
   const std::string straight = fresh_dir("straight"), resumed = fresh_dir("resumed");

@@ -17,11 +17,14 @@ struct Learner : BaseHParams {
   double clip_gradient_norm_to_value = 0.0;
   bool skip_nonfinite_steps = true;
   double skip_step_gradient_norm_value = 0.0;
+  int64_t max_consecutive_nonfinite_steps = 10;
   PAX_HPARAMS(Learner, BaseHParams, (loss_name, "The metric of compute_loss that is minimised."),
               (optimizer, "The optimizer (Sgd, Adam, Adafactor, Lion, Lamb, RmsProp, Adagrad)."),
               (clip_gradient_norm_to_value, "Scale gradients down to this global norm (0: no clipping)."),
               (skip_nonfinite_steps, "Skip updates whose gradients contain NaN or infinity."),
-              (skip_step_gradient_norm_value, "Skip updates whose gradient norm exceeds this (0: never)."));
+              (skip_step_gradient_norm_value, "Skip updates whose gradient norm exceeds this (0: never)."),
+              (max_consecutive_nonfinite_steps,
+               "Stop the run (exit 1) after this many consecutive steps with a non-finite loss or gradients (0: never)."));
 
   const optim::OptimizerHParams& optimizer_hparams() const;
   // Clipping followed by the optimizer.

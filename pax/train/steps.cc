@@ -112,8 +112,9 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
       loss = r.loss;
     }
     Array grad_norm = optim::global_norm(grads);
+    const Array finite = logical_and(isfinite(grad_norm), isfinite(loss));
     Array ok = scalar(true);
-    if (skip_nonfinite) ok = logical_and(ok, isfinite(grad_norm));
+    if (skip_nonfinite) ok = logical_and(ok, finite);
     if (max_norm > 0) ok = logical_and(ok, grad_norm <= max_norm);
     // Collections the forward pass wrote replace their old values.
     Tree new_extra = state.extra;
@@ -127,7 +128,8 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
     Tree out = Tree::dict({{"metrics", metrics},
                            {"loss", loss},
                            {"grad_norm", grad_norm.astype(DType::f32)},
-                           {"skipped", logical_not(ok).astype(DType::f32)}});
+                           {"skipped", logical_not(ok).astype(DType::f32)},
+                           {"nonfinite", logical_not(finite).astype(DType::f32)}});
     return std::make_pair(next, out);
   };
   auto jitted = std::make_shared<decltype(jit(step))>(jit(step, {.donate_argnums = {0}, .name = "train_step"}));

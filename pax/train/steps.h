@@ -8,7 +8,8 @@
 //   TrainState state = train.init_state(random::key(seed));
 //   auto [next, out] = train(std::move(state), batch, step_key);
 //   out["metrics"]  weighted scalars {name: [value, weight]} of compute_loss
-//   out["grad_norm"], out["skipped"] (1 when the update was skipped), out["loss"]
+//   out["grad_norm"], out["skipped"] (1 when the update was skipped), out["loss"],
+//   out["nonfinite"] (1 when the loss or the gradients hold NaN or infinity)
 //
 // Data parallelism: with options.data_parallel_axis set (the process axis,
 // "processes"), each process runs the step on its own batch and the step

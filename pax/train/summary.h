@@ -91,6 +91,7 @@ inline constexpr std::string_view kTagStepsPerSec = "steps_per_sec";
 inline constexpr std::string_view kTagTokensPerSec = "tokens_per_sec";
 inline constexpr std::string_view kTagExamplesPerSec = "examples_per_sec";
 inline constexpr std::string_view kTagMfu = "mfu";
+inline constexpr std::string_view kTagSkippedSteps = "skipped_steps";
 
 // The split of the training metrics, and of the eval set `eval_name`
 // ("eval_test_<eval_name>", Pax's name); each is a directory under summaries/.
@@ -108,6 +109,7 @@ struct StepMetrics {
   std::optional<double> tokens_per_sec;    // language models
   std::optional<double> examples_per_sec;  // everything else
   std::optional<double> mfu;               // model FLOPs utilisation, a fraction in [0, 1]
+  std::optional<double> skipped_steps;     // train steps of the interval whose update was skipped
   double wall_time = 0;                    // unix seconds; 0: the time of the write
 
   bool operator==(const StepMetrics&) const = default;
