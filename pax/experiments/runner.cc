@@ -399,7 +399,10 @@ RunResult run_train(Job& job) {
   }
 
   std::optional<train::JobSummaries> summaries;
-  if (job.chief()) summaries.emplace(job.options.job_dir, train::JobSummaries::Options{.title = job.options.experiment_name});
+  if (job.chief()) {
+    summaries.emplace(job.options.job_dir,
+                      train::JobSummaries::Options{.title = job.options.experiment_name, .first_step = step});
+  }
   train::ConsoleProgress progress({.total_steps = total, .out = &out, .plain_secs = 0});
   // MFU is the chief's to report: only it works out the peak and measures
   // the achievable GEMM rate (processes measuring at once on one machine

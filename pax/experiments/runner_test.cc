@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <numeric>
 #include <sstream>
 
 #include "pax/experiments/experiment.h"
@@ -121,6 +122,23 @@ TEST(Runner, NonFiniteStepsAreCountedAndStopTheRun) {
   cfg.apply_overrides({"learner.max_consecutive_nonfinite_steps=-1"});
   EXPECT_PAX_ERROR(run_experiment(cfg, options(fresh_dir("nonfinite_bad"))),
                    "learner.max_consecutive_nonfinite_steps must be >= 0");
+}
+
+// A run that ended after its last checkpoint (a crash) replays the steps
+// since then when resumed: metrics.jsonl then holds every step once.
+TEST(Runner, AResumedRunLogsEachStepOnce) {
+  const std::string dir = fresh_dir("replay");
+  run_experiment(tiny_config(10), options(dir));
+  // As if the process had died after logging step 10 but before committing it.
+  fs::remove_all(fs::path(dir) / "checkpoints" / "checkpoint_00000010");
+  ASSERT_EQ(train::available_steps(dir + "/checkpoints").back(), 8);
+  run_experiment(tiny_config(12), options(dir));
+  std::vector<int64_t> steps;
+  for (const train::StepMetrics& m : train::read_metrics_jsonl(dir + "/metrics.jsonl"))
+    if (m.split == train::kTrainSplit) steps.push_back(m.step);
+  std::vector<int64_t> want(12);
+  std::iota(want.begin(), want.end(), int64_t(1));
+  EXPECT_EQ(steps, want);
 }
 
 TEST(Runner, StoppedAndResumedRunMatchesAnUninterruptedOne) {

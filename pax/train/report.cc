@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -374,16 +376,23 @@ std::string render_report_html(const std::vector<StepMetrics>& history, const st
 void write_report_file(const std::string& path, const std::vector<StepMetrics>& history, const std::string& title) {
   const std::string html = render_report_html(history, title);
   const std::string tmp = path + ".tmp";
+  // On any failure the temporary file goes, and the error says why.
+  auto fail = [&](const std::string& what, const std::string& why) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    PAX_FAIL("write_report_file: ", what, " failed: ", why);
+  };
+  errno = 0;
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    PAX_CHECK(out, "write_report_file: cannot create '", tmp, "'");
+    if (!out) fail("creating '" + tmp + "'", std::strerror(errno ? errno : EIO));
     out.write(html.data(), std::streamsize(html.size()));
     out.close();
-    PAX_CHECK(out, "write_report_file: writing '", tmp, "' failed");
+    if (!out) fail("writing '" + tmp + "'", std::strerror(errno ? errno : EIO));
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  PAX_CHECK(!ec, "write_report_file: renaming '", tmp, "' to '", path, "' failed: ", ec.message());
+  if (ec) fail("renaming '" + tmp + "' to '" + path + "'", ec.message());
 }
 
 }  // namespace pax::train

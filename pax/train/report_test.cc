@@ -116,6 +116,18 @@ TEST(ReportHistory, RestartsReplaceReplayedSteps) {
 
 // --- charts ---
 
+// A report that cannot be written says why and leaves no temporary file.
+TEST(ReportFile, AFailedWriteSaysWhyAndCleansUp) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("pax_report_fail_test_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "report.html" / "child");  // a directory in the way
+  const std::vector<StepMetrics> history = {StepMetrics{.step = 1, .metrics = {{"loss", 1.0}}}};
+  EXPECT_PAX_ERROR(write_report_file((dir / "report.html").string(), history, "t"), "report.html.tmp' to '");
+  EXPECT_FALSE(std::filesystem::exists(dir / "report.html.tmp"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ReportCharts, OneChartPerQuantityWithASeriesPerSplit) {
   std::vector<StepMetrics> h;
   for (int64_t step : {100, 200}) {
@@ -291,7 +303,7 @@ TEST(ReportHtml, WriteReportFileReplacesThePage) {
   ss << in.rdbuf();
   EXPECT_NE(ss.str().find("<h1>second</h1>"), std::string::npos);
   EXPECT_FALSE(fs::exists(path + ".tmp"));
-  EXPECT_PAX_ERROR(write_report_file(dir + "/missing/report.html", {}, "x"), "cannot create");
+  EXPECT_PAX_ERROR(write_report_file(dir + "/missing/report.html", {}, "x"), "failed: No such file or directory");
   fs::remove_all(dir);
 }
 

@@ -76,6 +76,9 @@ constexpr int kEventWallTime = 1;     // double
 constexpr int kEventStep = 2;         // int64
 constexpr int kEventFileVersionField = 3;  // string
 constexpr int kEventSummary = 5;      // Summary
+constexpr int kEventSessionLog = 7;   // SessionLog
+constexpr int kSessionLogStatus = 1;  // enum SessionStatus
+constexpr int kSessionStart = 1;      // SessionStatus.START
 constexpr int kSummaryValue = 1;      // repeated Summary.Value
 constexpr int kValueTag = 1;          // string
 constexpr int kValueSimpleValue = 2;  // float
@@ -95,6 +98,15 @@ std::string event_header(double wall_time, int64_t step) {
 std::string file_version_event(double wall_time) {
   std::string e = event_header(wall_time, 0);
   put_bytes(e, kEventFileVersionField, kEventFileVersion);
+  return e;
+}
+
+std::string session_start_event(double wall_time, int64_t step) {
+  std::string log;
+  put_key(log, kSessionLogStatus, kVarint);
+  put_varint(log, kSessionStart);
+  std::string e = event_header(wall_time, step);
+  put_bytes(e, kEventSessionLog, log);
   return e;
 }
 
@@ -189,6 +201,11 @@ void SummaryWriter::scalar(std::string_view tag, double value, int64_t step, dou
   PAX_CHECK(!tag.empty(), "SummaryWriter::scalar: the tag must not be empty (step ", step, ")");
   append_event(scalar_event(wall_time < 0 ? unix_now() : wall_time, step, tag, float(value)));
   if (options_.flush_secs >= 0 && steady_now() - last_flush_ >= options_.flush_secs) flush();
+}
+
+void SummaryWriter::session_start(int64_t step, double wall_time) {
+  PAX_CHECK(fd_ >= 0, "SummaryWriter::session_start: '", path_, "' is closed");
+  append_event(session_start_event(wall_time < 0 ? unix_now() : wall_time, step));
 }
 
 void SummaryWriter::append_event(const std::string& event) { append_record(pending_, event); }
@@ -343,6 +360,7 @@ JobSummaries::JobSummaries(std::string job_dir, Options options)
   }
   const std::string path = metrics_path();
   history_ = read_metrics_jsonl(path);
+  if (options_.first_step) drop_after(*options_.first_step);
   jsonl_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   PAX_CHECK(jsonl_fd_ >= 0, "JobSummaries: cannot open '", path, "': ", std::strerror(errno));
   // A line torn by a crash must not swallow the first line appended now.
@@ -355,6 +373,29 @@ JobSummaries::JobSummaries(std::string job_dir, Options options)
       ::close(rfd);
     }
     if (last != '\n') write_fully(jsonl_fd_, "\n", path);
+  }
+}
+
+void JobSummaries::drop_after(int64_t step) {
+  const size_t before = history_.size();
+  std::erase_if(history_, [&](const StepMetrics& m) { return m.step > step; });
+  if (history_.size() == before) return;
+  // Rewritten beside and renamed over, so that a crash leaves one version whole.
+  const std::string path = metrics_path(), tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  PAX_CHECK(fd >= 0, "JobSummaries: cannot create '", tmp, "': ", std::strerror(errno));
+  std::string text;
+  for (const StepMetrics& m : history_) text += metrics_json_line(m) + "\n";
+  try {
+    write_fully(fd, text, tmp);
+    PAX_CHECK(::fsync(fd) == 0, "JobSummaries: flushing '", tmp, "' failed: ", std::strerror(errno));
+    close_fd(fd, tmp);
+    PAX_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "JobSummaries: renaming '", tmp, "' to '", path,
+              "' failed: ", std::strerror(errno));
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
   }
 }
 
@@ -385,7 +426,10 @@ void JobSummaries::write(const StepMetrics& metrics) {
   if (m.wall_time == 0) m.wall_time = unix_now();
   if (options_.tensorboard) {
     auto& writer = writers_[m.split];
-    if (!writer) writer = std::make_unique<SummaryWriter>(summary_dir(m.split), SummaryWriter::Options{-1});
+    if (!writer) {
+      writer = std::make_unique<SummaryWriter>(summary_dir(m.split), SummaryWriter::Options{-1});
+      if (options_.first_step) writer->session_start(*options_.first_step + 1, m.wall_time);
+    }
     for (const auto& [tag, value] : m.scalars()) writer->scalar(tag, value, m.step, m.wall_time);
     writer->flush();
   }

@@ -67,6 +67,10 @@ class SummaryWriter {
   // One scalar event. `wall_time` is in unix seconds; < 0 means now. The
   // value is stored as float (simple_value), as TensorBoard's scalars are.
   void scalar(std::string_view tag, double value, int64_t step, double wall_time = -1);
+  // A SessionLog START event at `step`: TensorBoard then drops the events of
+  // this directory's earlier files from `step` on (a run resumed from a
+  // checkpoint before them writes those steps again).
+  void session_start(int64_t step, double wall_time = -1);
   // Writes the buffered events to the file (visible to readers, not fsynced).
   void flush();
   // Flushes and closes; later scalar() calls throw. Closing twice is a no-op.
@@ -144,10 +148,16 @@ class JobSummaries {
     // long run must not do it at every summary step.
     double report_interval_secs = 10;
     std::string title;        // the report's title; empty: the job directory's name
+    // The step a training run continues from (its restored checkpoint, 0 for
+    // a new run): lines of later steps in an existing metrics.jsonl, written
+    // by a run cut short after its last checkpoint, are dropped, since this
+    // run writes those steps again. Unset (eval, decode): everything is kept.
+    std::optional<int64_t> first_step;
   };
 
   // Creates the job directory if needed. An existing metrics.jsonl is kept
-  // and appended to, so that a resumed job's report covers the whole history.
+  // (up to options.first_step) and appended to, so that a resumed job's
+  // report covers the whole history with each step once.
   explicit JobSummaries(std::string job_dir, Options options);
   explicit JobSummaries(std::string job_dir) : JobSummaries(std::move(job_dir), Options{}) {}
   JobSummaries(const JobSummaries&) = delete;
@@ -171,6 +181,9 @@ class JobSummaries {
   const std::vector<StepMetrics>& history() const { return history_; }
 
  private:
+  // Drops the lines of steps after `step` from the history and metrics.jsonl.
+  void drop_after(int64_t step);
+
   std::string job_dir_;
   Options options_;
   std::map<std::string, std::unique_ptr<SummaryWriter>> writers_;  // by split

@@ -111,6 +111,7 @@ struct DecodedEvent {
   std::optional<double> wall_time;
   std::optional<int64_t> step;
   std::optional<std::string> file_version;
+  std::optional<int64_t> session_status;  // SessionLog.status
   std::vector<std::pair<std::string, float>> values;  // (tag, simple_value)
 };
 
@@ -125,6 +126,11 @@ DecodedEvent decode_event(const std::string& record) {
       e.step = int64_t(f.bits);
     } else if (f.number == 3 && f.type == 2) {
       e.file_version = f.bytes;
+    } else if (f.number == 7 && f.type == 2) {
+      for (const Field& x : decode_fields(f.bytes)) {
+        if (x.number != 1 || x.type != 0) throw std::runtime_error("bad SessionLog field");
+        e.session_status = int64_t(x.bits);
+      }
     } else if (f.number == 5 && f.type == 2) {
       for (const Field& v : decode_fields(f.bytes)) {
         if (v.number != 1 || v.type != 2) throw std::runtime_error("bad Summary field");
@@ -553,23 +559,54 @@ TEST(JobSummaries, ARestartAppendsHistoryAndStartsNewEventFiles) {
   // A crash tore the last line of metrics.jsonl.
   std::ofstream(job + "/metrics.jsonl", std::ios::app) << "{\"step\": 30, \"spl";
   {
-    JobSummaries s(job, {.title = "resumed"});
-    ASSERT_EQ(s.history().size(), 2u);  // the history so far, without the torn line
-    s.write(train_step(20, 2.4));       // resumed from the step-10 checkpoint... replays step 20
+    JobSummaries s(job, {.title = "resumed"});  // no first step (eval, decode): everything is kept
+    ASSERT_EQ(s.history().size(), 2u);        // the history so far, without the torn line
     s.write(train_step(30, 2.0));
-    EXPECT_EQ(s.history().size(), 4u);
+    EXPECT_EQ(s.history().size(), 3u);
   }
   EXPECT_EQ(event_files(job + "/summaries/train").size(), 2u);  // one file per run
   int64_t skipped = 0;
-  const std::vector<StepMetrics> lines = read_metrics_jsonl(job + "/metrics.jsonl", &skipped);
+  std::vector<StepMetrics> lines = read_metrics_jsonl(job + "/metrics.jsonl", &skipped);
   EXPECT_EQ(skipped, 1);
-  ASSERT_EQ(lines.size(), 4u);
-  EXPECT_EQ(lines[2].step, 20);
-  EXPECT_EQ(lines[2].metrics.at("loss"), 2.4);
-  EXPECT_EQ(lines[3].step, 30);
-  const std::string html = slurp(job + "/report.html");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[2].step, 30);
+  std::string html = slurp(job + "/report.html");
   EXPECT_NE(html.find("<h1>resumed</h1>"), std::string::npos);
-  EXPECT_NE(html.find("3 summary steps, steps 10 to 30"), std::string::npos);  // whole history, step 20 once
+  EXPECT_NE(html.find("3 summary steps, steps 10 to 30"), std::string::npos);
+
+  // A training run resumed from the step-10 checkpoint writes steps 20 and 30
+  // again: their old lines (of every split) go, so each step appears once.
+  {
+    JobSummaries s(job, {.title = "resumed", .first_step = 10});
+    ASSERT_EQ(s.history().size(), 1u);
+    s.write(train_step(20, 2.4));
+    s.write(train_step(30, 1.9));
+  }
+  lines = read_metrics_jsonl(job + "/metrics.jsonl", &skipped);
+  EXPECT_EQ(skipped, 0);  // rewritten whole, the torn line with it
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].step, 10);
+  EXPECT_EQ(lines[1].step, 20);
+  EXPECT_EQ(lines[1].metrics.at("loss"), 2.4);
+  EXPECT_EQ(lines[2].step, 30);
+  EXPECT_EQ(lines[2].metrics.at("loss"), 1.9);
+  EXPECT_FALSE(std::filesystem::exists(job + "/metrics.jsonl.tmp"));
+  // The third run's event file starts with a SessionLog START at step 11, so
+  // that TensorBoard drops the older files' steps 20 and 30.
+  std::vector<std::string> files = event_files(job + "/summaries/train");
+  ASSERT_EQ(files.size(), 3u);
+  std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
+    return std::filesystem::last_write_time(a) < std::filesystem::last_write_time(b);
+  });
+  const std::vector<DecodedEvent> third = read_events(files.back());
+  ASSERT_GE(third.size(), 2u);
+  EXPECT_EQ(third[1].session_status, 1);
+  EXPECT_EQ(third[1].step, 11);
+  for (const std::string& f : files)
+    if (f != files.back())
+      for (const DecodedEvent& e : read_events(f)) EXPECT_FALSE(e.session_status.has_value()) << f;
+  html = slurp(job + "/report.html");
+  EXPECT_NE(html.find("3 summary steps, steps 10 to 30"), std::string::npos);
 }
 
 TEST(JobSummaries, OptionsTurnOutputsOff) {
