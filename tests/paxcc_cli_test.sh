@@ -93,6 +93,17 @@ expect 0 "wrote" -- tokenizer --input "$work/corpus.txt" --vocab_size 20 --out "
 expect 2 "not expected: --bogus" -- --bogus
 expect 2 "--mode: .*not in" -- --exp=lm.KjvTransformerTiny --job_log_dir=x --mode=serve
 expect 2 "--exp is required" -- --job_log_dir=x
+expect 2 "--dist_timeout: must be a number from 0.001 to 604800 seconds" -- --exp=lm.KjvTransformerTiny --job_log_dir=x --dist_timeout=0
+expect 2 "--peak_flops: must be a number from" -- --exp=lm.KjvTransformerTiny --job_log_dir=x --peak_flops=-5
+expect 1 "learning_rate must be a finite number >= 0" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/lr" \
+  --set learner.optimizer.learning_rate=-1
+# A learning rate that overflows: skipped steps on the summary lines, then exit 1 with one error line.
+out=$("$paxcc" --exp=lm.KjvTransformerTiny "--job_log_dir=$work/nonfinite" --set learner.optimizer.learning_rate=1e30 2>&1)
+rc=$?
+if [[ $rc -ne 1 ]] || ! tail -1 <<<"$out" | grep -qE "^paxcc: error: steps [0-9]+ to [0-9]+: 10 consecutive steps with a non-finite" ||
+   ! grep -qE "skipped [0-9]+ steps" <<<"$out"; then
+  echo "FAIL: a non-finite run -> exit $rc, output:"; echo "$out" | tail -5; failures=$((failures + 1))
+fi
 expect 2 "--job_log_dir is required" -- --exp=lm.KjvTransformerTiny
 expect 1 "did you mean 'lm.KjvTransformer'" -- --exp=lm.KjvTransfomer --job_log_dir=x
 expect 1 "num_train_steps" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/x" --set train.num_train_step=3

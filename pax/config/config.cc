@@ -3,8 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <sstream>
@@ -23,7 +25,7 @@ std::vector<FieldRef> fields_of(const BaseHParams& h) {
 const char* kind_name(const FieldRef& f) {
   switch (f.kind) {
     case FieldKind::boolean: return "a bool (true or false)";
-    case FieldKind::integer: return "an integer";
+    case FieldKind::integer: return f.int_bytes == 4 ? "an integer from -2147483648 to 2147483647" : "an integer";
     case FieldKind::real: return "a number";
     case FieldKind::string: return "a string";
     case FieldKind::dtype: return "a dtype (float32, bfloat16, int32, ...)";
@@ -185,6 +187,9 @@ void set_field(BaseHParams& h, const FieldRef& f, const std::string& raw) {
     }
     case FieldKind::integer: {
       int64_t v = parse_int(h, f, value);
+      if (f.int_bytes == 4 && (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())) {
+        bad_value(h, f, value);
+      }
       if (f.int_bytes == 4) *static_cast<int*>(f.ptr) = int(v);
       else *static_cast<int64_t*>(f.ptr) = v;
       return;
@@ -408,17 +413,46 @@ struct JsonWriter {
   }
 };
 
+// A JSON value for an error message: its first 80 characters.
+std::string excerpt(const json& v) {
+  constexpr size_t kMax = 80;
+  std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() <= kMax) return text;
+  return text.substr(0, kMax) + "... (" + std::to_string(text.size()) + " characters)";
+}
+
+// Deeper JSON than any config needs is refused while parsing: nothing later
+// (printing, copying) then recurses over an input built to exhaust the stack.
+constexpr int kMaxJsonDepth = 100;
+
+// The integer `v` holds if it fits a signed integer of `bytes` (4 or 8).
+std::optional<int64_t> json_integer(const json& v, size_t bytes) {
+  if (!v.is_number_integer()) return std::nullopt;
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) return std::nullopt;
+  const int64_t x = v.get<int64_t>();
+  if (bytes == 4 && (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max())) return std::nullopt;
+  return x;
+}
+
+// Whether every element of the array `v` passes `ok`.
+template <class F>
+bool all_of(const json& v, F ok) {
+  for (const json& e : v)
+    if (!ok(e)) return false;
+  return true;
+}
+
 struct JsonReader {
   std::map<std::string, HParamsPtr> ids;
 
   [[noreturn]] void wrong(const BaseHParams& h, const FieldRef& f, const json& v, const std::string& path) {
     PAX_FAIL("config JSON: field '", path, "' (", f.name, " of ", h.type_name(), ") must be ", kind_name(f), ", got ",
-             v.dump());
+             excerpt(v));
   }
 
   HParamsPtr object(const json& j, const std::string& path) {
     if (j.is_null()) return nullptr;
-    PAX_CHECK(j.is_object(), "config JSON: '", path.empty() ? "<root>" : path, "' must be an object, got ", j.dump());
+    PAX_CHECK(j.is_object(), "config JSON: '", path.empty() ? "<root>" : path, "' must be an object, got ", excerpt(j));
     if (j.contains("$ref")) {
       auto it = ids.find(j["$ref"].get<std::string>());
       PAX_CHECK(it != ids.end(), "config JSON: '", path, "' refers to unknown '", j["$ref"].get<std::string>(), "'");
@@ -442,11 +476,13 @@ struct JsonReader {
           if (!v.is_boolean()) wrong(h, f, v, sub);
           *static_cast<bool*>(f.ptr) = v.get<bool>();
           break;
-        case FieldKind::integer:
-          if (!v.is_number_integer()) wrong(h, f, v, sub);
-          if (f.int_bytes == 4) *static_cast<int*>(f.ptr) = v.get<int>();
-          else *static_cast<int64_t*>(f.ptr) = v.get<int64_t>();
+        case FieldKind::integer: {
+          const std::optional<int64_t> x = json_integer(v, size_t(f.int_bytes));
+          if (!x) wrong(h, f, v, sub);
+          if (f.int_bytes == 4) *static_cast<int*>(f.ptr) = int(*x);
+          else *static_cast<int64_t*>(f.ptr) = *x;
           break;
+        }
         case FieldKind::real:
           if (!v.is_number()) wrong(h, f, v, sub);
           if (f.real_bytes == 4) *static_cast<float*>(f.ptr) = v.get<float>();
@@ -462,21 +498,23 @@ struct JsonReader {
           set_field(h, f, v.get<std::string>());
           break;
         case FieldKind::integers:
-          if (!v.is_array()) wrong(h, f, v, sub);
+          if (!v.is_array() || !all_of(v, [](const json& e) { return json_integer(e, 8).has_value(); })) {
+            wrong(h, f, v, sub);
+          }
           *static_cast<std::vector<int64_t>*>(f.ptr) = v.get<std::vector<int64_t>>();
           break;
         case FieldKind::reals:
-          if (!v.is_array()) wrong(h, f, v, sub);
+          if (!v.is_array() || !all_of(v, [](const json& e) { return e.is_number(); })) wrong(h, f, v, sub);
           *static_cast<std::vector<double>*>(f.ptr) = v.get<std::vector<double>>();
           break;
         case FieldKind::strings:
-          if (!v.is_array()) wrong(h, f, v, sub);
+          if (!v.is_array() || !all_of(v, [](const json& e) { return e.is_string(); })) wrong(h, f, v, sub);
           *static_cast<std::vector<std::string>*>(f.ptr) = v.get<std::vector<std::string>>();
           break;
         case FieldKind::optional_integer: {
           auto& o = *static_cast<std::optional<int64_t>*>(f.ptr);
           if (v.is_null()) o.reset();
-          else if (v.is_number_integer()) o = v.get<int64_t>();
+          else if (auto x = json_integer(v, 8)) o = *x;
           else wrong(h, f, v, sub);
           break;
         }
@@ -491,7 +529,7 @@ struct JsonReader {
           auto* n = static_cast<BaseHParams*>(f.ptr);
           PAX_CHECK(v.is_object(), "config JSON: '", sub, "' must be an object");
           PAX_CHECK(!v.contains("type") || v["type"] == n->type_name(), "config JSON: '", sub, "' must be a ",
-                    n->type_name(), ", got ", v["type"].dump());
+                    n->type_name(), ", got ", excerpt(v["type"]));
           fill(*n, v, sub);
           break;
         }
@@ -610,10 +648,20 @@ std::string Config::to_json(int indent) const {
 
 Config Config::from_json(const std::string& text) {
   json j;
+  bool too_deep = false;
   try {
-    j = json::parse(text);
+    j = json::parse(text, [&](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxJsonDepth) {
+        too_deep = true;
+        throw std::runtime_error("too deep");
+      }
+      return true;
+    });
   } catch (const std::exception& e) {
-    PAX_FAIL("config JSON: not valid JSON: ", e.what());
+    PAX_CHECK(!too_deep, "config JSON: nested deeper than ", kMaxJsonDepth, " levels; a config is a few levels deep");
+    std::string why = e.what();  // nlohmann quotes the offending token, which may be huge
+    if (why.size() > 200) why = why.substr(0, 200) + "... (" + std::to_string(why.size()) + " characters)";
+    PAX_FAIL("config JSON: not valid JSON: ", why);
   }
   JsonReader r;
   return Config(r.object(j, ""));

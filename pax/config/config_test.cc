@@ -130,6 +130,38 @@ TEST(Config, JsonRoundTripPreservesValuesAndSharing) {
   EXPECT_PAX_ERROR(Config::from_json("{not json"), "not valid JSON");
 }
 
+// Hostile or mistaken JSON: bounded nesting (a 200,000-deep array once
+// overflowed the stack while the error was printed), errors that quote at
+// most a short excerpt of the input, integers that must fit their field, and
+// list elements of the wrong type.
+TEST(Config, JsonInputIsBoundedAndChecked) {
+  const std::string deep = "{\"type\": \"TestOuter\", \"rates\": " + std::string(200000, '[') +
+                           std::string(200000, ']') + "}";
+  EXPECT_PAX_ERROR(Config::from_json(deep), "nested deeper than 100 levels");
+  // Neither a wrong value nor a malformed number is echoed whole.
+  for (const std::string& big : {"{\"type\": \"TestOuter\", \"name\": [\"" + std::string(100000, 'x') + "\"]}",
+                                 "{\"type\": \"TestOuter\", \"name\": [" + std::string(100000, '1') + "]}"}) {
+    try {
+      Config::from_json(big);
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_LT(std::string(e.what()).size(), 400u) << "the error must not echo the input";
+      EXPECT_NE(std::string(e.what()).find("characters)"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_PAX_ERROR(Config::from_json("{\"type\": \"TestOuter\", \"small\": 3000000000}"),
+                   "must be an integer from -2147483648 to 2147483647");
+  EXPECT_PAX_ERROR(Config::from_json("{\"type\": \"TestOuter\", \"num_layers\": 18446744073709551615}"),
+                   "must be an integer");
+  EXPECT_PAX_ERROR(Config::from_json("{\"type\": \"TestOuter\", \"shape\": [1, \"x\"]}"), "field 'shape'");
+  EXPECT_PAX_ERROR(Config::from_json("{\"type\": \"TestOuter\", \"rates\": [1, null]}"), "field 'rates'");
+  EXPECT_PAX_ERROR(Config::from_json("{\"type\": \"TestOuter\", \"tags\": [1]}"), "field 'tags'");
+  Config c = Config::make("TestOuter");
+  EXPECT_PAX_ERROR(c.set("small", "3000000000"), "from -2147483648 to 2147483647");
+  c.set("small", "-7");
+  EXPECT_EQ(c.as<OuterHParams>().small, -7);
+}
+
 TEST(Config, PrintsReadably) {
   Config c = Config::make("TestOuter");
   const std::string s = c.str();

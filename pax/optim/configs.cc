@@ -83,7 +83,8 @@ void OptimizerHParams::visit_fields(const std::function<void(const FieldRef&)>& 
 }
 
 Schedule OptimizerHParams::learning_rate_schedule() const {
-  PAX_CHECK(std::isfinite(learning_rate), type_name(), ": learning_rate must be finite, got ", learning_rate);
+  PAX_CHECK(std::isfinite(learning_rate) && learning_rate >= 0, type_name(),
+            ": learning_rate must be a finite number >= 0 (the peak of lr_schedule), got ", learning_rate);
   Schedule multiplier = make_schedule(lr_schedule, std::string(type_name()) + ".lr_schedule");
   const double peak = learning_rate;
   return [multiplier, peak](const Array& count) { return multiplier(count) * peak; };

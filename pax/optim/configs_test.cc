@@ -135,8 +135,12 @@ TEST(OptimizerConfigs, Errors) {
   c.set("lr_schedule", "Sgd");  // a registered type, but not a schedule
   EXPECT_PAX_ERROR(optimizer_hparams(c.root(), "optimizer").make(), "Adam.lr_schedule must be a schedule (");
   c.set("lr_schedule", "ConstantSchedule");
-  c.set("learning_rate", "nan");
-  EXPECT_PAX_ERROR(optimizer_hparams(c.root(), "optimizer").make(), "learning_rate must be finite");
+  for (const char* bad : {"nan", "inf", "-1"}) {
+    c.set("learning_rate", bad);
+    EXPECT_PAX_ERROR(optimizer_hparams(c.root(), "optimizer").make(), "learning_rate must be a finite number >= 0");
+  }
+  c.set("learning_rate", "0");  // a frozen model: allowed
+  optimizer_hparams(c.root(), "optimizer").make();
   EXPECT_PAX_ERROR(optimizer_hparams(Config::make("ConstantSchedule").root(), "learner.optimizer"),
                    "learner.optimizer must be an optimizer (");
   EXPECT_PAX_ERROR(make_schedule(Config::make("Sgd").root(), "lr_schedule"), "must be a schedule (");

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,22 @@
 namespace {
 
 using pax::experiments::Mode;
+
+// A CLI11 check that a number lies in [lo, hi], whose message prints both
+// bounds the way a user would type them.
+CLI::Validator number_between(double lo, double hi, const std::string& unit) {
+  std::ostringstream range;
+  range << lo << " to " << hi;
+  return CLI::Validator(
+      [=, range = range.str()](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v) || !(v >= lo && v <= hi)) {
+          return "must be a number from " + range + " " + unit + ", got " + text;
+        }
+        return {};
+      },
+      "[" + range.str() + "]");
+}
 
 int usage_error(const std::string& message) {
   std::cerr << "paxcc: error: " << message << " (see paxcc --help)\n";
@@ -93,11 +110,12 @@ int main(int argc, char** argv) {
   app.add_option("--config", config_file, "Run this resolved config (a job's config.json) instead of the experiment's");
   app.add_option("--restore_step", restore_step, "eval / decode: the checkpoint step to restore (default: latest)");
   app.add_option("--data_dir", data_dir, "Data directory (default: $PAX_DATA_DIR or ./data)");
-  app.add_option("--peak_flops", peak_flops, "Peak FLOP/s of this machine for MFU (default: the cores' theoretical peak)");
+  app.add_option("--peak_flops", peak_flops, "Peak FLOP/s of this machine for MFU (default: the cores' theoretical peak)")
+      ->check(number_between(1e6, 1e21, "FLOP/s"));
   app.add_option("--dist_timeout", dist_timeout,
                  "Under mpirun: seconds any process waits for the others before failing with the missing ones' "
                  "names (default 300, or $PAX_DIST_TIMEOUT)")
-      ->check(CLI::PositiveNumber);
+      ->check(number_between(0.001, 604800, "seconds (a week)"));
   app.add_flag("--list", list, "List the registered experiments");
 
   CLI::App* tok = app.add_subcommand("tokenizer", "Train a SentencePiece model on a text file");
