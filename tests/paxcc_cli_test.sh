@@ -89,6 +89,16 @@ printf 'in the beginning was the word\nand the word was with god\n%.0s' {1..200}
 expect 0 "wrote" -- tokenizer --input "$work/corpus.txt" --vocab_size 20 --out "$work/corpus.model"
 [[ -s $work/corpus.model ]] || { echo "FAIL: tokenizer model missing"; failures=$((failures + 1)); }
 
+# A FIFO in place of a checkpoint file: refused at once (a plain open would wait for a writer forever).
+"$paxcc" --exp=lm.KjvTransformerTiny "--job_log_dir=$work/fifo" --set train.num_train_steps=2 >/dev/null 2>&1
+tensors=$(find "$work/fifo/checkpoints" -name '*.safetensors' | head -1)
+rm -f "$tensors" && mkfifo "$tensors"
+out=$(timeout 60 "$paxcc" --exp=lm.KjvTransformerTiny "--job_log_dir=$work/fifo" --mode=eval 2>&1)
+rc=$?
+if [[ $rc -ne 1 ]] || ! grep -q "is a FIFO (named pipe), not a regular file" <<<"$out"; then
+  echo "FAIL: a FIFO checkpoint file -> exit $rc:"; echo "$out" | tail -3; failures=$((failures + 1))
+fi
+
 # Bad input: one line, exit 2 for usage and 1 for a run that cannot start.
 expect 2 "not expected: --bogus" -- --bogus
 expect 2 "--mode: .*not in" -- --exp=lm.KjvTransformerTiny --job_log_dir=x --mode=serve

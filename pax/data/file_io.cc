@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "pax/core/error.h"
+#include "pax/core/regular_file.h"
 
 namespace pax::data {
 namespace {
@@ -31,10 +32,13 @@ std::string temporary_name(const std::string& path) {
 }  // namespace
 
 std::string read_file(const std::string& path) {
-  std::error_code ec;
-  PAX_CHECK(std::filesystem::is_regular_file(path, ec), "read_file: no such file: '", path, "'");
-  gzFile f = gzopen(path.c_str(), "rb");
-  PAX_CHECK(f, "read_file: cannot open '", path, "': ", std::strerror(errno));
+  const int fd = open_regular_file(path, "file");
+  gzFile f = gzdopen(fd, "rb");  // owns fd from here on
+  if (!f) {
+    const int err = errno;
+    ::close(fd);
+    PAX_FAIL("read_file: cannot open '", path, "': ", std::strerror(err));
+  }
   gzbuffer(f, 1 << 17);
   std::string out;
   char buf[1 << 16];

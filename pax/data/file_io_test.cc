@@ -51,7 +51,7 @@ TEST(FileIo, RoundTripsPlainAndGzipFilesAndCreatesDirectories) {
 
 TEST(FileIo, ErrorsNameTheFile) {
   EXPECT_PAX_ERROR(read_file("/nonexistent/x.txt"), "no such file: '/nonexistent/x.txt'");
-  EXPECT_PAX_ERROR(read_file(process_temp_dir().parent_path().string()), "no such file");  // a directory
+  EXPECT_PAX_ERROR(read_file(process_temp_dir().parent_path().string()), "is a directory, not a regular file");
   const std::string blocker = (process_temp_dir() / "file_io_blocker").string();
   write_file_atomic(blocker, "x");
   EXPECT_PAX_ERROR(write_file_atomic(blocker + "/inside.txt", "y"), "cannot create the directory");

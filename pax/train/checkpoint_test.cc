@@ -5,6 +5,7 @@
 #include "pax/train/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "pax/api/jit.h"
 #include "pax/ops/numpy.h"
@@ -359,7 +360,15 @@ TEST_F(CheckpointCorruption, MetadataNotJson) {
 
 TEST_F(CheckpointCorruption, MissingTensorFile) {
   std::remove(file("state.safetensors").c_str());
-  EXPECT_PAX_ERROR(restore_checkpoint(dir_.path(), Tree()), "cannot open '" + file("state.safetensors") + "'");
+  EXPECT_PAX_ERROR(restore_checkpoint(dir_.path(), Tree()), "no such file: '" + file("state.safetensors") + "'");
+}
+
+// A FIFO in place of a tensor file would block the restore until a writer
+// came: it is refused at once instead.
+TEST_F(CheckpointCorruption, TensorFileIsAFifo) {
+  std::remove(file("state.safetensors").c_str());
+  ASSERT_EQ(::mkfifo(file("state.safetensors").c_str(), 0600), 0);
+  EXPECT_PAX_ERROR(restore_checkpoint(dir_.path(), Tree()), "'" + file("state.safetensors") + "' is a FIFO");
 }
 
 TEST_F(CheckpointCorruption, MissingMarker) {

@@ -18,6 +18,7 @@
 #include <system_error>
 
 #include "pax/core/error.h"
+#include "pax/core/regular_file.h"
 
 namespace pax::train::fs {
 namespace {
@@ -43,7 +44,7 @@ File File::create(const std::string& path) {
   return File(open_or_fail(path, O_WRONLY | O_CREAT | O_TRUNC, "create"), path);
 }
 
-File File::open_read(const std::string& path) { return File(open_or_fail(path, O_RDONLY, "open"), path); }
+File File::open_read(const std::string& path) { return File(open_regular_file(path, "checkpoint file"), path); }
 
 File::File(File&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) { other.fd_ = -1; }
 

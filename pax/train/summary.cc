@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pax/core/error.h"
+#include "pax/core/regular_file.h"
 #include "pax/train/crc32c.h"
 #include "pax/train/report.h"
 
@@ -321,6 +322,12 @@ StepMetrics parse_metrics_json_line(std::string_view line) {
 std::vector<StepMetrics> read_metrics_jsonl(const std::string& path, int64_t* skipped) {
   std::vector<StepMetrics> out;
   int64_t bad = 0;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    if (skipped) *skipped = 0;
+    return out;  // no history yet
+  }
+  ::close(open_regular_file(path, "metrics file"));  // a FIFO would block the read below
   std::ifstream in(path);
   std::string line;
   while (in && std::getline(in, line)) {
