@@ -161,10 +161,13 @@ CoreRate core_flops_per_cycle(const CpuInfo& c) {
 }
 
 double measure_clock_hz() {
-  constexpr int kIterations = 1 << 20, kAddsPerIteration = 16;
+  // Many short trials (about 0.6 ms each) and the fastest of them: on a busy
+  // machine a long trial is likely to be preempted and read a low clock,
+  // while some short one runs undisturbed.
+  constexpr int kIterations = 1 << 17, kAddsPerIteration = 16, kTrials = 40;
   volatile uint64_t one = 1;  // a register operand the core cannot fold into the addition
   double best = 0;
-  for (int trial = 0; trial < 5; ++trial) {
+  for (int trial = 0; trial < kTrials; ++trial) {
     uint64_t x = 0, y = one;
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < kIterations; ++i) {
