@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -68,6 +69,23 @@ int run_error(const std::string& message) {
   std::fflush(stderr);
   if (multi) group->abort_job(1);
   return 1;
+}
+
+// "this machine has 20.1 GB available" from /proc/meminfo, or a plain
+// sentence where it cannot be read.
+std::string available_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  double kib = 0;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") {
+      std::ostringstream out;
+      out.precision(3);
+      out << "this machine has " << kib * 1024 / 1e9 << " GB available";
+      return out.str();
+    }
+  }
+  return "the available memory is unknown";
 }
 
 // "train", "eval", ... in Mode's order.
@@ -184,6 +202,9 @@ int main(int argc, char** argv) {
     options.experiment_name = exp_name.empty() ? config_file : exp_name;
     pax::experiments::run_experiment(config, options);
     return 0;
+  } catch (const std::bad_alloc&) {
+    return run_error("out of memory: an allocation failed (" + available_memory() +
+                     "); reduce train_input.batch_size or the model's dimensions (--mode=inspect prints its size)");
   } catch (const std::exception& e) {
     return run_error(e.what());
   }
