@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "pax/api/transforms.h"
+#include "pax/backend/cpu/cpu_info.h"
 #include "pax/backend/cpu/native_compiler.h"
 #include "pax/core/error.h"
 #include "pax/core/stop.h"
@@ -352,12 +354,66 @@ void check_finite_step(const train::Learner& learner, int64_t step, bool nonfini
             ". Lower learner.optimizer.learning_rate or clip with learner.clip_gradient_norm_to_value");
 }
 
+// Bytes of a tree's leaves (abstract ones included).
+double tree_bytes(const Tree& tree) {
+  double bytes = 0;
+  for (const Array& leaf : tree_leaves(tree)) bytes += double(leaf.shape().numel()) * double(itemsize(leaf.dtype()));
+  return bytes;
+}
+
+std::string gigabytes(double bytes) {
+  return bytes >= 1e8 ? fmt::format("{:.1f} GB", bytes / 1e9) : fmt::format("{:.1f} MB", bytes / 1e6);
+}
+
+// Before anything large is allocated: the memory the run holds at least,
+// which is the train state (parameters, optimizer state, collections) from an
+// abstract initialisation, one gradient per parameter, and the input's batches
+// (one example measured, times batch_size, times the batches in flight).
+// Activations come on top and are not counted. A run that needs more than the
+// machine has available is refused with the numbers and the fields to change.
+void check_memory_fits(const Job& job, const train::TrainStep& train_step, const Array& init_key) {
+  const std::optional<double> available = cpu::available_memory_bytes();
+  if (!available) return;
+  Tree state;
+  try {
+    state = eval_shape([&](const Array& key) { return train_step.init_state(key).to_tree(); })(init_key);
+  } catch (const Error& e) {
+    PAX_FAIL("the model's parameters cannot be created (", job.exp.model->type_name(),
+             "; --mode=inspect prints its size): ", e.what());
+  }
+  const double state_bytes = tree_bytes(state), grad_bytes = tree_bytes(state["params"]);
+  double batch_bytes = 0;
+  const auto* in = dynamic_cast<const data::BaseInput::HParams*>(job.exp.train_input.get());
+  if (in) {
+    HParamsPtr one = job.exp.train_input->clone();
+    dynamic_cast<data::BaseInput::HParams&>(*one).batch_size = 1;
+    dynamic_cast<data::BaseInput::HParams&>(*one).prefetch_batches = 0;
+    try {
+      const double per_example = tree_bytes(job.build_input(one)->get_next());
+      batch_bytes = per_example * double(in->batch_size) * double(2 + std::max<int64_t>(in->prefetch_batches, 0));
+    } catch (const Error&) {
+      // The probe is only an estimate; the real input reports its own errors.
+    }
+  }
+  const double need = state_bytes + grad_bytes + batch_bytes;
+  PAX_CHECK(need <= *available, "the run needs at least ", gigabytes(need), " (train state ", gigabytes(state_bytes),
+            ", gradients ", gigabytes(grad_bytes), ", input batches ", gigabytes(batch_bytes),
+            ", activations not counted) and this machine has ", gigabytes(*available),
+            " available; reduce train_input.batch_size (", in ? in->batch_size : 0,
+            ") or the model's dimensions (--mode=inspect prints its size)");
+}
+
 RunResult run_train(Job& job) {
   // A stop signal from here on asks for a checkpoint after the current step.
   const StopListener listening;
   const ExperimentConfig& exp = job.exp;
   const TrainSettings& settings = exp.train_settings();
   const train::Learner& learner = exp.learner_hparams();
+  train::TrainStep train_step(*job.model, learner,
+                              {.data_parallel_axis = job.multi_process() ? dist::process_group().axis_name() : ""});
+  const Array seed_key = random::key(uint64_t(settings.random_seed));
+  const Array init_key = random::fold_in(seed_key, 0), dropout_key = random::fold_in(seed_key, 1);
+  check_memory_fits(job, train_step, init_key);
   // Inputs first: missing data fails before anything is written. Decoding
   // is the chief's alone.
   auto train_input = job.build_input(exp.train_input);
@@ -366,14 +422,10 @@ RunResult run_train(Job& job) {
   if (job.chief())
     for (const HParamsPtr& p : exp.decode_inputs) decode_inputs.push_back(data::build_input(p));
   std::ostream& out = job.out;
-  train::TrainStep train_step(*job.model, learner,
-                              {.data_parallel_axis = job.multi_process() ? dist::process_group().axis_name() : ""});
   train::EvalStep eval_step(*job.model);
   std::optional<train::CheckpointManager> mgr;
   job.open_checkpoints(mgr);
 
-  const Array seed_key = random::key(uint64_t(settings.random_seed));
-  const Array init_key = random::fold_in(seed_key, 0), dropout_key = random::fold_in(seed_key, 1);
   train::TrainState state = train_step.init_state(init_key);
   const bool early_stopping = !settings.early_stopping_metric.empty();
   train::EarlyStopping stopper{.min_delta = settings.early_stopping_min_delta,

@@ -141,6 +141,14 @@ TEST(Runner, AResumedRunLogsEachStepOnce) {
   EXPECT_EQ(steps, want);
 }
 
+// A config that cannot fit is refused before anything large is allocated,
+// with the numbers and the field to change.
+TEST(Runner, AConfigThatCannotFitIsRefusedFirst) {
+  Config cfg = tiny_config(2);
+  cfg.apply_overrides({"train_input.batch_size=1000000000000"});
+  EXPECT_PAX_ERROR(run_experiment(cfg, options(fresh_dir("too_big"))), "reduce train_input.batch_size (1000000000000)");
+}
+
 TEST(Runner, StoppedAndResumedRunMatchesAnUninterruptedOne) {
   const int64_t steps = 14;
   const std::string straight = fresh_dir("straight"), resumed = fresh_dir("resumed");

@@ -12,12 +12,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "pax/backend/cpu/cpu_info.h"
 #include "pax/data/file_io.h"
 #include "pax/pax.h"
 
@@ -71,21 +71,14 @@ int run_error(const std::string& message) {
   return 1;
 }
 
-// "this machine has 20.1 GB available" from /proc/meminfo, or a plain
-// sentence where it cannot be read.
+// "this machine has 20.1 GB available", or a plain sentence where unknown.
 std::string available_memory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  double kib = 0;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") {
-      std::ostringstream out;
-      out.precision(3);
-      out << "this machine has " << kib * 1024 / 1e9 << " GB available";
-      return out.str();
-    }
-  }
-  return "the available memory is unknown";
+  const std::optional<double> bytes = pax::cpu::available_memory_bytes();
+  if (!bytes) return "the available memory is unknown";
+  std::ostringstream out;
+  out.precision(3);
+  out << "this machine has " << *bytes / 1e9 << " GB available";
+  return out.str();
 }
 
 // "train", "eval", ... in Mode's order.

@@ -8,6 +8,7 @@
 // PAX_MAX_ISA are masked out, so that a capped run reports the capped machine.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace pax::cpu {
@@ -45,5 +46,9 @@ CoreRate core_flops_per_cycle(const CpuInfo& cpu);
 // integer additions (one a cycle on every core paxcc targets); the best of a
 // few short trials, so that other work on the machine can only lower it.
 double measure_clock_hz();
+
+// The memory this machine can still give a process without swapping, in
+// bytes (MemAvailable of /proc/meminfo); nullopt where it cannot be read.
+std::optional<double> available_memory_bytes();
 
 }  // namespace pax::cpu
