@@ -365,13 +365,15 @@ std::string gigabytes(double bytes) {
   return bytes >= 1e8 ? fmt::format("{:.1f} GB", bytes / 1e9) : fmt::format("{:.1f} MB", bytes / 1e6);
 }
 
-// Before anything large is allocated: the memory the run holds at least,
-// which is the train state (parameters, optimizer state, collections) from an
-// abstract initialisation, one gradient per parameter, and the input's batches
-// (one example measured, times batch_size, times the batches in flight).
-// Activations come on top and are not counted. A run that needs more than the
-// machine has available is refused with the numbers and the fields to change.
-void check_memory_fits(const Job& job, const train::TrainStep& train_step, const Array& init_key) {
+// Before anything large is allocated: the memory the run needs, which is the
+// train state (parameters, optimizer state, collections) from an abstract
+// initialisation, the compiled step's intermediates (activations, gradients:
+// its planned arena, traced and compiled on abstract arrays) and the input's
+// batches (one example measured, times batch_size, times the batches in
+// flight). A run that needs more than the machine has available is refused
+// with the numbers and the fields to change.
+void check_memory_fits(const Job& job, const train::TrainStep& train_step, const Array& init_key,
+                       const Array& step_key) {
   const std::optional<double> available = cpu::available_memory_bytes();
   if (!available) return;
   Tree state;
@@ -381,26 +383,47 @@ void check_memory_fits(const Job& job, const train::TrainStep& train_step, const
     PAX_FAIL("the model's parameters cannot be created (", job.exp.model->type_name(),
              "; --mode=inspect prints its size): ", e.what());
   }
-  const double state_bytes = tree_bytes(state), grad_bytes = tree_bytes(state["params"]);
-  double batch_bytes = 0;
+  const double state_bytes = tree_bytes(state);
   const auto* in = dynamic_cast<const data::BaseInput::HParams*>(job.exp.train_input.get());
+  std::optional<Tree> probe;
   if (in) {
     HParamsPtr one = job.exp.train_input->clone();
     dynamic_cast<data::BaseInput::HParams&>(*one).batch_size = 1;
     dynamic_cast<data::BaseInput::HParams&>(*one).prefetch_batches = 0;
     try {
-      const double per_example = tree_bytes(job.build_input(one)->get_next());
-      batch_bytes = per_example * double(in->batch_size) * double(2 + std::max<int64_t>(in->prefetch_batches, 0));
+      probe = job.build_input(one)->get_next();
     } catch (const Error&) {
-      // The probe is only an estimate; the real input reports its own errors.
+      // Only an estimate: the real input reports its own errors.
     }
   }
-  const double need = state_bytes + grad_bytes + batch_bytes;
-  PAX_CHECK(need <= *available, "the run needs at least ", gigabytes(need), " (train state ", gigabytes(state_bytes),
-            ", gradients ", gigabytes(grad_bytes), ", input batches ", gigabytes(batch_bytes),
-            ", activations not counted) and this machine has ", gigabytes(*available),
-            " available; reduce train_input.batch_size (", in ? in->batch_size : 0,
-            ") or the model's dimensions (--mode=inspect prints its size)");
+  const double batch_bytes =
+      probe ? tree_bytes(*probe) * double(in->batch_size) * double(2 + std::max<int64_t>(in->prefetch_batches, 0)) : 0;
+  auto refuse_if_short = [&](double need, const std::string& parts) {
+    PAX_CHECK(need <= *available, "the run needs at least ", gigabytes(need), " (", parts, ") and this machine has ",
+              gigabytes(*available), " available; reduce train_input.batch_size (", in ? in->batch_size : 0,
+              ") or the model's dimensions (--mode=inspect prints its size)");
+  };
+  // The parts known without tracing first, so that an absurd batch is
+  // refused before the step is compiled for it.
+  refuse_if_short(state_bytes + batch_bytes,
+                  "train state " + gigabytes(state_bytes) + ", input batches " + gigabytes(batch_bytes));
+  if (!probe) return;
+  const int64_t batch_size = in->batch_size;
+  const Tree batch = eval_shape([&](const Array&) {
+    return tree_map(
+        [&](const Array& leaf) {
+          std::vector<int64_t> dims = leaf.shape().dims();
+          if (!dims.empty()) dims[0] = batch_size;
+          return zeros(Shape(dims), leaf.dtype());
+        },
+        *probe);
+  })(init_key);
+  const double step_bytes =
+      double(train_step.intermediate_bytes(train::TrainState::from_tree(state), batch, step_key));
+  refuse_if_short(state_bytes + step_bytes + batch_bytes, "train state " + gigabytes(state_bytes) +
+                                                              ", the step's activations and gradients " +
+                                                              gigabytes(step_bytes) + ", input batches " +
+                                                              gigabytes(batch_bytes));
 }
 
 RunResult run_train(Job& job) {
@@ -413,7 +436,7 @@ RunResult run_train(Job& job) {
                               {.data_parallel_axis = job.multi_process() ? dist::process_group().axis_name() : ""});
   const Array seed_key = random::key(uint64_t(settings.random_seed));
   const Array init_key = random::fold_in(seed_key, 0), dropout_key = random::fold_in(seed_key, 1);
-  check_memory_fits(job, train_step, init_key);
+  check_memory_fits(job, train_step, init_key, random::fold_in(dropout_key, 0));
   // Inputs first: missing data fails before anything is written. Decoding
   // is the chief's alone.
   auto train_input = job.build_input(exp.train_input);

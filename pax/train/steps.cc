@@ -75,6 +75,7 @@ Reduced reduce_over(const std::string& axis, const std::string& loss_name, const
 struct TrainStep::Impl {
   std::function<std::pair<TrainState, Tree>(TrainState, const Tree&, const Array&)> step;
   std::function<size_t()> traces;
+  std::function<size_t(const TrainState&, const Tree&, const Array&)> arena_bytes;
 };
 
 TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainStepOptions options)
@@ -137,6 +138,9 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
     return (*jitted)(std::move(state), batch, key);
   };
   impl_->traces = [jitted] { return jitted->num_traces(); };
+  impl_->arena_bytes = [jitted](const TrainState& state, const Tree& batch, const Array& key) {
+    return jitted->lower(state, batch, key).compile().executable().memory().arena_bytes;
+  };
 }
 
 TrainState TrainStep::init_state(const Array& key) const {
@@ -153,6 +157,10 @@ std::pair<TrainState, Tree> TrainStep::operator()(TrainState state, const Tree& 
 }
 
 size_t TrainStep::num_traces() const { return impl_->traces(); }
+
+size_t TrainStep::intermediate_bytes(const TrainState& state, const Tree& batch, const Array& key) const {
+  return impl_->arena_bytes(state, batch, key);
+}
 
 struct EvalStep::Impl {
   std::function<std::pair<Tree, Tree>(const Tree&, const Tree&)> step;

@@ -50,6 +50,11 @@ class TrainStep {
   std::pair<TrainState, Tree> operator()(TrainState state, const Tree& batch, const Array& key) const;
   const optim::GradientTransformation& optimizer() const { return tx_; }
   size_t num_traces() const;
+  // Bytes of the compiled step's intermediates (activations, gradients,
+  // optimizer temporaries: its planned arena) for a state and batch of these
+  // shapes, which may be abstract (eval_shape): the step is traced and
+  // compiled, nothing runs. The compiled program is kept for the real calls.
+  size_t intermediate_bytes(const TrainState& state, const Tree& batch, const Array& key) const;
 
  private:
   const nn::BaseModel& model_;

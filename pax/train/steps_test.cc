@@ -58,6 +58,28 @@ Learner adam_learner(double lr) {
   return learner;
 }
 
+// The step's planned intermediates for abstract arguments: nothing runs,
+// they grow with the batch, and the real call reuses the compiled program.
+TEST(TrainStep, IntermediateBytesFromAbstractArguments) {
+  auto model = classifier(false);
+  TrainStep step(*model, adam_learner(0.01));
+  const TrainState state =
+      TrainState::from_tree(eval_shape([&](const Array& k) { return step.init_state(k).to_tree(); })(random::key(0)));
+  auto abstract_batch = [](int64_t n) {
+    return eval_shape([n](const Array&) {
+      return Tree::dict({{"inputs", zeros(Shape{n, 4})}, {"labels", zeros(Shape{n}, DType::i32)}});
+    })(random::key(0));
+  };
+  const size_t small = step.intermediate_bytes(state, abstract_batch(6), random::key(1));
+  const size_t large = step.intermediate_bytes(state, abstract_batch(6000), random::key(1));
+  EXPECT_GT(small, 0u);
+  EXPECT_GT(large, small + 6000 * 4 * 4) << "at least the batch-sized activations";
+  EXPECT_EQ(step.num_traces(), 2u);
+  auto [next, out] = step(step.init_state(random::key(0)), batch(0), random::key(1));
+  EXPECT_TRUE(std::isfinite(out["loss"].leaf().item<float>()));
+  EXPECT_EQ(step.num_traces(), 2u) << "the real call reuses the program compiled for the abstract batch of 6";
+}
+
 TEST(TrainStep, JittedStepEqualsAnEagerAdamStep) {
   auto model = classifier(false);
   TrainStep step(*model, adam_learner(0.01));
