@@ -18,6 +18,7 @@
 #include "pax/core/error.h"
 #include "pax/core/regular_file.h"
 #include "pax/train/crc32c.h"
+#include "pax/train/fs_util.h"
 #include "pax/train/report.h"
 
 namespace pax::train {
@@ -389,19 +390,13 @@ void JobSummaries::drop_after(int64_t step) {
   if (history_.size() == before) return;
   // Rewritten beside and renamed over, so that a crash leaves one version whole.
   const std::string path = metrics_path(), tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  PAX_CHECK(fd >= 0, "JobSummaries: cannot create '", tmp, "': ", std::strerror(errno));
   std::string text;
   for (const StepMetrics& m : history_) text += metrics_json_line(m) + "\n";
   try {
-    write_fully(fd, text, tmp);
-    PAX_CHECK(::fsync(fd) == 0, "JobSummaries: flushing '", tmp, "' failed: ", std::strerror(errno));
-    close_fd(fd, tmp);
-    PAX_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "JobSummaries: renaming '", tmp, "' to '", path,
-              "' failed: ", std::strerror(errno));
+    fs::write_file_synced(tmp, text);
+    fs::rename(tmp, path);
   } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
+    fs::remove_all(tmp);
     throw;
   }
 }
