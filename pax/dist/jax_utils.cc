@@ -199,6 +199,8 @@ void run_on_root(const std::function<void()>& fn, int root) {
       if (error.empty()) error = "unknown error";
     }
   }
+  // fn may outlast the collectives' timeout (a restore of a large checkpoint).
+  group.meet_after("a phase run on process " + std::to_string(root) + " alone");
   error = broadcast_string(error, root);
   if (!error.empty()) throw Error(error);
 }

@@ -60,7 +60,8 @@ std::string broadcast_string(const std::string& s, int root = 0);
 
 // Runs fn on process `root` only; when it throws there, every process throws
 // pax::Error with that message, at once instead of after a timeout. For
-// checks only one process can make (the checkpoint it alone reads).
+// checks only one process can make (the checkpoint it alone reads). The
+// others wait for it up to the group's phase_timeout_seconds().
 void run_on_root(const std::function<void()>& fn, int root = 0);
 
 }  // namespace pax::dist

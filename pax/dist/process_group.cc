@@ -43,6 +43,11 @@ constexpr int kVerdictInts = 3 + 2 * kHeaderInts;
 constexpr int kMaxListedRanks = kVerdictInts - 3;
 constexpr int kTagHeader = 0x7a11;
 constexpr int kTagVerdict = 0x7a12;
+// After a transfer timed out: {sequence, state} between the ranks, to learn
+// which one stopped (state: kStillWaiting or kFinished).
+constexpr int kTagStalled = 0x7a13;
+constexpr int64_t kStillWaiting = 0;
+constexpr int64_t kFinished = 1;
 
 MPI_Comm g_comm = MPI_COMM_NULL;
 bool g_owns_mpi = false;  // this library called MPI_Init_thread
@@ -51,6 +56,9 @@ double g_exit_timeout = 300;
 std::vector<MPI_Request> g_abandoned;  // requests left pending by a timeout
 // Buffers those requests may still read or write.
 std::vector<std::shared_ptr<Buffer>> g_keep_alive;
+int64_t g_finished_sequence = -1;  // the last collective whose data this rank has
+bool g_answering_stalled = true;   // answer other ranks' stalled-transfer messages
+double g_stall_seconds = 0;        // stall_next_transfer_for_testing
 
 const char* kind_name(int64_t kind) {
   switch (OpKind(kind)) {
@@ -77,6 +85,25 @@ void check_mpi(int rc, const char* what) {
   PAX_FAIL("pax::dist: ", what, " failed: ", std::string(text, size_t(len)));
 }
 
+// Answers a rank whose transfer timed out and that asks whether this one
+// stopped: this rank has finished that collective and gone on.
+void answer_stalled_ranks() {
+  for (;;) {
+    int pending = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kTagStalled, g_comm, &pending, &status) != MPI_SUCCESS || !pending) return;
+    std::array<int64_t, 2> asked{};
+    if (MPI_Recv(asked.data(), 2, MPI_INT64_T, status.MPI_SOURCE, kTagStalled, g_comm, MPI_STATUS_IGNORE) !=
+        MPI_SUCCESS)
+      return;
+    // A failure path only: the answer's buffer is never freed.
+    auto* answer = new std::array<int64_t, 2>{asked[0], asked[0] <= g_finished_sequence ? kFinished : kStillWaiting};
+    MPI_Request req;
+    if (MPI_Isend(answer->data(), 2, MPI_INT64_T, status.MPI_SOURCE, kTagStalled, g_comm, &req) == MPI_SUCCESS)
+      MPI_Request_free(&req);
+  }
+}
+
 // Polls `requests` until all complete or `deadline`; returns which completed.
 // MPI progresses a nonblocking collective only inside MPI calls, so a data
 // transfer (`busy`: every process has arrived) is polled without pauses;
@@ -98,16 +125,21 @@ std::vector<bool> poll_until(std::span<MPI_Request> requests, Clock::time_point 
     if (remaining == 0 || Clock::now() >= deadline) break;
     // Spin briefly (small collectives finish in microseconds), then sleep so
     // that a long wait does not burn a core.
-    if (!busy && spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (!busy && spins > 2000) {
+      if (g_answering_stalled) answer_stalled_ranks();
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   }
   return done;
 }
 
-// Leaves unfinished requests to be cancelled at exit: after a timeout their
-// buffers must outlive this call, so receives go into heap blocks never freed.
-void abandon(std::span<MPI_Request> requests, const std::vector<bool>& done) {
+// Leaves unfinished requests behind after a timeout: their buffers must
+// outlive this call, so receives go into heap blocks never freed. Point-to-point
+// requests are cancelled at exit; a nonblocking collective cannot be
+// cancelled (MPI makes that erroneous), so it is only left (`collective`).
+void abandon(std::span<MPI_Request> requests, const std::vector<bool>& done, bool collective = false) {
   for (size_t i = 0; i < requests.size(); ++i)
-    if (!done[i]) g_abandoned.push_back(requests[i]);
+    if (!done[i] && !collective) g_abandoned.push_back(requests[i]);
   g_broken = true;
 }
 
@@ -218,15 +250,25 @@ ProcessGroup& process_group() {
 
 ProcessGroup::ProcessGroup() = default;
 
+namespace {
+
+// A positive number of seconds from environment variable `name`, or `fallback`.
+double seconds_from_env(const char* name, double fallback) {
+  const char* env = std::getenv(name);
+  if (env == nullptr) return fallback;
+  char* end = nullptr;
+  const double s = std::strtod(env, &end);
+  PAX_CHECK(end != env && *end == '\0' && s > 0, "pax::dist: $", name, "=\"", env,
+            "\" is not a positive number of seconds");
+  return s;
+}
+
+}  // namespace
+
 void ProcessGroup::initialize() {
   if (initialized_) return;
-  if (const char* env = std::getenv("PAX_DIST_TIMEOUT")) {
-    char* end = nullptr;
-    double s = std::strtod(env, &end);
-    PAX_CHECK(end != env && *end == '\0' && s > 0, "pax::dist: $PAX_DIST_TIMEOUT=\"", env,
-              "\" is not a positive number of seconds");
-    timeout_seconds_ = s;
-  }
+  timeout_seconds_ = seconds_from_env("PAX_DIST_TIMEOUT", timeout_seconds_);
+  phase_timeout_seconds_ = seconds_from_env("PAX_DIST_PHASE_TIMEOUT", phase_timeout_seconds_);
   g_exit_timeout = timeout_seconds_;
   mpi_ = launched_by_mpirun();
   if (mpi_) {
@@ -249,6 +291,8 @@ void ProcessGroup::initialize() {
 
 bool ProcessGroup::uses_mpi() const { return mpi_; }
 
+void stall_next_transfer_for_testing(double seconds) { g_stall_seconds = seconds; }
+
 int ProcessGroup::process_index() {
   initialize();
   return index_;
@@ -263,6 +307,11 @@ void ProcessGroup::set_timeout_seconds(double seconds) {
   PAX_CHECK(seconds > 0, "ProcessGroup::set_timeout_seconds: ", seconds, " is not a positive number of seconds");
   timeout_seconds_ = seconds;
   g_exit_timeout = seconds;
+}
+
+void ProcessGroup::set_phase_timeout_seconds(double seconds) {
+  PAX_CHECK(seconds > 0, "ProcessGroup::set_phase_timeout_seconds: ", seconds, " is not a positive number of seconds");
+  phase_timeout_seconds_ = seconds;
 }
 
 void ProcessGroup::abort_job(int code) {
@@ -383,6 +432,15 @@ void ProcessGroup::barrier(double timeout) {
   agree(h, timeout > 0 ? timeout : timeout_seconds_);
 }
 
+void ProcessGroup::meet_after(const std::string& phase) {
+  try {
+    barrier(phase_timeout_seconds());
+  } catch (const Error& e) {
+    throw Error("after " + phase + " (which may take up to the phase timeout, " + seconds_str(phase_timeout_seconds()) +
+                "): " + e.what());
+  }
+}
+
 namespace {
 
 const Array& check_input(const Array& x, const char* op) {
@@ -392,17 +450,84 @@ const Array& check_input(const Array& x, const char* op) {
   return x;
 }
 
-// Waits for one data-moving request; every rank had arrived, so a timeout
-// here means a process stopped in the middle of the transfer.
+std::string rank_list(const std::vector<int>& ranks) {
+  std::ostringstream out;
+  out << (ranks.size() == 1 ? "rank " : "ranks ");
+  for (size_t i = 0; i < ranks.size(); ++i) out << (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") << ranks[i];
+  return out.str();
+}
+
+// After collective `sequence` timed out moving data on this rank, asks every
+// other rank whether it is waiting too or has finished; the ranks that do not
+// answer within a grace period are the ones whose data never arrived.
+std::string which_ranks_stopped(int64_t sequence, int index, int count, double timeout) {
+  g_answering_stalled = false;
+  auto* mine = new std::array<int64_t, 2>{sequence, kStillWaiting};  // read by sends that may never complete
+  auto* theirs = new std::vector<std::array<int64_t, 2>>(size_t(count));
+  std::vector<MPI_Request> sends, recvs;
+  std::vector<int> peers;
+  for (int r = 0; r < count; ++r) {
+    if (r == index) continue;
+    peers.push_back(r);
+    sends.emplace_back();
+    recvs.emplace_back();
+    check_mpi(MPI_Isend(mine->data(), 2, MPI_INT64_T, r, kTagStalled, g_comm, &sends.back()), "MPI_Isend");
+    check_mpi(MPI_Irecv((*theirs)[size_t(r)].data(), 2, MPI_INT64_T, r, kTagStalled, g_comm, &recvs.back()),
+              "MPI_Irecv");
+  }
+  // The other waiting ranks time out within moments of this one.
+  double grace = std::clamp(0.1 * timeout, 2.0, 30.0);
+  std::vector<bool> answered = poll_until(recvs, deadline_after(grace));
+  std::vector<int> stopped, waiting, finished;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    const auto& a = (*theirs)[size_t(peers[i])];
+    if (!answered[i] || a[0] != sequence) {
+      stopped.push_back(peers[i]);
+    } else {
+      (a[1] == kFinished ? finished : waiting).push_back(peers[i]);
+    }
+  }
+  abandon(recvs, answered);
+  abandon(sends, std::vector<bool>(sends.size(), false));
+  std::ostringstream out;
+  if (stopped.empty()) {
+    out << "every other process answered (MPI did not complete the transfer)";
+  } else {
+    out << rank_list(stopped) << (stopped.size() == 1 ? "'s" : "'") << " data never arrived ("
+        << (stopped.size() == 1 ? "it" : "they") << " stopped during the transfer and did not answer within "
+        << seconds_str(grace) << ")";
+  }
+  if (!waiting.empty()) out << "; " << rank_list(waiting) << (waiting.size() == 1 ? " was" : " were") << " waiting too";
+  if (!finished.empty()) out << "; " << rank_list(finished) << " had finished it";
+  return out.str();
+}
+
+// Waits for one data-moving request. Every rank had arrived, so a timeout here
+// means a process stopped in the middle of the transfer: the message names it.
 void wait_data(MPI_Request& req, std::initializer_list<const Array*> buffers, double timeout, const char* op,
-               const char*& broken_by, int index) {
+               const char*& broken_by, int index, int count, int64_t sequence) {
   std::vector<bool> done = poll_until(std::span(&req, 1), deadline_after(timeout), /*busy=*/true);
-  if (done[0]) return;
-  abandon(std::span(&req, 1), done);
+  if (done[0]) {
+    g_finished_sequence = sequence;
+    return;
+  }
+  abandon(std::span(&req, 1), done, /*collective=*/true);
   for (const Array* a : buffers) g_keep_alive.push_back(a->buffer());
   broken_by = op;
-  PAX_FAIL("pax::dist ", op, ": timed out after ", seconds_str(timeout), " on rank ", index,
-           " moving data (every process had arrived, so one stopped during the transfer)");
+  std::string who = which_ranks_stopped(sequence, index, count, timeout);
+  PAX_FAIL("pax::dist ", op, " #", sequence, ": timed out after ", seconds_str(timeout), " on rank ", index,
+           " moving data: ", who);
+}
+
+// Fault injection (stall_next_transfer_for_testing): the collective has been
+// agreed on; this rank moves no data, as if it had stopped.
+void stall_if_asked(const char* op, int64_t sequence, const char*& broken_by) {
+  if (g_stall_seconds <= 0) return;
+  double seconds = std::exchange(g_stall_seconds, 0.0);
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  g_broken = true;
+  broken_by = op;
+  PAX_FAIL("pax::dist ", op, " #", sequence, ": stalled for ", seconds_str(seconds), " on purpose (a test's fault)");
 }
 
 // The dtype a reduction runs in: bf16 and f16 go through f32.
@@ -435,11 +560,12 @@ Array ProcessGroup::all_reduce(const Array& x, ReduceOp op) {
   if (count_ == 1) return x;
   Array in = x.dtype() == wire_dtype(x.dtype()) ? x : x.astype(wire_dtype(x.dtype()));
   Array out = empty_like(in.aval());
+  stall_if_asked("all_reduce", sequence_ - 1, broken_by_);
   MPI_Request req;
   check_mpi(MPI_Iallreduce(in.data(), out.buffer()->data(), checked_count(in.size(), "all_reduce", x.aval()),
                            mpi_type(in.dtype()), mpi_op(op), g_comm, &req),
             "MPI_Iallreduce");
-  wait_data(req, {&in, &out}, timeout_seconds_, "all_reduce", broken_by_, index_);
+  wait_data(req, {&in, &out}, timeout_seconds_, "all_reduce", broken_by_, index_, count_, sequence_ - 1);
   if (op == ReduceOp::mean) out = out / double(count_);
   return out.dtype() == x.dtype() ? out : out.astype(x.dtype());
 }
@@ -460,10 +586,11 @@ Array ProcessGroup::all_gather(const Array& x, int64_t axis, bool tiled) {
     shape.dims().insert(shape.dims().begin(), count_);
     stacked = empty_like(AVal{shape, x.dtype(), x.weak_type()});
     int bytes = checked_count(int64_t(x.nbytes()) * count_, "all_gather", x.aval()) / count_;
+    stall_if_asked("all_gather", sequence_ - 1, broken_by_);
     MPI_Request req;
     check_mpi(MPI_Iallgather(x.data(), bytes, MPI_BYTE, stacked.buffer()->data(), bytes, MPI_BYTE, g_comm, &req),
               "MPI_Iallgather");
-    wait_data(req, {&x, &stacked}, timeout_seconds_, "all_gather", broken_by_, index_);
+    wait_data(req, {&x, &stacked}, timeout_seconds_, "all_gather", broken_by_, index_, count_, sequence_ - 1);
   }
   Array moved = a == 0 ? stacked : moveaxis(stacked, 0, a);
   if (!tiled) return moved;
@@ -482,11 +609,12 @@ Array ProcessGroup::broadcast(const Array& x, int root) {
   if (count_ == 1) return x;
   Array out = empty_like(x.aval());
   if (index_ == root) std::memcpy(out.buffer()->data(), x.data(), x.nbytes());
+  stall_if_asked("broadcast", sequence_ - 1, broken_by_);
   MPI_Request req;
   check_mpi(MPI_Ibcast(out.buffer()->data(), checked_count(int64_t(x.nbytes()), "broadcast", x.aval()), MPI_BYTE, root,
                        g_comm, &req),
             "MPI_Ibcast");
-  wait_data(req, {&out}, timeout_seconds_, "broadcast", broken_by_, index_);
+  wait_data(req, {&out}, timeout_seconds_, "broadcast", broken_by_, index_, count_, sequence_ - 1);
   return out;
 }
 
@@ -507,12 +635,13 @@ Array ProcessGroup::reduce_scatter(const Array& x, ReduceOp op, int64_t axis) {
   Shape block_shape = in.shape();
   block_shape[0] /= count_;
   Array out = empty_like(AVal{block_shape, in.dtype(), in.weak_type()});
+  stall_if_asked("reduce_scatter", sequence_ - 1, broken_by_);
   MPI_Request req;
   check_mpi(MPI_Ireduce_scatter_block(in.data(), out.buffer()->data(),
                                       checked_count(block_shape.numel(), "reduce_scatter", x.aval()),
                                       mpi_type(in.dtype()), mpi_op(op), g_comm, &req),
             "MPI_Ireduce_scatter_block");
-  wait_data(req, {&in, &out}, timeout_seconds_, "reduce_scatter", broken_by_, index_);
+  wait_data(req, {&in, &out}, timeout_seconds_, "reduce_scatter", broken_by_, index_, count_, sequence_ - 1);
   if (op == ReduceOp::mean) out = out / double(count_);
   if (out.dtype() != x.dtype()) out = out.astype(x.dtype());
   return a == 0 ? out : moveaxis(out, 0, a);

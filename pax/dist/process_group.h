@@ -10,7 +10,8 @@
 // Every operation waits at most timeout_seconds() (default 300 s, or
 // $PAX_DIST_TIMEOUT): a rank that died or hangs makes the others throw
 // pax::Error naming the operation, the timeout and the ranks that never
-// arrived. Before moving data, the ranks agree on the operation, dtype and
+// arrived, or, when every rank arrived and the data did not, the ranks that
+// stopped during the transfer. Before moving data, the ranks agree on the operation, dtype and
 // shape: a mismatch throws pax::Error on every rank instead of corrupting
 // memory. After a timeout the group is broken (later calls throw at once).
 // Calls come from one thread at a time.
@@ -21,6 +22,7 @@
 // derivative rules give gradients across processes.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -46,6 +48,11 @@ class ProcessGroup {
   // The wait limit of every operation, in seconds (> 0).
   double timeout_seconds() const { return timeout_seconds_; }
   void set_timeout_seconds(double seconds);
+  // The wait limit of a barrier after a phase that one process runs alone
+  // (a restore, a save, decoding): default an hour, or $PAX_DIST_PHASE_TIMEOUT;
+  // never below timeout_seconds().
+  double phase_timeout_seconds() const { return std::max(phase_timeout_seconds_, timeout_seconds_); }
+  void set_phase_timeout_seconds(double seconds);
 
   // The name of the process axis for the named-axis collectives (non-empty).
   // A vmap with the same axis_name takes precedence inside it.
@@ -55,6 +62,9 @@ class ProcessGroup {
   // Returns once every process has called barrier; timeout_seconds <= 0 means
   // the group's timeout.
   void barrier(double timeout_seconds = 0);
+  // The barrier after a phase that some processes run alone and the others
+  // wait out (phase_timeout_seconds()); a timeout's message names `phase`.
+  void meet_after(const std::string& phase);
 
   // Ends every process of the job at once with exit status `code`
   // (MPI_Abort), after a failure on this one that the others cannot learn of
@@ -89,10 +99,16 @@ class ProcessGroup {
   int index_ = 0;
   int count_ = 1;
   double timeout_seconds_ = 300;
+  double phase_timeout_seconds_ = 3600;
   std::string axis_name_ = "processes";
   int64_t sequence_ = 0;  // collectives so far: ranks must agree on the order
   const char* broken_by_ = nullptr;  // the operation that timed out, if any
 };
+
+// Fault injection for tests: this process's next data-moving collective is
+// agreed on as usual, then moves no data for `seconds` and throws, as a
+// process that stops in the middle of a transfer would.
+void stall_next_transfer_for_testing(double seconds);
 
 // The process-wide group (created and initialized on first use).
 ProcessGroup& process_group();

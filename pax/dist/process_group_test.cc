@@ -7,9 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "pax/dist/jax_utils.h"
 #include "pax/ops/numpy.h"
 #include "pax/testing/testing.h"
 
@@ -208,6 +211,19 @@ TEST(ProcessGroup, MismatchedCallsThrowOnEveryRank) {
   g.barrier();
 }
 
+// Rank 0 alone runs a phase longer than the collectives' timeout (a restore
+// or a save): the others wait for it at the phase barrier, not the timeout.
+TEST(ProcessGroup, ChiefPhaseMayOutlastTheTimeout) {
+  ProcessGroup& g = process_group();
+  const double timeout = g.timeout_seconds();
+  g.set_timeout_seconds(0.3);
+  run_on_root([] { std::this_thread::sleep_for(std::chrono::milliseconds(1500)); });
+  if (me() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  g.meet_after("a test's phase");
+  EXPECT_TRUE(all_close(g.all_reduce(scalar(1.0)), {double(count())}));
+  g.set_timeout_seconds(timeout);
+}
+
 // One rank skips a collective: the others throw within the (short) timeout,
 // naming it (ctest's TIMEOUT bounds the wait); the group is unusable afterwards. Run one per launch (see
 // tests/CMakeLists.txt); the group breaks for good.
@@ -229,6 +245,53 @@ void expect_timeout_naming(int skipper) {
 }
 
 TEST(DistTimeout, NonRootMissing) { expect_timeout_naming(1); }
+
+// A phase that outlasts even the phase timeout: the waiting ranks name it.
+TEST(DistTimeout, ChiefPhaseTooLong) {
+  if (count() == 1) GTEST_SKIP() << "needs several processes";
+  ProcessGroup& g = process_group();
+  g.set_timeout_seconds(0.5);
+  g.set_phase_timeout_seconds(1);
+  std::string message;
+  try {
+    run_on_root([] { std::this_thread::sleep_for(std::chrono::seconds(4)); });
+    ADD_FAILURE() << "expected a timeout";
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  if (me() != 0) {
+    EXPECT_NE(message.find("after a phase run on process 0 alone"), std::string::npos) << message;
+    EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
+  }
+  g.set_timeout_seconds(60);  // bounds MPI_Finalize at exit
+}
+
+// Every rank arrives and agrees, then the last one moves no data (as if it had
+// stopped mid-transfer): the others name it as the rank whose data never came.
+TEST(DistTimeout, TransferStalled) {
+  if (count() == 1) GTEST_SKIP() << "needs several processes";
+  ProcessGroup& g = process_group();
+  g.set_timeout_seconds(1);
+  const int stalled = count() - 1;
+  if (me() == stalled) {
+    // Long enough for the others' timeout and their grace period (2 s).
+    stall_next_transfer_for_testing(6);
+    EXPECT_PAX_ERROR(g.all_reduce(input(me(), Shape{1000}, DType::f32)), "on purpose");
+    return;
+  }
+  std::string message;
+  try {
+    g.all_reduce(input(me(), Shape{1000}, DType::f32));
+    ADD_FAILURE() << "expected a timeout";
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("moving data: rank " + std::to_string(stalled) + "'s data never arrived"), std::string::npos)
+      << message;
+  EXPECT_PAX_ERROR(g.barrier(), "unusable");
+  // MPI_Finalize at exit waits for the stalled rank; the timeout also bounds that.
+  g.set_timeout_seconds(60);
+}
 TEST(DistTimeout, RootMissing) { expect_timeout_naming(0); }
 
 }  // namespace

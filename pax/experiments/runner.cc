@@ -491,6 +491,7 @@ RunResult run_train(Job& job) {
                        dtype_name(compute_dtype(exp)), p.str(), gemm / 1e9, 100 * gemm / p.flops);
   }
   double flops_per_step = job.chief() ? -1 : 0;
+  dist::process_group().meet_after("the chief's peak FLOP/s measurement");
 
   // Every process calls it at the same steps (the input states are gathered
   // to the chief, which alone writes).
@@ -582,12 +583,18 @@ RunResult run_train(Job& job) {
         }
       }
     }
-    if (job.chief() && settings.decode_interval_steps > 0 && (step % settings.decode_interval_steps == 0 || last))
-      result.decode_files = run_decodes(job, train::model_variables(state), decode_inputs, step, &progress);
+    // The chief-only phases (decoding, a save) may outlast --dist_timeout:
+    // the other processes wait for them at a barrier with a longer limit.
+    if (settings.decode_interval_steps > 0 && (step % settings.decode_interval_steps == 0 || last)) {
+      if (job.chief())
+        result.decode_files = run_decodes(job, train::model_variables(state), decode_inputs, step, &progress);
+      dist::process_group().meet_after("decoding at step " + std::to_string(step));
+    }
     // Saved after this step's eval, so that the checkpoint holds the
     // early-stopping state that eval produced.
     if (agreed.save) {
       save(false);
+      dist::process_group().meet_after("the save of step " + std::to_string(step));
     } else if (job.chief()) {
       mgr->check_background_error();
     }
@@ -598,6 +605,7 @@ RunResult run_train(Job& job) {
   }
   save(true);
   if (mgr) mgr->wait_until_finished();
+  dist::process_group().meet_after("the final save of step " + std::to_string(step));
   progress.finish();
   if (summaries) summaries->close();
   result.step = step;
@@ -634,6 +642,7 @@ RunResult run_restored(Job& job) {
     for (const HParamsPtr& p : job.exp.decode_inputs) inputs.push_back(data::build_input(p));
     result.decode_files = run_decodes(job, variables, inputs, result.step, nullptr);
   }
+  dist::process_group().meet_after(job.options.mode == Mode::eval ? "eval" : "decoding");
   return result;
 }
 

@@ -7,6 +7,7 @@
 // kills land inside a save. After every kill each listed checkpoint must
 // restore and hold exactly the values saved for its step, and the latest step
 // must be at least the last one reported committed.
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -126,8 +127,36 @@ class ChildOutput {
   std::string buffer_;
 };
 
+// A running child: killed (SIGKILL) and reaped when it goes out of scope,
+// so a failing assertion or exception in the parent never leaves it saving
+// checkpoints forever.
+class Child {
+ public:
+  explicit Child(pid_t pid) : pid_(pid) {}
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() {
+    if (pid_ > 0) kill_and_reap();
+  }
+  pid_t pid() const { return pid_; }
+  // SIGKILL, then waits for it; returns its wait status.
+  int kill_and_reap() {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    return status;
+  }
+  ChildOutput& output() { return *output_; }
+  std::unique_ptr<ChildOutput> output_;
+
+ private:
+  pid_t pid_;
+};
+
 // Starts the child with its stdout on a pipe and returns once it is ready.
-pid_t spawn_child(const std::string& dir, const std::string& mode, std::unique_ptr<ChildOutput>* out) {
+std::unique_ptr<Child> spawn_child(const std::string& dir, const std::string& mode) {
   char exe[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   if (n <= 0) throw std::runtime_error("readlink /proc/self/exe failed");
@@ -152,10 +181,29 @@ pid_t spawn_child(const std::string& dir, const std::string& mode, std::unique_p
     ::close(fds[0]);
     throw std::runtime_error("posix_spawn failed");
   }
-  *out = std::make_unique<ChildOutput>(fds[0]);
-  while ((*out)->next_line() != kReady) {
+  auto child = std::make_unique<Child>(pid);
+  child->output_ = std::make_unique<ChildOutput>(fds[0]);
+  while (child->output().next_line() != kReady) {
   }
-  return pid;
+  return child;
+}
+
+// A parent that fails while its child runs (a throw here; a failed ASSERT
+// returns the same way) still kills and reaps the child.
+TEST(CheckpointCrash, ChildIsReapedWhenTheParentFails) {
+  testing::TempDir dir;
+  pid_t pid = -1;
+  try {
+    std::unique_ptr<Child> child = spawn_child(dir.path(), "functional");
+    pid = child->pid();
+    child->output().next_committed();
+    throw std::runtime_error("the parent fails");
+  } catch (const std::runtime_error&) {
+  }
+  ASSERT_GT(pid, 0);
+  // Reaped: the pid no longer names a process (not even a zombie).
+  EXPECT_EQ(::kill(pid, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
 }
 
 TEST(CheckpointCrash, KilledAtRandomMoments) {
@@ -167,14 +215,11 @@ TEST(CheckpointCrash, KilledAtRandomMoments) {
   int interrupted = 0;  // rounds whose kill left a tmp_ directory: it hit a save or a deletion
   for (int round = 0; round < kRounds; ++round) {
     const std::string mode = round % 2 ? "manager" : "functional";
-    std::unique_ptr<ChildOutput> output;
-    const pid_t pid = spawn_child(dir.path(), mode, &output);
+    std::unique_ptr<Child> child = spawn_child(dir.path(), mode);
     int64_t committed = 0;
-    for (int r = reports(rng); r > 0; --r) committed = output->next_committed();
+    for (int r = reports(rng); r > 0; --r) committed = child->output().next_committed();
     std::this_thread::sleep_for(std::chrono::microseconds(delay_us(rng)));
-    ASSERT_EQ(::kill(pid, SIGKILL), 0);
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    const int status = child->kill_and_reap();
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
         << "round " << round << ": the child ended on its own (status " << status << ")";
 

@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
   std::string exp_name, job_dir, mode_name = "train", config_file, data_dir;
   std::vector<std::string> overrides;
   std::optional<int64_t> restore_step;
-  std::optional<double> peak_flops, dist_timeout;
+  std::optional<double> peak_flops, dist_timeout, dist_phase_timeout;
   bool list = false;
   app.add_option("--exp", exp_name, "Registered experiment to run (see --list)");
   app.add_option("--job_log_dir", job_dir, "Directory of the run: config, checkpoints, summaries, samples");
@@ -126,6 +126,10 @@ int main(int argc, char** argv) {
   app.add_option("--dist_timeout", dist_timeout,
                  "Under mpirun: seconds any process waits for the others before failing with the missing ones' "
                  "names (default 300, or $PAX_DIST_TIMEOUT)")
+      ->check(number_between(0.001, 604800, "seconds (a week)"));
+  app.add_option("--dist_phase_timeout", dist_phase_timeout,
+                 "Under mpirun: seconds the processes wait for a phase that rank 0 runs alone (a restore, a save, "
+                 "decoding) (default 3600, or $PAX_DIST_PHASE_TIMEOUT; never less than --dist_timeout)")
       ->check(number_between(0.001, 604800, "seconds (a week)"));
   app.add_flag("--list", list, "List the registered experiments");
 
@@ -187,6 +191,7 @@ int main(int argc, char** argv) {
     config.apply_overrides(overrides);
 
     if (dist_timeout) pax::dist::process_group().set_timeout_seconds(*dist_timeout);
+    if (dist_phase_timeout) pax::dist::process_group().set_phase_timeout_seconds(*dist_phase_timeout);
     pax::experiments::RunOptions options;
     options.job_dir = job_dir;
     options.mode = mode;
