@@ -277,7 +277,10 @@ std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
   check_args(args);
   const size_t n = plan_.storages.size();
   Frame f{std::vector<void*>(n, nullptr), std::vector<std::shared_ptr<Buffer>>(n), std::vector<bool>(n, false), {}};
-  if (plan_.stats.arena_bytes > 0) f.arena = Buffer::allocate(plan_.stats.arena_bytes);
+  if (plan_.stats.arena_bytes > 0) {
+    const AllocationPurpose purpose("a compiled program's intermediates (its arena)");
+    f.arena = Buffer::allocate(plan_.stats.arena_bytes);
+  }
   for (size_t id = 0; id < n; ++id) {
     const Storage& st = plan_.storages[id];
     if (st.kind == Storage::Kind::arena) {

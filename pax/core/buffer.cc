@@ -6,6 +6,7 @@
 
 #include <sys/mman.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -31,6 +32,11 @@ size_t size_class(size_t n) {
   }
   return (n + kSmallLimit - 1) / kSmallLimit * kSmallLimit;
 }
+
+thread_local const AllocationPurpose* t_purpose = nullptr;
+// Written by the new handler, which must not allocate: a fixed buffer, read
+// by whichever thread reports the std::bad_alloc.
+char g_failed_purpose[512];
 
 class HostAllocator {
  public:
@@ -64,8 +70,9 @@ class HostAllocator {
       if (posix_memalign(&p, align, capacity) != 0) {
         std::lock_guard<std::mutex> lock(mu_);
         stats_.bytes_in_use -= capacity;
-        PAX_FAIL("out of host memory allocating ", capacity, " bytes (", stats_.bytes_in_use,
-                 " bytes in use)");
+        const std::string purpose = AllocationPurpose::describe_current();
+        PAX_FAIL("out of host memory allocating ", format_bytes(double(capacity)), purpose.empty() ? "" : " ", purpose, " (",
+                 format_bytes(double(stats_.bytes_in_use)), " in use by arrays)");
       }
     }
     if (align == kHugeAlign) madvise(p, capacity, MADV_HUGEPAGE);
@@ -135,6 +142,44 @@ std::shared_ptr<Buffer> Buffer::allocate(size_t nbytes, Device device) {
 Buffer::~Buffer() {
   if (capacity_ > 0) host_allocator().release(data_, capacity_);
 }
+
+std::string format_bytes(double bytes) {
+  char buf[32];
+  if (bytes >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
+  } else if (bytes >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
+  } else if (bytes >= 1e3) {
+    std::snprintf(buf, sizeof buf, "%.1f KB", bytes / 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f B", bytes);
+  }
+  return buf;
+}
+
+AllocationPurpose::AllocationPurpose(std::string what) : what_(std::move(what)), outer_(t_purpose) {
+  t_purpose = this;
+}
+
+AllocationPurpose::~AllocationPurpose() { t_purpose = outer_; }
+
+std::string AllocationPurpose::describe_current() {
+  if (t_purpose == nullptr) return "";
+  std::string text = "for " + t_purpose->what_;
+  std::string outer;
+  for (const AllocationPurpose* p = t_purpose->outer_; p != nullptr; p = p->outer_)
+    outer += (outer.empty() ? "" : ", ") + p->what_;
+  return outer.empty() ? text : text + " (while " + outer + ")";
+}
+
+void note_failed_allocation() {
+  // No allocation here: the innermost purpose is copied into a fixed buffer.
+  g_failed_purpose[0] = '\0';
+  if (t_purpose != nullptr) std::snprintf(g_failed_purpose, sizeof g_failed_purpose, "%s", t_purpose->what_.c_str());
+  throw std::bad_alloc();
+}
+
+std::string failed_allocation_purpose() { return g_failed_purpose; }
 
 HostAllocatorStats host_allocator_stats() { return host_allocator().stats(); }
 void host_allocator_trim() { host_allocator().trim(); }

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace pax {
 
@@ -47,6 +48,36 @@ struct HostAllocatorStats {
   uint64_t allocations = 0;
   uint64_t cache_hits = 0;
 };
+
+void note_failed_allocation();
+
+// Names what this thread's allocations are for while it lives (scopes nest):
+// a failed allocation then says so, e.g. "out of host memory allocating
+// 6.2 GB for the intermediates of 'train_step' (while training step 7)".
+class AllocationPurpose {
+ public:
+  explicit AllocationPurpose(std::string what);
+  ~AllocationPurpose();
+  AllocationPurpose(const AllocationPurpose&) = delete;
+  AllocationPurpose& operator=(const AllocationPurpose&) = delete;
+  // "for X (while Y)" for the scopes open on this thread, or "".
+  static std::string describe_current();
+
+ private:
+  friend void note_failed_allocation();
+  std::string what_;
+  const AllocationPurpose* outer_;
+};
+
+// A std::new_handler (std::set_new_handler) that keeps the purpose open at a
+// failed operator new for failed_allocation_purpose(), then throws
+// std::bad_alloc as the default would.
+void note_failed_allocation();
+// What the last failed operator new was for ("" if no purpose was open).
+std::string failed_allocation_purpose();
+
+// "12.3 GB", "45.6 MB", "789.0 KB" or "12 B" (decimal units).
+std::string format_bytes(double bytes);
 
 HostAllocatorStats host_allocator_stats();
 // Returns every cached block to the OS.

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pax/api/transforms.h"
-#include "pax/backend/cpu/cpu_info.h"
+#include "pax/backend/cpu/host_memory.h"
 #include "pax/backend/cpu/native_compiler.h"
 #include "pax/core/error.h"
 #include "pax/core/stop.h"
@@ -22,6 +22,7 @@
 #include "pax/dist/jax_utils.h"
 #include "pax/dist/process_group.h"
 #include "pax/experiments/experiment.h"
+#include "pax/experiments/memory_check.h"
 #include "pax/nn/models/language_model.h"
 #include "pax/ops/random.h"
 #include "pax/train/checkpoint_manager.h"
@@ -171,6 +172,7 @@ Tree restore_chief_variables(const Job& job, train::CheckpointManager& mgr, cons
     PAX_FAIL("--restore_step=", *which, ": no such checkpoint in ", mgr.directory(), "; saved steps: ",
              list.empty() ? "(none)" : list);
   }
+  const AllocationPurpose purpose("restoring the checkpoint of step " + std::to_string(*which));
   train::CheckpointItems items = mgr.restore(*which, {{kTrainStateItem, target.to_tree()}});
   *step = *which;
   return items.trees.at(kTrainStateItem);
@@ -206,6 +208,7 @@ std::map<std::string, std::map<std::string, double>> run_evals(
   std::map<std::string, std::map<std::string, double>> results;
   for (auto& input : inputs) {
     const std::string name = input->base_hparams().name;
+    const AllocationPurpose purpose("evaluating input '" + name + "' at step " + std::to_string(step));
     // Each process evaluates its shard; the metrics cover all of them.
     train::EvalResult r = train::run_eval(eval_step, variables, *input, /*across_processes=*/job.multi_process());
     train::StepMetrics m;
@@ -233,6 +236,7 @@ std::map<std::string, std::string> run_decodes(const Job& job, const Tree& varia
   const Array key = random::fold_in(random::key(job.exp.train_settings().random_seed), 0x0dec0de);
   for (auto& input : inputs) {
     const std::string name = input->base_hparams().name;
+    const AllocationPurpose purpose("decoding input '" + name + "' at step " + std::to_string(step));
     train::DecodeResult r = train::run_decode(*job.model, variables, *input, random::fold_in(key, uint32_t(step)));
     std::string text;
     for (size_t i = 0; i < r.outputs.size(); ++i) text += r.outputs[i] + "\n";
@@ -313,6 +317,7 @@ std::optional<int64_t> restore_for_training(const Job& job, std::optional<train:
   Tree state_tree = state.to_tree();
   std::string stopper_json;
   dist::run_on_root([&] {
+    const AllocationPurpose purpose("restoring the checkpoint of step " + std::to_string(latest));
     train::CheckpointItems items = mgr->restore(latest, {{kTrainStateItem, state_tree}, {kInputStateItem, Tree()}});
     check_process_count(items, latest, mgr->directory(), job.processes);
     const Tree& saved_inputs = items.trees.at(kInputStateItem);
@@ -354,76 +359,99 @@ void check_finite_step(const train::Learner& learner, int64_t step, bool nonfini
             ". Lower learner.optimizer.learning_rate or clip with learner.clip_gradient_norm_to_value");
 }
 
-// Bytes of a tree's leaves (abstract ones included).
-double tree_bytes(const Tree& tree) {
+// One example of an input (built with batch_size 1 and no prefetching), or
+// nullopt where it cannot be read: the check is an estimate, and the real
+// input reports its own errors.
+std::optional<Tree> probe_example(const Job& job, const HParamsPtr& input) {
+  HParamsPtr one = input->clone();
+  auto* in = dynamic_cast<data::BaseInput::HParams*>(one.get());
+  if (in == nullptr) return std::nullopt;
+  in->batch_size = 1;
+  in->prefetch_batches = 0;
+  try {
+    return job.build_input(one)->get_next();
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// An input's full batch (abstract) and the bytes of the batches it holds at
+// once (`extra` besides the prefetched ones: the one in use, the next).
+struct InputFootprint {
+  std::optional<Tree> batch;
   double bytes = 0;
-  for (const Array& leaf : tree_leaves(tree)) bytes += double(leaf.shape().numel()) * double(itemsize(leaf.dtype()));
-  return bytes;
+};
+InputFootprint input_footprint(const Job& job, const HParamsPtr& input, int extra) {
+  const auto* in = dynamic_cast<const data::BaseInput::HParams*>(input.get());
+  const std::optional<Tree> one = probe_example(job, input);
+  if (!in || !one) return {};
+  return {abstract_batch(*one, in->batch_size),
+          tree_bytes(*one) * double(in->batch_size) * double(extra + std::max<int64_t>(in->prefetch_batches, 0))};
 }
 
-std::string gigabytes(double bytes) {
-  return bytes >= 1e8 ? fmt::format("{:.1f} GB", bytes / 1e9) : fmt::format("{:.1f} MB", bytes / 1e6);
-}
-
-// Before anything large is allocated: the memory the run needs, which is the
+// Before anything large is allocated: the memory a run needs, which is the
 // train state (parameters, optimizer state, collections) from an abstract
-// initialisation, the compiled step's intermediates (activations, gradients:
-// its planned arena, traced and compiled on abstract arrays) and the input's
-// batches (one example measured, times batch_size, times the batches in
-// flight). A run that needs more than the machine has available is refused
-// with the numbers and the fields to change.
-void check_memory_fits(const Job& job, const train::TrainStep& train_step, const Array& init_key,
-                       const Array& step_key) {
-  const std::optional<double> available = cpu::available_memory_bytes();
-  if (!available) return;
+// initialisation, the input batches (one example measured, times batch_size,
+// times the batches in flight), and the larger of the compiled train and
+// eval steps' intermediates (activations, gradients: their planned arenas,
+// traced and compiled on abstract arrays, allocated one call at a time). A
+// run that needs more than is available (MemAvailable, or a cgroup's limit)
+// is refused with the numbers and the fields to change. `train_step` null:
+// eval only. Decoding's own memory (the KV cache) is not counted.
+void check_memory_fits(const Job& job, const train::TrainStep& state_maker, const train::TrainStep* train_step,
+                       const train::EvalStep* eval_step, const Array& init_key, const Array& step_key) {
+  if (!cpu::available_memory_bytes()) return;
   Tree state;
   try {
-    state = eval_shape([&](const Array& key) { return train_step.init_state(key).to_tree(); })(init_key);
+    state = eval_shape([&](const Array& key) { return state_maker.init_state(key).to_tree(); })(init_key);
   } catch (const Error& e) {
     PAX_FAIL("the model's parameters cannot be created (", job.exp.model->type_name(),
              "; --mode=inspect prints its size): ", e.what());
   }
-  const double state_bytes = tree_bytes(state);
-  const auto* in = dynamic_cast<const data::BaseInput::HParams*>(job.exp.train_input.get());
-  std::optional<Tree> probe;
-  if (in) {
-    HParamsPtr one = job.exp.train_input->clone();
-    dynamic_cast<data::BaseInput::HParams&>(*one).batch_size = 1;
-    dynamic_cast<data::BaseInput::HParams&>(*one).prefetch_batches = 0;
-    try {
-      probe = job.build_input(one)->get_next();
-    } catch (const Error&) {
-      // Only an estimate: the real input reports its own errors.
+  MemoryNeeds needs;
+  needs.add("train state", tree_bytes(state));
+  std::string batch_sizes;
+  InputFootprint train_in;
+  if (train_step) {
+    train_in = input_footprint(job, job.exp.train_input, 2);
+    if (const auto* in = dynamic_cast<const data::BaseInput::HParams*>(job.exp.train_input.get()))
+      batch_sizes = "train_input.batch_size (" + std::to_string(in->batch_size) + ")";
+  }
+  std::vector<InputFootprint> eval_in;
+  double input_bytes = train_in.bytes;
+  if (eval_step) {
+    for (size_t i = 0; i < job.exp.eval_inputs.size(); ++i) {
+      eval_in.push_back(input_footprint(job, job.exp.eval_inputs[i], 1));
+      input_bytes += eval_in.back().bytes;
+      if (const auto* in = dynamic_cast<const data::BaseInput::HParams*>(job.exp.eval_inputs[i].get()))
+        batch_sizes += (batch_sizes.empty() ? "" : ", ") + std::string("eval_inputs[") + std::to_string(i) +
+                       "].batch_size (" + std::to_string(in->batch_size) + ")";
     }
   }
-  const double batch_bytes =
-      probe ? tree_bytes(*probe) * double(in->batch_size) * double(2 + std::max<int64_t>(in->prefetch_batches, 0)) : 0;
-  auto refuse_if_short = [&](double need, const std::string& parts) {
-    PAX_CHECK(need <= *available, "the run needs at least ", gigabytes(need), " (", parts, ") and this machine has ",
-              gigabytes(*available), " available; reduce train_input.batch_size (", in ? in->batch_size : 0,
-              ") or the model's dimensions (--mode=inspect prints its size)");
-  };
+  needs.add("input batches", input_bytes);
+  needs.advice = "reduce " + (batch_sizes.empty() ? std::string() : batch_sizes + " or ") +
+                 "the model's dimensions (--mode=inspect prints its size)";
   // The parts known without tracing first, so that an absurd batch is
-  // refused before the step is compiled for it.
-  refuse_if_short(state_bytes + batch_bytes,
-                  "train state " + gigabytes(state_bytes) + ", input batches " + gigabytes(batch_bytes));
-  if (!probe) return;
-  const int64_t batch_size = in->batch_size;
-  const Tree batch = eval_shape([&](const Array&) {
-    return tree_map(
-        [&](const Array& leaf) {
-          std::vector<int64_t> dims = leaf.shape().dims();
-          if (!dims.empty()) dims[0] = batch_size;
-          return zeros(Shape(dims), leaf.dtype());
-        },
-        *probe);
-  })(init_key);
-  const double step_bytes =
-      double(train_step.intermediate_bytes(train::TrainState::from_tree(state), batch, step_key));
-  refuse_if_short(state_bytes + step_bytes + batch_bytes, "train state " + gigabytes(state_bytes) +
-                                                              ", the step's activations and gradients " +
-                                                              gigabytes(step_bytes) + ", input batches " +
-                                                              gigabytes(batch_bytes));
+  // refused before a step is compiled for it.
+  refuse_if_short(needs);
+  double step_bytes = 0;
+  std::string step_name;
+  if (train_step && train_in.batch) {
+    step_bytes = double(train_step->intermediate_bytes(train::TrainState::from_tree(state), *train_in.batch, step_key));
+    step_name = "the train step's activations and gradients";
+  }
+  const Tree variables = train::model_variables(train::TrainState::from_tree(state));
+  for (const InputFootprint& in : eval_in) {
+    if (!in.batch) continue;
+    const double bytes = double(eval_step->intermediate_bytes(variables, *in.batch));
+    if (bytes > step_bytes) {
+      step_bytes = bytes;
+      step_name = "the eval step's activations";
+    }
+  }
+  if (step_name.empty()) return;
+  needs.add(step_name, step_bytes);
+  refuse_if_short(needs);
 }
 
 RunResult run_train(Job& job) {
@@ -436,7 +464,9 @@ RunResult run_train(Job& job) {
                               {.data_parallel_axis = job.multi_process() ? dist::process_group().axis_name() : ""});
   const Array seed_key = random::key(uint64_t(settings.random_seed));
   const Array init_key = random::fold_in(seed_key, 0), dropout_key = random::fold_in(seed_key, 1);
-  check_memory_fits(job, train_step, init_key, random::fold_in(dropout_key, 0));
+  train::EvalStep eval_step(*job.model);
+  check_memory_fits(job, train_step, &train_step, settings.eval_interval_steps > 0 ? &eval_step : nullptr, init_key,
+                    random::fold_in(dropout_key, 0));
   // Inputs first: missing data fails before anything is written. Decoding
   // is the chief's alone.
   auto train_input = job.build_input(exp.train_input);
@@ -445,14 +475,19 @@ RunResult run_train(Job& job) {
   if (job.chief())
     for (const HParamsPtr& p : exp.decode_inputs) decode_inputs.push_back(data::build_input(p));
   std::ostream& out = job.out;
-  train::EvalStep eval_step(*job.model);
   std::optional<train::CheckpointManager> mgr;
   job.open_checkpoints(mgr);
 
-  train::TrainState state = train_step.init_state(init_key);
+  train::TrainState state = [&] {
+    const AllocationPurpose purpose("the train state (parameters, optimizer state)");
+    return train_step.init_state(init_key);
+  }();
   const bool early_stopping = !settings.early_stopping_metric.empty();
   train::EarlyStopping stopper{.min_delta = settings.early_stopping_min_delta,
                                .patience = settings.early_stopping_patience};
+  // Setting up (reading and preparing data, compiling) takes each process
+  // its own time: they meet before the first collective.
+  dist::process_group().meet_after("setting up the run");
   if (std::optional<int64_t> resumed =
           restore_for_training(job, mgr, state, *train_input, stopper, early_stopping))
     out << "resumed from " << job.path("checkpoints") << " at step " << *resumed << "\n";
@@ -514,6 +549,7 @@ RunResult run_train(Job& job) {
   bool warned_peak = false;
   while (step < total && !result.early_stopped) {
     const auto start = Clock::now();
+    const AllocationPurpose purpose("training step " + std::to_string(step + 1));
     Tree batch = train_input->get_next();
     if (flops_per_step < 0) flops_per_step = job.model->flops_per_example(batch) * double(batch_examples(batch));
     Array step_key = random::fold_in(dropout_key, uint32_t(step));
@@ -622,9 +658,13 @@ RunResult run_train(Job& job) {
 
 RunResult run_restored(Job& job) {
   train::TrainStep train_step(*job.model, job.exp.learner_hparams());
+  train::EvalStep eval_step(*job.model);
+  check_memory_fits(job, train_step, nullptr, job.options.mode == Mode::eval ? &eval_step : nullptr, random::key(0),
+                    random::key(0));
   std::optional<train::CheckpointManager> mgr;
   job.open_checkpoints(mgr);
   RunResult result;
+  dist::process_group().meet_after("setting up the run");
   Tree variables = restore_variables(job, mgr, train_step, &result.step);
   job.write_job_files();  // after the restore, as in train: config.json matches the checkpoints
   if (job.options.mode == Mode::eval) {
@@ -632,7 +672,7 @@ RunResult run_restored(Job& job) {
     auto inputs = job.build_inputs(job.exp.eval_inputs);
     std::optional<train::JobSummaries> summaries;
     if (job.chief()) summaries.emplace(job.options.job_dir, train::JobSummaries::Options{.title = job.options.experiment_name});
-    result.eval_metrics = run_evals(job, train::EvalStep(*job.model), variables, inputs, result.step,
+    result.eval_metrics = run_evals(job, eval_step, variables, inputs, result.step,
                                     summaries ? &*summaries : nullptr, nullptr);
     if (summaries) summaries->close();
   } else if (job.chief()) {  // decoding is the chief's alone

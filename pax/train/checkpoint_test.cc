@@ -5,7 +5,10 @@
 #include "pax/train/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+
+#include <csignal>
 
 #include "pax/api/jit.h"
 #include "pax/ops/numpy.h"
@@ -402,6 +405,36 @@ TEST(CheckpointAsync, ErrorsSurfaceAtTheNextSaveOrWait) {
   EXPECT_PAX_ERROR(async.wait_previous_save(), "no space left");
   async.wait_previous_save();
   EXPECT_EQ(available_steps(dir.path()), (std::vector<int64_t>{1}));
+}
+
+// A full disk, as RLIMIT_FSIZE makes one (writes past the limit fail with
+// EFBIG, SIGXFSZ ignored): the save fails with the file and the reason, the
+// committed checkpoints still restore, and the next save in room works.
+TEST(Checkpoint, AFullDiskFailsTheSaveAndKeepsEarlierCheckpoints) {
+  TempDir dir;
+  const Tree big = Tree::dict({{"w", random_array({1024, 256}, DType::f32, 7)}});  // 1 MiB
+  save_checkpoint(dir.path(), small_tree(1), 1);
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  void (*old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 64 * 1024;  // no file may grow past 64 KiB
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string message;
+  try {
+    save_checkpoint(dir.path(), big, 2);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old), 0);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(message.find("safetensors"), std::string::npos) << message;
+  EXPECT_NE(message.find("File too large"), std::string::npos) << message;
+  EXPECT_EQ(available_steps(dir.path()), (std::vector<int64_t>{1}));
+  EXPECT_TRUE(trees_identical(restore_checkpoint(dir.path(), Tree()), small_tree(1)));
+  save_checkpoint(dir.path(), big, 2, {.keep = 3});
+  EXPECT_EQ(available_steps(dir.path()), (std::vector<int64_t>{1, 2}));
+  EXPECT_TRUE(trees_identical(restore_checkpoint(dir.path(), Tree()), big));
 }
 
 TEST(CheckpointAsync, HeldArraysAreASnapshot) {

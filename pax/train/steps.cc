@@ -164,6 +164,7 @@ size_t TrainStep::intermediate_bytes(const TrainState& state, const Tree& batch,
 
 struct EvalStep::Impl {
   std::function<std::pair<Tree, Tree>(const Tree&, const Tree&)> step;
+  std::function<size_t(const Tree&, const Tree&)> arena_bytes;
 };
 
 EvalStep::EvalStep(const nn::BaseModel& model) : impl_(std::make_shared<Impl>()) {
@@ -173,6 +174,13 @@ EvalStep::EvalStep(const nn::BaseModel& model) : impl_(std::make_shared<Impl>())
   };
   auto jitted = std::make_shared<decltype(jit(step))>(jit(step, {.name = "eval_step"}));
   impl_->step = [jitted](const Tree& variables, const Tree& batch) { return (*jitted)(variables, batch); };
+  impl_->arena_bytes = [jitted](const Tree& variables, const Tree& batch) {
+    return jitted->lower(variables, batch).compile().executable().memory().arena_bytes;
+  };
+}
+
+size_t EvalStep::intermediate_bytes(const Tree& variables, const Tree& batch) const {
+  return impl_->arena_bytes(variables, batch);
 }
 
 std::pair<Tree, Tree> EvalStep::operator()(const Tree& variables, const Tree& batch) const {

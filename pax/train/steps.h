@@ -68,6 +68,9 @@ class EvalStep {
  public:
   explicit EvalStep(const nn::BaseModel& model);
   std::pair<Tree, Tree> operator()(const Tree& variables, const Tree& batch) const;
+  // Bytes of the compiled eval step's intermediates for variables and a
+  // batch of these shapes (abstract ones too), as TrainStep's.
+  size_t intermediate_bytes(const Tree& variables, const Tree& batch) const;
 
  private:
   struct Impl;

@@ -80,6 +80,24 @@ TEST(TrainStep, IntermediateBytesFromAbstractArguments) {
   EXPECT_EQ(step.num_traces(), 2u) << "the real call reuses the program compiled for the abstract batch of 6";
 }
 
+TEST(EvalStep, IntermediateBytesFromAbstractArguments) {
+  auto model = classifier(false);
+  TrainStep train(*model, adam_learner(0.01));
+  EvalStep step(*model);
+  const Tree variables = eval_shape([&](const Array& k) { return model_variables(train.init_state(k)); })(random::key(0));
+  auto abstract_batch = [](int64_t n) {
+    return eval_shape([n](const Array&) {
+      return Tree::dict({{"inputs", zeros(Shape{n, 4})}, {"labels", zeros(Shape{n}, DType::i32)}});
+    })(random::key(0));
+  };
+  const size_t small = step.intermediate_bytes(variables, abstract_batch(6));
+  const size_t large = step.intermediate_bytes(variables, abstract_batch(6000));
+  EXPECT_GT(small, 0u);
+  EXPECT_GT(large, small + 6000 * 4 * 4) << "at least the batch-sized activations";
+  auto [metrics, out] = step(model_variables(train.init_state(random::key(0))), batch(0));
+  EXPECT_FALSE(metrics.entries().empty());
+}
+
 TEST(TrainStep, JittedStepEqualsAnEagerAdamStep) {
   auto model = classifier(false);
   TrainStep step(*model, adam_learner(0.01));

@@ -13,11 +13,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <new>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "pax/backend/cpu/cpu_info.h"
+#include "pax/backend/cpu/host_memory.h"
 #include "pax/data/file_io.h"
 #include "pax/pax.h"
 
@@ -71,14 +72,12 @@ int run_error(const std::string& message) {
   return 1;
 }
 
-// "this machine has 20.1 GB available", or a plain sentence where unknown.
+// "20.1 GB is available (MemAvailable of /proc/meminfo)", or a plain
+// sentence where unknown.
 std::string available_memory() {
-  const std::optional<double> bytes = pax::cpu::available_memory_bytes();
-  if (!bytes) return "the available memory is unknown";
-  std::ostringstream out;
-  out.precision(3);
-  out << "this machine has " << *bytes / 1e9 << " GB available";
-  return out.str();
+  const std::optional<pax::cpu::AvailableMemory> m = pax::cpu::available_memory();
+  if (!m) return "the available memory is unknown";
+  return pax::format_bytes(m->bytes) + " is available (" + m->source + ")";
 }
 
 // "train", "eval", ... in Mode's order.
@@ -96,6 +95,8 @@ int main(int argc, char** argv) {
   // Before MPI, OpenMP or oneDNN start a thread: SIGINT / SIGTERM are then
   // received by one thread, which asks the training loop to save and stop.
   pax::watch_stop_signals();
+  // A failed operator new remembers what it was for (pax::AllocationPurpose).
+  std::set_new_handler(pax::note_failed_allocation);
   CLI::App app{std::string("paxcc ") + pax::version() + " - Pax experiments in C++ on a JAX-like array core", "paxcc"};
   app.set_version_flag("--version", std::string("paxcc ") + pax::version());
   app.footer(
@@ -201,7 +202,9 @@ int main(int argc, char** argv) {
     pax::experiments::run_experiment(config, options);
     return 0;
   } catch (const std::bad_alloc&) {
-    return run_error("out of memory: an allocation failed (" + available_memory() +
+    const std::string purpose = pax::failed_allocation_purpose();
+    return run_error("out of memory: an allocation " + (purpose.empty() ? "" : "for " + purpose + " ") + "failed (" +
+                     available_memory() +
                      "); reduce train_input.batch_size or the model's dimensions (--mode=inspect prints its size)");
   } catch (const std::exception& e) {
     return run_error(e.what());

@@ -47,8 +47,4 @@ CoreRate core_flops_per_cycle(const CpuInfo& cpu);
 // few short trials, so that other work on the machine can only lower it.
 double measure_clock_hz();
 
-// The memory this machine can still give a process without swapping, in
-// bytes (MemAvailable of /proc/meminfo); nullopt where it cannot be read.
-std::optional<double> available_memory_bytes();
-
 }  // namespace pax::cpu
