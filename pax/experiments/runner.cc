@@ -22,6 +22,7 @@
 #include "pax/dist/jax_utils.h"
 #include "pax/dist/process_group.h"
 #include "pax/experiments/experiment.h"
+#include "pax/experiments/field_ranges.h"
 #include "pax/experiments/memory_check.h"
 #include "pax/nn/models/language_model.h"
 #include "pax/ops/random.h"
@@ -80,6 +81,7 @@ struct Job {
         process(dist::process_index()),
         out(process != 0 ? discarded_output() : o.out ? *o.out : std::cout) {
     validate(exp);
+    check_field_ranges(config);
     config_json = config.to_json();
     model_layer = nn::build_layer(exp.model);
     model = dynamic_cast<const nn::BaseModel*>(model_layer.get());

@@ -145,22 +145,22 @@ TEST(Runner, AResumedRunLogsEachStepOnce) {
 // with the numbers and the field to change.
 TEST(Runner, AConfigThatCannotFitIsRefusedFirst) {
   Config cfg = tiny_config(2);
-  cfg.apply_overrides({"train_input.batch_size=1000000000000"});
-  EXPECT_PAX_ERROR(run_experiment(cfg, options(fresh_dir("too_big"))), "reduce train_input.batch_size (1000000000000)");
+  cfg.apply_overrides({"train_input.batch_size=1000000000"});
+  EXPECT_PAX_ERROR(run_experiment(cfg, options(fresh_dir("too_big"))), "reduce train_input.batch_size (1000000000)");
 }
 
 // The eval step's activations count too: an eval batch far too large is
 // refused at the start of training and of --mode=eval, not at the first eval.
 TEST(Runner, AnEvalBatchThatCannotFitIsRefusedFirst) {
   Config cfg = tiny_config(2);
-  cfg.apply_overrides({"train.eval_interval_steps=1", "eval_inputs[0].batch_size=100000000000"});
+  cfg.apply_overrides({"train.eval_interval_steps=1", "eval_inputs[0].batch_size=1000000000"});
   EXPECT_PAX_ERROR(run_experiment(cfg, options(fresh_dir("eval_too_big"))),
-                   "reduce train_input.batch_size (8), eval_inputs[0].batch_size (100000000000)");
+                   "reduce train_input.batch_size (8), eval_inputs[0].batch_size (1000000000)");
   const std::string dir = fresh_dir("eval_mode_too_big");
   run_experiment(tiny_config(2), options(dir));
   Config eval_cfg = tiny_config(2);
-  eval_cfg.apply_overrides({"eval_inputs[0].batch_size=100000000000"});
-  EXPECT_PAX_ERROR(run_experiment(eval_cfg, options(dir, Mode::eval)), "eval_inputs[0].batch_size (100000000000)");
+  eval_cfg.apply_overrides({"eval_inputs[0].batch_size=1000000000"});
+  EXPECT_PAX_ERROR(run_experiment(eval_cfg, options(dir, Mode::eval)), "eval_inputs[0].batch_size (1000000000)");
 }
 
 TEST(Runner, StoppedAndResumedRunMatchesAnUninterruptedOne) {
