@@ -105,8 +105,11 @@ expect 2 "--mode: .*not in" -- --exp=lm.KjvTransformerTiny --job_log_dir=x --mod
 expect 2 "--exp is required" -- --job_log_dir=x
 expect 2 "--dist_timeout: must be a number from 0.001 to 604800 seconds" -- --exp=lm.KjvTransformerTiny --job_log_dir=x --dist_timeout=0
 expect 2 "--peak_flops: must be a number from" -- --exp=lm.KjvTransformerTiny --job_log_dir=x --peak_flops=-5
-expect 1 "learning_rate must be a finite number >= 0" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/lr" \
-  --set learner.optimizer.learning_rate=-1
+expect 1 "learner.optimizer.learning_rate = -1 is out of range: it must be at least 0, finite" -- \
+  --exp=lm.KjvTransformerTiny "--job_log_dir=$work/lr" --set learner.optimizer.learning_rate=-1
+# Every numeric field has a range, checked before the model is built.
+expect 1 "stacked_transformer_tpl.num_layers = 1000000000000 is out of range: it must be \\[0, 4096\\]" -- \
+  --exp=lm.KjvTransformerTiny "--job_log_dir=$work/layers" --set model.lm_tpl.stacked_transformer_tpl.num_layers=1000000000000
 # A learning rate that overflows: skipped steps on the summary lines, then exit 1 with one error line.
 out=$("$paxcc" --exp=lm.KjvTransformerTiny "--job_log_dir=$work/nonfinite" --set learner.optimizer.learning_rate=1e30 2>&1)
 rc=$?

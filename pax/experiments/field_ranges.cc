@@ -73,7 +73,9 @@ const std::map<std::string, FieldRange>& rules() {
   return table;
 }
 
+// Integers as integers (1000000000000, not 1e+12), other values to 12 digits.
 std::string number_str(double v) {
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e18) return std::to_string(int64_t(v));
   std::ostringstream out;
   out.precision(12);
   out << v;

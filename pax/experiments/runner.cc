@@ -80,8 +80,10 @@ struct Job {
         processes(dist::process_count()),
         process(dist::process_index()),
         out(process != 0 ? discarded_output() : o.out ? *o.out : std::cout) {
-    validate(exp);
+    // Ranges first: validating builds the model, which an absurd layer count
+    // or dimension must not reach.
     check_field_ranges(config);
+    validate(exp);
     config_json = config.to_json();
     model_layer = nn::build_layer(exp.model);
     model = dynamic_cast<const nn::BaseModel*>(model_layer.get());

@@ -121,7 +121,7 @@ TEST(Runner, NonFiniteStepsAreCountedAndStopTheRun) {
 
   cfg.apply_overrides({"learner.max_consecutive_nonfinite_steps=-1"});
   EXPECT_PAX_ERROR(run_experiment(cfg, options(fresh_dir("nonfinite_bad"))),
-                   "learner.max_consecutive_nonfinite_steps must be >= 0");
+                   "learner.max_consecutive_nonfinite_steps = -1 is out of range");
 }
 
 // A run that ended after its last checkpoint (a crash) replays the steps
