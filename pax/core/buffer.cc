@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "pax/core/error.h"
+#include "pax/core/scaled_number.h"
 
 namespace pax {
 namespace {
@@ -144,17 +145,7 @@ Buffer::~Buffer() {
 }
 
 std::string format_bytes(double bytes) {
-  char buf[32];
-  if (bytes >= 1e9) {
-    std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
-  } else if (bytes >= 1e6) {
-    std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
-  } else if (bytes >= 1e3) {
-    std::snprintf(buf, sizeof buf, "%.1f KB", bytes / 1e3);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.0f B", bytes);
-  }
-  return buf;
+  return format_scaled(bytes, {{1e12, " TB"}, {1e9, " GB"}, {1e6, " MB"}, {1e3, " KB"}}, 1, " B");
 }
 
 AllocationPurpose::AllocationPurpose(std::string what) : what_(std::move(what)), outer_(t_purpose) {

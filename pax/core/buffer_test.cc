@@ -14,13 +14,13 @@ namespace {
 constexpr size_t kImpossible = size_t(1) << 62;  // 4.6 EB: no machine gives it
 
 TEST(AllocationPurpose, AFailedBufferNamesItsPurposeAndTheOuterOnes) {
-  EXPECT_PAX_ERROR(Buffer::allocate(kImpossible), "out of host memory allocating 4611686018.4 GB (");
+  EXPECT_PAX_ERROR(Buffer::allocate(kImpossible), "out of host memory allocating 4611686.0 TB (");
   const AllocationPurpose outer("training step 7");
   {
     const AllocationPurpose inner("a compiled program's intermediates");
     EXPECT_EQ(AllocationPurpose::describe_current(), "for a compiled program's intermediates (while training step 7)");
     EXPECT_PAX_ERROR(Buffer::allocate(kImpossible),
-                     "GB for a compiled program's intermediates (while training step 7)");
+                     "TB for a compiled program's intermediates (while training step 7)");
   }
   EXPECT_EQ(AllocationPurpose::describe_current(), "for training step 7");
   // Small allocations still work after a failure.
@@ -50,7 +50,8 @@ TEST(FormatBytes, DecimalUnits) {
   EXPECT_EQ(format_bytes(12), "12 B");
   EXPECT_EQ(format_bytes(45600), "45.6 KB");
   EXPECT_EQ(format_bytes(50.5e6), "50.5 MB");
-  EXPECT_EQ(format_bytes(6144.1e9), "6144.1 GB");
+  EXPECT_EQ(format_bytes(24.7e9), "24.7 GB");
+  EXPECT_EQ(format_bytes(6144.1e9), "6.1 TB");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <climits>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "pax/core/stop.h"
 #include "pax/ops/numpy.h"
 
 namespace pax::dist {
@@ -36,8 +38,9 @@ enum class OpKind : int64_t { barrier = 1, all_reduce, all_gather, broadcast, re
 constexpr int kMaxHeaderDims = 12;
 // sequence, kind, dtype, param0, param1, ndim, dims...
 constexpr int kHeaderInts = 6 + kMaxHeaderDims;
-// Rank 0's answer: status, then (mismatch) the differing rank, rank 0's
-// header and that rank's header, or (timeout) the missing ranks.
+// Rank 0's answer: status, then (mismatch) the differing rank, an unused slot,
+// rank 0's header and that rank's header, or (timeout) the number of missing
+// ranks, whether a stop request cut rank 0's wait short, and the missing ranks.
 enum Verdict : int64_t { kAgreed = 0, kMismatch = 1, kTimedOut = 2 };
 constexpr int kVerdictInts = 3 + 2 * kHeaderInts;
 constexpr int kMaxListedRanks = kVerdictInts - 3;
@@ -59,6 +62,11 @@ std::vector<std::shared_ptr<Buffer>> g_keep_alive;
 int64_t g_finished_sequence = -1;  // the last collective whose data this rank has
 bool g_answering_stalled = true;   // answer other ranks' stalled-transfer messages
 double g_stall_seconds = 0;        // stall_next_transfer_for_testing
+double g_stop_grace = 30;          // ProcessGroup::stop_grace_seconds()
+// When a wait first saw the stop request (pax::stop_requested()); every wait
+// ends at the latest g_stop_grace after it.
+std::optional<std::chrono::steady_clock::time_point> g_stop_seen;
+bool g_last_wait_cut_by_stop = false;  // the last poll_until ended by the stop grace
 
 const char* kind_name(int64_t kind) {
   switch (OpKind(kind)) {
@@ -75,6 +83,15 @@ std::string seconds_str(double s) {
   std::ostringstream out;
   out << s << " s";
   return out.str();
+}
+
+// How the last wait ended without its data: "timed out after 300 s", or, when
+// a stop request cut it short, how long after the request it gave up.
+std::string wait_ended(double timeout, bool cut_by_stop = g_last_wait_cut_by_stop,
+                       const std::string& who = "this process") {
+  if (!cut_by_stop) return "timed out after " + seconds_str(timeout);
+  return "gave up waiting " + seconds_str(g_stop_grace) + " after " + who +
+         " was asked to stop (SIGINT / SIGTERM / request_stop(); --dist_stop_grace)";
 }
 
 void check_mpi(int rc, const char* what) {
@@ -109,10 +126,27 @@ void answer_stalled_ranks() {
 // transfer (`busy`: every process has arrived) is polled without pauses;
 // waits for other processes to arrive sleep between polls instead of
 // burning a core.
+//
+// A stop request (SIGTERM, pax::request_stop()) shortens every wait: it ends
+// at the latest stop_grace_seconds() after the first wait that saw the request,
+// so that a process asked to stop never waits out an hour-long phase timeout
+// for a peer that will not come.
 std::vector<bool> poll_until(std::span<MPI_Request> requests, Clock::time_point deadline, bool busy = false) {
   std::vector<bool> done(requests.size(), false);
   size_t remaining = requests.size();
+  g_last_wait_cut_by_stop = false;
   for (int spins = 0; remaining > 0; ++spins) {
+    if (stop_requested()) {
+      if (!g_stop_seen) g_stop_seen = Clock::now();
+      const Clock::time_point stop_deadline =
+          *g_stop_seen + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(g_stop_grace));
+      if (stop_deadline < deadline) {
+        deadline = stop_deadline;
+        g_last_wait_cut_by_stop = true;
+      }
+    } else {
+      g_stop_seen.reset();  // cleared (clear_stop_request): a later request starts a new grace
+    }
     for (size_t i = 0; i < requests.size(); ++i) {
       if (done[i]) continue;
       int flag = 0;
@@ -122,7 +156,11 @@ std::vector<bool> poll_until(std::span<MPI_Request> requests, Clock::time_point 
         --remaining;
       }
     }
-    if (remaining == 0 || Clock::now() >= deadline) break;
+    if (remaining == 0) {
+      g_last_wait_cut_by_stop = false;
+      break;
+    }
+    if (Clock::now() >= deadline) break;
     // Spin briefly (small collectives finish in microseconds), then sleep so
     // that a long wait does not burn a core.
     if (!busy && spins > 2000) {
@@ -269,6 +307,7 @@ void ProcessGroup::initialize() {
   if (initialized_) return;
   timeout_seconds_ = seconds_from_env("PAX_DIST_TIMEOUT", timeout_seconds_);
   phase_timeout_seconds_ = seconds_from_env("PAX_DIST_PHASE_TIMEOUT", phase_timeout_seconds_);
+  g_stop_grace = seconds_from_env("PAX_DIST_STOP_GRACE", g_stop_grace);
   g_exit_timeout = timeout_seconds_;
   mpi_ = launched_by_mpirun();
   if (mpi_) {
@@ -314,6 +353,13 @@ void ProcessGroup::set_phase_timeout_seconds(double seconds) {
   phase_timeout_seconds_ = seconds;
 }
 
+double ProcessGroup::stop_grace_seconds() const { return g_stop_grace; }
+
+void ProcessGroup::set_stop_grace_seconds(double seconds) {
+  PAX_CHECK(seconds > 0, "ProcessGroup::set_stop_grace_seconds: ", seconds, " is not a positive number of seconds");
+  g_stop_grace = seconds;
+}
+
 void ProcessGroup::abort_job(int code) {
   std::fflush(stdout);
   std::fflush(stderr);
@@ -350,6 +396,7 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
     if (!missing.empty()) {
       verdict[0] = kTimedOut;
       verdict[1] = int64_t(missing.size());
+      verdict[2] = g_last_wait_cut_by_stop;
       for (size_t i = 0; i < missing.size() && i < size_t(kMaxListedRanks); ++i) verdict[3 + i] = missing[i];
       abandon(recvs, done);
     } else {
@@ -380,7 +427,7 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
       for (size_t i = 0; i < arrived.size(); ++i)
         if (!sent[i]) silent << (silent.tellp() > 0 ? ", " : "") << arrived[i];
       if (missing.empty())
-        PAX_FAIL("pax::dist ", op, ": timed out after ", seconds_str(timeout), ": rank(s) ", silent.str(), " of ",
+        PAX_FAIL("pax::dist ", op, ": ", wait_ended(timeout), ": rank(s) ", silent.str(), " of ",
                  count_, " arrived but stopped responding before taking rank 0's answer (on rank 0)");
     }
   } else {
@@ -398,7 +445,7 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
     if (!done[1]) {
       abandon(reqs, done);
       broken_by_ = op;
-      PAX_FAIL("pax::dist ", op, ": timed out after ", seconds_str(timeout + margin), " on rank ", index_,
+      PAX_FAIL("pax::dist ", op, ": ", wait_ended(timeout + margin), " on rank ", index_,
                ": rank 0 (which collects every rank's arrival) never answered");
     }
     if (!done[0]) poll_until(std::span(reqs).first(1), deadline_after(timeout));  // completes at once now
@@ -413,7 +460,8 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
     if (verdict[1] > kMaxListedRanks) ranks << ", ...";
     g_broken = true;
     broken_by_ = op;
-    PAX_FAIL("pax::dist ", op, ": timed out after ", seconds_str(timeout), ": ", verdict[1] == 1 ? "rank " : "ranks ",
+    PAX_FAIL("pax::dist ", op, ": ", wait_ended(timeout, verdict[2] != 0, index_ == 0 ? "this process" : "rank 0"),
+             ": ", verdict[1] == 1 ? "rank " : "ranks ",
              ranks.str(), " of ", count_, " never arrived (on rank ", index_, ")");
   }
   if (verdict[0] == kMismatch) {
@@ -515,7 +563,7 @@ void wait_data(MPI_Request& req, std::initializer_list<const Array*> buffers, do
   for (const Array* a : buffers) g_keep_alive.push_back(a->buffer());
   broken_by = op;
   std::string who = which_ranks_stopped(sequence, index, count, timeout);
-  PAX_FAIL("pax::dist ", op, " #", sequence, ": timed out after ", seconds_str(timeout), " on rank ", index,
+  PAX_FAIL("pax::dist ", op, " #", sequence, ": ", wait_ended(timeout), " on rank ", index,
            " moving data: ", who);
 }
 

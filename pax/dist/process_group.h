@@ -53,6 +53,13 @@ class ProcessGroup {
   // never below timeout_seconds().
   double phase_timeout_seconds() const { return std::max(phase_timeout_seconds_, timeout_seconds_); }
   void set_phase_timeout_seconds(double seconds);
+  // Once this process is asked to stop (pax::stop_requested(): SIGINT /
+  // SIGTERM under watch_stop_signals(), or request_stop()), every wait ends
+  // at the latest this many seconds after the first one that saw the request,
+  // whatever its timeout: default 30 (the time preemption usually leaves
+  // between SIGTERM and SIGKILL), or $PAX_DIST_STOP_GRACE.
+  double stop_grace_seconds() const;
+  void set_stop_grace_seconds(double seconds);
 
   // The name of the process axis for the named-axis collectives (non-empty).
   // A vmap with the same axis_name takes precedence inside it.

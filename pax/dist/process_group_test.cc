@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "pax/core/stop.h"
 #include "pax/dist/jax_utils.h"
 #include "pax/ops/numpy.h"
 #include "pax/testing/testing.h"
@@ -261,6 +262,31 @@ TEST(DistTimeout, ChiefPhaseTooLong) {
   }
   if (me() != 0) {
     EXPECT_NE(message.find("after a phase run on process 0 alone"), std::string::npos) << message;
+    EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
+  }
+  g.set_timeout_seconds(60);  // bounds MPI_Finalize at exit
+}
+
+// A process asked to stop waits at most the stop grace, not the hour of a
+// phase timeout, for a peer that is busy elsewhere, and says why it gave up.
+TEST(DistTimeout, StopRequestEndsAPhaseWait) {
+  if (count() == 1) GTEST_SKIP() << "needs several processes";
+  ProcessGroup& g = process_group();
+  g.set_timeout_seconds(0.5);
+  g.set_phase_timeout_seconds(3600);
+  g.set_stop_grace_seconds(1);
+  if (me() != 0) request_stop();
+  std::string message;
+  try {
+    // Rank 0 works alone for 6 s; the others would wait for it without the stop.
+    run_on_root([] { std::this_thread::sleep_for(std::chrono::seconds(6)); });
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  clear_stop_request();
+  if (me() != 0) {
+    EXPECT_NE(message.find("gave up waiting 1 s after this process was asked to stop"), std::string::npos)
+        << message;
     EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
   }
   g.set_timeout_seconds(60);  // bounds MPI_Finalize at exit

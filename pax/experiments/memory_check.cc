@@ -2,7 +2,6 @@
 #include "pax/experiments/memory_check.h"
 
 #include "pax/api/transforms.h"
-#include "pax/backend/cpu/host_memory.h"
 #include "pax/ops/numpy.h"
 #include "pax/ops/random.h"
 
@@ -14,13 +13,12 @@ double MemoryNeeds::total() const {
   return sum;
 }
 
-void refuse_if_short(const MemoryNeeds& needs) {
-  const std::optional<cpu::AvailableMemory> available = cpu::available_memory();
-  if (!available || needs.total() <= available->bytes) return;
+void refuse_if_short(const MemoryNeeds& needs, const cpu::AvailableMemory& available) {
+  if (needs.total() <= available.bytes) return;
   std::string parts;
   for (const auto& [what, bytes] : needs.parts) parts += (parts.empty() ? "" : ", ") + what + " " + format_bytes(bytes);
   PAX_FAIL("the run needs at least ", format_bytes(needs.total()), " (", parts, ") and ",
-           format_bytes(available->bytes), " is available (", available->source, "); ", needs.advice);
+           format_bytes(available.bytes), " is available (", available.source, "); ", needs.advice);
 }
 
 double tree_bytes(const Tree& tree) {

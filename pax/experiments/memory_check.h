@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "pax/backend/cpu/host_memory.h"
 #include "pax/core/tree.h"
 
 namespace pax::experiments {
@@ -19,11 +20,10 @@ struct MemoryNeeds {
   double total() const;
 };
 
-// Throws pax::Error when `needs` exceeds the memory available: "the run needs
-// at least 66.3 GB (train state 50.5 MB, ...) and 20.1 GB is available (the
-// memory limit of cgroup /job (...)); reduce ...". Does nothing where the
-// available memory cannot be read.
-void refuse_if_short(const MemoryNeeds& needs);
+// Throws pax::Error when `needs` exceeds `available` (cpu::available_memory()):
+// "the run needs at least 66.3 GB (train state 50.5 MB, ...) and 20.1 GB is
+// available (the memory limit of cgroup /job (...)); reduce ...".
+void refuse_if_short(const MemoryNeeds& needs, const cpu::AvailableMemory& available);
 
 // Bytes of a tree's leaves (abstract ones included).
 double tree_bytes(const Tree& tree);

@@ -16,6 +16,7 @@
 #include "pax/backend/cpu/host_memory.h"
 #include "pax/backend/cpu/native_compiler.h"
 #include "pax/core/error.h"
+#include "pax/core/scaled_number.h"
 #include "pax/core/stop.h"
 #include "pax/data/base_input.h"
 #include "pax/data/file_io.h"
@@ -396,15 +397,19 @@ InputFootprint input_footprint(const Job& job, const HParamsPtr& input, int extr
 // Before anything large is allocated: the memory a run needs, which is the
 // train state (parameters, optimizer state, collections) from an abstract
 // initialisation, the input batches (one example measured, times batch_size,
-// times the batches in flight), and the larger of the compiled train and
-// eval steps' intermediates (activations, gradients: their planned arenas,
-// traced and compiled on abstract arrays, allocated one call at a time). A
-// run that needs more than is available (MemAvailable, or a cgroup's limit)
-// is refused with the numbers and the fields to change. `train_step` null:
-// eval only. Decoding's own memory (the KV cache) is not counted.
+// times the batches in flight), and the largest of what one phase adds at a
+// time: the compiled train and eval steps' intermediates (activations,
+// gradients: their planned arenas, traced and compiled on abstract arrays,
+// allocated one call at a time) and decoding's state (the key/value caches at
+// the decode batch and max_decode_length). A run that needs more than is
+// available (MemAvailable, or a cgroup's limit) is refused with the numbers
+// and the fields to change. `train_step` null: no training; `eval_step`
+// null: no eval; `decoding`: this process decodes the decode inputs.
 void check_memory_fits(const Job& job, const train::TrainStep& state_maker, const train::TrainStep* train_step,
-                       const train::EvalStep* eval_step, const Array& init_key, const Array& step_key) {
-  if (!cpu::available_memory_bytes()) return;
+                       const train::EvalStep* eval_step, bool decoding, const Array& init_key,
+                       const Array& step_key) {
+  const std::optional<cpu::AvailableMemory> available = cpu::available_memory();
+  if (!available) return;
   Tree state;
   try {
     state = eval_shape([&](const Array& key) { return state_maker.init_state(key).to_tree(); })(init_key);
@@ -415,47 +420,53 @@ void check_memory_fits(const Job& job, const train::TrainStep& state_maker, cons
   MemoryNeeds needs;
   needs.add("train state", tree_bytes(state));
   std::string batch_sizes;
+  auto name_batch_size = [&](const HParamsPtr& input, const std::string& field) {
+    if (const auto* in = dynamic_cast<const data::BaseInput::HParams*>(input.get()))
+      batch_sizes += (batch_sizes.empty() ? "" : ", ") + field + ".batch_size (" + std::to_string(in->batch_size) + ")";
+  };
   InputFootprint train_in;
   if (train_step) {
     train_in = input_footprint(job, job.exp.train_input, 2);
-    if (const auto* in = dynamic_cast<const data::BaseInput::HParams*>(job.exp.train_input.get()))
-      batch_sizes = "train_input.batch_size (" + std::to_string(in->batch_size) + ")";
+    name_batch_size(job.exp.train_input, "train_input");
   }
-  std::vector<InputFootprint> eval_in;
-  double input_bytes = train_in.bytes;
-  if (eval_step) {
-    for (size_t i = 0; i < job.exp.eval_inputs.size(); ++i) {
-      eval_in.push_back(input_footprint(job, job.exp.eval_inputs[i], 1));
-      input_bytes += eval_in.back().bytes;
-      if (const auto* in = dynamic_cast<const data::BaseInput::HParams*>(job.exp.eval_inputs[i].get()))
-        batch_sizes += (batch_sizes.empty() ? "" : ", ") + std::string("eval_inputs[") + std::to_string(i) +
-                       "].batch_size (" + std::to_string(in->batch_size) + ")";
+  auto each_input = [&](const std::vector<HParamsPtr>& inputs, const char* field, std::vector<InputFootprint>& out) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      out.push_back(input_footprint(job, inputs[i], 1));
+      name_batch_size(inputs[i], std::string(field) + "[" + std::to_string(i) + "]");
     }
-  }
+  };
+  std::vector<InputFootprint> eval_in, decode_in;
+  if (eval_step) each_input(job.exp.eval_inputs, "eval_inputs", eval_in);
+  if (decoding) each_input(job.exp.decode_inputs, "decode_inputs", decode_in);
+  double input_bytes = train_in.bytes;
+  for (const auto* group : {&eval_in, &decode_in})
+    for (const InputFootprint& in : *group) input_bytes += in.bytes;
   needs.add("input batches", input_bytes);
+  const auto* lm = dynamic_cast<const nn::LanguageModel::HParams*>(job.exp.model.get());
   needs.advice = "reduce " + (batch_sizes.empty() ? std::string() : batch_sizes + " or ") +
+                 (decoding && lm ? "model.max_decode_length (" + std::to_string(lm->max_decode_length) + ") or " : "") +
                  "the model's dimensions (--mode=inspect prints its size)";
   // The parts known without tracing first, so that an absurd batch is
   // refused before a step is compiled for it.
-  refuse_if_short(needs);
-  double step_bytes = 0;
-  std::string step_name;
-  if (train_step && train_in.batch) {
-    step_bytes = double(train_step->intermediate_bytes(train::TrainState::from_tree(state), *train_in.batch, step_key));
-    step_name = "the train step's activations and gradients";
-  }
+  refuse_if_short(needs, *available);
+  double phase_bytes = 0;
+  std::string phase_name;
+  auto consider = [&](double bytes, const char* name) {
+    if (bytes <= phase_bytes) return;
+    phase_bytes = bytes;
+    phase_name = name;
+  };
+  if (train_step && train_in.batch)
+    consider(double(train_step->intermediate_bytes(train::TrainState::from_tree(state), *train_in.batch, step_key)),
+             "the train step's activations and gradients");
   const Tree variables = train::model_variables(train::TrainState::from_tree(state));
-  for (const InputFootprint& in : eval_in) {
-    if (!in.batch) continue;
-    const double bytes = double(eval_step->intermediate_bytes(variables, *in.batch));
-    if (bytes > step_bytes) {
-      step_bytes = bytes;
-      step_name = "the eval step's activations";
-    }
-  }
-  if (step_name.empty()) return;
-  needs.add(step_name, step_bytes);
-  refuse_if_short(needs);
+  for (const InputFootprint& in : eval_in)
+    if (in.batch) consider(double(eval_step->intermediate_bytes(variables, *in.batch)), "the eval step's activations");
+  for (const InputFootprint& in : decode_in)
+    if (in.batch) consider(train::decode_state_bytes(*job.model, variables, *in.batch), "decoding's key/value caches");
+  if (phase_name.empty()) return;
+  needs.add(phase_name, phase_bytes);
+  refuse_if_short(needs, *available);
 }
 
 RunResult run_train(Job& job) {
@@ -469,8 +480,8 @@ RunResult run_train(Job& job) {
   const Array seed_key = random::key(uint64_t(settings.random_seed));
   const Array init_key = random::fold_in(seed_key, 0), dropout_key = random::fold_in(seed_key, 1);
   train::EvalStep eval_step(*job.model);
-  check_memory_fits(job, train_step, &train_step, settings.eval_interval_steps > 0 ? &eval_step : nullptr, init_key,
-                    random::fold_in(dropout_key, 0));
+  check_memory_fits(job, train_step, &train_step, settings.eval_interval_steps > 0 ? &eval_step : nullptr,
+                    job.chief() && settings.decode_interval_steps > 0, init_key, random::fold_in(dropout_key, 0));
   // Inputs first: missing data fails before anything is written. Decoding
   // is the chief's alone.
   auto train_input = job.build_input(exp.train_input);
@@ -663,7 +674,8 @@ RunResult run_train(Job& job) {
 RunResult run_restored(Job& job) {
   train::TrainStep train_step(*job.model, job.exp.learner_hparams());
   train::EvalStep eval_step(*job.model);
-  check_memory_fits(job, train_step, nullptr, job.options.mode == Mode::eval ? &eval_step : nullptr, random::key(0),
+  const bool eval = job.options.mode == Mode::eval;
+  check_memory_fits(job, train_step, nullptr, eval ? &eval_step : nullptr, !eval && job.chief(), random::key(0),
                     random::key(0));
   std::optional<train::CheckpointManager> mgr;
   job.open_checkpoints(mgr);
@@ -691,23 +703,7 @@ RunResult run_restored(Job& job) {
 }
 
 std::string human_count(double n) {
-  char buf[32];
-  if (n >= 1e18) {
-    std::snprintf(buf, sizeof buf, "%.2fE", n / 1e18);
-  } else if (n >= 1e15) {
-    std::snprintf(buf, sizeof buf, "%.2fP", n / 1e15);
-  } else if (n >= 1e12) {
-    std::snprintf(buf, sizeof buf, "%.2fT", n / 1e12);
-  } else if (n >= 1e9) {
-    std::snprintf(buf, sizeof buf, "%.2fB", n / 1e9);
-  } else if (n >= 1e6) {
-    std::snprintf(buf, sizeof buf, "%.2fM", n / 1e6);
-  } else if (n >= 1e3) {
-    std::snprintf(buf, sizeof buf, "%.2fK", n / 1e3);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.0f", n);
-  }
-  return buf;
+  return format_scaled(n, {{1e18, "E"}, {1e15, "P"}, {1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "K"}}, 2);
 }
 
 }  // namespace

@@ -163,6 +163,21 @@ TEST(Runner, AnEvalBatchThatCannotFitIsRefusedFirst) {
   EXPECT_PAX_ERROR(run_experiment(eval_cfg, options(dir, Mode::eval)), "eval_inputs[0].batch_size (1000000000)");
 }
 
+// Decoding's key/value caches count too (4 prefixes x 1e9 positions x 1 KB):
+// refused before training and before --mode=decode, naming the fields.
+TEST(Runner, ADecodeCacheThatCannotFitIsRefusedFirst) {
+  Config cfg = tiny_config(2);
+  cfg.apply_overrides({"train.decode_interval_steps=1", "model.max_decode_length=1000000000"});
+  EXPECT_PAX_ERROR(run_experiment(cfg, options(fresh_dir("decode_too_big"))),
+                   "decoding's key/value caches 4.1 TB) and");
+  EXPECT_PAX_ERROR(run_experiment(cfg, options(fresh_dir("decode_too_big"))), "or model.max_decode_length (1000000000)");
+  const std::string dir = fresh_dir("decode_mode_too_big");
+  run_experiment(tiny_config(2), options(dir));
+  Config decode_cfg = tiny_config(2);
+  decode_cfg.apply_overrides({"model.max_decode_length=1000000000"});
+  EXPECT_PAX_ERROR(run_experiment(decode_cfg, options(dir, Mode::decode)), "decoding's key/value caches");
+}
+
 TEST(Runner, StoppedAndResumedRunMatchesAnUninterruptedOne) {
   const int64_t steps = 14;
   const std::string straight = fresh_dir("straight"), resumed = fresh_dir("resumed");

@@ -11,12 +11,12 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "pax/core/error.h"
-#include "pax/core/regular_file.h"
+#include "pax/data/file_io.h"
 #include "pax/train/crc32c.h"
 #include "pax/train/fs_util.h"
 #include "pax/train/report.h"
@@ -328,10 +328,9 @@ std::vector<StepMetrics> read_metrics_jsonl(const std::string& path, int64_t* sk
     if (skipped) *skipped = 0;
     return out;  // no history yet
   }
-  ::close(open_regular_file(path, "metrics file"));  // a FIFO would block the read below
-  std::ifstream in(path);
+  std::istringstream in(data::read_file(path));  // a regular file only: a FIFO would block
   std::string line;
-  while (in && std::getline(in, line)) {
+  while (std::getline(in, line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
       out.push_back(parse_metrics_json_line(line));
@@ -339,7 +338,6 @@ std::vector<StepMetrics> read_metrics_jsonl(const std::string& path, int64_t* sk
       ++bad;
     }
   }
-  PAX_CHECK(!in.bad(), "read_metrics_jsonl: reading '", path, "' failed");
   if (skipped) *skipped = bad;
   return out;
 }

@@ -5,6 +5,7 @@
 #include "pax/train/summary.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -468,6 +469,14 @@ TEST(MetricsJsonl, ReadSkipsTornLines) {
   EXPECT_EQ(h[0].step, 1200);
   EXPECT_EQ(h[1].step, 1300);
   EXPECT_EQ(skipped, 2);
+}
+
+// A FIFO in place of metrics.jsonl would block a read forever (a resume reads it).
+TEST(MetricsJsonl, AFifoIsRefusedNotRead) {
+  TempDir tmp;
+  const std::string path = tmp / "metrics.jsonl";
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  EXPECT_PAX_ERROR(read_metrics_jsonl(path), "is a FIFO");
 }
 
 // --- JobSummaries ---

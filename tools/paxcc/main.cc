@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
   std::string exp_name, job_dir, mode_name = "train", config_file, data_dir;
   std::vector<std::string> overrides;
   std::optional<int64_t> restore_step;
-  std::optional<double> peak_flops, dist_timeout, dist_phase_timeout;
+  std::optional<double> peak_flops, dist_timeout, dist_phase_timeout, dist_stop_grace;
   bool list = false;
   app.add_option("--exp", exp_name, "Registered experiment to run (see --list)");
   app.add_option("--job_log_dir", job_dir, "Directory of the run: config, checkpoints, summaries, samples");
@@ -131,6 +131,10 @@ int main(int argc, char** argv) {
   app.add_option("--dist_phase_timeout", dist_phase_timeout,
                  "Under mpirun: seconds the processes wait for a phase that rank 0 runs alone (a restore, a save, "
                  "decoding) (default 3600, or $PAX_DIST_PHASE_TIMEOUT; never less than --dist_timeout)")
+      ->check(number_between(0.001, 604800, "seconds (a week)"));
+  app.add_option("--dist_stop_grace", dist_stop_grace,
+                 "Under mpirun: once a process is asked to stop (SIGINT, SIGTERM), seconds it still waits for the "
+                 "others before failing (default 30, or $PAX_DIST_STOP_GRACE)")
       ->check(number_between(0.001, 604800, "seconds (a week)"));
   app.add_flag("--list", list, "List the registered experiments");
 
@@ -193,6 +197,7 @@ int main(int argc, char** argv) {
 
     if (dist_timeout) pax::dist::process_group().set_timeout_seconds(*dist_timeout);
     if (dist_phase_timeout) pax::dist::process_group().set_phase_timeout_seconds(*dist_phase_timeout);
+    if (dist_stop_grace) pax::dist::process_group().set_stop_grace_seconds(*dist_stop_grace);
     pax::experiments::RunOptions options;
     options.job_dir = job_dir;
     options.mode = mode;

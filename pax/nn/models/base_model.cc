@@ -33,6 +33,8 @@ std::pair<Tree, Tree> BaseModel::fprop_batch(const Tree& input_batch) const {
   return compute_loss(compute_predictions(input_batch), input_batch);
 }
 
+void BaseModel::init_decode_states(const Tree&) const {}
+
 Tree BaseModel::decode(const Tree&) const {
   PAX_FAIL(type_name(), " '", path(), "' does not support decoding");
 }

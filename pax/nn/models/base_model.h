@@ -35,6 +35,11 @@ class BaseModel : public Layer {
   std::pair<Tree, Tree> fprop_batch(const Tree& input_batch) const;
   // Decoding / sampling, for models that support it.
   virtual Tree decode(const Tree& input_batch) const;
+  // Creates the decoder_cache collection that decode() keeps for a batch
+  // shaped like `input_batch` (a language model's key/value caches), so that
+  // its size can be known before decoding (train::decode_state_bytes). The
+  // default creates nothing.
+  virtual void init_decode_states(const Tree& input_batch) const;
   // FLOPs of one training step (forward and backward) per example of a
   // batch shaped like `input_batch`. The default traces the forward pass
   // (nothing is computed or allocated) and counts 3x its FLOPs.

@@ -67,7 +67,7 @@ Tree LanguageModel::decode(const Tree& batch) const {
   PAX_CHECK(prefix_lengths.shape() == Shape{b}, "LanguageModel decode: prefix_lengths must be (", b, ",), got ",
             prefix_lengths.aval().str());
   Array padded_prefix = pad(prefix.astype(DType::i32), {{0, 0}, {0, length - p}});  // (B, L)
-  lm_->init_states(b, length);
+  init_decode_states(batch);
   std::vector<Array> tokens;             // each (B,)
   Array token = slice_along(padded_prefix, 1, 0, 1).astype(DType::i32);
   token = reshape(token, {b});
@@ -103,6 +103,12 @@ Tree LanguageModel::decode(const Tree& batch) const {
     token = next;
   }
   return Tree::dict({{"output_ids", stack(tokens, 1)}, {"decode_lengths", lengths}, {"prefix_lengths", prefix_lengths}});
+}
+
+void LanguageModel::init_decode_states(const Tree& batch) const {
+  const Array& prefix = need(batch, "prefix", "decode");  // (B, P)
+  PAX_CHECK(prefix.ndim() == 2, "LanguageModel decode: prefix must be (batch, length), got ", prefix.aval().str());
+  lm_->init_states(prefix.dim(0), hparams<HParams>().max_decode_length);
 }
 
 double LanguageModel::flops_per_token(int64_t seq_length) const {

@@ -43,6 +43,8 @@ class LanguageModel : public BaseModel {
   std::pair<Tree, Tree> compute_loss(const Tree& predictions, const Tree& input_batch) const override;
   // {output_ids (B, max_decode_length) i32, decode_lengths (B,) i32, prefix_lengths (B,) i32}
   Tree decode(const Tree& input_batch) const override;
+  // The key/value caches of a batch of prefixes (B, P): (B, max_decode_length, ...) per layer.
+  void init_decode_states(const Tree& input_batch) const override;
 
   const TransformerLm& lm() const { return *lm_; }
   // Training FLOPs per token: 6 N + 12 L H T (parameters N, layers L,
