@@ -15,12 +15,21 @@ void check_float(const Array& x, const char* op) {
 }
 }  // namespace
 
-Array relu(const Array& x) { return maximum(x, 0); }
-Array relu6(const Array& x) { return minimum(maximum(x, 0), 6); }
+// The piecewise activations select on the input, as jax.nn's custom
+// derivatives do, instead of taking maximum / minimum, whose derivative
+// splits a tie: relu'(0) = relu6'(0) = relu6'(6) = 0 (a dead unit or a zero
+// pad gets no gradient), elu'(0) = alpha. The selects test `x <= bound`, so
+// that a NaN, for which every comparison is false, passes through as
+// maximum would pass it.
+Array relu(const Array& x) { return where(x <= 0, zeros_like(x), x); }
+Array relu6(const Array& x) {
+  return where(x <= 0, zeros_like(x), where(x >= 6, full_like(x, 6), x));
+}
 Array leaky_relu(const Array& x, double negative_slope) { return where(x >= 0, x, x * negative_slope); }
 Array elu(const Array& x, double alpha) {
   check_float(x, "elu");
-  return where(x > 0, x, expm1(minimum(x, 0)) * alpha);
+  const Array positive = x > 0;
+  return where(positive, x, expm1(where(positive, zeros_like(x), x)) * alpha);
 }
 
 namespace {

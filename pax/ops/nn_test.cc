@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "pax/api/transforms.h"
 #include "pax/compile/executable.h"
@@ -37,6 +39,52 @@ TEST(NN, Activations) {
   EXPECT_TRUE(all_close(nn::leaky_relu(array<float>({-1, 2})), {-0.01, 2}));
   EXPECT_TRUE(all_close(nn::elu(array<float>({-1, 2})), {std::expm1(-1.0), 2}, 1e-6));
   EXPECT_PAX_ERROR(nn::gelu(arange(3)), "needs a floating input");
+}
+
+// Derivatives at the kinks, as jax.nn gives them (and PyTorch): relu'(0) = 0,
+// relu6'(0) = relu6'(6) = 0, leaky_relu'(0) = 1, elu'(0) = alpha; reverse and
+// forward mode, eager and jitted; next to each kink the slopes of the pieces.
+TEST(NN, DerivativesAtTheKinks) {
+  using Fn = Array (*)(const Array&);
+  struct Case {
+    const char* name;
+    Fn f;
+    std::vector<float> at;
+    std::vector<double> slope;
+  };
+  const std::vector<Case> cases = {
+      {"relu", [](const Array& v) { return nn::relu(v); }, {-1, 0, 1e-3f, 2}, {0, 0, 1, 1}},
+      {"relu6", [](const Array& v) { return nn::relu6(v); }, {-1, 0, 3, 6, 6.5f}, {0, 0, 1, 0, 0}},
+      {"leaky_relu", [](const Array& v) { return nn::leaky_relu(v, 0.1); }, {-1, 0, 2}, {0.1, 1, 1}},
+      {"elu", [](const Array& v) { return nn::elu(v, 0.5); }, {-1, 0, 2}, {0.5 * std::exp(-1.0), 0.5, 1}},
+  };
+  for (const Case& c : cases) {
+    const Array x = array<float>(c.at);
+    auto loss = [&](const Array& v) { return sum(c.f(v)); };
+    EXPECT_TRUE(all_close(grad(loss)(x), c.slope, 1e-6, 1e-7)) << c.name << " grad: " << grad(loss)(x);
+    EXPECT_TRUE(all_close(jit(grad(loss))(x), c.slope, 1e-6, 1e-7)) << c.name << " jit(grad)";
+    auto [y, dy] = jvp([&](const Array& v) { return c.f(v); }, x, ones_like(x));
+    EXPECT_TRUE(all_close(dy, c.slope, 1e-6, 1e-7)) << c.name << " jvp: " << dy;
+  }
+  // Smooth ones at 0 (sigmoid, silu, softplus, log_sigmoid): the analytic slopes.
+  const Array zero = array<float>({0});
+  EXPECT_TRUE(all_close(grad([](const Array& v) { return sum(nn::sigmoid(v)); })(zero), {0.25}));
+  EXPECT_TRUE(all_close(grad([](const Array& v) { return sum(nn::silu(v)); })(zero), {0.5}));
+  EXPECT_TRUE(all_close(grad([](const Array& v) { return sum(nn::softplus(v)); })(zero), {0.5}));
+  EXPECT_TRUE(all_close(grad([](const Array& v) { return sum(nn::log_sigmoid(v)); })(zero), {0.5}));
+}
+
+// The selects keep what maximum gave: a NaN passes through, and negative
+// inputs give +0, not -0.
+TEST(NN, PiecewiseActivationsPassNaNThrough) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Array x = array<float>({nan, -2, 0, 7});
+  for (const Array& y : {nn::relu(x), nn::relu6(x), nn::leaky_relu(x), nn::elu(x)})
+    EXPECT_TRUE(std::isnan(y.to_vector<float>()[0])) << y;
+  EXPECT_FALSE(std::signbit(nn::relu(x).to_vector<float>()[1]));
+  EXPECT_FALSE(std::signbit(nn::relu6(x).to_vector<float>()[1]));
+  EXPECT_EQ(nn::relu6(x).to_vector<float>()[3], 6.0f);
+  EXPECT_EQ(nn::relu(arange(-2, 3)).to_vector<int32_t>(), (std::vector<int32_t>{0, 0, 0, 1, 2}));
 }
 
 // The hand-written derivative of both GELU forms against central finite
