@@ -15,6 +15,7 @@
 
 #include "pax/backend/backend.h"
 #include "pax/backend/cpu/fused_codegen.h"
+#include "pax/backend/cpu/gemm_dnnl.h"
 #include "pax/backend/cpu/fused_loop.h"
 #include "pax/compile/cost.h"
 #include "pax/compile/fusion.h"
@@ -118,12 +119,33 @@ Jaxpr bind_constant_args(const Jaxpr& jaxpr, const std::vector<Array>& values) {
   return out;
 }
 
+// Whether the CPU's GEMM (oneDNN) has a kernel of its own for this 16-bit
+// dot_general, asked as the kernel asks it (prims/dot.cc): where it has
+// none, widen_products moves the kernel's widening into the program.
+bool cpu_native_product(const Jaxpr& j, const Eqn& e) {
+  const AVal &lhs = j.aval(e.inputs[0]), &rhs = j.aval(e.inputs[1]), &out = j.aval(e.outputs[0]);
+  auto product = [](const AVal& a, const Ints& axes) {
+    int64_t n = 1;
+    for (int64_t axis : axes) n *= a.shape[axis];
+    return n;
+  };
+  const Ints &lc = e.params.ints("lhs_contracting_dims"), &lb = e.params.ints("lhs_batch_dims");
+  const Ints &rc = e.params.ints("rhs_contracting_dims"), &rb = e.params.ints("rhs_batch_dims");
+  cpu::GemmShape g;
+  g.batch = product(lhs, lb);
+  g.k = product(lhs, lc);
+  g.m = lhs.shape.numel() / std::max<int64_t>(1, g.batch * g.k);
+  g.n = rhs.shape.numel() / std::max<int64_t>(1, product(rhs, rb) * product(rhs, rc));
+  if (g.batch * g.m * g.n * g.k == 0) return true;  // nothing to multiply
+  return cpu::gemm_dnnl_supported(g, lhs.dtype, out.dtype == DType::f32 ? DType::f32 : lhs.dtype);
+}
+
 class CpuExecutable : public Executable {
  public:
   CpuExecutable(JaxprPtr source, const CompileOptions& options) : source_(std::move(source)) {
     skip_ = options.constant_args.size();
     Jaxpr j = skip_ ? bind_constant_args(*source_, options.constant_args) : *source_;
-    if (options.optimize) j = optimize(j, PassOptions{options.fold_limit});
+    if (options.optimize) j = optimize(j, PassOptions{options.fold_limit, cpu_native_product});
     jaxpr_ = std::move(j);
     schedule_ = schedule(jaxpr_, options.fuse);
     if (options.optimize && options.fuse) {

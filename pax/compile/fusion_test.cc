@@ -11,6 +11,7 @@
 
 #include "pax/api/transforms.h"
 #include "pax/backend/backend.h"
+#include "pax/backend/cpu/gemm_dnnl.h"
 #include "pax/compile/executable.h"
 #include "pax/ops/lax.h"
 #include "pax/ops/nn.h"
@@ -488,7 +489,11 @@ TEST(Fusion, BackwardReadsTanhAndRecomputesTheRest) {
     if (line.find("= fusion[") != std::string::npos) wide_stores += count_of(line, ":f32[256,1024]");
     if (line.find(" tanh ") != std::string::npos) ++tanh_loops;
   }
-  EXPECT_EQ(wide_stores, 1) << exe->str();  // tanh
+  // tanh; where this CPU has no bf16 GEMM, also the activation widened for the
+  // product (passes/widen.cc), which the loop writes instead of the product's
+  // kernel widening a bf16 copy.
+  const bool native = cpu::gemm_dnnl_supported(cpu::GemmShape{1, 256, 64, 1024}, DType::bf16, DType::bf16);
+  EXPECT_EQ(wide_stores, native ? 1 : 2) << exe->str();
   EXPECT_EQ(tanh_loops, 1) << exe->str();
   const std::vector<Array> args = {x, b, w};
   std::vector<Array> want = eval_jaxpr(*jaxpr, args), got = exe->run(args);

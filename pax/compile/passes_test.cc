@@ -251,6 +251,32 @@ TEST(Simplify, ConstantSelector) {
   EXPECT_EQ(out.outvars[2], out.invars[2]);
 }
 
+// A bf16 product the backend has no kernel for becomes converts around an f32
+// product: the same bits as widening by hand, a weight read by two products
+// widened once, and products the backend runs natively left alone.
+TEST(Widen, SixteenBitProductsWithoutAKernelGoThroughF32) {
+  auto f = [](const Array& x, const Array& w, const Array& y) {
+    return std::make_tuple(matmul(x, w), lax::dot_general(y, w, {{1}, {1}, {}, {}}, DType::f32));  // x w, y wT
+  };
+  const std::vector<Array> args = {random_array({5, 8}, DType::bf16, 21), random_array({8, 8}, DType::bf16, 22),
+                                   random_array({3, 8}, DType::bf16, 23)};
+  auto jaxpr = make_jaxpr(f)(args[0], args[1], args[2]);
+  const Jaxpr widened = optimize(*jaxpr, PassOptions{kDefaultFoldLimit, [](const Jaxpr&, const Eqn&) { return false; }});
+  EXPECT_EQ(count(widened, Prim::dot_general), 2);
+  EXPECT_EQ(count(widened, Prim::convert_element_type), 4) << widened;  // x, w (once), y, x w's result
+  for (const Eqn& e : widened.eqns)
+    if (e.prim == Prim::dot_general) EXPECT_EQ(widened.aval(e.inputs[0]).dtype, DType::f32) << widened;
+  const std::vector<Array> got = eval_jaxpr(widened, args);
+  const Array x = args[0].astype(DType::f32), w = args[1].astype(DType::f32), y = args[2].astype(DType::f32);
+  EXPECT_EQ(got[0].dtype(), DType::bf16);
+  EXPECT_TRUE(all_close(got[0], matmul(x, w).astype(DType::bf16), 0, 0));
+  EXPECT_EQ(got[1].dtype(), DType::f32);
+  EXPECT_TRUE(all_close(got[1], matmul(y, transpose(w)), 0, 0));
+
+  const Jaxpr native = optimize(*jaxpr, PassOptions{kDefaultFoldLimit, [](const Jaxpr&, const Eqn&) { return true; }});
+  EXPECT_EQ(count(native, Prim::convert_element_type), 0) << native;
+}
+
 TEST(Optimize, TrainingStepTypechecksAfterEveryPass) {
   // An MLP loss and its gradient: every pass runs on a realistic program.
   auto loss = [](const Array& w1, const Array& w2, const Array& x) {

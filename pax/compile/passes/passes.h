@@ -10,6 +10,8 @@
 //   simplify        algebraic identities (x*1, neg(neg x), reshape chains, ...)
 //   cse             merges equations with the same primitive, params and inputs
 //   dce             drops equations whose results are never used
+//   widen_products  turns a 16-bit product the backend has no kernel for into
+//                   converts around an f32 product (passes/widen.cc)
 //   hoist_input_computations
 //                   moves small computations of the inputs alone (parameter
 //                   casts) to the start, so that fused loops may read them
@@ -19,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "pax/ir/jaxpr.h"
@@ -43,12 +46,19 @@ Jaxpr hoist_input_computations(const Jaxpr& jaxpr);
 // read back (passes/duplicate.cc). nullopt: no loop needs a copy.
 std::optional<Jaxpr> duplicate_producers(const Jaxpr& jaxpr, const Schedule& schedule);
 
+// Whether the backend has a kernel of its own for equation `e` of `j` (a
+// dot_general of 16-bit operands); where it has none it would widen them.
+using NativeProduct = std::function<bool(const Jaxpr& j, const Eqn& e)>;
+Jaxpr widen_products(const Jaxpr& jaxpr, const NativeProduct& native);
+
 struct PassOptions {
   int64_t fold_limit = kDefaultFoldLimit;
+  NativeProduct native_product;  // empty: every product is native (no widening)
 };
 
-// inline_calls, then fold / simplify / cse / dce twice (each can expose work
-// for the others), then hoist_input_computations.
+// inline_calls, widen_products (where options.native_product is set), then
+// fold / simplify / cse / dce twice (each can expose work for the others),
+// then hoist_input_computations.
 Jaxpr optimize(const Jaxpr& jaxpr, const PassOptions& options = {});
 
 }  // namespace pax
