@@ -9,7 +9,7 @@
 #   1. installs the host tools with apt-get: g++-aarch64-linux-gnu,
 #      qemu-user-static, mmdebstrap, cmake, ccache, pkg-config;
 #   2. builds an arm64 sysroot in build-aarch64/sysroot: the arm64 -dev packages
-#      paxcc needs (oneDNN, Highway, OpenMPI, SentencePiece, fmt, spdlog,
+#      paxcc needs (oneDNN, Highway, OpenMPI, SentencePiece, fmt,
 #      nlohmann-json, CLI11, GoogleTest, zlib, OpenCL headers), extracted by
 #      mmdebstrap. They are not installed with `dpkg --add-architecture arm64`
 #      because some of them (libsentencepiece0, libmunge2, libevent-dev under
@@ -73,7 +73,7 @@ cxx=$(command -v $triple-g++) || die "$triple-g++ not found"
 # not built), plus libc6-dev and libgomp1 for the compiler and the runtime.
 sysroot_packages=(libc6-dev libgomp1 libstdc++6
   libdnnl-dev opencl-headers ocl-icd-opencl-dev libhwy-dev
-  libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
+  libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev zlib1g-dev libsentencepiece-dev libopenmpi-dev)
 stamp=$sysroot/.paxcc-packages
 want_stamp="${sysroot_packages[*]}"

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ccache pkg-config
   libdnnl-dev opencl-headers ocl-icd-opencl-dev   # oneDNN (its CMake config needs OpenCL)
   libhwy-dev                                      # Highway: SIMD kernels, and the headers of generated fused loops
-  libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
+  libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   libsentencepiece-dev                            # tokenizers (pax/data)
   bible-kjv bible-kjv-text                        # KJV text: the `bible` command and its data

@@ -38,8 +38,9 @@ inline constexpr HasAux has_aux{};
 // value_and_grad<argnums...>(f)(args...) -> (value, grads); with has_aux,
 // ((value, aux), grads). One argnum gives that argument's type; several, a
 // tuple. The default argnum is 0.
-template <int... Argnums, class F>
-auto value_and_grad(F f) {
+namespace detail {
+template <bool kHasAux, int... Argnums, class F>
+auto value_and_grad_impl(F f) {
   return [f = std::move(f)](const auto&... args) {
     using Tuple = detail::ArgTuple<decltype(args)...>;
     Tuple saved(args...);
@@ -47,35 +48,33 @@ auto value_and_grad(F f) {
     std::vector<bool> sel = kDefault ? detail::select_argnums<0>(sizeof...(args))
                                      : detail::select_argnums<Argnums...>(sizeof...(args));
     std::vector<Tree> diff = detail::take_trees(saved, sel);
-    detail::GradResult r = detail::value_and_grad_trees(detail::make_tree_fn(f, saved, sel), diff, false);
-    using R = decltype(f(args...));
+    detail::GradResult r = detail::value_and_grad_trees(detail::make_tree_fn(f, saved, sel), diff, kHasAux);
+    using R = decltype(f(args...));  // with aux: std::pair<Array, Aux>
+    auto value = [&] {
+      if constexpr (kHasAux) {
+        using Aux = std::decay_t<decltype(std::declval<R>().second)>;
+        return std::make_pair(from_tree<Array>(r.value), from_tree<Aux>(r.aux));
+      } else {
+        return from_tree<R>(r.value);
+      }
+    }();
     if constexpr (kDefault) {
-      return std::make_pair(from_tree<R>(r.value), detail::grads_as<Tuple, 0>(r.grads));
+      return std::make_pair(std::move(value), detail::grads_as<Tuple, 0>(r.grads));
     } else {
-      return std::make_pair(from_tree<R>(r.value), detail::grads_as<Tuple, Argnums...>(r.grads));
+      return std::make_pair(std::move(value), detail::grads_as<Tuple, Argnums...>(r.grads));
     }
   };
+}
+}  // namespace detail
+
+template <int... Argnums, class F>
+auto value_and_grad(F f) {
+  return detail::value_and_grad_impl<false, Argnums...>(std::move(f));
 }
 
 template <int... Argnums, class F>
 auto value_and_grad(F f, HasAux) {
-  return [f = std::move(f)](const auto&... args) {
-    using Tuple = detail::ArgTuple<decltype(args)...>;
-    Tuple saved(args...);
-    constexpr bool kDefault = sizeof...(Argnums) == 0;
-    std::vector<bool> sel = kDefault ? detail::select_argnums<0>(sizeof...(args))
-                                     : detail::select_argnums<Argnums...>(sizeof...(args));
-    std::vector<Tree> diff = detail::take_trees(saved, sel);
-    detail::GradResult r = detail::value_and_grad_trees(detail::make_tree_fn(f, saved, sel), diff, true);
-    using R = decltype(f(args...));  // std::pair<Array, Aux>
-    using Aux = std::decay_t<decltype(std::declval<R>().second)>;
-    auto value = std::make_pair(from_tree<Array>(r.value), from_tree<Aux>(r.aux));
-    if constexpr (kDefault) {
-      return std::make_pair(value, detail::grads_as<Tuple, 0>(r.grads));
-    } else {
-      return std::make_pair(value, detail::grads_as<Tuple, Argnums...>(r.grads));
-    }
-  };
+  return detail::value_and_grad_impl<true, Argnums...>(std::move(f));
 }
 
 // grad<argnums...>(f)(args...) -> grads (see value_and_grad).

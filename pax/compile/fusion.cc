@@ -57,10 +57,7 @@ std::optional<Instr> instr_of(const Eqn& e) {
     case Prim::floor: return un(cpu::UnaryOp::floor);
     case Prim::ceil: return un(cpu::UnaryOp::ceil);
     case Prim::not_: return un(cpu::UnaryOp::not_);
-    case Prim::round: {
-      const bool even = e.params.has("rounding_method") && e.params.i("rounding_method") == 1;
-      return un(even ? cpu::UnaryOp::round_even : cpu::UnaryOp::round_away);
-    }
+    case Prim::round: return un(rounds_half_to_even(e.params) ? cpu::UnaryOp::round_even : cpu::UnaryOp::round_away);
     case Prim::is_finite: return Instr{K::is_finite};
     case Prim::integer_pow: return Instr{K::integer_pow};
     case Prim::convert_element_type: return Instr{K::convert};

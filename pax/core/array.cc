@@ -18,10 +18,6 @@ const AVal& Array::aval() const {
 
 int64_t Array::dim(int64_t axis) const { return shape()[normalize_axis(axis, ndim(), "Array::dim")]; }
 
-const std::shared_ptr<Tracer>& Array::tracer_ptr() const {
-  PAX_CHECK(impl_, "use of an empty Array (default-constructed handle)");
-  return impl_->tracer;
-}
 
 const std::shared_ptr<Buffer>& Array::buffer() const {
   PAX_CHECK(impl_, "use of an empty Array (default-constructed handle)");

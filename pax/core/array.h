@@ -38,7 +38,6 @@ class Array {
   bool is_concrete() const { return impl_ && impl_->buffer != nullptr; }
   bool is_tracer() const { return impl_ && impl_->tracer != nullptr; }
   Tracer* tracer() const { return impl_ ? impl_->tracer.get() : nullptr; }
-  const std::shared_ptr<Tracer>& tracer_ptr() const;
   // The buffer of a concrete array (or of the concrete value behind a grad
   // tracer); throws pax::Error while the value is only being traced.
   const std::shared_ptr<Buffer>& buffer() const;

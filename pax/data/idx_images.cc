@@ -29,10 +29,6 @@ std::string hex(uint32_t v) {
   return buf;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace
 
 IdxArray read_idx(const std::string& path) {
@@ -78,7 +74,7 @@ void write_idx(const std::string& path, const IdxArray& array) {
   std::string bytes = {0, 0, 0x08, char(array.dims.size())};
   for (int64_t d : array.dims) put_big_endian_u32(bytes, uint32_t(d));
   bytes.append(reinterpret_cast<const char*>(array.data.data()), array.data.size());
-  write_file_atomic(path, bytes, ends_with(path, ".gz"));
+  write_file_atomic(path, bytes, path.ends_with(".gz"));
 }
 
 IdxImages load_idx_images(const std::string& images_path, const std::string& labels_path) {

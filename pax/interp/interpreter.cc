@@ -51,7 +51,6 @@ Trace* dynamic_trace() {
   return s.dynamic.empty() ? nullptr : s.dynamic.back();
 }
 
-int current_level() { return int(stack().levels.size()); }
 
 int64_t axis_size(const std::string& axis_name) {
   const std::vector<Trace*>& levels = stack().levels;

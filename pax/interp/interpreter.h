@@ -81,8 +81,6 @@ int64_t axis_size(const std::string& axis_name);
 
 // The innermost active dynamic trace, if any.
 Trace* dynamic_trace();
-// The number of levels on this thread's stack (the next level is this + 1).
-int current_level();
 
 // The level bind() hands `prim` to (nullptr: eager execution).
 Trace* find_top_trace(Prim prim, std::span<const Array> inputs, const Params& params);

@@ -14,8 +14,6 @@ namespace pax::nn {
 
 namespace {
 
-constexpr const char* kDecoderCache = "decoder_cache";
-
 // Largest finite values of the floating dtypes.
 double max_finite(DType dtype) {
   switch (dtype) {

@@ -168,6 +168,10 @@ std::shared_ptr<typename L::HParams> tpl() {
 // ---------------------------------------------------------------------------
 // init / apply
 
+// The collection that decoding keeps its state in (attention's key / value
+// caches); decode runs with it mutable.
+inline constexpr const char* kDecoderCache = "decoder_cache";
+
 struct ApplyOptions {
   std::map<std::string, Array> rngs;           // keys by stream ("dropout", ...)
   std::vector<std::string> mutable_collections;  // collections this apply may write

@@ -11,8 +11,6 @@ namespace pax::nn {
 
 namespace {
 
-constexpr const char* kDecoderCache = "decoder_cache";
-
 std::string who(const Layer& l) { return std::string(l.type_name()) + " '" + l.path() + "': "; }
 
 void check_norm_policy(const std::string& policy, const std::string& where) {

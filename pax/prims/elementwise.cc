@@ -129,8 +129,7 @@ void unary_kernel(const Params&, std::span<const TensorView> in, std::span<const
 }
 
 void round_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
-  bool even = p.has("rounding_method") && p.i("rounding_method") == 1;
-  if (even) unary_kernel<cpu::UnaryOp::round_even>(p, in, out);
+  if (rounds_half_to_even(p)) unary_kernel<cpu::UnaryOp::round_even>(p, in, out);
   else unary_kernel<cpu::UnaryOp::round_away>(p, in, out);
 }
 

@@ -107,4 +107,8 @@ void register_control_prims(PrimTable& table);
 void register_control_flow_prims(PrimTable& table);
 void register_collective_prims(PrimTable& table);
 
+// Whether a `round` equation rounds half to even (rounding_method 1) rather
+// than half away from zero (0, the default).
+inline bool rounds_half_to_even(const Params& p) { return p.has("rounding_method") && p.i("rounding_method") == 1; }
+
 }  // namespace pax

@@ -27,11 +27,6 @@ constexpr int kMaxJsonItemDepth = 600;
 // Three JSON levels per dict level must stay under the metadata reader's limit.
 constexpr int kMaxTreeDepth = 150;
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool ends_with(std::string_view s, std::string_view p) {
-  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
-}
-
 std::string marker_text(int64_t step, uint32_t metadata_crc) {
   return "paxcc checkpoint committed\nstep: " + std::to_string(step) + "\nmetadata.json crc32c: " +
          crc32c_hex(metadata_crc) + "\n";
@@ -186,7 +181,7 @@ std::string checkpoint_dir_name(const std::string& prefix, int64_t step) {
 }
 
 std::optional<int64_t> parse_checkpoint_dir_name(std::string_view name, const std::string& prefix) {
-  if (!starts_with(name, prefix)) return std::nullopt;
+  if (!name.starts_with(prefix)) return std::nullopt;
   const std::string_view digits = name.substr(prefix.size());
   if (digits.size() < 8 || digits.size() > 19) return std::nullopt;
   int64_t step = 0;
@@ -201,10 +196,10 @@ bool is_committed_checkpoint(const std::string& path) { return fs::exists(fs::jo
 void remove_tmp_checkpoints(const std::string& ckpt_dir, const std::string& prefix) {
   bool changed = false;
   for (const std::string& name : fs::list_dir(ckpt_dir)) {
-    if (!starts_with(name, kTmpPrefix)) continue;
+    if (!name.starts_with(kTmpPrefix)) continue;
     std::string_view base = std::string_view(name).substr(std::string_view(kTmpPrefix).size());
-    const bool aside = ends_with(base, kAsideSuffix);
-    if (aside || ends_with(base, kDeletingSuffix)) base.remove_suffix(4);
+    const bool aside = base.ends_with(kAsideSuffix);
+    if (aside || base.ends_with(kDeletingSuffix)) base.remove_suffix(4);
     if (!parse_checkpoint_dir_name(base, prefix)) continue;
     const std::string path = fs::join(ckpt_dir, name);
     const std::string final_path = fs::join(ckpt_dir, std::string(base));
@@ -401,7 +396,7 @@ Tree restore_checkpoint(const std::string& ckpt_dir_or_path, const Tree& target,
   } else {
     const std::string base = fs::basename(p);
     const bool names_checkpoint = parse_checkpoint_dir_name(base, options.prefix).has_value() ||
-                                  starts_with(base, kTmpPrefix) || fs::exists(fs::join(p, kMetadataFile)) ||
+                                  base.starts_with(kTmpPrefix) || fs::exists(fs::join(p, kMetadataFile)) ||
                                   fs::exists(fs::join(p, kCommitMarkerFile));
     if (names_checkpoint) {
       PAX_CHECK(fs::is_dir(p), "restore_checkpoint: checkpoint '", p, "' does not exist");

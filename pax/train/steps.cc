@@ -188,13 +188,13 @@ std::pair<Tree, Tree> EvalStep::operator()(const Tree& variables, const Tree& ba
 }
 
 Tree decode_batch(const nn::BaseModel& model, const Tree& variables, const Tree& batch, const Array& key) {
-  nn::ApplyOptions options{.rngs = {{"decode", key}}, .mutable_collections = {"decoder_cache"}};
+  nn::ApplyOptions options{.rngs = {{"decode", key}}, .mutable_collections = {nn::kDecoderCache}};
   return nn::apply_with(model, variables, [&](const nn::BaseModel& m) { return m.decode(batch); }, options).output;
 }
 
 double decode_state_bytes(const nn::BaseModel& model, const Tree& variables, const Tree& batch) {
   const Tree cache = eval_shape([&](const Tree& vars, const Tree& b) {
-    nn::ApplyOptions options{.mutable_collections = {"decoder_cache"}};
+    nn::ApplyOptions options{.mutable_collections = {nn::kDecoderCache}};
     return nn::apply_with(model, vars, [&](const nn::BaseModel& m) { m.init_decode_states(b); return 0; }, options)
         .updates;
   })(variables, batch);

@@ -32,7 +32,6 @@ constexpr size_t kMaxCases = kMaxFusedSelectCases;
 
 static_assert(kFusedBlock % kWindow == 0 && kMinChunk % kFusedBlock == 0);
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t floor_window(int64_t i) { return i / kWindow * kWindow; }
 
 // Per-thread scratch memory, kept between calls. Page-aligned: registers then

@@ -26,6 +26,9 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
   for (int64_t c = 0; c < chunks; ++c) f(c * grain, std::min(n, (c + 1) * grain));
 }
 
+// a / b rounded up, for a >= 0 and b > 0: the number of chunks of b that cover a.
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 // Grain (in elements) that gives about `bytes_per_chunk` of memory traffic.
 inline int64_t grain_for(int64_t bytes_per_element, int64_t bytes_per_chunk = 256 << 10) {
   return std::max<int64_t>(1, bytes_per_chunk / std::max<int64_t>(1, bytes_per_element));

@@ -27,8 +27,6 @@ constexpr int64_t kColChunk = 4096;               // columns per task
 constexpr int64_t kColBlock = 1024;               // most rows accumulated into one column partial
 constexpr int64_t kMinTasks = 16;                 // independent tasks wanted before splitting n further
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // How (outer, n, inner) is cut: n into nb blocks of rb rows, inner into nc
 // chunks of cw columns; one task per (outer, block, chunk). Depends on the
 // sizes only, so partial results and their combination order do too.
