@@ -97,6 +97,23 @@ TEST(Executable, PrintsFusedSchedule) {
   EXPECT_NE(s.find("memory: arena"), std::string::npos) << s;
 }
 
+// prims.def's families and cost classes: every elementwise primitive costs a
+// flop or a transcendental per element, except the bit-for-bit reinterpretation.
+TEST(Cost, ClassesComeFromPrimsDef) {
+  for (int i = 0; i < kNumPrims; ++i) {
+    const Prim p = Prim(i);
+    if (!is_elementwise(p) || p == Prim::bitcast_convert_type) continue;
+    EXPECT_TRUE(prim_cost(p) == PrimCost::elementwise || prim_cost(p) == PrimCost::transcendental) << p;
+  }
+  EXPECT_EQ(prim_family(Prim::erf_inv), PrimFamily::unary);
+  EXPECT_EQ(prim_family(Prim::select_n), PrimFamily::binary);
+  EXPECT_EQ(prim_family(Prim::scan), PrimFamily::control);
+  EXPECT_EQ(prim_cost(Prim::tanh), PrimCost::transcendental);
+  EXPECT_EQ(prim_cost(Prim::reduce_sum), PrimCost::per_input);
+  EXPECT_EQ(prim_cost(Prim::reshape), PrimCost::none);
+  EXPECT_FALSE(is_elementwise(Prim::dot_general));
+}
+
 TEST(Cost, FlopsTranscendentalsAndBytes) {
   auto dot = make_jaxpr([](const Array& a, const Array& b) { return matmul(a, b); })(zeros({4, 8}), zeros({8, 2}));
   EXPECT_EQ(cost_analysis(*dot).flops, 2.0 * 4 * 2 * 8);
