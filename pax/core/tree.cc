@@ -73,6 +73,27 @@ std::string keys_str(const Tree::Dict& d) {
 }
 }  // namespace
 
+std::pair<Tree, Tree> tree_pop(const Tree& tree, const std::string& key) {
+  PAX_CHECK(tree.is_dict(), "tree_pop: cannot pop '", key, "' from ", tree.str(), " (not a dict)");
+  PAX_CHECK(tree.contains(key), "tree_pop: no key '", key, "'; keys are ", keys_str(tree.entries()));
+  Tree::Dict rest;
+  Tree popped;
+  for (const auto& [k, v] : tree.entries()) {
+    if (k == key) popped = v;
+    else rest.emplace_back(k, v);
+  }
+  return {Tree::dict(std::move(rest)), popped};
+}
+
+Tree tree_merge(const Tree& a, const Tree& b) {
+  for (const Tree* t : {&a, &b})
+    PAX_CHECK(t->is_dict() || t->is_none(), "tree_merge: ", t->str(), " is not a dict (only dicts merge)");
+  Tree out = a.is_none() ? Tree::dict() : a;
+  if (b.is_dict())
+    for (const auto& [k, v] : b.entries()) out.set(k, v);
+  return out;
+}
+
 const Tree& Tree::operator[](const std::string& key) const {
   PAX_CHECK(is_dict(), "Tree: cannot look up key '", key, "' in ", str(), " (not a dict)");
   for (const auto& item : *dict_) {

@@ -77,6 +77,17 @@ class Tree {
 
 std::ostream& operator<<(std::ostream& os, const Tree& t);
 
+// flax.core.pop(tree, key): (the dict without `key`, the value at `key`).
+//   auto [state, params] = tree_pop(variables, "params");
+// Throws pax::Error unless `tree` is a dict holding `key` (the message lists its keys).
+std::pair<Tree, Tree> tree_pop(const Tree& tree, const std::string& key);
+
+// Python's {**a, **b} for dicts: a's entries, then b's; a key in both takes
+// b's value in a's position.
+//   Tree variables = tree_merge(Tree::dict({{"params", params}}), state);
+// Throws pax::Error unless both are dicts (None counts as an empty dict).
+Tree tree_merge(const Tree& a, const Tree& b);
+
 // The structure of a tree: kinds, dict keys and list lengths, with leaves as
 // holes. Two trees with equal TreeDefs can be zipped leaf by leaf.
 class TreeDef {

@@ -36,6 +36,27 @@ TEST(Tree, BuildAndAccess) {
   EXPECT_PAX_ERROR(Tree::dict({{"a", Tree()}, {"a", Tree()}}), "duplicate key 'a'");
 }
 
+// flax.core.pop and {'params': params, **state}, as the Flax state guide uses them.
+TEST(Tree, PopAndMergeAsFlaxDoes) {
+  const Tree variables = Tree::dict({{"params", Tree::dict({{"w", zeros({2})}})},
+                                     {"batch_stats", Tree::dict({{"mean", ones({2})}})}});
+  auto [state, params] = tree_pop(variables, "params");
+  EXPECT_EQ(state.keys(), (std::vector<std::string>{"batch_stats"}));
+  EXPECT_EQ(params.keys(), (std::vector<std::string>{"w"}));
+  EXPECT_EQ(variables.keys().size(), 2u) << "the input is unchanged";
+  const Tree merged = tree_merge(Tree::dict({{"params", params}}), state);
+  EXPECT_EQ(merged.keys(), (std::vector<std::string>{"params", "batch_stats"}));
+  EXPECT_EQ(tree_structure_diff(merged, variables), "");
+  // A key in both takes the second value, in the first's place.
+  const Tree updated = tree_merge(merged, Tree::dict({{"params", Tree(full({3}, 1.0))}, {"extra", Tree()}}));
+  EXPECT_EQ(updated.keys(), (std::vector<std::string>{"params", "batch_stats", "extra"}));
+  EXPECT_EQ(updated["params"].leaf().shape(), (Shape{3}));
+  EXPECT_EQ(tree_merge(Tree(), state).keys(), state.keys());
+  EXPECT_PAX_ERROR(tree_pop(variables, "cache"), "no key 'cache'; keys are 'params', 'batch_stats'");
+  EXPECT_PAX_ERROR(tree_pop(Tree(zeros({2})), "params"), "not a dict");
+  EXPECT_PAX_ERROR(tree_merge(variables, Tree::list({})), "is not a dict");
+}
+
 TEST(Tree, CopiesAreIndependent) {
   Tree a = example();
   Tree b = a;
