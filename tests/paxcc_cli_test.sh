@@ -104,6 +104,7 @@ expect 2 "not expected: --bogus" -- --bogus
 expect 2 "--mode: .*not in" -- --exp=lm.KjvTransformerTiny --job_log_dir=x --mode=serve
 expect 2 "--exp is required" -- --job_log_dir=x
 expect 2 "--dist_timeout: must be a number from 0.001 to 604800 seconds" -- --exp=lm.KjvTransformerTiny --job_log_dir=x --dist_timeout=0
+expect 2 "--dist_stop_grace: must be a number from 0.001 to 604800 seconds" -- --exp=lm.KjvTransformerTiny --job_log_dir=x --dist_stop_grace=0
 expect 2 "--peak_flops: must be a number from" -- --exp=lm.KjvTransformerTiny --job_log_dir=x --peak_flops=-5
 expect 1 "learner.optimizer.learning_rate = -1 is out of range: it must be at least 0, finite" -- \
   --exp=lm.KjvTransformerTiny "--job_log_dir=$work/lr" --set learner.optimizer.learning_rate=-1

@@ -456,14 +456,16 @@ void check_memory_fits(const Job& job, const train::TrainStep& state_maker, cons
     phase_bytes = bytes;
     phase_name = name;
   };
+  const train::TrainState abstract_state = train::TrainState::from_tree(state);
   if (train_step && train_in.batch)
-    consider(double(train_step->intermediate_bytes(train::TrainState::from_tree(state), *train_in.batch, step_key)),
+    consider(double(train_step->intermediate_bytes(abstract_state, *train_in.batch, step_key)),
              "the train step's activations and gradients");
-  const Tree variables = train::model_variables(train::TrainState::from_tree(state));
+  const Tree variables = train::model_variables(abstract_state);
   for (const InputFootprint& in : eval_in)
     if (in.batch) consider(double(eval_step->intermediate_bytes(variables, *in.batch)), "the eval step's activations");
   for (const InputFootprint& in : decode_in)
-    if (in.batch) consider(train::decode_state_bytes(*job.model, variables, *in.batch), "decoding's key/value caches");
+    if (in.batch)
+      consider(tree_bytes(train::decode_state_shapes(*job.model, variables, *in.batch)), "decoding's key/value caches");
   if (phase_name.empty()) return;
   needs.add(phase_name, phase_bytes);
   refuse_if_short(needs, *available);

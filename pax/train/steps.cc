@@ -192,15 +192,12 @@ Tree decode_batch(const nn::BaseModel& model, const Tree& variables, const Tree&
   return nn::apply_with(model, variables, [&](const nn::BaseModel& m) { return m.decode(batch); }, options).output;
 }
 
-double decode_state_bytes(const nn::BaseModel& model, const Tree& variables, const Tree& batch) {
-  const Tree cache = eval_shape([&](const Tree& vars, const Tree& b) {
+Tree decode_state_shapes(const nn::BaseModel& model, const Tree& variables, const Tree& batch) {
+  return eval_shape([&](const Tree& vars, const Tree& b) {
     nn::ApplyOptions options{.mutable_collections = {nn::kDecoderCache}};
     return nn::apply_with(model, vars, [&](const nn::BaseModel& m) { m.init_decode_states(b); return 0; }, options)
         .updates;
   })(variables, batch);
-  double bytes = 0;
-  for (const Array& leaf : tree_leaves(cache)) bytes += double(leaf.shape().numel()) * double(itemsize(leaf.dtype()));
-  return bytes;
 }
 
 }  // namespace pax::train

@@ -81,9 +81,9 @@ class EvalStep {
 // over positions with the KV cache).
 Tree decode_batch(const nn::BaseModel& model, const Tree& variables, const Tree& batch, const Array& key);
 
-// Bytes of the state decode_batch keeps while it decodes a batch shaped like
-// `batch` (model.init_decode_states: the key/value caches), from abstract
-// arrays: nothing is allocated.
-double decode_state_bytes(const nn::BaseModel& model, const Tree& variables, const Tree& batch);
+// The state decode_batch keeps while it decodes a batch shaped like `batch`
+// (model.init_decode_states: {decoder_cache: the key/value caches}), as
+// abstract arrays: nothing is allocated.
+Tree decode_state_shapes(const nn::BaseModel& model, const Tree& variables, const Tree& batch);
 
 }  // namespace pax::train

@@ -37,7 +37,7 @@ class BaseModel : public Layer {
   virtual Tree decode(const Tree& input_batch) const;
   // Creates the decoder_cache collection that decode() keeps for a batch
   // shaped like `input_batch` (a language model's key/value caches), so that
-  // its size can be known before decoding (train::decode_state_bytes). The
+  // its size can be known before decoding (train::decode_state_shapes). The
   // default creates nothing.
   virtual void init_decode_states(const Tree& input_batch) const;
   // FLOPs of one training step (forward and backward) per example of a
