@@ -100,4 +100,51 @@ void BM_AxPlusY(benchmark::State& state, DType dt) {
 }
 BENCHMARK_CAPTURE(BM_AxPlusY, f32, DType::f32)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The attention softmax of the GPT step, forward and backward, on one set
+// of inputs (in a large last-level cache) or eight (64 MiB each, not): masked logits -> probabilities (kept for the
+// matmul with the values) and the logits' gradient, from the probabilities
+// alone as attention_probs (nn/attention.cc) forms it.
+void BM_AttentionSoftmax(benchmark::State& state) {
+  std::vector<Array> x, g;
+  for (int k = 0; k < state.range(0); ++k) {
+    x.push_back(rnd(30 + k, {8, 4, 256, 256}, DType::f32));
+    g.push_back(rnd(40 + k, {8, 4, 256, 256}, DType::f32));
+  }
+  const Array mask = rnd(50, {8, 1, 256, 256}, DType::f32) > 0.0;
+  const auto probs = pax::custom_vjp(
+      [](const Array& l) { return pax::nn::softmax(l, -1); },
+      [](const Array& l) {
+        Array p = pax::nn::softmax(l, -1);
+        return std::make_pair(p, p);
+      },
+      [](const Array& p, const Array& g) {
+        const Array gp = g * p;
+        return gp - p * pax::sum(gp, {-1}, true);
+      });
+  auto f = pax::jit([&](const Array& x, const Array& mask, const Array& g) {
+    auto [p, back] = pax::vjp([&](const Array& l) { return probs(pax::where(mask, l, pax::full_like(l, -1e30))); }, x);
+    return std::vector<Array>{p, back(g)};
+  });
+  f(x[0], mask, g[0]);
+  size_t k = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(f(x[k], mask, g[k]));
+    k = (k + 1) % x.size();
+  }
+}
+BENCHMARK(BM_AttentionSoftmax)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The GPT step's loss: softmax cross-entropy of (8, 256, 4096) f32 logits
+// with integer labels, its value and the logits' gradient.
+void BM_CrossEntropy(benchmark::State& state) {
+  const Array logits = rnd(60, {8, 256, 4096}, DType::f32);
+  const Array labels = pax::random::randint(pax::random::key(61), {8, 256}, 0, 4096);
+  auto f = pax::jit(pax::value_and_grad<0>([](const Array& logits, const Array& labels) {
+    return pax::mean(pax::nn::softmax_cross_entropy_with_integer_labels(logits, labels));
+  }));
+  f(logits, labels);
+  for (auto _ : state) benchmark::DoNotOptimize(f(logits, labels));
+}
+BENCHMARK(BM_CrossEntropy)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 BENCHMARK_MAIN();

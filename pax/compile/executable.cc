@@ -22,6 +22,7 @@
 #include "pax/compile/memory_plan.h"
 #include "pax/compile/passes/passes.h"
 #include "pax/compile/passes/rewrite.h"
+#include "pax/compile/row_sweep.h"
 #include "pax/core/error.h"
 #include "pax/interp/interpreter.h"
 #include "pax/prims/registry.h"
@@ -154,6 +155,11 @@ class CpuExecutable : public Executable {
         jaxpr_ = std::move(*d);
         schedule_ = schedule(jaxpr_, options.fuse);
       }
+      find_row_sweeps(jaxpr_, schedule_);
+    }
+    sweep_at_.assign(schedule_.steps.size(), -1);
+    for (size_t k = 0; k < schedule_.sweeps.size(); ++k) {
+      for (size_t s = schedule_.sweeps[k].first; s <= schedule_.sweeps[k].last; ++s) sweep_at_[s] = int(k);
     }
     // The fused loops' machine code is built on the compiler thread (or now,
     // with PAX_COMPILE=sync); they run interpreted until it is published.
@@ -167,6 +173,7 @@ class CpuExecutable : public Executable {
     for (const Storage& st : plan_.storages) {
       if (st.donor >= 0) donor_[size_t(st.donor)] = true;
     }
+    plan_sweep_locals();
     kernels_.assign(schedule_.steps.size(), nullptr);
     for (size_t s = 0; s < schedule_.steps.size(); ++s) {
       const Step& step = schedule_.steps[s];
@@ -179,6 +186,16 @@ class CpuExecutable : public Executable {
     out_avals_ = source_->out_avals();
     if (StepProfile::get()) {
       for (const Step& step : schedule_.steps) labels_.push_back(step_label(jaxpr_, schedule_, step));
+      for (const RowSweep& sw : schedule_.sweeps) {
+        std::string label;
+        for (size_t k = sw.first; k <= sw.last; ++k) {
+          if (schedule_.steps[k].kind != Step::Kind::alias) label += (label.empty() ? "" : "; ") + labels_[k];
+        }
+        labels_[sw.first] = "sweep{" + label + "}";
+      }
+    }
+    if (const char* env = std::getenv("PAX_DUMP_SCHEDULE"); env && *env && std::strcmp(env, "0") != 0) {
+      std::fprintf(stderr, "PAX_DUMP_SCHEDULE:\n%s\n", str().c_str());
     }
   }
 
@@ -206,6 +223,8 @@ class CpuExecutable : public Executable {
   void run_kernel(Frame& f, size_t s) const;
   void run_impl(Frame& f, size_t s) const;
   void run_fused_step(Frame& f, size_t s) const;
+  void run_sweep(Frame& f, size_t sweep) const;
+  void plan_sweep_locals();
   const std::shared_ptr<Buffer>& buffer_of(const Frame& f, Var v) const;
 
   JaxprPtr source_;
@@ -218,7 +237,42 @@ class CpuExecutable : public Executable {
   CostAnalysis cost_;
   std::vector<AVal> out_avals_;  // of the source program's outputs
   std::vector<std::string> labels_;  // per step, when profiling
+  std::vector<int> sweep_at_;  // per step: the row sweep it belongs to, or -1
+  // Per row sweep: its loops and row reductions, and where they read and
+  // write its sweep-local values (cpu::SweepLoop).
+  struct SweepPlan {
+    std::vector<size_t> loops;  // steps: fused loops and row reductions
+    std::vector<std::vector<int>> input_local, output_local;  // per loop
+    std::vector<size_t> local_widths;
+  };
+  std::vector<SweepPlan> sweep_plans_;
 };
+
+void CpuExecutable::plan_sweep_locals() {
+  for (const RowSweep& sw : schedule_.sweeps) {
+    SweepPlan sp;
+    std::vector<int> local_of(plan_.storages.size(), -1);
+    auto local = [&](Var v) {
+      const int id = plan_.storage_of[size_t(v)];
+      if (plan_.storages[size_t(id)].kind != Storage::Kind::sweep_local) return -1;
+      if (local_of[size_t(id)] < 0) {
+        local_of[size_t(id)] = int(sp.local_widths.size());
+        sp.local_widths.push_back(itemsize(jaxpr_.aval(v).dtype));
+      }
+      return local_of[size_t(id)];
+    };
+    for (size_t s = sw.first; s <= sw.last; ++s) {
+      const Step& step = schedule_.steps[s];
+      if (step.kind == Step::Kind::alias) continue;  // reshapes
+      sp.loops.push_back(s);
+      sp.output_local.emplace_back();
+      for (Var v : schedule_.outputs(jaxpr_, step)) sp.output_local.back().push_back(local(v));
+      sp.input_local.emplace_back();
+      for (Var v : schedule_.inputs(jaxpr_, step)) sp.input_local.back().push_back(local(v));
+    }
+    sweep_plans_.push_back(std::move(sp));
+  }
+}
 
 void CpuExecutable::check_args(const std::vector<Array>& args) const {
   const Jaxpr& j = *source_;
@@ -236,7 +290,7 @@ void CpuExecutable::check_args(const std::vector<Array>& args) const {
 void CpuExecutable::materialize(Frame& f, Var v) const {
   const int id = plan_.storage_of[size_t(v)];
   const Storage& st = plan_.storages[size_t(id)];
-  if (st.kind == Storage::Kind::arena) return;
+  if (st.kind == Storage::Kind::arena || st.kind == Storage::Kind::sweep_local) return;
   if (st.donor >= 0) {
     const int arg = plan_.storage_of[size_t(jaxpr_.invars[size_t(st.donor)])];
     if (f.donated[size_t(arg)]) {
@@ -295,6 +349,34 @@ void CpuExecutable::run_fused_step(Frame& f, size_t s) const {
   cpu::run_fused(*g.program, in, out);
 }
 
+void CpuExecutable::run_sweep(Frame& f, size_t sweep) const {
+  const SweepPlan& sp = sweep_plans_[sweep];
+  const size_t n = sp.loops.size();
+  std::vector<std::vector<const void*>> in(n);
+  std::vector<std::vector<void*>> out(n);
+  std::vector<cpu::SweepLoop> loops;
+  for (size_t k = 0; k < n; ++k) {
+    const Step& step = schedule_.steps[sp.loops[k]];
+    const std::vector<Var> outputs = schedule_.outputs(jaxpr_, step);
+    for (Var v : outputs) {
+      materialize(f, v);
+      out[k].push_back(ptr(f, v));  // null for sweep-local values
+    }
+    for (Var v : schedule_.inputs(jaxpr_, step)) in[k].push_back(ptr(f, v));
+    cpu::SweepLoop loop{nullptr, ReduceOp::sum, DType::f32, in[k], out[k], sp.input_local[k], sp.output_local[k]};
+    if (step.kind == Step::Kind::fused) {
+      loop.program = schedule_.groups[step.index].program.get();
+    } else {
+      const Eqn& e = jaxpr_.eqns[step.index];
+      loop.reduce_op = reduce_shape(e, jaxpr_.aval(e.inputs[0]))->op;
+      loop.reduce_dtype = jaxpr_.aval(e.inputs[0]).dtype;
+    }
+    loops.push_back(loop);
+  }
+  const RowSweep& sw = schedule_.sweeps[sweep];
+  cpu::run_row_sweep(loops, sw.rows, sw.row_len, sp.local_widths);
+}
+
 std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
   check_args(args);
   const size_t n = plan_.storages.size();
@@ -322,13 +404,20 @@ std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
   StepProfile* profile = labels_.empty() ? nullptr : StepProfile::get();
   for (size_t s = 0; s < schedule_.steps.size(); ++s) {
     const auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-    switch (schedule_.steps[s].kind) {
-      case Step::Kind::kernel: run_kernel(f, s); break;
-      case Step::Kind::impl: run_impl(f, s); break;
-      case Step::Kind::fused: run_fused_step(f, s); break;
-      case Step::Kind::alias: break;
+    const int sweep = sweep_at_[s];
+    if (sweep >= 0) {
+      // The sweep's steps run together at its first; its later steps only release.
+      if (schedule_.sweeps[size_t(sweep)].first == s) run_sweep(f, size_t(sweep));
+    } else {
+      switch (schedule_.steps[s].kind) {
+        case Step::Kind::kernel: run_kernel(f, s); break;
+        case Step::Kind::impl: run_impl(f, s); break;
+        case Step::Kind::fused: run_fused_step(f, s); break;
+        case Step::Kind::alias: break;
+      }
     }
-    if (profile && schedule_.steps[s].kind != Step::Kind::alias) {
+    if (profile && schedule_.steps[s].kind != Step::Kind::alias &&
+        (sweep < 0 || schedule_.sweeps[size_t(sweep)].first == s)) {
       profile->add(labels_[s], std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
     for (int id : plan_.release_after[s]) {

@@ -114,44 +114,6 @@ View view_of(const Shape& in, const Shape& out, const Ints& bdims) {
   return v;
 }
 
-struct ReduceShape {
-  cpu::ReduceOp op;
-  int64_t outer = 1, n = 1, inner = 1;
-};
-
-// A reduction as (outer, n, inner) when its reduced axes are the leading or
-// the trailing ones (size-1 dimensions ignored), as the reduce kernel merges them.
-std::optional<ReduceShape> reduce_shape(const Eqn& e, const AVal& x) {
-  ReduceShape r;
-  switch (e.prim) {
-    case Prim::reduce_sum: r.op = cpu::ReduceOp::sum; break;
-    case Prim::reduce_max: r.op = cpu::ReduceOp::max; break;
-    case Prim::reduce_min: r.op = cpu::ReduceOp::min; break;
-    default: return std::nullopt;
-  }
-  std::vector<bool> reduced(size_t(x.shape.rank()), false);
-  for (int64_t a : e.params.ints("axes")) reduced[size_t(a < 0 ? a + x.shape.rank() : a)] = true;
-  std::vector<std::pair<bool, int64_t>> groups;
-  for (int64_t d = 0; d < x.shape.rank(); ++d) {
-    if (x.shape[d] == 1) continue;
-    if (!groups.empty() && groups.back().first == reduced[size_t(d)]) groups.back().second *= x.shape[d];
-    else groups.emplace_back(reduced[size_t(d)], x.shape[d]);
-  }
-  if (groups.size() == 1 && groups[0].first) {
-    r.n = groups[0].second;
-  } else if (groups.size() == 2 && !groups[0].first) {
-    r.outer = groups[0].second;
-    r.n = groups[1].second;
-  } else if (groups.size() == 2) {
-    r.n = groups[0].second;
-    r.inner = groups[1].second;
-  } else {
-    return std::nullopt;
-  }
-  if (!cpu::fusable_reduction(r.op, x.dtype, r.outer, r.n, r.inner)) return std::nullopt;
-  return r;
-}
-
 Role role_of(const Jaxpr& j, const Eqn& e) {
   // Nullary equations (a large iota that constant folding kept, axis_index)
   // stay steps of their own; so do collectives, which no rule below matches
@@ -587,6 +549,37 @@ std::string eqn_str(const Jaxpr& j, const Eqn& e) {
 
 }  // namespace
 
+std::optional<ReduceShape> reduce_shape(const Eqn& e, const AVal& x) {
+  ReduceShape r;
+  switch (e.prim) {
+    case Prim::reduce_sum: r.op = cpu::ReduceOp::sum; break;
+    case Prim::reduce_max: r.op = cpu::ReduceOp::max; break;
+    case Prim::reduce_min: r.op = cpu::ReduceOp::min; break;
+    default: return std::nullopt;
+  }
+  std::vector<bool> reduced(size_t(x.shape.rank()), false);
+  for (int64_t a : e.params.ints("axes")) reduced[size_t(a < 0 ? a + x.shape.rank() : a)] = true;
+  std::vector<std::pair<bool, int64_t>> groups;
+  for (int64_t d = 0; d < x.shape.rank(); ++d) {
+    if (x.shape[d] == 1) continue;
+    if (!groups.empty() && groups.back().first == reduced[size_t(d)]) groups.back().second *= x.shape[d];
+    else groups.emplace_back(reduced[size_t(d)], x.shape[d]);
+  }
+  if (groups.size() == 1 && groups[0].first) {
+    r.n = groups[0].second;
+  } else if (groups.size() == 2 && !groups[0].first) {
+    r.outer = groups[0].second;
+    r.n = groups[1].second;
+  } else if (groups.size() == 2) {
+    r.n = groups[0].second;
+    r.inner = groups[1].second;
+  } else {
+    return std::nullopt;
+  }
+  if (!cpu::fusable_reduction(r.op, x.dtype, r.outer, r.n, r.inner)) return std::nullopt;
+  return r;
+}
+
 Step::Kind step_kind(Prim p) {
   const PrimDef& def = prim_def(p);
   if (def.impl) return Step::Kind::impl;
@@ -625,7 +618,14 @@ std::string Schedule::str(const Jaxpr& j) const {
   os << "; ";
   for (size_t i = 0; i < j.invars.size(); ++i) os << (i ? " " : "") << decl(j, j.invars[i]);
   os << ". let\n";
-  for (const Step& s : steps) {
+  size_t next_sweep = 0;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const Step& s = steps[k];
+    if (next_sweep < sweeps.size() && sweeps[next_sweep].first == k) {
+      const RowSweep& sw = sweeps[next_sweep++];
+      os << "    # row sweep of the next " << sw.last - sw.first + 1 << " steps over " << sw.rows << " rows of "
+         << sw.row_len << "\n";
+    }
     if (s.kind != Step::Kind::fused) {
       os << "    " << eqn_str(j, j.eqns[s.index]) << "\n";
       continue;

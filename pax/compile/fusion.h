@@ -18,9 +18,11 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "pax/compile/loop_program.h"
 #include "pax/ir/jaxpr.h"
 
 namespace pax {
@@ -52,9 +54,24 @@ struct Step {
   size_t index;  // equation index, or group index for fused steps
 };
 
+// A run of consecutive steps, fused loops over the same rows (and reshapes),
+// that runs one tile of rows at a time: every loop computes the tile's rows
+// before the next loop starts on them, so the values the loops pass each
+// other are still in cache when they are read again (a softmax's maximum,
+// exponentials and division read its logits from memory once). The loops
+// cover `rows` x `row_len` elements (row_len == 1: row-sized loops) and read
+// the values of earlier loops of the sweep only for the same row: whole
+// rows contiguously, or a per-row value (a row reduction's result)
+// broadcast along the row. See row_sweep.h.
+struct RowSweep {
+  size_t first = 0, last = 0;  // its steps, [first, last]
+  int64_t rows = 0, row_len = 0;
+};
+
 struct Schedule {
   std::vector<Step> steps;
   std::vector<FusionGroup> groups;
+  std::vector<RowSweep> sweeps;  // in step order, disjoint
 
   // The values a step reads / writes.
   std::vector<Var> inputs(const Jaxpr& j, const Step& s) const;
@@ -65,6 +82,15 @@ struct Schedule {
 
 // The schedule of `jaxpr` (fuse=false: one step per equation).
 Schedule schedule(const Jaxpr& jaxpr, bool fuse = true);
+
+// A reduction equation as (outer, n, inner) when its reduced axes are the
+// leading or the trailing ones (size-1 dimensions ignored), as the reduce
+// kernel merges them, and a fused loop can end in it; nullopt otherwise.
+struct ReduceShape {
+  ReduceOp op = ReduceOp::sum;
+  int64_t outer = 1, n = 1, inner = 1;
+};
+std::optional<ReduceShape> reduce_shape(const Eqn& e, const AVal& x);
 
 // How an equation runs when it is not fused.
 Step::Kind step_kind(Prim p);

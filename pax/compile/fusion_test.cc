@@ -11,6 +11,7 @@
 
 #include "pax/api/transforms.h"
 #include "pax/backend/backend.h"
+#include "pax/backend/cpu/fused_loop.h"
 #include "pax/backend/cpu/gemm_dnnl.h"
 #include "pax/compile/executable.h"
 #include "pax/ops/lax.h"
@@ -221,6 +222,7 @@ TEST(Fusion, Bf16LoopsInWideRegistersAreBitIdentical) {
   // result: inputs read contiguously, through views and as splats; selects,
   // compares, conversions from and to bf16, stored intermediates, row
   // reductions; special values; outputs of 4 MiB and more (streamed).
+  const size_t stream_was = cpu::set_stream_bytes_for_testing(size_t(4) << 20);
   auto f = [](const Array& x, const Array& row, const Array& s, const Array& h, const Array& i, const Array& d) {
     Array a = tanh(x * row + s) * 0.5 - exp(-x);
     Array b = where(a > x, a, x * a);
@@ -249,6 +251,7 @@ TEST(Fusion, Bf16LoopsInWideRegistersAreBitIdentical) {
     EXPECT_GE(count_of(program, "wide_bf16"), 1) << program;
     check(jaxpr, {x, row, s, h, i, d}, count_of(program, "fusion["));
   }
+  cpu::set_stream_bytes_for_testing(stream_was);
 }
 
 TEST(Fusion, RowReductionsAreBitIdentical) {

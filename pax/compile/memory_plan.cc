@@ -36,8 +36,10 @@ class Planner {
     for (size_t i = 0; i < j_.constvars.size(); ++i) make(Storage::Kind::constant, j_.constvars[i], -1, int(i));
     for (size_t i = 0; i < j_.invars.size(); ++i) make(Storage::Kind::argument, j_.invars[i], -1, int(i));
     liveness();
+    sweep_lifetimes();
     parent_.resize(p_.storages.size());
     std::iota(parent_.begin(), parent_.end(), 0);
+    sweep_locals();
     in_place();
     donations();
     layout();
@@ -93,6 +95,56 @@ class Planner {
     }
   }
 
+  // The loops of a row sweep run interleaved, a tile of rows at a time: every
+  // value a sweep reads or writes lives through the whole sweep (see
+  // sweep_in_place for the writes in place it allows).
+  void sweep_lifetimes() {
+    sweep_of_.assign(size_t(num_steps_), -1);
+    last_read_.resize(p_.storages.size());
+    for (size_t i = 0; i < p_.storages.size(); ++i) last_read_[i] = p_.storages[i].last_step;
+    for (size_t k = 0; k < s_.sweeps.size(); ++k) {
+      const int first = int(s_.sweeps[k].first), last = int(s_.sweeps[k].last);
+      for (int t = first; t <= last; ++t) sweep_of_[size_t(t)] = int(k);
+      for (Storage& st : p_.storages) {
+        if (st.def_step >= first && st.def_step <= last) st.def_step = first;
+        if (st.last_step >= first && st.last_step <= last) st.last_step = last;
+      }
+    }
+  }
+
+  // Arena values written by a sweep's loops, of whole rows, that only the
+  // sweep's steps read.
+  void sweep_locals() {
+    for (const RowSweep& sw : s_.sweeps) {
+      for (size_t k = sw.first; k <= sw.last; ++k) {
+        if (s_.steps[k].kind != Step::Kind::fused) continue;
+        for (Var v : s_.groups[s_.steps[k].index].outputs) {
+          Storage& st = storage(v);
+          if (st.kind == Storage::Kind::arena && st.last_step == int(sw.last) &&
+              j_.aval(v).shape.numel() == sw.rows * sw.row_len) {
+            st.kind = Storage::Kind::sweep_local;
+          }
+        }
+      }
+    }
+  }
+
+  // Whether a loop of a row sweep may write its output over input storage
+  // `id`: a value from before the sweep, not read after it, whose last
+  // reader is this loop (step s), and which every step of the sweep reads
+  // contiguously, so that each tile's rows of it are read, by this tile's
+  // steps, before this loop overwrites them.
+  bool sweep_in_place(int s, int id) const {
+    const RowSweep& sw = s_.sweeps[size_t(sweep_of_[size_t(s)])];
+    const Storage& st = p_.storages[size_t(id)];
+    if (st.def_step >= int(sw.first) || st.last_step != int(sw.last) || last_read_[size_t(id)] != s) return false;
+    for (size_t k = sw.first; k <= sw.last; ++k) {
+      const Step& step = s_.steps[k];
+      if (step.kind == Step::Kind::fused && !read_contiguously(s_.groups[step.index], id)) return false;
+    }
+    return true;
+  }
+
   // Whether every read of storage `id` by fused group `g` is contiguous.
   bool read_contiguously(const FusionGroup& g, int id) const {
     for (size_t i = 0; i < g.inputs.size(); ++i) {
@@ -113,14 +165,15 @@ class Planner {
       if (step.kind != Step::Kind::fused) continue;
       const FusionGroup& g = s_.groups[step.index];
       if (g.has_reduction) continue;  // a reduction's tiles read past their stores
+      const bool swept = sweep_of_[size_t(s)] >= 0;
       for (Var o : g.outputs) {
         const int so = p_.storage_of[size_t(o)];
         if (p_.storages[size_t(so)].kind != Storage::Kind::arena) continue;
         for (Var in : g.inputs) {
           const int si = p_.storage_of[size_t(in)];
           const Storage& st = p_.storages[size_t(si)];
-          if (claimed[size_t(si)] || st.kind != Storage::Kind::arena || st.last_step != s ||
-              st.nbytes != p_.storages[size_t(so)].nbytes || !read_contiguously(g, si)) {
+          if (claimed[size_t(si)] || st.kind != Storage::Kind::arena || st.nbytes != p_.storages[size_t(so)].nbytes ||
+              !read_contiguously(g, si) || (swept ? !sweep_in_place(s, si) : st.last_step != s)) {
             continue;
           }
           claimed[size_t(si)] = true;
@@ -228,6 +281,8 @@ class Planner {
   const int num_steps_;
   MemoryPlan p_;
   std::vector<int> parent_;  // arena storages sharing a slice (in-place chains)
+  std::vector<int> sweep_of_;    // per step: its row sweep, or -1
+  std::vector<int> last_read_;   // per storage: its last reader before sweep_lifetimes
 };
 
 }  // namespace

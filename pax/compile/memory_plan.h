@@ -13,6 +13,8 @@
 // place). Donated arguments: an output of the same shape and dtype, written
 // once the argument has no other reader (or in place by a fused loop), may
 // be written into the argument's buffer when the caller held the only handle.
+// Row sweeps (fusion.h): every value a sweep touches lives through the whole
+// sweep, and the values of whole rows only its steps read are sweep-local.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +28,10 @@
 namespace pax {
 
 struct Storage {
-  enum class Kind : uint8_t { argument, constant, arena, buffer, output };
+  // sweep_local: a value of whole rows that a row sweep writes and only its
+  // own steps read; it lives in the sweep's per-thread tile buffer
+  // (cpu::run_row_sweep) and takes no bytes here.
+  enum class Kind : uint8_t { argument, constant, arena, buffer, output, sweep_local };
   Kind kind = Kind::arena;
   Var var = -1;         // the value that defines it
   int index = -1;       // argument / constant index

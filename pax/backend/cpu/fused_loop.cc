@@ -8,6 +8,8 @@
 #include <cstring>
 #include <memory>
 
+#include <unistd.h>
+
 #include "pax/backend/cpu/dispatch.h"
 #include "pax/backend/cpu/fused_codegen.h"
 #include "pax/backend/cpu/fused_kernels.h"
@@ -27,12 +29,30 @@ constexpr int64_t kColTaskElems = int64_t(1) << 16;
 constexpr int64_t kMaxColTasks = 64;
 constexpr int64_t kMaxColInner = int64_t(1) << 15;  // bounds the partial rows of column tasks
 constexpr size_t kMaxViewRank = kMaxFusedViewRank;
-constexpr size_t kStreamBytes = size_t(4) << 20;  // outputs from this size on bypass the cache
 constexpr size_t kMaxCases = kMaxFusedSelectCases;
 
 static_assert(kFusedBlock % kWindow == 0 && kMinChunk % kFusedBlock == 0);
 
 int64_t floor_window(int64_t i) { return i / kWindow * kWindow; }
+
+// Outputs from this size on are written with non-temporal stores, which
+// bypass the cache: those that would not stay in the last-level cache until
+// their readers come (half of it, and never below 4 MiB). Where the cache
+// holds them, streaming them out only makes their readers (the next loop, a
+// matmul) fetch them from memory: on a 2-core Zen 5 slice, the GPT step's
+// bias + GELU loop took 1.23 ms with its 8 MiB outputs streamed and 0.86 ms
+// without.
+std::atomic<size_t> g_stream_bytes{0};  // 0: from the cache size
+
+size_t stream_bytes() {
+  if (const size_t set = g_stream_bytes.load(std::memory_order_relaxed)) return set;
+  static const size_t from_cache = [] {
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return std::max(size_t(4) << 20, llc > 0 ? size_t(llc) / 2 : 0);
+  }();
+  return from_cache;
+}
 
 // Per-thread scratch memory, kept between calls. Page-aligned: registers then
 // sit at the same offset within a page as the blocks of large arrays, so that
@@ -402,7 +422,8 @@ void run_col_reduce(const FusedProgram& p, std::span<const void* const> in, std:
 }
 
 // Whether no output a store writes shares a byte with an input the loop
-// reads (then stores may be written by their instructions in place).
+// reads (then stores may be written by their instructions in place). Null
+// arrays (a row sweep's local values, in buffers of their own) share none.
 bool outputs_apart(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out) {
   bool any = false;
   for (const FusedStore& st : p.stores) any = any || st.write == FusedStore::Write::apart;
@@ -418,10 +439,12 @@ bool outputs_apart(const FusedProgram& p, std::span<const void* const> in, std::
       }
     }
     const char* base = static_cast<const char*>(in[size_t(s.arg)]);
+    if (!base) continue;
     const char* first = base + lo * int64_t(s.width);
     const char* last = base + (hi + 1) * int64_t(s.width);
     for (const FusedStore& st : p.stores) {
       const char* o = static_cast<const char*>(out[size_t(st.output)]);
+      if (!o) continue;
       const char* o_end = o + size_t(p.size) * p.slots[size_t(st.slot)].width;
       if (first < o_end && o < last) return false;
     }
@@ -429,7 +452,99 @@ bool outputs_apart(const FusedProgram& p, std::span<const void* const> in, std::
   return true;
 }
 
+// Rows per tile of a row sweep: kRowTile elements of each value, so that the
+// values the loops pass each other stay in cache between the loops.
+int64_t sweep_tile_rows(int64_t rows, int64_t row_len) {
+  const int64_t per_tile = std::max<int64_t>(1, kRowTile / row_len);
+  // Enough tiles for every thread.
+  return std::max<int64_t>(1, std::min(per_tile, ceil_div(rows, 2 * int64_t(omp_get_max_threads()))));
+}
+
 }  // namespace
+
+void run_row_sweep(std::span<const SweepLoop> loops, int64_t rows, int64_t row_len,
+                   std::span<const size_t> local_widths) {
+  std::vector<bool> apart(loops.size());
+  size_t tile_bytes = 0;
+  const int64_t tile_rows = sweep_tile_rows(rows, row_len);
+  const int64_t tile_elems = tile_rows * row_len;
+  for (size_t k = 0; k < loops.size(); ++k) {
+    const SweepLoop& loop = loops[k];
+    if (!loop.program) {
+      PAX_CHECK(loop.inputs.size() == 1 && loop.outputs.size() == 1 && loop.input_local.size() == 1 &&
+                    loop.output_local.size() == 1 && loop.output_local[0] < 0 &&
+                    accumulator_dtype(loop.reduce_dtype) == loop.reduce_dtype,
+                "row sweep: reduction ", k, " takes one array of rows");
+      continue;
+    }
+    const FusedProgram& p = *loop.program;
+    PAX_CHECK(int(loop.inputs.size()) == p.num_inputs && int(loop.outputs.size()) == p.num_outputs &&
+                  loop.input_local.size() == loop.inputs.size() && loop.output_local.size() == loop.outputs.size(),
+              "row sweep: loop ", k, " takes ", p.num_inputs, " inputs and ", p.num_outputs, " outputs");
+    PAX_CHECK(p.size == rows * row_len || p.size == rows, "row sweep: loop ", k, " of ", p.size,
+              " elements over ", rows, " rows of ", row_len);
+    for (int l : loop.input_local) PAX_CHECK(l < 0 || (p.size != rows && size_t(l) < local_widths.size()), "row sweep: loop ", k, " reads local ", l);
+    for (int l : loop.output_local) PAX_CHECK(l < 0 || (p.size != rows && size_t(l) < local_widths.size()), "row sweep: loop ", k, " writes local ", l);
+    apart[k] = outputs_apart(p, loop.inputs, loop.outputs);
+    if (p.reduce) {
+      const FusedReduce& r = *p.reduce;
+      PAX_CHECK(r.inner == 1 && r.outer == rows && r.n == row_len &&
+                    accumulator_dtype(p.slots[size_t(r.slot)].dtype) == r.out_dtype,
+                "row sweep: loop ", k, " reduces other rows");
+      tile_bytes = std::max(tile_bytes, size_t(tile_elems) * itemsize(p.slots[size_t(r.slot)].dtype));
+    }
+  }
+  // Offsets of the sweep-local values in a thread's buffer.
+  std::vector<size_t> local_at(local_widths.size() + 1, 0);
+  for (size_t l = 0; l < local_widths.size(); ++l) local_at[l + 1] = local_at[l] + round64(size_t(tile_elems) * local_widths[l]);
+  parallel_for(ceil_div(rows, tile_rows), 1, [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<char> local_mem;
+    if (local_mem.size() < local_at.back() + 64) local_mem.resize(local_at.back() + 64);
+    char* local = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(local_mem.data()) + 63) & ~uintptr_t(63));
+    std::vector<const void*> in;
+    std::vector<void*> out;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t r0 = t * tile_rows, r1 = std::min(rows, r0 + tile_rows);
+      // A local value's element i lives at its buffer + (i - r0 * row_len):
+      // its array pointer is moved so that the loops' own indexing lands there.
+      auto local_base = [&](int l) {
+        return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(local + local_at[size_t(l)]) -
+                                       uintptr_t(r0 * row_len) * local_widths[size_t(l)]);
+      };
+      for (size_t k = 0; k < loops.size(); ++k) {
+        const SweepLoop& loop = loops[k];
+        if (!loop.program) {
+          const size_t w = itemsize(loop.reduce_dtype);
+          const char* x = static_cast<const char*>(loop.input_local[0] >= 0 ? local_base(loop.input_local[0])
+                                                                             : loop.inputs[0]);
+          reduce_rows(loop.reduce_op, loop.reduce_dtype, x + size_t(r0 * row_len) * w, size_t(r1 - r0),
+                      size_t(row_len), static_cast<char*>(loop.outputs[0]) + size_t(r0) * w);
+          continue;
+        }
+        const FusedProgram& p = *loop.program;
+        in.assign(loop.inputs.begin(), loop.inputs.end());
+        out.assign(loop.outputs.begin(), loop.outputs.end());
+        for (size_t i = 0; i < in.size(); ++i) {
+          if (loop.input_local[i] >= 0) in[i] = local_base(loop.input_local[i]);
+        }
+        for (size_t i = 0; i < out.size(); ++i) {
+          if (loop.output_local[i] >= 0) out[i] = local_base(loop.output_local[i]);
+        }
+        const int64_t unit = p.size == rows ? 1 : row_len;
+        const int64_t a = r0 * unit, z = r1 * unit;
+        Task task(p, in, out, apart[k], p.reduce ? tile_bytes : 0, 0);
+        task.run_range(a, z, a, z, p.reduce ? a : -1, [](int64_t, int64_t) {});
+        if (!p.reduce) continue;
+        const FusedReduce& r = *p.reduce;
+        const DType dt = p.slots[size_t(r.slot)].dtype;
+        char* dst = static_cast<char*>(out[size_t(r.output)]) + size_t(r0) * itemsize(r.out_dtype);
+        reduce_rows(r.op, dt, task.tile(), size_t(r1 - r0), size_t(row_len), dst);
+      }
+    }
+  });
+}
+
+size_t set_stream_bytes_for_testing(size_t bytes) { return g_stream_bytes.exchange(bytes); }
 
 bool fusable_reduction(ReduceOp op, DType dtype, int64_t outer, int64_t n, int64_t inner) {
   if (op != ReduceOp::sum && op != ReduceOp::max && op != ReduceOp::min) return false;
@@ -507,7 +622,7 @@ void FusedProgram::finalize() {
   }
   block = kFusedBlock;
   reg_bytes = round64(size_t(block) * max_width);
-  for (FusedStore& st : stores) st.stream = size_t(size) * itemsize(slots[size_t(st.slot)].dtype) >= kStreamBytes;
+  for (FusedStore& st : stores) st.stream = size_t(size) * itemsize(slots[size_t(st.slot)].dtype) >= stream_bytes();
   chain_first = -1;
   if (!wide_bf16) find_chain();  // chains do not compute bf16
   compiled_runs.clear();

@@ -21,8 +21,9 @@
 // from their slot to the output at the end of each block, after every read of
 // the block (or written by the last instruction itself), so an output may
 // share its buffer with a same-sized input that is read contiguously
-// (in-place execution), when the loop has no reduction. Outputs of 4 MiB and
-// more are written with non-temporal stores.
+// (in-place execution), when the loop has no reduction. Outputs that would
+// not stay in the last-level cache (half of it, at least 4 MiB) are written
+// with non-temporal stores.
 //
 // Runs of consecutive instructions are compiled into machine code that keeps
 // their values in vector registers (fused_codegen.h): a generated C++
@@ -35,6 +36,10 @@
 // previous result with an input or a constant: add, sub, mul, div, max, min,
 // neg, abs in f32 / f64) runs as one cpu::chain() per block instead, in
 // vector registers (fused_kernels.h).
+//
+// run_row_sweep runs several loops over the same rows (a row sweep, see
+// pax/compile/row_sweep.h) one tile of rows at a time, values that only the
+// sweep reads held in a per-thread tile buffer.
 //
 // The trailing reduction (sum / max / min) reduces the domain seen as
 // (outer, n, inner):
@@ -126,11 +131,39 @@ struct FusedProgram : LoopProgram {
   void find_chain();
 };
 
+// Sets the output size from which loops prepared from now on stream their
+// stores (0: half the last-level cache, at least 4 MiB); returns the previous
+// setting. For tests of the streamed path.
+size_t set_stream_bytes_for_testing(size_t bytes);
+
 // Whether a reduction of (outer, n, inner) can end a fused loop.
 bool fusable_reduction(ReduceOp op, DType dtype, int64_t outer, int64_t n, int64_t inner);
 
 // Runs the program. inputs[k] / outputs[k] point at the loop's input and
 // output arrays (outputs of `size` elements, or the reduction's result).
 void run_fused(const FusedProgram& program, std::span<const void* const> inputs, std::span<void* const> outputs);
+
+// One loop (or row reduction) of a row sweep (pax/compile/fusion.h,
+// RowSweep) with its arrays.
+// input_local / output_local name, per input and output, the sweep-local
+// value it is (-1: none): a value of whole rows that only the sweep's loops
+// read, kept in a per-thread buffer of one tile instead of its array.
+struct SweepLoop {
+  const FusedProgram* program;  // null: a reduction of input 0's rows into output 0
+  ReduceOp reduce_op = ReduceOp::sum;  // program == null: the reduction
+  DType reduce_dtype = DType::f32;
+  std::span<const void* const> inputs;
+  std::span<void* const> outputs;
+  std::span<const int> input_local, output_local;
+};
+
+// Runs the loops of a row sweep over rows x row_len elements, one tile of
+// whole rows at a time: each loop computes the tile (loops of `rows`
+// elements: one element per row) before the next starts on it. A loop's
+// reduction reduces each row of the tile as run_fused reduces it, so every
+// value has the bits run_fused would give it. local_widths: bytes per
+// element of each sweep-local value.
+void run_row_sweep(std::span<const SweepLoop> loops, int64_t rows, int64_t row_len,
+                   std::span<const size_t> local_widths);
 
 }  // namespace pax::cpu

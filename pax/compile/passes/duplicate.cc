@@ -22,7 +22,9 @@
 // value itself (broadcasts of smaller arrays and scalars count nothing; a
 // chain stops at values that are stored anyway, for a matmul say, and at
 // transcendental results). On a tie the chain is recomputed, so the value
-// need not be stored at all. The originals that no longer have readers are
+// need not be stored at all, unless it is stored anyway: a softmax's
+// backward reads the probabilities the attention's matmul reads, rather than
+// the exponentials and their sums, which then stay inside the forward's loops. The originals that no longer have readers are
 // dropped by dce, and the program is scheduled again. Runs after cse, which
 // would merge the copies back.
 #include <algorithm>
@@ -85,7 +87,10 @@ class Duplicator {
         std::unordered_map<Var, Var>& copies = copies_[loop_[k]];  // shared by the loop's readers
         for (Var& v : copy.inputs) {
           if (!duplicable(v) || loop_[size_t(producer_[size_t(v)])] == loop_[k]) continue;
-          if (leaf_bytes(v, j_.aval(v).shape.numel()) > itemsize(j_.aval(v).dtype)) continue;
+          // A value stored anyway (for a matmul, say) is read where it is,
+          // unless its chain reads fewer bytes.
+          const size_t leaves = leaf_bytes(v, j_.aval(v).shape.numel()), own = itemsize(j_.aval(v).dtype);
+          if (leaves > own || (stored_[size_t(v)] && leaves == own)) continue;
           v = emit_chain(v, out, copies);
           changed = true;
         }
