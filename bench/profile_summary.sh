@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Sums a PAX_PROFILE=1 report (stdin) by kind of step: dot_general (GEMM),
-# convolution, fused loops and every other primitive, with each one's share
+# convolution, fused loops, row sweeps and every other primitive, with each one's share
 # of the time in executable steps, then the share outside GEMM / convolution.
 #   PAX_PROFILE=1 build/bench/gpt_step 2>&1 >/dev/null | bench/profile_summary.sh
 awk '/^ +[0-9.]+ +[0-9.]+ +[0-9]+ +[a-z_]/ {
        kind = $4
        sub(/\[.*/, "", kind)
        if (kind ~ /^fusion/) kind = "fused loops"
+       if (kind ~ /^sweep/) kind = "row sweeps"
        t[kind] += $1; total += $1
      }
      END {
