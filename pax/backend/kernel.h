@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "pax/core/shape.h"
 #include "pax/ir/params.h"
@@ -16,6 +17,11 @@ struct TensorView {
   void* data = nullptr;  // inputs are read-only; outputs are written
   const Shape* shape = nullptr;
   DType dtype = DType::f32;
+  // An output's element strides when it is to be written in another layout
+  // than row-major (the compiler folds a transpose of a matmul's result into
+  // the matmul this way); null: row-major. Only dot_general's kernel is
+  // given them.
+  const std::vector<int64_t>* strides = nullptr;
 
   int64_t numel() const { return shape->numel(); }
   int64_t rank() const { return shape->rank(); }

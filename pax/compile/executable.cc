@@ -157,6 +157,8 @@ class CpuExecutable : public Executable {
       }
       find_row_sweeps(jaxpr_, schedule_);
     }
+    out_strides_.assign(schedule_.steps.size(), {});
+    if (options.optimize && options.fuse) fold_transposes_into_products();
     sweep_at_.assign(schedule_.steps.size(), -1);
     for (size_t k = 0; k < schedule_.sweeps.size(); ++k) {
       for (size_t s = schedule_.sweeps[k].first; s <= schedule_.sweeps[k].last; ++s) sweep_at_[s] = int(k);
@@ -201,7 +203,12 @@ class CpuExecutable : public Executable {
 
   std::vector<Array> run(std::vector<Array> args) const override;
 
-  std::string str() const override { return schedule_.str(jaxpr_) + "\nmemory: " + plan_.str(); }
+  std::string str() const override {
+    size_t folded = 0;
+    for (const std::vector<int64_t>& st : out_strides_) folded += !st.empty();
+    return schedule_.str(jaxpr_) + "\nmemory: " + plan_.str() +
+           (folded ? "\nproducts written transposed: " + std::to_string(folded) : "");
+  }
   const Jaxpr& optimized_jaxpr() const override { return jaxpr_; }
   CostAnalysis cost() const override { return cost_; }
   const MemoryStats& memory() const override { return plan_.stats; }
@@ -225,6 +232,7 @@ class CpuExecutable : public Executable {
   void run_fused_step(Frame& f, size_t s) const;
   void run_sweep(Frame& f, size_t sweep) const;
   void plan_sweep_locals();
+  void fold_transposes_into_products();
   const std::shared_ptr<Buffer>& buffer_of(const Frame& f, Var v) const;
 
   JaxprPtr source_;
@@ -238,6 +246,9 @@ class CpuExecutable : public Executable {
   std::vector<AVal> out_avals_;  // of the source program's outputs
   std::vector<std::string> labels_;  // per step, when profiling
   std::vector<int> sweep_at_;  // per step: the row sweep it belongs to, or -1
+  // Per step: the strides its output is written with (a product whose
+  // transpose was folded into it), or empty.
+  std::vector<std::vector<int64_t>> out_strides_;
   // Per row sweep: its loops and row reductions, and where they read and
   // write its sweep-local values (cpu::SweepLoop).
   struct SweepPlan {
@@ -247,6 +258,42 @@ class CpuExecutable : public Executable {
   };
   std::vector<SweepPlan> sweep_plans_;
 };
+
+// A transpose whose operand is a product's result that nothing else reads
+// costs a pass over memory; the product writes its result in the
+// transpose's layout instead (oneDNN takes strided outputs; where it cannot,
+// the kernel transposes at the end), and the transpose becomes an alias of
+// those bytes. Attention's head transposes are such.
+void CpuExecutable::fold_transposes_into_products() {
+  std::vector<int> readers(jaxpr_.avals.size(), 0), producer(jaxpr_.avals.size(), -1);
+  for (Var v : jaxpr_.outvars) ++readers[size_t(v)];
+  for (size_t s = 0; s < schedule_.steps.size(); ++s) {
+    const Step& step = schedule_.steps[s];
+    for (Var v : schedule_.inputs(jaxpr_, step)) ++readers[size_t(v)];
+    for (Var v : schedule_.outputs(jaxpr_, step)) producer[size_t(v)] = int(s);
+  }
+  for (size_t s = 0; s < schedule_.steps.size(); ++s) {
+    Step& step = schedule_.steps[s];
+    if (step.kind != Step::Kind::kernel || jaxpr_.eqns[step.index].prim != Prim::transpose) continue;
+    const Eqn& t = jaxpr_.eqns[step.index];
+    const Var d = t.inputs[0];
+    const int ps = producer[size_t(d)];
+    if (ps < 0 || readers[size_t(d)] != 1 || schedule_.steps[size_t(ps)].kind != Step::Kind::kernel ||
+        jaxpr_.eqns[schedule_.steps[size_t(ps)].index].prim != Prim::dot_general) {
+      continue;
+    }
+    // Axis perm[j] of the product is axis j of the transpose. Only where the
+    // product's last axis stays last: its rows are then written contiguously
+    // (oneDNN writes a column-major result at under half its speed).
+    const Ints& perm = t.params.ints("permutation");
+    if (perm.empty() || perm.back() != int64_t(perm.size()) - 1) continue;
+    const std::vector<int64_t> t_strides = jaxpr_.aval(t.outputs[0]).shape.strides();
+    std::vector<int64_t> strides(perm.size());
+    for (size_t j = 0; j < perm.size(); ++j) strides[size_t(perm[j])] = t_strides[j];
+    out_strides_[size_t(ps)] = std::move(strides);
+    step.kind = Step::Kind::alias;
+  }
+}
 
 void CpuExecutable::plan_sweep_locals() {
   for (const RowSweep& sw : schedule_.sweeps) {
@@ -316,6 +363,7 @@ void CpuExecutable::run_kernel(Frame& f, size_t s) const {
     const AVal& a = jaxpr_.aval(e.outputs[i]);
     out[i] = TensorView{ptr(f, e.outputs[i]), &a.shape, a.dtype};
   }
+  if (!out_strides_[s].empty()) out[0].strides = &out_strides_[s];
   kernels_[s](e.params, in, out);
 }
 

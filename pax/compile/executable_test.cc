@@ -189,3 +189,44 @@ TEST(Executable, ArgumentErrors) {
 
 }  // namespace
 }  // namespace pax
+
+namespace pax {
+namespace {
+
+// A transpose of a product's result that nothing else reads is folded into
+// the product, which writes its result in the transpose's layout: the
+// attention's (batch, heads, seq, dim) -> (batch, seq, heads, dim), in f32
+// (oneDNN writes it strided) and f64 (the kernel transposes at the end); a
+// permutation that moves the last axis, and a product read twice, are not
+// folded.
+TEST(Executable, TransposeOfAProductIsWrittenByTheProduct) {
+  auto attention_out = [](const Array& p, const Array& v) {  // (B, N, T, S), (B, S, N, H)
+    Array o = lax::dot_general(p, v, {{3}, {1}, {0, 1}, {0, 2}});  // (B, N, T, H)
+    return lax::transpose(o, {0, 2, 1, 3});                         // (B, T, N, H)
+  };
+  for (DType dt : {DType::f32, DType::f64}) {
+    Array p = testing::random_array({2, 3, 5, 7}, dt, 1), v = testing::random_array({2, 7, 3, 4}, dt, 2);
+    auto jaxpr = make_jaxpr(attention_out)(p, v);
+    auto exe = compile(jaxpr);
+    EXPECT_NE(exe->str().find("products written transposed: 1"), std::string::npos) << exe->str();
+    const std::vector<Array> args = {p, v};
+    const Array want = eval_jaxpr(*jaxpr, args)[0];
+    EXPECT_TRUE(testing::all_close(exe->run(args)[0], want, 1e-6, 1e-6)) << dtype_name(dt);
+  }
+  auto last_moves = [](const Array& a, const Array& b) { return lax::transpose(matmul(a, b), {1, 0}); };
+  auto read_twice = [](const Array& a, const Array& b) {
+    Array c = matmul(a, b);
+    return std::make_pair(lax::transpose(c, {1, 0}), c * 2.0);
+  };
+  Array a = testing::random_array({6, 5}, DType::f32, 3), b = testing::random_array({5, 4}, DType::f32, 4);
+  for (auto jaxpr : {make_jaxpr(last_moves)(a, b), make_jaxpr(read_twice)(a, b)}) {
+    auto exe = compile(jaxpr);
+    EXPECT_EQ(exe->str().find("products written transposed"), std::string::npos) << exe->str();
+    const std::vector<Array> args = {a, b};
+    const std::vector<Array> want = eval_jaxpr(*jaxpr, args), got = exe->run(args);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(testing::all_close(got[i], want[i], 1e-6, 1e-6));
+  }
+}
+
+}  // namespace
+}  // namespace pax

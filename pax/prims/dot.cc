@@ -263,10 +263,14 @@ DType compute_dtype(DType in, DType out) {
   return DType::f32;
 }
 
-void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+// The product into `o`, written with `c_strides` when given (element strides
+// of o's axes). Returns false, having written nothing, where the strided
+// output cannot be handed to oneDNN (its kernels or the operands' layout do
+// not allow it); without c_strides it always writes o and returns true.
+bool dot_into(const Params& p, std::span<const TensorView> in, const TensorView& o,
+              const std::vector<int64_t>* c_strides) {
   const TensorView& lhs = in[0];
   const TensorView& rhs = in[1];
-  const TensorView& o = out[0];
   DotDims d = dot_dims(p);
   const std::vector<int64_t> ls = lhs.shape->strides(), rs = rhs.shape->strides();
   order_contracting(d.lhs_contracting, d.rhs_contracting, lhs, ls, rhs, rs);
@@ -276,18 +280,20 @@ void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::sp
   const Operand b{&rhs, group(rhs, rs, d.rhs_batch), group(rhs, rs, d.rhs_contracting),
                   group(rhs, rs, free_axes(rhs.rank(), d.rhs_contracting, d.rhs_batch))};
   const cpu::GemmShape shape{a.batch.numel(), a.rows.numel(), b.cols.numel(), a.cols.numel()};
-  if (o.numel() == 0) return;
+  if (c_strides && (o.numel() == 0 || shape.k == 0)) return false;
+  if (o.numel() == 0) return true;
   if (shape.k == 0) {
     std::memset(o.data, 0, o.nbytes());
-    return;
+    return true;
   }
 
   const DType native = compute_dtype(lhs.dtype, o.dtype);
   if (is_integer(native) || native == DType::f64) {
+    if (c_strides) return false;
     std::shared_ptr<Buffer> abuf, bbuf;
     cpu::gemm_blocked(native, shape, packed_operand(a, native, shape.k, abuf),
                       packed_operand(b, native, shape.n, bbuf), o.data);
-    return;
+    return true;
   }
 
   // Without a kernel for 16-bit operands on this CPU (bf16 below AVX-512 BF16
@@ -299,6 +305,19 @@ void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::sp
   // oneDNN writes f32 or the compute dtype; anything else goes through an f32
   // temporary converted at the end.
   const bool direct_out = o.dtype == DType::f32 || o.dtype == cd;
+  if (c_strides && !direct_out) return false;
+  // The output's (batch, rows, cols) groups in the requested layout.
+  AxisGroup c_batch, c_rows, c_cols;
+  if (c_strides) {
+    const auto at = [&](size_t from, size_t count) {
+      return std::vector<int64_t>(c_strides->begin() + ptrdiff_t(from), c_strides->begin() + ptrdiff_t(from + count));
+    };
+    const size_t nb = a.batch.sizes.size(), nm = a.rows.sizes.size();
+    c_batch = {a.batch.sizes, at(0, nb)};
+    c_rows = {a.rows.sizes, at(nb, nm)};
+    c_cols = {b.cols.sizes, at(nb + nm, b.cols.sizes.size())};
+    if (!merged_stride(c_rows) || !merged_stride(c_cols)) return false;
+  }
   std::shared_ptr<Buffer> cbuf;
   if (!direct_out) cbuf = Buffer::allocate(size_t(o.numel()) * sizeof(float));
   const cpu::MatrixView c{direct_out ? o.data : cbuf->data(), direct_out ? o.dtype : DType::f32,
@@ -318,6 +337,15 @@ void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::sp
       cv.batch_stride = g.inner_batch * shape.m * shape.n;
       cv.inner_batch_stride = shape.m * shape.n;
     }
+    if (c_strides) {
+      cv.row_stride = *merged_stride(c_rows);
+      cv.col_stride = *merged_stride(c_cols);
+      const auto outer = g.inner_batch > 1 ? merged_stride(axes_before(c_batch, *split)) : merged_stride(c_batch);
+      const auto inner = g.inner_batch > 1 ? merged_stride(axes_from(c_batch, *split)) : std::optional<int64_t>(0);
+      if (!outer || !inner) return false;
+      cv.batch_stride = *outer;
+      cv.inner_batch_stride = *inner;
+    }
     auto view = [&](const Operand& op, std::shared_ptr<Buffer>& keep, int64_t rows, int64_t cols) {
       auto sr = merged_stride(op.rows), sc = merged_stride(op.cols);
       const bool in_place = !force_contiguous && op.view->dtype == cd && sr && sc;
@@ -335,6 +363,7 @@ void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::sp
     return cpu::gemm_dnnl(g, av, bv, cv);
   };
   if (!attempt(false) && !attempt(true)) {
+    if (c_strides) return false;
     // oneDNN offers only its reference code for f32 here (a build without
     // optimised kernels for this CPU): the blocked loop.
     PAX_CHECK(cd == DType::f32, "dot_general: oneDNN has no matmul for ", dtype_name(cd), " operands on this CPU");
@@ -343,6 +372,21 @@ void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::sp
                       packed_operand(b, DType::f32, shape.n, bbuf), c.data);
   }
   if (!direct_out) cpu::convert_parallel(DType::f32, cbuf->data(), o.dtype, o.data, o.numel());
+  return true;
+}
+
+void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+  const TensorView& o = out[0];
+  if (!o.strides) {
+    dot_into(p, in, o, nullptr);
+    return;
+  }
+  if (dot_into(p, in, o, o.strides)) return;
+  // The product row-major, then moved into the requested layout.
+  std::shared_ptr<Buffer> tmp = Buffer::allocate(o.nbytes());
+  const TensorView row_major{tmp->data(), o.shape, o.dtype};
+  dot_into(p, in, row_major, nullptr);
+  cpu::strided_copy(itemsize(o.dtype), o.shape->dims(), tmp->data(), o.shape->strides(), o.data, *o.strides);
 }
 
 }  // namespace
