@@ -149,7 +149,7 @@ std::pair<Tree, Tree> jvp_trees(const TreeFn& f, const std::vector<Tree>& primal
 // vmap
 
 Tree vmap_trees(const TreeFn& f, const std::vector<Tree>& args, const std::vector<std::optional<int64_t>>& in_axes,
-                const std::vector<int64_t>& out_axes, const std::string& axis_name) {
+                const std::vector<std::optional<int64_t>>& out_axes, const std::string& axis_name) {
   PAX_CHECK(in_axes.size() == 1 || in_axes.size() == args.size(), "vmap: in_axes has ", in_axes.size(),
             " entries but the function has ", args.size(), " traced arguments (give one entry per argument, "
             "or one for all)");
@@ -166,7 +166,26 @@ Tree vmap_trees(const TreeFn& f, const std::vector<Tree>& args, const std::vecto
     defs.push_back(std::move(d));
   }
   auto out_def = std::make_shared<TreeDef>();
-  std::vector<Array> outs = vmap_flat(flatten_fn(f, defs, out_def), leaves, leaf_axes, out_axes, axis_name);
+  // out_axes: one entry for every output leaf, one per element of the
+  // output (a tuple's, a list's or a dict's: all the leaves of element i
+  // take entry i, as a prefix of the output tree in JAX), or one per leaf.
+  std::vector<std::optional<int64_t>> leaf_out_axes;
+  auto out_axis = [&](size_t leaf, size_t num_leaves) -> std::optional<int64_t> {
+    if (out_axes.size() == 1) return out_axes[0];
+    if (leaf_out_axes.empty()) {
+      const std::vector<size_t> counts = out_def->child_leaf_counts();
+      if (out_axes.size() == counts.size()) {
+        for (size_t c = 0; c < counts.size(); ++c) leaf_out_axes.insert(leaf_out_axes.end(), counts[c], out_axes[c]);
+      } else {
+        PAX_CHECK(out_axes.size() == num_leaves, "vmap: out_axes has ", out_axes.size(), " entries but the output ",
+                  out_def->str(), " has ", counts.size(), " elements and ", num_leaves,
+                  " leaves (give one entry, one per element, or one per leaf)");
+        leaf_out_axes = out_axes;
+      }
+    }
+    return leaf_out_axes[leaf];
+  };
+  std::vector<Array> outs = vmap_flat(flatten_fn(f, defs, out_def), leaves, leaf_axes, out_axis, axis_name);
   return tree_unflatten(*out_def, outs);
 }
 

@@ -47,7 +47,7 @@ std::pair<Tree, Tree> jvp_trees(const TreeFn& f, const std::vector<Tree>& primal
 
 // in_axes: one entry per argument (nullopt: not mapped) or a single entry for all.
 Tree vmap_trees(const TreeFn& f, const std::vector<Tree>& args, const std::vector<std::optional<int64_t>>& in_axes,
-                const std::vector<int64_t>& out_axes, const std::string& axis_name);
+                const std::vector<std::optional<int64_t>>& out_axes, const std::string& axis_name);
 
 std::shared_ptr<Jaxpr> make_jaxpr_trees(const TreeFn& f, const std::vector<Tree>& args);
 // The output of f with abstract leaves (shapes and dtypes only).

@@ -146,8 +146,12 @@ auto jvp(F f, const Array& primal, const Array& tangent) {
 struct VmapOptions {
   // Batch axis of each argument (nullopt: not mapped); one entry applies to all.
   std::vector<std::optional<int64_t>> in_axes = {0};
-  // Where the batch axis goes in every output leaf (one entry), or per leaf.
-  std::vector<int64_t> out_axes = {0};
+  // Where the batch axis goes: one entry for every output leaf, one per
+  // element of the output (a tuple's, a list's or a dict's, for all of its
+  // leaves), or one per leaf. nullopt (JAX's None): the output is not mapped;
+  // it must not depend on the mapped axis (a pmean over it, say), and comes
+  // out without a batch axis.
+  std::vector<std::optional<int64_t>> out_axes = {0};
   // Names the mapped axis for collectives (psum, pmean, pmax, all_gather).
   std::string axis_name;
 };

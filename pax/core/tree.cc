@@ -2,6 +2,7 @@
 #include "pax/core/tree.h"
 
 #include <algorithm>
+#include <functional>
 #include <ostream>
 
 #include "pax/core/error.h"
@@ -273,6 +274,26 @@ Tree tree_unflatten(const TreeDef& def, std::span<const Array> leaves) {
 
 std::vector<Array> tree_leaves(const Tree& tree) { return tree_flatten(tree).first; }
 TreeDef tree_structure(const Tree& tree) { return tree_flatten(tree).second; }
+
+std::vector<size_t> TreeDef::child_leaf_counts() const {
+  std::vector<size_t> counts;
+  auto children = [&](size_t i) {
+    const Tree::Kind k = nodes_[i].kind;
+    return k == Tree::Kind::list || k == Tree::Kind::dict ? nodes_[i].num_children : 0;
+  };
+  if (nodes_.empty()) return counts;
+  // Pre-order: a child's subtree spans the nodes up to the next child.
+  std::function<size_t(size_t)> subtree_end = [&](size_t i) {
+    size_t j = i + 1;
+    for (size_t c = 0; c < children(i); ++c) j = subtree_end(j);
+    return j;
+  };
+  for (size_t c = 0, i = 1; c < children(0); ++c) {
+    counts.push_back(nodes_[i].num_leaves);
+    i = subtree_end(i);
+  }
+  return counts;
+}
 
 bool TreeDef::operator==(const TreeDef& o) const {
   if (nodes_.size() != o.nodes_.size() || num_leaves_ != o.num_leaves_) return false;

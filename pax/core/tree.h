@@ -94,6 +94,9 @@ class TreeDef {
  public:
   TreeDef() = default;
   size_t num_leaves() const { return num_leaves_; }
+  // The leaves under each child of the root (a list's items, a dict's
+  // entries), in order; empty when the root is a leaf or None.
+  std::vector<size_t> child_leaf_counts() const;
   bool operator==(const TreeDef& other) const;
   bool operator!=(const TreeDef& other) const { return !(*this == other); }
   size_t hash() const;

@@ -70,6 +70,8 @@ TEST(Tree, FlattenUnflattenRoundTrip) {
   auto [leaves, def] = tree_flatten(t);
   EXPECT_EQ(leaves.size(), 5u);
   EXPECT_EQ(def.num_leaves(), 5u);
+  EXPECT_EQ(def.child_leaf_counts(), (std::vector<size_t>{4, 1, 0}));
+  EXPECT_TRUE(tree_structure(Tree(zeros({1}))).child_leaf_counts().empty());
   EXPECT_EQ(def.str(), "{'params': {'ff': {'w': *, 'b': *}, 'layers': [*, *]}, 'step': *, 'optional': None}");
   Tree back = tree_unflatten(def, leaves);
   EXPECT_EQ(tree_structure(back), def);

@@ -89,6 +89,20 @@ Array move_batch_axis(const Array& x, int64_t from, int64_t to, int64_t size) {
 std::vector<Array> vmap_flat(const FlatFn& f, std::span<const Array> args,
                              std::span<const std::optional<int64_t>> in_axes, std::span<const int64_t> out_axes,
                              const std::string& axis_name) {
+  const std::vector<int64_t> axes(out_axes.begin(), out_axes.end());
+  return vmap_flat(
+      f, args, in_axes,
+      [axes](size_t j, size_t n) -> std::optional<int64_t> {
+        PAX_CHECK(axes.size() == 1 || axes.size() == n, "vmap: out_axes has ", axes.size(), " entries for ", n,
+                  " outputs");
+        return axes.size() == 1 ? axes[0] : axes[j];
+      },
+      axis_name);
+}
+
+std::vector<Array> vmap_flat(const FlatFn& f, std::span<const Array> args,
+                             std::span<const std::optional<int64_t>> in_axes, const OutAxisFn& out_axes,
+                             const std::string& axis_name) {
   PAX_CHECK(in_axes.size() == args.size(), "vmap: in_axes has ", in_axes.size(), " entries for ", args.size(),
             " arguments");
   int64_t size = -1;
@@ -116,13 +130,20 @@ std::vector<Array> vmap_flat(const FlatFn& f, std::span<const Array> args,
       }
     }
     std::vector<Array> outs = f(inputs);
-    PAX_CHECK(out_axes.size() == 1 || out_axes.size() == outs.size(), "vmap: out_axes has ", out_axes.size(),
-              " entries for ", outs.size(), " outputs");
     for (size_t j = 0; j < outs.size(); ++j) {
       auto [v, d] = trace->unpack(outs[j]);
+      const std::optional<int64_t> axis = out_axes(j, outs.size());
+      if (!axis) {
+        // jax.vmap's out_axes=None: the value is the same for every index
+        // of the mapped axis (a psum / pmean over it, or no dependence).
+        PAX_CHECK(d < 0, "vmap: output ", j, " ", outs[j].aval().str(), " has out_axes None but depends on the "
+                  "mapped axis (reduce it over the axis first, e.g. lax::pmean(x, axis_name), or give it an out "
+                  "axis)");
+        results.push_back(v);
+        continue;
+      }
       const int64_t rank = outs[j].ndim() + 1;
-      const int64_t to = normalize_axis(out_axes.size() == 1 ? out_axes[0] : out_axes[j], rank, "vmap out_axes");
-      results.push_back(move_batch_axis(v, d, to, size));
+      results.push_back(move_batch_axis(v, d, normalize_axis(*axis, rank, "vmap out_axes"), size));
     }
   }
   return results;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -39,8 +40,17 @@ class VmapTracer : public LevelTracer {
   const int64_t bdim;
 };
 
+// Where output j of n goes (its batch axis; nullopt: the output is not
+// mapped, and must not depend on the mapped axis), asked once per output
+// after the function has run.
+using OutAxisFn = std::function<std::optional<int64_t>(size_t output, size_t num_outputs)>;
+
 // vmap over flat arrays: in_axes[i] is the batch axis of argument i
-// (nullopt: not batched), out_axes[j] where output j's batch axis goes.
+// (nullopt: not batched), out_axes says where each output's batch axis goes.
+std::vector<Array> vmap_flat(const FlatFn& f, std::span<const Array> args,
+                             std::span<const std::optional<int64_t>> in_axes, const OutAxisFn& out_axes,
+                             const std::string& axis_name);
+// out_axes[j] for output j, or out_axes[0] for every output.
 std::vector<Array> vmap_flat(const FlatFn& f, std::span<const Array> args,
                              std::span<const std::optional<int64_t>> in_axes, std::span<const int64_t> out_axes,
                              const std::string& axis_name);
