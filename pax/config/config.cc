@@ -63,6 +63,14 @@ struct Step {
   std::optional<size_t> index;  // list element
 };
 
+// A list index of a path: decimal digits only.
+size_t parse_index(const std::string& text, const std::string& path) {
+  const bool digits = !text.empty() && text.size() <= 18 && std::all_of(text.begin(), text.end(), ::isdigit);
+  PAX_CHECK(digits, "config: list index '", text, "' in path '", path,
+            "' is not a number; write a list element as field[0] or field.0");
+  return size_t(std::stoull(text));
+}
+
 std::vector<Step> parse_path(const std::string& path) {
   PAX_CHECK(!path.empty(), "config: empty path");
   std::vector<Step> steps;
@@ -73,9 +81,9 @@ std::vector<Step> parse_path(const std::string& path) {
     size_t bracket = part.find('[');
     if (bracket != std::string::npos) {
       PAX_CHECK(part.back() == ']', "config: malformed index in path '", path, "'");
-      steps.push_back({part.substr(0, bracket), std::stoul(part.substr(bracket + 1, part.size() - bracket - 2))});
+      steps.push_back({part.substr(0, bracket), parse_index(part.substr(bracket + 1, part.size() - bracket - 2), path)});
     } else if (std::all_of(part.begin(), part.end(), ::isdigit) && !steps.empty() && !steps.back().index) {
-      steps.back().index = std::stoul(part);
+      steps.back().index = parse_index(part, path);
     } else {
       steps.push_back({part, std::nullopt});
     }

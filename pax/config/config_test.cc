@@ -87,6 +87,11 @@ TEST(Config, MistakesFailWithSuggestions) {
   EXPECT_PAX_ERROR(c.set("child", "TestInnr"), "unknown config type 'TestInnr'; did you mean 'TestInner'?");
   EXPECT_PAX_ERROR(c.set("child.dimz", "1"), "no field 'dimz' in TestInner; did you mean 'dims'?");
   EXPECT_PAX_ERROR(c.set("layers[5].dims", "1"), "index 5 is out of range for 'layers' (2 elements)");
+  // A list index that is not a number is a config error, not std::stoul's.
+  EXPECT_PAX_ERROR(c.set("layers[a].dims", "1"), "list index 'a' in path 'layers[a].dims' is not a number");
+  EXPECT_PAX_ERROR(c.set("layers[].dims", "1"), "list index '' in path 'layers[].dims' is not a number");
+  EXPECT_PAX_ERROR(c.set("layers[-1].dims", "1"), "list index '-1'");
+  EXPECT_PAX_ERROR(c.set("layers[99999999999999999999].dims", "1"), "is not a number");
   EXPECT_PAX_ERROR(c.set("layers.dims", "1"), "is a list; give an index");
   EXPECT_PAX_ERROR(c.set("nested", "3"), "set its elements' fields by path instead");
   EXPECT_PAX_ERROR(c.apply_overrides({"num_layers"}), "must look like path=value");
