@@ -398,8 +398,9 @@ Tree restore_checkpoint(const std::string& ckpt_dir_or_path, const Tree& target,
     const bool names_checkpoint = parse_checkpoint_dir_name(base, options.prefix).has_value() ||
                                   base.starts_with(kTmpPrefix) || fs::exists(fs::join(p, kMetadataFile)) ||
                                   fs::exists(fs::join(p, kCommitMarkerFile));
+    if (!fs::exists(p)) return target;  // as flax: nothing at the path, nothing restored
     if (names_checkpoint) {
-      PAX_CHECK(fs::is_dir(p), "restore_checkpoint: checkpoint '", p, "' does not exist");
+      PAX_CHECK(fs::is_dir(p), "restore_checkpoint: checkpoint '", p, "' is not a directory");
       path = p;
     } else {
       std::optional<std::string> latest = latest_checkpoint(p, options.prefix);

@@ -112,9 +112,12 @@ struct RestoreCheckpointOptions {
 // in a directory of checkpoints. With target None the tree is rebuilt from
 // metadata.json (flax's raw state dict); otherwise it must match the target's
 // structure, dtypes and shapes, and leaves keep the target's weak types.
-// A directory without checkpoints (or not created yet) returns `target`
-// unchanged; an explicit step or checkpoint path that does not exist, or one
-// that was never committed, is an error.
+// As in flax, a path that does not exist (a directory not created yet, or a
+// checkpoint path that was never saved, a mistyped one too) and a directory
+// without checkpoints return `target` unchanged: check latest_checkpoint or
+// available_steps first where a missing checkpoint must stop the program.
+// An explicit step that does not exist, and a checkpoint that was never
+// committed, are errors.
 Tree restore_checkpoint(const std::string& ckpt_dir_or_path, const Tree& target,
                         const RestoreCheckpointOptions& options = {});
 

@@ -171,12 +171,17 @@ TEST(Checkpoint, RestoreWithoutCheckpointsReturnsTheTarget) {
   EXPECT_TRUE(available_steps(dir / "not_created_yet").empty());
 }
 
-TEST(Checkpoint, ExplicitStepOrPathMustExist) {
+TEST(Checkpoint, AnExplicitStepMustExistAMissingPathReturnsTheTarget) {
   TempDir dir;
   save_checkpoint(dir.path(), small_tree(1), 3);
   EXPECT_PAX_ERROR(restore_checkpoint(dir.path(), Tree(), {.step = 7}),
                    "no checkpoint for step 7 in '" + dir.path() + "' (committed steps: 3)");
-  EXPECT_PAX_ERROR(restore_checkpoint(dir / "checkpoint_00000007", Tree()), "checkpoint '" + (dir / "checkpoint_00000007") + "' does not exist");
+  // flax.training.checkpoints.restore_checkpoint returns the target for a
+  // path that does not exist, a checkpoint's path included.
+  const Tree target = small_tree(2);
+  const Tree got = restore_checkpoint(dir / "checkpoint_00000007", target);
+  EXPECT_EQ(got["params"]["w"].leaf().id(), target["params"]["w"].leaf().id());
+  EXPECT_TRUE(restore_checkpoint(dir / "checkpoint_00000007", Tree()).is_none());
 }
 
 TEST(Checkpoint, UncommittedDirectoriesAreNeverListedOrRestored) {
