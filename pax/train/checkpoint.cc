@@ -49,8 +49,11 @@ std::vector<int64_t> committed_steps(const std::string& dir, const std::string& 
     if (step && is_committed_checkpoint(fs::join(dir, name))) steps.push_back(*step);
   }
   std::sort(steps.begin(), steps.end());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());  // one step under two spellings
   return steps;
 }
+
+
 
 std::string steps_str(const std::vector<int64_t>& steps) {
   if (steps.empty()) return "none";
@@ -76,7 +79,8 @@ std::vector<int64_t> flax_steps_to_remove(std::vector<int64_t> steps, int64_t st
   if (int64_t(steps.size()) > keep) {
     std::optional<int64_t> last_kept;
     for (size_t i = 0; i + size_t(keep) < steps.size(); ++i) {
-      if (keep_every_n_steps && (!last_kept || steps[i] - *last_kept >= *keep_every_n_steps)) {
+      // flax keeps no step 0 for keep_every_n_steps (its test is `if step_number and ...`).
+      if (keep_every_n_steps && steps[i] != 0 && (!last_kept || steps[i] - *last_kept >= *keep_every_n_steps)) {
         last_kept = steps[i];
         continue;
       }
@@ -183,15 +187,27 @@ std::string checkpoint_dir_name(const std::string& prefix, int64_t step) {
 std::optional<int64_t> parse_checkpoint_dir_name(std::string_view name, const std::string& prefix) {
   if (!name.starts_with(prefix)) return std::nullopt;
   const std::string_view digits = name.substr(prefix.size());
-  if (digits.size() < 8 || digits.size() > 19) return std::nullopt;
+  if (digits.empty() || digits.size() > 19 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) {
+    return std::nullopt;
+  }
   int64_t step = 0;
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
   if (ec != std::errc() || end != digits.data() + digits.size() || step < 0) return std::nullopt;
-  if (checkpoint_dir_name(prefix, step) != name) return std::nullopt;  // only the canonical spelling
   return step;
 }
 
 bool is_committed_checkpoint(const std::string& path) { return fs::exists(fs::join(path, kCommitMarkerFile)); }
+
+std::string checkpoint_path_of(const std::string& dir, const std::string& prefix, int64_t step) {
+  const std::string padded = fs::join(dir, checkpoint_dir_name(prefix, step));
+  if (is_committed_checkpoint(padded)) return padded;
+  for (const std::string& name : fs::list_dir(dir)) {
+    if (parse_checkpoint_dir_name(name, prefix) == step && is_committed_checkpoint(fs::join(dir, name))) {
+      return fs::join(dir, name);
+    }
+  }
+  return padded;
+}
 
 void remove_tmp_checkpoints(const std::string& ckpt_dir, const std::string& prefix) {
   bool changed = false;
@@ -297,17 +313,19 @@ std::string write_checkpoint(const PreparedCheckpoint& p, const std::string& ckp
   return final_path;
 }
 
-void remove_checkpoint(const std::string& ckpt_dir, const std::string& prefix, int64_t step) {
-  const std::string name = checkpoint_dir_name(prefix, step);
-  const std::string path = fs::join(ckpt_dir, name);
-  if (!fs::exists(path)) return;
-  // Renamed first: a crash mid-deletion leaves a tmp_ directory, never a
-  // listed checkpoint with files missing.
-  const std::string doomed = fs::join(ckpt_dir, kTmpPrefix + name + kDeletingSuffix);
-  fs::remove_all(doomed);
-  fs::rename(path, doomed);
-  fs::sync_dir(ckpt_dir);
-  fs::remove_all(doomed);
+void remove_checkpoint(const std::string& ckpt_dir, const std::string& prefix, int64_t step, bool keep_padded) {
+  for (const std::string& name : fs::list_dir(ckpt_dir)) {
+    if (parse_checkpoint_dir_name(name, prefix) != step) continue;
+    if (keep_padded && name == checkpoint_dir_name(prefix, step)) continue;
+    const std::string path = fs::join(ckpt_dir, name);
+    // Renamed first: a crash mid-deletion leaves a tmp_ directory, never a
+    // listed checkpoint with files missing.
+    const std::string doomed = fs::join(ckpt_dir, kTmpPrefix + name + kDeletingSuffix);
+    fs::remove_all(doomed);
+    fs::rename(path, doomed);
+    fs::sync_dir(ckpt_dir);
+    fs::remove_all(doomed);
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -363,8 +381,9 @@ std::string save_checkpoint(const std::string& ckpt_dir, const Tree& target, int
   }
   const std::vector<int64_t> remove =
       flax_steps_to_remove(steps, step, options.overwrite, options.keep, options.keep_every_n_steps);
-  auto work = [prepared, ckpt_dir, prefix = options.prefix, remove] {
+  auto work = [prepared, ckpt_dir, prefix = options.prefix, remove, step] {
     write_checkpoint(*prepared, ckpt_dir, prefix);
+    remove_checkpoint(ckpt_dir, prefix, step, /*keep_padded=*/true);  // an unpadded one it replaced
     for (int64_t s : remove) remove_checkpoint(ckpt_dir, prefix, s);
   };
   if (options.async_manager) {
@@ -378,7 +397,7 @@ std::string save_checkpoint(const std::string& ckpt_dir, const Tree& target, int
 std::optional<std::string> latest_checkpoint(const std::string& ckpt_dir, const std::string& prefix) {
   const std::vector<int64_t> steps = committed_steps(ckpt_dir, prefix);
   if (steps.empty()) return std::nullopt;
-  return fs::join(ckpt_dir, checkpoint_dir_name(prefix, steps.back()));
+  return checkpoint_path_of(ckpt_dir, prefix, steps.back());
 }
 
 std::vector<int64_t> available_steps(const std::string& ckpt_dir, const std::string& prefix) {
@@ -390,7 +409,7 @@ Tree restore_checkpoint(const std::string& ckpt_dir_or_path, const Tree& target,
   const std::string& p = ckpt_dir_or_path;
   std::string path;
   if (options.step) {
-    path = fs::join(p, checkpoint_dir_name(options.prefix, *options.step));
+    path = checkpoint_path_of(p, options.prefix, *options.step);
     PAX_CHECK(fs::is_dir(path), "restore_checkpoint: no checkpoint for step ", *options.step, " in '", p,
               "' (committed steps: ", steps_str(committed_steps(p, options.prefix)), ")");
   } else {

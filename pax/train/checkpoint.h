@@ -6,7 +6,9 @@
 //
 //   <ckpt_dir>/<prefix><step>/        prefix "checkpoint_", step zero-padded to
 //                                     8 digits ("checkpoint_00001200"; larger
-//                                     steps print more digits)
+//                                     steps print more digits); unpadded
+//                                     names (flax's "checkpoint_1200") are
+//                                     listed and restored too
 //     <item>.safetensors              one per tree item: standard safetensors
 //                                     (see safetensors.h); tensor names are the
 //                                     leaves' tree paths ("params/ff/w"), dtypes
@@ -124,11 +126,15 @@ Tree restore_checkpoint(const std::string& ckpt_dir_or_path, const Tree& target,
 // ---------------------------------------------------------------------------
 // The layer both APIs share
 
-// prefix + step zero-padded to 8 digits; and back (nullopt unless `name` is
-// exactly that form).
+// prefix + step zero-padded to 8 digits (the name saves write); and back,
+// from any decimal spelling of the step (flax's unpadded "checkpoint_42" too;
+// nullopt for anything else).
 std::string checkpoint_dir_name(const std::string& prefix, int64_t step);
 std::optional<int64_t> parse_checkpoint_dir_name(std::string_view name, const std::string& prefix);
 bool is_committed_checkpoint(const std::string& path);
+// The directory of a step in ckpt_dir: the padded name saves write, or
+// another spelling of the step that is committed (flax's "checkpoint_42").
+std::string checkpoint_path_of(const std::string& ckpt_dir, const std::string& prefix, int64_t step);
 // Removes tmp_ leftovers of interrupted saves and deletions (and moves back a
 // checkpoint set aside by an overwrite that never landed).
 void remove_tmp_checkpoints(const std::string& ckpt_dir, const std::string& prefix);
@@ -146,8 +152,10 @@ PreparedCheckpoint prepare_checkpoint(const CheckpointItems& items, int64_t step
 // Writes and commits (replacing an existing checkpoint of that step); returns its path.
 std::string write_checkpoint(const PreparedCheckpoint& checkpoint, const std::string& ckpt_dir,
                              const std::string& prefix);
-// Deletes a committed checkpoint (a missing one is not an error).
-void remove_checkpoint(const std::string& ckpt_dir, const std::string& prefix, int64_t step);
+// Deletes the checkpoint of a step under every spelling of its name (a
+// missing one is not an error); with keep_padded, all but the padded one.
+void remove_checkpoint(const std::string& ckpt_dir, const std::string& prefix, int64_t step,
+                       bool keep_padded = false);
 
 // metadata.json of a committed checkpoint, validated against its marker.
 CheckpointMetadata read_checkpoint_metadata(const std::string& path);

@@ -114,7 +114,7 @@ CheckpointItems CheckpointManager::restore(std::optional<int64_t> step, const st
   }
   PAX_CHECK(std::binary_search(steps_.begin(), steps_.end(), *step), "CheckpointManager::restore: no checkpoint for step ",
             *step, " in '", directory_, "'");
-  return read_checkpoint(fs::join(directory_, checkpoint_dir_name(kDefaultCheckpointPrefix, *step)), targets);
+  return read_checkpoint(checkpoint_path_of(directory_, kDefaultCheckpointPrefix, *step), targets);
 }
 
 }  // namespace pax::train

@@ -98,8 +98,12 @@ TEST(Checkpoint, DirectoryNames) {
   EXPECT_EQ(checkpoint_dir_name("checkpoint_", 42), "checkpoint_00000042");
   EXPECT_EQ(parse_checkpoint_dir_name("checkpoint_00000042", "checkpoint_"), 42);
   EXPECT_EQ(parse_checkpoint_dir_name("checkpoint_123456789", "checkpoint_"), 123456789);
-  for (const char* bad : {"checkpoint_42", "checkpoint_000000042", "checkpoint_0000004x", "ckpt_00000042",
-                          "checkpoint_-0000042", "checkpoint_99999999999999999999", "tmp_checkpoint_00000042"}) {
+  // flax writes unpadded names: read too.
+  EXPECT_EQ(parse_checkpoint_dir_name("checkpoint_42", "checkpoint_"), 42);
+  EXPECT_EQ(parse_checkpoint_dir_name("checkpoint_000000042", "checkpoint_"), 42);
+  for (const char* bad : {"checkpoint_", "checkpoint_0000004x", "ckpt_00000042", "checkpoint_+42",
+                          "checkpoint_-0000042", "checkpoint_99999999999999999999", "tmp_checkpoint_00000042",
+                          "checkpoint_4.5"}) {
     EXPECT_FALSE(parse_checkpoint_dir_name(bad, "checkpoint_").has_value()) << bad;
   }
 }
@@ -119,12 +123,36 @@ TEST(Checkpoint, KeepEveryNSteps) {
     save_checkpoint(dir.path(), small_tree(uint32_t(s)), s, {.keep = 1, .keep_every_n_steps = 3});
   }
   EXPECT_EQ(available_steps(dir.path()), (std::vector<int64_t>{1, 4, 7, 10}));
-  // keep = 2, every 5, saves every 2 steps from 0 to 20: kept 0, 6 (6 - 0 >= 5), 12, plus 18 and 20.
+  // keep = 2, every 5, saves every 2 steps from 0 to 20: flax never keeps
+  // step 0 for the rule (`if step_number and ...`), so 2 is the first kept,
+  // then 8 (8 - 2 >= 5) and 14, plus 18 and 20.
   TempDir dir2;
   for (int64_t s = 0; s <= 20; s += 2) {
     save_checkpoint(dir2.path(), small_tree(uint32_t(s)), s, {.keep = 2, .keep_every_n_steps = 5});
   }
-  EXPECT_EQ(available_steps(dir2.path()), (std::vector<int64_t>{0, 6, 12, 18, 20}));
+  EXPECT_EQ(available_steps(dir2.path()), (std::vector<int64_t>{2, 8, 14, 18, 20}));
+}
+
+TEST(Checkpoint, UnpaddedNamesAreListedRestoredReplacedAndPruned) {
+  // Checkpoints named as flax names them (checkpoint_<step>, no padding).
+  TempDir dir;
+  for (int64_t s : {5, 40}) {
+    save_checkpoint(dir.path(), small_tree(uint32_t(s)), s, {.keep = 10});
+    fs::rename(dir / checkpoint_dir_name("checkpoint_", s), dir / ("checkpoint_" + std::to_string(s)));
+  }
+  EXPECT_EQ(available_steps(dir.path()), (std::vector<int64_t>{5, 40}));
+  EXPECT_EQ(latest_checkpoint(dir.path()), std::optional<std::string>(dir / "checkpoint_40"));
+  EXPECT_TRUE(trees_identical(restore_checkpoint(dir.path(), small_tree(0)), small_tree(40)));
+  EXPECT_TRUE(trees_identical(restore_checkpoint(dir.path(), small_tree(0), {.step = 5}), small_tree(5)));
+  // Natural order, not the names' order ("checkpoint_5" sorts after "checkpoint_40").
+  save_checkpoint(dir.path(), small_tree(100), 100, {.keep = 2});
+  EXPECT_EQ(available_steps(dir.path()), (std::vector<int64_t>{40, 100}));
+  EXPECT_FALSE(fs::exists(dir / "checkpoint_5"));
+  // Replacing step 40 leaves one directory for it, the padded one.
+  save_checkpoint(dir.path(), small_tree(41), 40, {.keep = 2, .overwrite = true});
+  EXPECT_FALSE(fs::exists(dir / "checkpoint_40"));
+  EXPECT_TRUE(trees_identical(restore_checkpoint(dir.path(), small_tree(0), {.step = 40}), small_tree(41)));
+  EXPECT_EQ(available_steps(dir.path()), (std::vector<int64_t>{40}));
 }
 
 TEST(Checkpoint, OverwriteSemantics) {
