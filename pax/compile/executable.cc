@@ -316,6 +316,17 @@ void CpuExecutable::plan_sweep_locals() {
       for (Var v : schedule_.outputs(jaxpr_, step)) sp.output_local.back().push_back(local(v));
       sp.input_local.emplace_back();
       for (Var v : schedule_.inputs(jaxpr_, step)) sp.input_local.back().push_back(local(v));
+      // A local lives in a tile buffer that only contiguous reads of the
+      // tile's rows may index (the sweep finder admits no other reads of
+      // whole rows); anything else would read outside it.
+      if (step.kind != Step::Kind::fused) continue;
+      const FusionGroup& g = schedule_.groups[step.index];
+      for (const FusedSlot& slot : g.program->slots) {
+        PAX_CHECK(slot.kind == FusedSlot::Kind::reg || slot.kind == FusedSlot::Kind::input ||
+                      sp.input_local.back()[size_t(slot.arg)] < 0,
+                  "row sweep: a loop reads the sweep-local value ", var_name(g.inputs[size_t(slot.arg)]),
+                  " other than contiguously");
+      }
     }
     sweep_plans_.push_back(std::move(sp));
   }

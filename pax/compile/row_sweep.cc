@@ -61,8 +61,7 @@ class SweepFinder {
     return st.kind == Step::Kind::fused ? &s_.groups[st.index] : nullptr;
   }
 
-  // A reduction step of whole rows that a sweep may run: (rows, n) with
-  // rows == 0 when any number of rows will do.
+  // A reduction step of whole rows that a sweep may run: its (rows, n).
   std::optional<std::pair<int64_t, int64_t>> row_reduction(size_t step) const {
     const Step& st = s_.steps[step];
     if (st.kind == Step::Kind::fused) {
