@@ -348,22 +348,28 @@ void print(const BaseHParams& h, int depth, bool docs, std::ostringstream& out) 
 // ---------------------------------------------------------------------------
 // JSON
 
-void count_refs(const HParamsPtr& p, std::map<const BaseHParams*, int>& counts) {
-  if (!p) return;
-  if (++counts[p.get()] > 1) return;
-  for (const FieldRef& f : fields_of(*p)) {
+// How many fields refer to each template reachable from p, through templates,
+// lists of templates and nested structs at any depth (a template shared from
+// two places is written once, with an "$id", and referred to by "$ref").
+void count_refs(const HParamsPtr& p, std::map<const BaseHParams*, int>& counts);
+
+void count_field_refs(const BaseHParams& h, std::map<const BaseHParams*, int>& counts) {
+  for (const FieldRef& f : fields_of(h)) {
     if (f.kind == FieldKind::hparams) {
       count_refs(*static_cast<HParamsPtr*>(f.ptr), counts);
     } else if (f.kind == FieldKind::hparams_list) {
       for (const HParamsPtr& c : *static_cast<std::vector<HParamsPtr>*>(f.ptr)) count_refs(c, counts);
     } else if (f.kind == FieldKind::nested) {
-      // Nested structs are values, never shared; recurse through them for templates.
-      BaseHParams* n = static_cast<BaseHParams*>(f.ptr);
-      for (const FieldRef& g : fields_of(*n)) {
-        if (g.kind == FieldKind::hparams) count_refs(*static_cast<HParamsPtr*>(g.ptr), counts);
-      }
+      // Nested structs are values, never shared; the templates inside them may be.
+      count_field_refs(*static_cast<const BaseHParams*>(f.ptr), counts);
     }
   }
+}
+
+void count_refs(const HParamsPtr& p, std::map<const BaseHParams*, int>& counts) {
+  if (!p) return;
+  if (++counts[p.get()] > 1) return;
+  count_field_refs(*p, counts);
 }
 
 struct JsonWriter {

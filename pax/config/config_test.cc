@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "pax/testing/testing.h"
 
 namespace pax {
@@ -45,9 +47,26 @@ struct OuterHParams : BaseHParams {
               (child, "A swappable template."), (layers, "A list of templates."));
 };
 
+// Templates two nested structs deep.
+struct DeepHParams : BaseHParams {
+  HParamsPtr tpl = std::make_shared<InnerHParams>();
+  std::vector<HParamsPtr> list = {std::make_shared<InnerHParams>()};
+  PAX_HPARAMS(TestDeep, BaseHParams, (tpl, "A template."), (list, "Templates."));
+};
+struct MidHParams : BaseHParams {
+  DeepHParams deep;
+  PAX_HPARAMS(TestMid, BaseHParams, (deep, "A nested struct."));
+};
+struct TopHParams : BaseHParams {
+  MidHParams mid;
+  HParamsPtr top = std::make_shared<InnerHParams>();
+  PAX_HPARAMS(TestTop, BaseHParams, (mid, "A nested struct."), (top, "A template."));
+};
+
 PAX_REGISTER_HPARAMS(InnerHParams, "test");
 PAX_REGISTER_HPARAMS(OtherInnerHParams, "test");
 PAX_REGISTER_HPARAMS(OuterHParams, "test");
+PAX_REGISTER_HPARAMS(TopHParams, "test");
 
 TEST(Config, SetAndGetByPathWithTypedParsing) {
   Config c = Config::make("TestOuter");
@@ -109,6 +128,23 @@ TEST(Config, TemplatesSwapTypeByName) {
   EXPECT_PAX_ERROR(c.set("child.dims", "1"), "is None; set it to a type first");
   c.set("layers[0]", "TestOtherInner");
   EXPECT_STREQ(c.as<OuterHParams>().layers[0]->type_name(), "TestOtherInner");
+}
+
+TEST(Config, SharingDeepInsideNestedStructsSurvivesJson) {
+  Config c = Config::make("TestTop");
+  auto& h = c.as<TopHParams>();
+  h.top = h.mid.deep.tpl;                          // shared from two nested structs down
+  h.mid.deep.list = {h.mid.deep.tpl, h.mid.deep.tpl};  // and from a list down there
+  c.set("top.dims", "7");
+  const std::string json = c.to_json();
+  EXPECT_EQ(std::count(json.begin(), json.end(), '$'), 4) << json;  // one "$id", three "$ref"s
+  Config back = Config::from_json(json);
+  auto& b = back.as<TopHParams>();
+  EXPECT_EQ(b.top, b.mid.deep.tpl);
+  EXPECT_EQ(b.mid.deep.list[0], b.top);
+  EXPECT_EQ(b.mid.deep.list[1], b.top);
+  EXPECT_EQ(static_cast<const InnerHParams&>(*b.mid.deep.list[1]).dims, 7);
+  EXPECT_EQ(back.to_json(), json);
 }
 
 TEST(Config, JsonRoundTripPreservesValuesAndSharing) {
