@@ -37,14 +37,17 @@ namespace {
 // first, so that the cost of a compiled program can be broken down without
 // an external profiler.
 
+// Whether an on / off environment switch is on: set, non-empty and not "0".
+bool env_switch_on(const char* name) {
+  const char* env = std::getenv(name);
+  return env && *env && std::strcmp(env, "0") != 0;
+}
+
 class StepProfile {
  public:
   // The process-wide profile, or nullptr when PAX_PROFILE is unset or "0".
   static StepProfile* get() {
-    static StepProfile* profile = [] {
-      const char* env = std::getenv("PAX_PROFILE");
-      return env && *env && std::strcmp(env, "0") != 0 ? new StepProfile : nullptr;
-    }();
+    static StepProfile* profile = env_switch_on("PAX_PROFILE") ? new StepProfile : nullptr;
     return profile;
   }
   void add(const std::string& label, double seconds) {
@@ -159,10 +162,7 @@ class CpuExecutable : public Executable {
     }
     out_strides_.assign(schedule_.steps.size(), {});
     if (options.optimize && options.fuse) fold_transposes_into_products();
-    sweep_at_.assign(schedule_.steps.size(), -1);
-    for (size_t k = 0; k < schedule_.sweeps.size(); ++k) {
-      for (size_t s = schedule_.sweeps[k].first; s <= schedule_.sweeps[k].last; ++s) sweep_at_[s] = int(k);
-    }
+    sweep_at_ = schedule_.sweep_of_steps();
     // The fused loops' machine code is built on the compiler thread (or now,
     // with PAX_COMPILE=sync); they run interpreted until it is published.
     std::vector<std::shared_ptr<const cpu::FusedProgram>> programs;
@@ -196,9 +196,7 @@ class CpuExecutable : public Executable {
         labels_[sw.first] = "sweep{" + label + "}";
       }
     }
-    if (const char* env = std::getenv("PAX_DUMP_SCHEDULE"); env && *env && std::strcmp(env, "0") != 0) {
-      std::fprintf(stderr, "PAX_DUMP_SCHEDULE:\n%s\n", str().c_str());
-    }
+    if (env_switch_on("PAX_DUMP_SCHEDULE")) std::fprintf(stderr, "PAX_DUMP_SCHEDULE:\n%s\n", str().c_str());
   }
 
   std::vector<Array> run(std::vector<Array> args) const override;
@@ -253,6 +251,7 @@ class CpuExecutable : public Executable {
   // write its sweep-local values (cpu::SweepLoop).
   struct SweepPlan {
     std::vector<size_t> loops;  // steps: fused loops and row reductions
+    std::vector<ReduceShape> reductions;  // per loop: a row reduction step's operation
     std::vector<std::vector<int>> input_local, output_local;  // per loop
     std::vector<size_t> local_widths;
   };
@@ -312,6 +311,12 @@ void CpuExecutable::plan_sweep_locals() {
       const Step& step = schedule_.steps[s];
       if (step.kind == Step::Kind::alias) continue;  // reshapes
       sp.loops.push_back(s);
+      if (step.kind == Step::Kind::kernel) {
+        const Eqn& e = jaxpr_.eqns[step.index];
+        sp.reductions.push_back(*reduce_shape(e, jaxpr_.aval(e.inputs[0])));
+      } else {
+        sp.reductions.emplace_back();
+      }
       sp.output_local.emplace_back();
       for (Var v : schedule_.outputs(jaxpr_, step)) sp.output_local.back().push_back(local(v));
       sp.input_local.emplace_back();
@@ -426,9 +431,8 @@ void CpuExecutable::run_sweep(Frame& f, size_t sweep) const {
     if (step.kind == Step::Kind::fused) {
       loop.program = schedule_.groups[step.index].program.get();
     } else {
-      const Eqn& e = jaxpr_.eqns[step.index];
-      loop.reduce_op = reduce_shape(e, jaxpr_.aval(e.inputs[0]))->op;
-      loop.reduce_dtype = jaxpr_.aval(e.inputs[0]).dtype;
+      loop.reduce_op = sp.reductions[k].op;
+      loop.reduce_dtype = jaxpr_.aval(jaxpr_.eqns[step.index].inputs[0]).dtype;
     }
     loops.push_back(loop);
   }

@@ -603,6 +603,14 @@ Schedule schedule(const Jaxpr& jaxpr, bool fuse) {
   return ScheduleBuilder(jaxpr, grouper).build();
 }
 
+std::vector<int> Schedule::sweep_of_steps() const {
+  std::vector<int> of(steps.size(), -1);
+  for (size_t k = 0; k < sweeps.size(); ++k) {
+    for (size_t s = sweeps[k].first; s <= sweeps[k].last; ++s) of[s] = int(k);
+  }
+  return of;
+}
+
 std::vector<Var> Schedule::inputs(const Jaxpr& j, const Step& s) const {
   return s.kind == Step::Kind::fused ? groups[s.index].inputs : j.eqns[s.index].inputs;
 }

@@ -73,6 +73,8 @@ struct Schedule {
   std::vector<FusionGroup> groups;
   std::vector<RowSweep> sweeps;  // in step order, disjoint
 
+  // Per step: the index of the row sweep it belongs to, or -1.
+  std::vector<int> sweep_of_steps() const;
   // The values a step reads / writes.
   std::vector<Var> inputs(const Jaxpr& j, const Step& s) const;
   std::vector<Var> outputs(const Jaxpr& j, const Step& s) const;

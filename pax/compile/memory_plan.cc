@@ -99,12 +99,11 @@ class Planner {
   // value a sweep reads or writes lives through the whole sweep (see
   // sweep_in_place for the writes in place it allows).
   void sweep_lifetimes() {
-    sweep_of_.assign(size_t(num_steps_), -1);
+    sweep_of_ = s_.sweep_of_steps();
     last_read_.resize(p_.storages.size());
     for (size_t i = 0; i < p_.storages.size(); ++i) last_read_[i] = p_.storages[i].last_step;
-    for (size_t k = 0; k < s_.sweeps.size(); ++k) {
-      const int first = int(s_.sweeps[k].first), last = int(s_.sweeps[k].last);
-      for (int t = first; t <= last; ++t) sweep_of_[size_t(t)] = int(k);
+    for (const RowSweep& sw : s_.sweeps) {
+      const int first = int(sw.first), last = int(sw.last);
       for (Storage& st : p_.storages) {
         if (st.def_step >= first && st.def_step <= last) st.def_step = first;
         if (st.last_step >= first && st.last_step <= last) st.last_step = last;

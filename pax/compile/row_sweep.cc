@@ -81,14 +81,8 @@ class SweepFinder {
     return std::make_pair(r->outer, r->n);
   }
 
-  std::vector<Var> reads(size_t step) const {
-    if (const FusionGroup* g = group(step)) return g->inputs;
-    return j_.eqns[s_.steps[step].index].inputs;
-  }
-  std::vector<Var> writes(size_t step) const {
-    if (const FusionGroup* g = group(step)) return g->outputs;
-    return j_.eqns[s_.steps[step].index].outputs;
-  }
+  std::vector<Var> reads(size_t step) const { return s_.inputs(j_, s_.steps[step]); }
+  std::vector<Var> writes(size_t step) const { return s_.outputs(j_, s_.steps[step]); }
 
   // The sweep that starts at `first`, if one does. Steps between its loops
   // that read none of its values move before it, and steps that read them

@@ -18,7 +18,6 @@ const AVal& Array::aval() const {
 
 int64_t Array::dim(int64_t axis) const { return shape()[normalize_axis(axis, ndim(), "Array::dim")]; }
 
-
 const std::shared_ptr<Buffer>& Array::buffer() const {
   PAX_CHECK(impl_, "use of an empty Array (default-constructed handle)");
   if (impl_->buffer) return impl_->buffer;

@@ -51,7 +51,6 @@ Trace* dynamic_trace() {
   return s.dynamic.empty() ? nullptr : s.dynamic.back();
 }
 
-
 int64_t axis_size(const std::string& axis_name) {
   const std::vector<Trace*>& levels = stack().levels;
   for (size_t i = levels.size(); i-- > 0;) {

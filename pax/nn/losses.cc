@@ -30,8 +30,7 @@ Array shifted_exp(const Array& logits, const Array& max) { return exp(widened(lo
 
 // (normaliser, cross entropy (...)) in the loss dtype.
 std::pair<Normaliser, Array> forward(const Array& logits, const Array& labels) {
-  const Array m = max(widened(logits), {-1}, true);
-  const Array shift = where(isfinite(m), m, zeros_like(m));
+  const Array shift = stable_shift(widened(logits), {-1});
   const Array s = sum(shifted_exp(logits, shift), {-1}, true);
   const Array lse = log(s) + shift;  // (..., 1)
   // Gathered before the widening, so that no wide copy of the logits is kept.

@@ -101,7 +101,6 @@ Array softplus(const Array& x) {
 }
 Array log_sigmoid(const Array& x) { return -softplus(-x); }
 
-namespace {
 // max over axes (keepdims), with non-finite maxima replaced by 0 so that
 // rows of -inf do not turn into NaN. The shift cancels out of the result, so
 // its gradient is zero: it is cut from differentiation (as jax.nn does), which
@@ -110,7 +109,6 @@ Array stable_shift(const Array& x, const Ints& axes) {
   Array m = max(x, axes, true);
   return stop_gradient(where(isfinite(m), m, zeros_like(m)));
 }
-}  // namespace
 
 Array softmax(const Array& x, const Axes& axes) {
   check_float(x, "softmax");

@@ -24,6 +24,9 @@ Array log_sigmoid(const Array& x);
 // Numerically stable: the maximum along the axes is subtracted first.
 Array softmax(const Array& x, const Axes& axes = -1);
 Array log_softmax(const Array& x, const Axes& axes = -1);
+// The shift the softmax family subtracts: max(x) over axes (keepdims), 0
+// where that maximum is not finite, cut from differentiation.
+Array stable_shift(const Array& x, const Ints& axes);
 // log(sum(exp(x))) over axes; -inf everywhere gives -inf.
 Array logsumexp(const Array& x, const Axes& axes = {}, bool keepdims = false);
 // One-hot encoding along a new last axis; out-of-range indices give all zeros.

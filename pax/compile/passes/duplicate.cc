@@ -24,9 +24,10 @@
 // transcendental results). On a tie the chain is recomputed, so the value
 // need not be stored at all, unless it is stored anyway: a softmax's
 // backward reads the probabilities the attention's matmul reads, rather than
-// the exponentials and their sums, which then stay inside the forward's loops. The originals that no longer have readers are
-// dropped by dce, and the program is scheduled again. Runs after cse, which
-// would merge the copies back.
+// the exponentials and their sums, which then stay inside the forward's
+// loops. The originals that no longer have readers are dropped by dce, and
+// the program is scheduled again. Runs after cse, which would merge the
+// copies back.
 #include <algorithm>
 #include <optional>
 #include <unordered_map>
