@@ -3,7 +3,9 @@
 // a log-softmax cross-entropy whose max is a reduction step of its own and
 // whose loops are separated by steps that move around the sweep; rows that
 // are not a multiple of a tile; sweep-local values; views that broadcast a
-// row value along another axis, which end a sweep).
+// row value along another axis, which end a sweep); a softmax backward that
+// reads the stored probabilities; the cross entropy loss's exponentials
+// computed once.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +15,7 @@
 #include "pax/api/transforms.h"
 #include "pax/compile/executable.h"
 #include "pax/compile/row_sweep.h"
+#include "pax/nn/losses.h"
 #include "pax/ops/lax.h"
 #include "pax/ops/nn.h"
 #include "pax/ops/numpy.h"
@@ -36,11 +39,13 @@ using testing::random_array;
   return ::testing::AssertionSuccess();
 }
 
-int sweeps_in(const std::string& program) {
+int count_of(const std::string& s, const std::string& what) {
   int n = 0;
-  for (size_t p = program.find("# row sweep"); p != std::string::npos; p = program.find("# row sweep", p + 1)) ++n;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
   return n;
 }
+
+int sweeps_in(const std::string& program) { return count_of(program, "# row sweep"); }
 
 // Compiles `jaxpr`, expects `sweeps` row sweeps in its schedule, and
 // compares every output with eager evaluation, bit for bit.
@@ -58,6 +63,30 @@ std::pair<Array, Array> masked_softmax_and_grad(const Array& x, const Array& mas
   auto probs = [&](const Array& l) { return nn::softmax(where(mask, l, full_like(l, -1e30)), -1); };
   auto [p, back] = vjp(probs, x);
   return {p, back(g)};
+}
+
+// A softmax whose backward uses its output alone (as attention's does): the
+// probabilities are an output, stored anyway, and the backward reads them
+// rather than dividing the exponentials by their sums a second time.
+TEST(RowSweep, SoftmaxBackwardReadsTheStoredProbabilities) {
+  const auto probs = custom_vjp(
+      [](const Array& l) { return nn::softmax(l, -1); },
+      [](const Array& l) {
+        Array p = nn::softmax(l, -1);
+        return std::make_pair(p, p);
+      },
+      [](const Array& p, const Array& g) {
+        const Array gp = g * p;
+        return gp - p * sum(gp, {-1}, true);
+      });
+  auto f = [&](const Array& x, const Array& g) {
+    auto [p, back] = vjp(probs, x);
+    return std::make_pair(p, back(g));
+  };
+  Array x = random_array({67, 256}, DType::f32, 7, -4, 4), g = random_array({67, 256}, DType::f32, 9);
+  auto jaxpr = make_jaxpr(f)(x, g);
+  EXPECT_EQ(count_of(compile(jaxpr)->str(), " = div "), 1) << compile(jaxpr)->str();
+  check(jaxpr, {x, g}, 1);
 }
 
 TEST(RowSweep, SoftmaxForwardAndBackwardAreOneSweepWithEagerBits) {
@@ -87,6 +116,21 @@ TEST(RowSweep, CrossEntropyTakesItsMaxStepAndMovesOtherStepsAside) {
   const size_t at = s.find("# row sweep");
   EXPECT_NE(s.find("reduce_max", at), std::string::npos);
   EXPECT_LT(s.find("reduce_max", at), s.find("fusion[", at)) << s;
+  check(jaxpr, {logits, labels}, 1);
+}
+
+// nn::softmax_cross_entropy_with_integer_labels: its gradient computes
+// exp(logits - max) as the loss does, so the program has one exp, kept inside
+// the sweep from the max to the gradient.
+TEST(RowSweep, CrossEntropyLossComputesItsExponentialsOnce) {
+  auto loss = [](const Array& logits, const Array& labels) {
+    return mean(nn::softmax_cross_entropy_with_integer_labels(logits, labels));
+  };
+  Array logits = random_array({2, 9, 700}, DType::f32, 10, -6, 6);
+  Array labels = random_array({2, 9}, DType::i32, 11, 0, 699);
+  auto jaxpr = make_jaxpr(value_and_grad<0>(loss))(logits, labels);
+  const std::string s = compile(jaxpr)->str();
+  EXPECT_EQ(count_of(s, " = exp "), 1) << s;
   check(jaxpr, {logits, labels}, 1);
 }
 
