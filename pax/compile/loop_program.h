@@ -64,7 +64,18 @@ struct FusedSlot {
   // Set by the backend when it prepares the loop (CPU: fused_loop.h).
   int reg = -1;       // view / splat / reg: scratch register
   uint8_t width = 0;  // bytes per element
+  // A view read one segment of the domain at a time (LoopProgram::segment):
+  // constant over each segment (a value per row, read as a splat) or
+  // contiguous in the input over it (read in place).
+  enum class Segment : uint8_t { none, splat, contiguous };
+  Segment segment = Segment::none;
 };
+
+// Whether code reads the slot as one value for the whole run it is given:
+// a splat, or a view constant over each segment.
+inline bool read_as_splat(const FusedSlot& s) {
+  return s.kind == FusedSlot::Kind::splat || s.segment == FusedSlot::Segment::splat;
+}
 
 struct FusedInstr {
   enum class Kind : uint8_t { unary, binary, compare, is_finite, integer_pow, convert, select_n };
@@ -111,6 +122,10 @@ struct LoopProgram {
   std::optional<FusedReduce> reduce;
   int num_inputs = 0;
   int num_outputs = 0;
+  // Set by the backend: when > 0, compiled code runs over segments of the
+  // domain that never cross a multiple of `segment` elements, and views
+  // marked with a Segment are read per segment instead of gathered.
+  int64_t segment = 0;
 };
 
 }  // namespace pax

@@ -105,7 +105,7 @@ bool renderable(const LoopProgram& p, const FusedInstr& ins, std::span<const Slo
     const FusedSlot& s = p.slots[size_t(a)];
     if (!format_fits(kind_of(s.dtype), formats[size_t(a)])) return false;
     const SlotFormat f = formats[size_t(a)];
-    if ((s.kind == FusedSlot::Kind::splat ? dialect.splat : dialect.load)[size_t(f)].empty()) return false;
+    if ((read_as_splat(s) ? dialect.splat : dialect.load)[size_t(f)].empty()) return false;
     if (s.kind == FusedSlot::Kind::splat && s.clamp_hi >= 0) return false;  // clamped int32 selectors
   }
   const Kind out = kind_of(ins.out_dtype);
@@ -141,7 +141,7 @@ RenderedRun render_run(const LoopProgram& p, int begin, int end, std::span<const
       if (!have[size_t(a)]) {
         have[size_t(a)] = true;
         const size_t f = size_t(formats[size_t(a)]);
-        const bool splat = s.kind == FusedSlot::Kind::splat;
+        const bool splat = read_as_splat(s);
         const std::string value = fill(splat ? d.splat[f] : d.load[f], {std::to_string(a)});
         (splat ? run.splats : run.body).push_back(fill(let(kind_of(s.dtype)), {var(a), value}));
         if (!splat) run.loaded.push_back(a);

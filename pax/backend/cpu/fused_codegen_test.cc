@@ -6,7 +6,7 @@
 // splats, wide bf16 loops that round every result (and loops compiled whole,
 // which are not wide and give the same bits), narrow bf16 loads and stores,
 // partial vectors, runs split by an interpreted instruction, long programs,
-// and the asynchronous build that publishes code while loops run.
+// views read in place per segment, and the asynchronous build that publishes code while loops run.
 #include "pax/backend/cpu/fused_codegen.h"
 
 #include <gtest/gtest.h>
@@ -462,6 +462,61 @@ TEST(FusedCodegen, AsynchronousBuildsArePublishedLater) {
   for (int64_t i = 0; i < n; ++i) {
     if (std::isnan(before[size_t(i)]) && std::isnan(after[size_t(i)])) continue;
     ASSERT_EQ(std::memcmp(&before[size_t(i)], &after[size_t(i)], 4), 0) << i;
+  }
+}
+
+// Views that are constant or contiguous along runs of the domain are read in
+// place, one segment at a time, by code that computes the whole loop: rows
+// of 100 (not a multiple of a vector, and blocks that start inside a row),
+// a per-row value under a transposed outer layout (the cursor steps through
+// two dimensions), a view that stays gathered, and a row reduction.
+TEST(FusedCodegen, ViewsReadPerSegment) {
+  SKIP_WITHOUT_CODEGEN();
+  const int64_t batch = 3, rows = 37, len = 100, n = batch * rows * len;
+  auto view = [](Builder& b, int arg, std::vector<int64_t> strides) {
+    const int v = b.slot(FusedSlot::Kind::view, DType::f32, arg);
+    b.p.slots[size_t(v)].dims = {batch, rows, len};
+    b.p.slots[size_t(v)].strides = std::move(strides);
+    return v;
+  };
+  for (bool reduce : {false, true}) {
+    Builder b;
+    b.p.size = n;
+    const int x = b.slot(FusedSlot::Kind::input, DType::f32, 0);
+    const int per_row = view(b, 1, {rows, 1, 0});            // f32[3, 37] along rows
+    const int per_col = view(b, 2, {0, len, 1});             // f32[37, 100] for every batch
+    const int per_batch = view(b, 3, {1, 0, 0});             // f32[3]
+    const int per_row_t = view(b, 4, {1, batch, 0});         // f32[37, 3] along rows
+    const int gathered = view(b, 5, {rows, 1, batch * rows});  // f32[100, 3, 37] transposed
+    int z = b.binary(BinaryOp::mul, b.binary(BinaryOp::sub, x, per_row), per_col);
+    z = b.binary(BinaryOp::mul, b.binary(BinaryOp::add, z, per_batch), per_row_t);
+    z = b.binary(BinaryOp::add, z, gathered);
+    z = b.binary(BinaryOp::mul, z, z);  // not an accumulator chain
+    b.p.num_inputs = 6;
+    if (reduce) {
+      FusedReduce r;
+      r.slot = z;
+      r.outer = batch * rows;
+      r.n = len;
+      r.output = 0;
+      b.p.reduce = r;
+    } else {
+      b.p.stores = {{z, 0}};
+    }
+    b.p.num_outputs = 1;
+    b.p.finalize();
+    EXPECT_EQ(b.p.segment, len);
+    EXPECT_EQ(b.p.slots[size_t(per_row)].segment, FusedSlot::Segment::splat);
+    EXPECT_EQ(b.p.slots[size_t(per_col)].segment, FusedSlot::Segment::contiguous);
+    EXPECT_EQ(b.p.slots[size_t(per_batch)].segment, FusedSlot::Segment::splat);
+    EXPECT_EQ(b.p.slots[size_t(per_row_t)].segment, FusedSlot::Segment::splat);
+    EXPECT_EQ(b.p.slots[size_t(gathered)].segment, FusedSlot::Segment::none);
+    const std::vector<float> xv = specials(size_t(n), 1), rv = specials(size_t(batch * rows), 3),
+                             cv = specials(size_t(rows * len), 4), bv = {0.5f, -2.0f, 3.0f},
+                             tv = specials(size_t(batch * rows), 6), gv = specials(size_t(n), 8);
+    const void* in[] = {xv.data(), rv.data(), cv.data(), bv.data(), tv.data(), gv.data()};
+    const size_t out_bytes = size_t(reduce ? batch * rows : n) * 4;
+    EXPECT_TRUE(same_both_ways(b.p, in, {{out_bytes, DType::f32}})) << "reduce " << reduce;
   }
 }
 

@@ -4,9 +4,12 @@
 #include "pax/backend/cpu/fused_loop.h"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <numeric>
 
 #include <unistd.h>
 
@@ -29,6 +32,10 @@ constexpr int64_t kColTaskElems = int64_t(1) << 16;
 constexpr int64_t kMaxColTasks = 64;
 constexpr int64_t kMaxColInner = int64_t(1) << 15;  // bounds the partial rows of column tasks
 constexpr size_t kMaxViewRank = kMaxFusedViewRank;
+// Shortest segment over which compiled code reads a view in place (below, a
+// call per segment costs more than gathering the view per block).
+constexpr int64_t kMinSegment = 64;
+constexpr size_t kMaxSegmentViews = 16;
 constexpr size_t kMaxCases = kMaxFusedSelectCases;
 
 static_assert(kFusedBlock % kWindow == 0 && kMinChunk % kFusedBlock == 0);
@@ -119,6 +126,45 @@ void gather_view(const FusedSlot& s, const char* base, int64_t start, int64_t m,
   });
 }
 
+// A view's trailing extent over which it is constant (strides 0) or
+// contiguous (strides of a row-major run), as (segment kind, elements).
+std::pair<FusedSlot::Segment, int64_t> view_run(const FusedSlot& s) {
+  int64_t constant = 1, contiguous = 1;
+  bool still_constant = true, still_contiguous = true;
+  for (size_t d = s.dims.size(); d-- > 0;) {
+    if (s.dims[d] == 1) continue;
+    still_constant = still_constant && s.strides[d] == 0;
+    still_contiguous = still_contiguous && s.strides[d] == contiguous;
+    if (still_constant) constant *= s.dims[d];
+    if (still_contiguous) contiguous *= s.dims[d];
+    if (!still_constant && !still_contiguous) break;
+  }
+  if (constant > 1) return {FusedSlot::Segment::splat, constant};
+  return {FusedSlot::Segment::contiguous, contiguous};
+}
+
+// The view with size-1 dimensions dropped and adjacent dimensions that step
+// through the input as one merged (the same elements, fewer divisions).
+void coalesce_view(FusedSlot& s) {
+  std::vector<int64_t> dims, strides;
+  for (size_t d = 0; d < s.dims.size(); ++d) {
+    if (s.dims[d] == 1) continue;
+    if (!dims.empty() && strides.back() == s.strides[d] * s.dims[d]) {
+      dims.back() *= s.dims[d];
+      strides.back() = s.strides[d];
+      continue;
+    }
+    dims.push_back(s.dims[d]);
+    strides.push_back(s.strides[d]);
+  }
+  if (dims.empty()) {
+    dims = {1};
+    strides = {0};
+  }
+  s.dims = std::move(dims);
+  s.strides = std::move(strides);
+}
+
 void fill_splat(const FusedSlot& s, bool wide, const void* src, char* dst, int64_t n) {
   if (wide) {
     uint16_t bits;
@@ -195,16 +241,22 @@ class Task {
     // Wide bf16 loops stage gathered views before widening them.
     const size_t stage_bytes = p.wide_bf16 ? round64(size_t(p.block) * sizeof(uint16_t)) : 0;
     char* regs = thread_scratch(reg_total + round64(tile_bytes) + round64(extra_bytes) + stage_bytes +
-                                p.slots.size() * sizeof(void*));
+                                2 * p.slots.size() * sizeof(void*));
     tile_ = regs + reg_total;
     extra_ = tile_ + round64(tile_bytes);
     stage_ = extra_ + round64(extra_bytes);
     ptr_ = reinterpret_cast<void**>(stage_ + stage_bytes);
+    segment_ptr_ = ptr_ + p.slots.size();
+    segmented_ = code_ && p.segment > 0;
     regs_ = regs;
+    // Compiled code reads a splat's one element where it is.
+    const bool splat_in_place = code_ && p.compiled_whole() && !p.wide_bf16;
     for (size_t s = 0; s < p.slots.size(); ++s) {
       const FusedSlot& slot = p.slots[s];
       ptr_[s] = slot.reg >= 0 ? regs + size_t(slot.reg) * p.reg_bytes : nullptr;
-      if (slot.kind == FusedSlot::Kind::splat) {
+      if (slot.kind == FusedSlot::Kind::splat && splat_in_place) {
+        ptr_[s] = const_cast<void*>(in[size_t(slot.arg)]);
+      } else if (slot.kind == FusedSlot::Kind::splat) {
         fill_splat(slot, p.wide(slot), in[size_t(slot.arg)], regs + size_t(slot.reg) * p.reg_bytes, p.block);
       }
     }
@@ -219,6 +271,7 @@ class Task {
   void run_block(int64_t start, int64_t m, int64_t own_lo, int64_t own_hi, int64_t tile_start = -1) {
     for (int s : p_.per_block) {
       const FusedSlot& slot = p_.slots[size_t(s)];
+      if (segmented_ && slot.segment != FusedSlot::Segment::none) continue;  // read per segment
       const char* base = static_cast<const char*>(in_[size_t(slot.arg)]);
       if (p_.wide(slot)) {
         const char* src = base + size_t(start) * slot.width;
@@ -251,7 +304,9 @@ class Task {
                                 : regs_ + size_t(slot.reg) * p_.reg_bytes;
       direct_stream = direct_stream || (st.write == FusedStore::Write::direct && st.stream);
     }
-    if (p_.chain_first >= 0) {
+    if (segmented_) {
+      run_segments(start, m);
+    } else if (p_.chain_first >= 0) {
       for (size_t k = 0; k < steps_.size(); ++k) {
         if (p_.chain_leaves[k] >= 0) steps_[k].leaf = ptr_[p_.chain_leaves[k]];
       }
@@ -301,6 +356,63 @@ class Task {
     if (streamed_) stream_fence();
   }
 
+  // The compiled program (one run of every instruction) over [start, start +
+  // m) in pieces that never cross a multiple of the program's segment, each
+  // view marked with a Segment read where it lies in its input. A segment
+  // view's last dimension is its run (finalize coalesces views): a cursor
+  // keeps the offset of the current run and the position in it, so that
+  // moving to the next segment takes no division.
+  void run_segments(int64_t start, int64_t m) {
+    struct Cursor {
+      int64_t run_at;  // input element of the run's first element
+      int64_t into;    // position in the run
+      int64_t idx[kMaxViewRank];  // the run's index over the other dimensions
+    };
+    const std::vector<int>& views = p_.segment_views;
+    std::array<Cursor, kMaxSegmentViews> cursors;
+    for (size_t v = 0; v < views.size(); ++v) {
+      const FusedSlot& slot = p_.slots[size_t(views[v])];
+      const size_t outer = slot.dims.size() - 1;
+      Cursor& c = cursors[v];
+      int64_t q = start / slot.dims.back();
+      c.into = start % slot.dims.back();
+      c.run_at = 0;
+      for (size_t d = outer; d-- > 0;) {
+        c.idx[d] = q % slot.dims[d];
+        q /= slot.dims[d];
+        c.run_at += c.idx[d] * slot.strides[d];
+      }
+    }
+    for (size_t s = 0; s < p_.slots.size(); ++s) segment_ptr_[s] = ptr_[s];
+    const int64_t end = start + m;
+    for (int64_t a = start, b = std::min(end, (start / p_.segment + 1) * p_.segment); a < end;
+         a = b, b = std::min(end, b + p_.segment)) {
+      for (size_t v = 0; v < views.size(); ++v) {
+        const FusedSlot& slot = p_.slots[size_t(views[v])];
+        const Cursor& c = cursors[v];
+        segment_ptr_[views[v]] = const_cast<char*>(static_cast<const char*>(in_[size_t(slot.arg)])) +
+                                 (c.run_at + c.into * slot.strides.back()) * int64_t(slot.width);
+      }
+      code_->runs[0](segment_ptr_, b - a);
+      for (int s : p_.segment_moved) {
+        segment_ptr_[s] = static_cast<char*>(segment_ptr_[s]) + (b - a) * int64_t(p_.slots[size_t(s)].width);
+      }
+      for (size_t v = 0; v < views.size(); ++v) {
+        const FusedSlot& slot = p_.slots[size_t(views[v])];
+        Cursor& c = cursors[v];
+        c.into += b - a;
+        if (c.into < slot.dims.back()) continue;
+        c.into = 0;
+        for (size_t d = slot.dims.size() - 1; d-- > 0;) {
+          c.run_at += slot.strides[d];
+          if (++c.idx[d] < slot.dims[d]) break;
+          c.run_at -= slot.dims[d] * slot.strides[d];
+          c.idx[d] = 0;
+        }
+      }
+    }
+  }
+
   // Runs the blocks of [lo, hi) (lo a window boundary), storing [own_lo, own_hi).
   template <class AfterBlock>
   void run_range(int64_t lo, int64_t hi, int64_t own_lo, int64_t own_hi, int64_t tile_start, AfterBlock&& after) {
@@ -319,6 +431,8 @@ class Task {
   const FusedCode* code_;  // the compiled runs, once published (read once per task)
   char* regs_;
   void** ptr_;
+  void** segment_ptr_;  // the slots' pointers for one segment (run_segments)
+  bool segmented_;      // compiled code reads views per segment
   char* tile_;
   char* extra_;
   char* stage_;  // wide bf16 loops: one block of bf16
@@ -590,6 +704,7 @@ void FusedProgram::finalize() {
     PAX_CHECK(s.kind != FusedSlot::Kind::view || (!s.dims.empty() && s.dims.size() <= kMaxViewRank &&
                                                    s.dims.size() == s.strides.size()),
               "fused loop: a view needs 1 to ", kMaxViewRank, " dimensions");
+    if (s.kind == FusedSlot::Kind::view) coalesce_view(s);
     if (s.kind != FusedSlot::Kind::input || wide(s)) max_width = std::max(max_width, reg_width(s));
     s.reg = -1;
   }
@@ -624,7 +739,12 @@ void FusedProgram::finalize() {
   reg_bytes = round64(size_t(block) * max_width);
   for (FusedStore& st : stores) st.stream = size_t(size) * itemsize(slots[size_t(st.slot)].dtype) >= stream_bytes();
   chain_first = -1;
-  if (!wide_bf16) find_chain();  // chains do not compute bf16
+  // Chains do not compute bf16, and gather views per block: compiled code
+  // that reads them in place per segment goes faster.
+  const bool views_in_place = std::any_of(slots.begin(), slots.end(), [](const FusedSlot& s) {
+    return s.kind == FusedSlot::Kind::view && view_run(s).second >= kMinSegment;
+  }) && codegen_compiles_every_instruction(*this);
+  if (!wide_bf16 && !views_in_place) find_chain();
   compiled_runs.clear();
   // Plain loops own every block they compute, so the last instruction may
   // write its stored result in place of the copy (streamed only by chains),
@@ -656,6 +776,34 @@ void FusedProgram::finalize() {
               "fused loop: unsupported reduction");
   }
   if (chain_first < 0) compiled_runs = codegen_runs(*this);
+  choose_segments();
+}
+
+void FusedProgram::choose_segments() {
+  segment = 0;
+  segment_views.clear();
+  segment_moved.clear();
+  for (FusedSlot& s : slots) s.segment = FusedSlot::Segment::none;
+  // Only code that computes every instruction reads views per segment: the
+  // interpreter reads the gathered registers.
+  if (wide_bf16 || !compiled_whole()) return;
+  std::vector<std::pair<int64_t, int>> runs;  // (elements, slot), longest first
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].kind == FusedSlot::Kind::view) runs.emplace_back(view_run(slots[i]).second, int(i));
+  }
+  std::sort(runs.begin(), runs.end(), std::greater<>());
+  for (const auto& [len, i] : runs) {
+    const int64_t common = std::gcd(segment, len);
+    // Too short a segment: left to the per-block gather.
+    if (common < kMinSegment || segment_views.size() == kMaxSegmentViews) continue;
+    segment = common;
+    slots[size_t(i)].segment = view_run(slots[size_t(i)]).first;
+    segment_views.push_back(i);
+  }
+  for (size_t i = 0; i < slots.size() && segment > 0; ++i) {
+    const FusedSlot& s = slots[i];
+    if (s.segment == FusedSlot::Segment::none && s.kind != FusedSlot::Kind::splat) segment_moved.push_back(int(i));
+  }
 }
 
 FusedProgram::FusedProgram(const FusedProgram& other) : LoopProgram(other) { *this = other; }
@@ -672,6 +820,8 @@ FusedProgram& FusedProgram::operator=(const FusedProgram& other) {
   reg_bytes = other.reg_bytes;
   wide_bf16 = other.wide_bf16;
   compiled_runs = other.compiled_runs;
+  segment_views = other.segment_views;
+  segment_moved = other.segment_moved;
   const FusedCode* published = other.code.load(std::memory_order_acquire);  // before its owner: see fused_loop.h
   // Once the pointer is published its owner is never written again; before,
   // the owner may be being written, and is not read.

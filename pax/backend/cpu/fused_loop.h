@@ -17,7 +17,11 @@
 //
 // Inputs are read three ways: contiguously at the block's offset (`input`),
 // through a broadcast view gathered per block (`view`), or as one element
-// filled into a register once per task (`splat`). Stored values are copied
+// filled into a register once per task (`splat`). Where compiled code
+// computes every instruction, views that are constant (a value per row) or
+// contiguous (a bias) along runs of the domain are read in place instead:
+// the code is called once per segment of the block that no run boundary
+// crosses, with each such view as a splat or a pointer into its input. Stored values are copied
 // from their slot to the output at the end of each block, after every read of
 // the block (or written by the last instruction itself), so an output may
 // share its buffer with a same-sized input that is read contiguously
@@ -110,10 +114,16 @@ struct FusedProgram : LoopProgram {
   // is compiled (fused_codegen.h); the others are interpreted. Empty for
   // accumulator chains.
   std::vector<std::pair<int, int>> compiled_runs;
+  bool compiled_whole() const {
+    return compiled_runs.size() == 1 && compiled_runs[0] == std::pair<int, int>(0, int(instrs.size()));
+  }
   // The compiled functions of those runs, published once by the code
   // generator's thread (null until then: the interpreter runs every
   // instruction). Readers load it once per task.
   mutable std::atomic<const FusedCode*> code{nullptr};
+  // When `segment` > 0 (LoopProgram): the views read per segment, and the
+  // other slots whose pointers move through the block (inputs, registers).
+  std::vector<int> segment_views, segment_moved;
   mutable std::shared_ptr<const FusedCode> code_owner;  // keeps `code` alive
 
   FusedProgram() = default;
@@ -129,6 +139,7 @@ struct FusedProgram : LoopProgram {
 
  private:
   void find_chain();
+  void choose_segments();
 };
 
 // Sets the output size from which loops prepared from now on stream their
