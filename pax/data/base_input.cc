@@ -43,9 +43,6 @@ BaseInput::BaseInput(const HParams& hparams)
             p.infeed_host_index);
   PAX_CHECK(!p.eval_loop_num_batches || *p.eval_loop_num_batches >= 1, who,
             ": eval_loop_num_batches must be >= 1 or None, got ", *p.eval_loop_num_batches);
-  PAX_CHECK(!(p.reset_for_eval && p.repeat && !p.eval_loop_num_batches), who,
-            ": reset_for_eval with eval_loop_num_batches None reads one epoch per eval run, so the input must be "
-            "finite: set repeat = false (or set eval_loop_num_batches to read the first N batches)");
   PAX_CHECK(p.prefetch_batches >= 0, who, ": prefetch_batches must be >= 0, got ", p.prefetch_batches);
 }
 
@@ -60,11 +57,23 @@ std::vector<std::string> BaseInput::ids_to_strings(const Array& ids, const Array
 }
 
 std::optional<int64_t> eval_run_batches(const BaseInput::HParams& p) {
-  if (p.eval_loop_num_batches) return *p.eval_loop_num_batches;
-  PAX_CHECK(p.reset_for_eval, p.type_name(), (p.name.empty() ? "" : " '" + p.name + "'"),
-            ": eval_loop_num_batches None (one epoch per eval run) needs reset_for_eval = true and repeat = false; "
-            "with reset_for_eval = false set eval_loop_num_batches to the number of batches per run");
-  return std::nullopt;
+  const std::string who = p.type_name() + (p.name.empty() ? "" : " '" + p.name + "'");
+  if (p.reset_for_eval) {
+    PAX_CHECK(!p.eval_loop_num_batches, who, ": reset_for_eval = true reads one epoch per eval run, and Pax's eval "
+              "table does not support the first N batches with it (eval_loop_num_batches = ", *p.eval_loop_num_batches,
+              " would be ignored): set eval_loop_num_batches = None, or reset_for_eval = false and repeat = true "
+              "to read N new batches per run");
+    PAX_CHECK(!p.repeat, who, ": reset_for_eval = true reads one epoch per eval run, so the input must be finite "
+              "(Pax's eval table): set repeat = false");
+    return std::nullopt;
+  }
+  PAX_CHECK(p.eval_loop_num_batches, who, ": reset_for_eval = false with eval_loop_num_batches None is not "
+            "supported (Pax's eval table): set eval_loop_num_batches = N to read the next N batches per run "
+            "(with repeat = true), or reset_for_eval = true and repeat = false to read one epoch per run");
+  PAX_CHECK(p.repeat, who, ": reset_for_eval = false reads the next ", *p.eval_loop_num_batches,
+            " batches per eval run on a rolling basis, so the input must repeat indefinitely (Pax's eval table): "
+            "set repeat = true, or reset_for_eval = true with eval_loop_num_batches = None to read one epoch per run");
+  return *p.eval_loop_num_batches;
 }
 
 int64_t for_each_eval_batch(BaseInput& input, const std::function<void(const Tree&)>& fn) {

@@ -11,18 +11,19 @@
 // yields the same number of batches, the missing examples padded with
 // weight 0 (paddings 1), so metrics ignore them.
 //
-// Eval and decode runs follow Pax's table (see eval_run_batches):
+// Eval and decode runs follow Pax's table exactly (see eval_run_batches);
+// the cells it does not support are refused before training starts
+// (validate() of an experiment), naming the rule:
 //
 //                          | N static (eval_loop_num_batches) | N dynamic (None)
-//   reset_for_eval = true  | each run: the first N batches     | each run: one epoch
+//   reset_for_eval = true  | not supported (Pax ignores N)     | each run: one epoch
 //                          |                                   | (repeat must be false)
 //   reset_for_eval = false | each run: the next N batches, the | not supported
 //                          | stream rolling on (repeat = true) |
 //
-// (Praxis does not support the first N batches with reset_for_eval yet; it
-// is kept here because a quick look at a fixed part of a big eval set is
-// useful. Its default eval_loop_num_batches is 1, ours None, so that
-// reset_for_eval = true alone means one epoch, as there.)
+// (Pax's default eval_loop_num_batches is 1 and is ignored with
+// reset_for_eval; ours is None, so that a config never asks for N batches
+// it would not get.)
 //
 // state() / restore_state() save and restore the position in the stream, so
 // that a resumed run reads exactly the batches it would have read. The state
@@ -114,8 +115,9 @@ class BaseInput {
 // Eval and decode runs.
 
 // The batches one eval / decode run reads by the table above: N, or nullopt
-// for "until OutOfRange". Throws for the unsupported combination
-// (reset_for_eval = false with eval_loop_num_batches None).
+// for "until OutOfRange" (one epoch). Throws for the cells the table does
+// not support, and for an input that would run out under the rolling rule
+// (reset_for_eval = false needs repeat = true).
 std::optional<int64_t> eval_run_batches(const BaseInput::HParams& hparams);
 
 // One eval / decode run: calls fn on every batch (stopping early at

@@ -109,26 +109,21 @@ TEST(EvalRuns, ResetForEvalWithoutNReadsOneEpochEveryRun) {
   EXPECT_EQ(eval_run(*input), epoch);  // rewound after the run
 }
 
-TEST(EvalRuns, ResetForEvalWithStaticNReadsTheFirstNBatchesEveryRun) {
-  ArrayInput::HParams hp = params(2, /*repeat=*/true);
+TEST(EvalRuns, ResetForEvalWithStaticNIsRefused) {
+  // Pax ignores N with reset_for_eval; its table marks "the first N
+  // batches" as not supported, so a config asking for it is refused.
+  ArrayInput::HParams hp = params(2, /*repeat=*/false);
   hp.reset_for_eval = true;
   hp.eval_loop_num_batches = 2;
+  EXPECT_PAX_ERROR(eval_run_batches(hp), "does not support the first N batches");
   auto input = numbers(5, hp);
-  EXPECT_EQ(eval_run_batches(hp), 2);
-  EXPECT_EQ(eval_run(*input), (Batches{{0, 1}, {2, 3}}));
-  EXPECT_EQ(eval_run(*input), (Batches{{0, 1}, {2, 3}}));
-  // A finite input shorter than N ends the run early.
-  hp.repeat = false;
-  hp.eval_loop_num_batches = 10;
-  auto finite = numbers(5, hp);
-  EXPECT_EQ(eval_run(*finite), (Batches{{0, 1}, {2, 3}, {4, kPad}}));
-  EXPECT_EQ(eval_run(*finite), (Batches{{0, 1}, {2, 3}, {4, kPad}}));
+  EXPECT_PAX_ERROR(for_each_eval_batch(*input, [](const Tree&) {}), "set eval_loop_num_batches = None");
 }
 
 TEST(EvalRuns, ResetForEvalWithoutNNeedsAFiniteInput) {
   ArrayInput::HParams hp = params(2, /*repeat=*/true);
   hp.reset_for_eval = true;
-  EXPECT_PAX_ERROR(numbers(5, hp), "set repeat = false");
+  EXPECT_PAX_ERROR(eval_run_batches(hp), "set repeat = false");
 }
 
 TEST(EvalRuns, WithoutResetEachRunReadsTheNextNBatches) {
@@ -140,11 +135,20 @@ TEST(EvalRuns, WithoutResetEachRunReadsTheNextNBatches) {
   EXPECT_EQ(eval_run(*input), (Batches{{3, 4}, {0, 1}}));
 }
 
+TEST(EvalRuns, WithoutResetTheInputMustRepeat) {
+  // Rolling runs of a finite input would read nothing once it is exhausted.
+  ArrayInput::HParams hp = params(2, /*repeat=*/false);
+  hp.eval_loop_num_batches = 2;
+  EXPECT_PAX_ERROR(eval_run_batches(hp), "must repeat indefinitely");
+  auto input = numbers(5, hp);
+  EXPECT_PAX_ERROR(for_each_eval_batch(*input, [](const Tree&) {}), "set repeat = true");
+}
+
 TEST(EvalRuns, WithoutResetANumberOfBatchesIsRequired) {
   ArrayInput::HParams hp = params(2, /*repeat=*/true);
   auto input = numbers(5, hp);
   EXPECT_PAX_ERROR(eval_run_batches(hp), "set eval_loop_num_batches");
-  EXPECT_PAX_ERROR(for_each_eval_batch(*input, [](const Tree&) {}), "needs reset_for_eval = true");
+  EXPECT_PAX_ERROR(for_each_eval_batch(*input, [](const Tree&) {}), "reset_for_eval = true and repeat = false");
 }
 
 // ---------------------------------------------------------------------------

@@ -70,12 +70,19 @@ TEST(Experiments, ValidateNamesTheBadField) {
   check("train.num_train_steps=-1", "train.num_train_steps must be >= 0");
   check("train.early_stopping_metric=log_pplx", "'<eval input name>/<metric>'");
   check("train.early_stopping_metric=test/log_pplx", "eval input 'test'");
+  // Pax's eval table, cell by cell: the shipped config reads one epoch,
+  // rolling runs need a repeating input, the other two cells are refused.
+  check("eval_inputs[0].eval_loop_num_batches=4", "does not support the first N batches");
+  check("eval_inputs[0].reset_for_eval=false", "reset_for_eval = false with eval_loop_num_batches None is not supported");
+  Config rolling = make_experiment("lm.KjvTransformerTiny")->config();
+  rolling.apply_overrides({"eval_inputs[0].reset_for_eval=false", "eval_inputs[0].eval_loop_num_batches=4"});
+  EXPECT_PAX_ERROR(validate(rolling.as<ExperimentConfig>()), "must repeat indefinitely");
+  rolling.apply_overrides({"eval_inputs[0].repeat=true"});
+  validate(rolling.as<ExperimentConfig>());
   Config one_epoch = make_experiment("lm.KjvTransformerTiny")->config();
-  one_epoch.apply_overrides({"eval_inputs[0].eval_loop_num_batches=None"});  // with reset_for_eval: one epoch
+  const auto& eval = dynamic_cast<const data::BaseInput::HParams&>(*one_epoch.as<ExperimentConfig>().eval_inputs[0]);
+  EXPECT_TRUE(eval.reset_for_eval && !eval.repeat && !eval.eval_loop_num_batches);
   validate(one_epoch.as<ExperimentConfig>());
-  Config cfg = make_experiment("lm.KjvTransformerTiny")->config();
-  cfg.apply_overrides({"eval_inputs[0].reset_for_eval=false", "eval_inputs[0].eval_loop_num_batches=None"});
-  EXPECT_PAX_ERROR(validate(cfg.as<ExperimentConfig>()), "reset_for_eval");
 }
 
 TEST(Experiments, TinyLmShape) {

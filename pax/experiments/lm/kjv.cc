@@ -14,7 +14,8 @@ namespace {
 
 struct KjvSettings {
   std::string tokenizer;
-  int64_t seq_length, batch_size, eval_batches;
+  int64_t seq_length, batch_size;
+  double validation_fraction;  // of the verses, held out and read whole by every evaluation
   int64_t model_dims, num_layers, num_heads, vocab_size;
   double learning_rate;
   int64_t warmup_steps, num_train_steps;
@@ -32,15 +33,14 @@ std::shared_ptr<data::TextLmInput::HParams> kjv_input(const KjvSettings& k, cons
   p->batch_size = k.batch_size;
   p->split = split;
   p->document_unit = data::DocumentUnit::line;  // one verse per document
-  p->validation_fraction = 0.02;
+  p->validation_fraction = k.validation_fraction;
   if (split == data::TextSplit::train) {
     p->shuffle = true;
     p->repeat = true;
   } else {
-    // Every evaluation reads the same first batches of the held-out verses.
+    // Every evaluation reads the held-out verses once (Pax's one epoch per run).
     p->repeat = false;
     p->reset_for_eval = true;
-    p->eval_loop_num_batches = k.eval_batches;
   }
   return p;
 }
@@ -92,7 +92,7 @@ Datasets kjv_datasets(const KjvSettings& k) {
 const KjvSettings kKjv = {.tokenizer = "kjv_spm:4096",
                           .seq_length = 128,
                           .batch_size = 16,
-                          .eval_batches = 8,
+                          .validation_fraction = 0.02,
                           .model_dims = 256,
                           .num_layers = 4,
                           .num_heads = 4,
@@ -109,7 +109,7 @@ const KjvSettings kKjv = {.tokenizer = "kjv_spm:4096",
 const KjvSettings kKjvTiny = {.tokenizer = "bytes",
                               .seq_length = 64,
                               .batch_size = 8,
-                              .eval_batches = 2,
+                              .validation_fraction = 0.002,
                               .model_dims = 64,
                               .num_layers = 2,
                               .num_heads = 2,
