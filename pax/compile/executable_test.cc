@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "pax/api/transforms.h"
 #include "pax/compile/executable.h"
 #include "pax/ops/nn.h"
 #include "pax/ops/numpy.h"
+#include "pax/prims/registry.h"
 #include "pax/testing/testing.h"
 
 namespace pax {
@@ -112,6 +114,46 @@ TEST(Cost, ClassesComeFromPrimsDef) {
   EXPECT_EQ(prim_cost(Prim::reduce_sum), PrimCost::per_input);
   EXPECT_EQ(prim_cost(Prim::reshape), PrimCost::none);
   EXPECT_FALSE(is_elementwise(Prim::dot_general));
+}
+
+// prims.def's kernel and recompute columns agree with what is registered:
+// every primitive with a kernel operation is elementwise with a kernel and a
+// batching rule; every elementwise primitive batches; only
+// elementwise primitives are recomputed by fused loops.
+TEST(Prims, KernelColumnsComeFromPrimsDef) {
+  int with_op = 0;
+  for (int i = 0; i < kNumPrims; ++i) {
+    const Prim p = Prim(i);
+    const PrimDef& def = prim_def(p);
+    const ElementwiseKernel k = prim_kernel(p);
+    if (is_elementwise(p)) EXPECT_NE(def.batch, nullptr) << p;
+    if (k.kind != ElementwiseKernel::Kind::none && k.kind != ElementwiseKernel::Kind::special) {
+      EXPECT_NE(prim_accepts(p), std::nullopt) << p;
+    }
+    if (prim_recomputable(p)) EXPECT_TRUE(is_elementwise(p) && k.kind != ElementwiseKernel::Kind::none) << p;
+    if (k.kind == ElementwiseKernel::Kind::none) continue;
+    EXPECT_TRUE(is_elementwise(p)) << p;
+    EXPECT_NE(def.cpu_kernel, nullptr) << p;
+    with_op += k.kind != ElementwiseKernel::Kind::special;
+  }
+  EXPECT_EQ(with_op, 18 + 14 + 6);  // unary, binary and comparison operations
+  EXPECT_EQ(prim_kernel(Prim::exp).kind, ElementwiseKernel::Kind::unary);
+  EXPECT_EQ(prim_kernel(Prim::exp).op, uint8_t(UnaryOp::exp));
+  EXPECT_EQ(prim_kernel(Prim::shift_left).op, uint8_t(BinaryOp::shift_left));
+  EXPECT_EQ(prim_kernel(Prim::ge).kind, ElementwiseKernel::Kind::compare);
+  EXPECT_EQ(prim_kernel(Prim::ge).op, uint8_t(CompareOp::ge));
+  EXPECT_EQ(prim_kernel(Prim::select_n).kind, ElementwiseKernel::Kind::special);
+  EXPECT_EQ(prim_kernel(Prim::bitcast_convert_type).kind, ElementwiseKernel::Kind::none);
+  EXPECT_EQ(prim_accepts(Prim::shift_left), Accepts::integer);
+  EXPECT_EQ(prim_accepts(Prim::dot_general), std::nullopt);
+  EXPECT_PAX_ERROR(lax::exp(array<int32_t>({1, 2})), "floating");  // the accepts column, checked
+  EXPECT_TRUE(prim_recomputable(Prim::mul));
+  EXPECT_FALSE(prim_recomputable(Prim::exp));
+  // A kernel computes what its operation computes: exp through UnaryOp::exp.
+  const Array x = array<float>({0.0f, 1.0f, -2.0f});
+  const std::vector<float> y = exp(x).to_vector<float>();
+  EXPECT_FLOAT_EQ(y[1], std::exp(1.0f));
+  EXPECT_FLOAT_EQ(y[2], std::exp(-2.0f));
 }
 
 TEST(Cost, FlopsTranscendentalsAndBytes) {

@@ -35,56 +35,24 @@ struct Instr {
 
 std::optional<Instr> instr_of(const Eqn& e) {
   using K = cpu::FusedInstr::Kind;
-  auto un = [](cpu::UnaryOp op) { return Instr{K::unary, uint8_t(op)}; };
-  auto bin = [](cpu::BinaryOp op) { return Instr{K::binary, uint8_t(op)}; };
-  auto cmp = [](cpu::CompareOp op) { return Instr{K::compare, uint8_t(op)}; };
+  const ElementwiseKernel k = prim_kernel(e.prim);  // prims.def's kernel column
+  switch (k.kind) {
+    case ElementwiseKernel::Kind::unary: return Instr{K::unary, k.op};
+    case ElementwiseKernel::Kind::binary: return Instr{K::binary, k.op};
+    case ElementwiseKernel::Kind::compare: return Instr{K::compare, k.op};
+    case ElementwiseKernel::Kind::none: return std::nullopt;
+    case ElementwiseKernel::Kind::special: break;
+  }
   switch (e.prim) {
-    case Prim::neg: return un(cpu::UnaryOp::neg);
-    case Prim::abs: return un(cpu::UnaryOp::abs);
-    case Prim::sign: return un(cpu::UnaryOp::sign);
-    case Prim::exp: return un(cpu::UnaryOp::exp);
-    case Prim::expm1: return un(cpu::UnaryOp::expm1);
-    case Prim::log: return un(cpu::UnaryOp::log);
-    case Prim::log1p: return un(cpu::UnaryOp::log1p);
-    case Prim::sqrt: return un(cpu::UnaryOp::sqrt);
-    case Prim::rsqrt: return un(cpu::UnaryOp::rsqrt);
-    case Prim::tanh: return un(cpu::UnaryOp::tanh);
-    case Prim::logistic: return un(cpu::UnaryOp::logistic);
-    case Prim::erf: return un(cpu::UnaryOp::erf);
-    case Prim::erf_inv: return un(cpu::UnaryOp::erf_inv);
-    case Prim::sin: return un(cpu::UnaryOp::sin);
-    case Prim::cos: return un(cpu::UnaryOp::cos);
-    case Prim::floor: return un(cpu::UnaryOp::floor);
-    case Prim::ceil: return un(cpu::UnaryOp::ceil);
-    case Prim::not_: return un(cpu::UnaryOp::not_);
-    case Prim::round: return un(rounds_half_to_even(e.params) ? cpu::UnaryOp::round_even : cpu::UnaryOp::round_away);
+    case Prim::round:
+      return Instr{K::unary, uint8_t(rounds_half_to_even(e.params) ? UnaryOp::round_even : UnaryOp::round_away)};
     case Prim::is_finite: return Instr{K::is_finite};
     case Prim::integer_pow: return Instr{K::integer_pow};
     case Prim::convert_element_type: return Instr{K::convert};
-    case Prim::add: return bin(cpu::BinaryOp::add);
-    case Prim::sub: return bin(cpu::BinaryOp::sub);
-    case Prim::mul: return bin(cpu::BinaryOp::mul);
-    case Prim::div: return bin(cpu::BinaryOp::div);
-    case Prim::rem: return bin(cpu::BinaryOp::rem);
-    case Prim::pow: return bin(cpu::BinaryOp::pow);
-    case Prim::max: return bin(cpu::BinaryOp::max);
-    case Prim::min: return bin(cpu::BinaryOp::min);
-    case Prim::and_: return bin(cpu::BinaryOp::and_);
-    case Prim::or_: return bin(cpu::BinaryOp::or_);
-    case Prim::xor_: return bin(cpu::BinaryOp::xor_);
-    case Prim::shift_left: return bin(cpu::BinaryOp::shift_left);
-    case Prim::shift_right_logical: return bin(cpu::BinaryOp::shift_right_logical);
-    case Prim::shift_right_arithmetic: return bin(cpu::BinaryOp::shift_right_arithmetic);
-    case Prim::eq: return cmp(cpu::CompareOp::eq);
-    case Prim::ne: return cmp(cpu::CompareOp::ne);
-    case Prim::lt: return cmp(cpu::CompareOp::lt);
-    case Prim::le: return cmp(cpu::CompareOp::le);
-    case Prim::gt: return cmp(cpu::CompareOp::gt);
-    case Prim::ge: return cmp(cpu::CompareOp::ge);
     case Prim::select_n:
       if (e.inputs.size() - 1 > kMaxSelectCases) return std::nullopt;
       return Instr{K::select_n};
-    default: return std::nullopt;
+    default: PAX_FAIL("fusion: ", prim_name(e.prim), " has a special kernel in prims.def but no instruction here");
   }
 }
 

@@ -19,26 +19,9 @@
 #include <vector>
 
 #include "pax/core/dtype.h"
+#include "pax/ir/elementwise_ops.h"
 
 namespace pax {
-
-// Elementwise operations of the fused loops and the CPU kernels.
-enum class UnaryOp : uint8_t {
-  neg, abs, sign, exp, expm1, log, log1p, sqrt, rsqrt, tanh, logistic, erf, erf_inv,
-  sin, cos, floor, ceil, round_away, round_even, not_,
-};
-inline constexpr int kNumUnaryOps = int(UnaryOp::not_) + 1;
-
-enum class BinaryOp : uint8_t {
-  add, sub, mul, div, rem, pow, max, min, and_, or_, xor_,
-  shift_left, shift_right_logical, shift_right_arithmetic,
-};
-inline constexpr int kNumBinaryOps = int(BinaryOp::shift_right_arithmetic) + 1;
-
-enum class CompareOp : uint8_t { eq, ne, lt, le, gt, ge };
-inline constexpr int kNumCompareOps = int(CompareOp::ge) + 1;
-
-enum class ReduceOp : uint8_t { sum, prod, max, min, and_, or_ };
 
 // Most dimensions of a broadcast view in a fused loop.
 inline constexpr size_t kMaxFusedViewRank = 12;

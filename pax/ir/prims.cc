@@ -1,4 +1,5 @@
-// Name, arity, family and cost tables for the primitives of prims.def.
+// The per-primitive tables of prims.def: names, arities, families, costs,
+// kernel operations and recompute flags.
 #include "pax/ir/prims.h"
 
 #include <array>
@@ -10,30 +11,51 @@ namespace pax {
 namespace {
 
 constexpr std::array<const char*, kNumPrims> kNames = {
-#define PAX_PRIM(id, name, arity, family, cost) name,
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) name,
 #include "pax/ir/prims.def"
 #undef PAX_PRIM
 };
 
 constexpr std::array<int, kNumPrims> kArities = {
-#define PAX_PRIM(id, name, arity, family, cost) arity,
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) arity,
 #include "pax/ir/prims.def"
 #undef PAX_PRIM
 };
 
 constexpr std::array<PrimFamily, kNumPrims> kFamilies = {
-#define PAX_PRIM(id, name, arity, family, cost) PrimFamily::family,
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) PrimFamily::family,
 #include "pax/ir/prims.def"
 #undef PAX_PRIM
 };
 
 constexpr std::array<PrimCost, kNumPrims> kCosts = {
-#define PAX_PRIM(id, name, arity, family, cost) PrimCost::cost,
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) PrimCost::cost,
+#include "pax/ir/prims.def"
+#undef PAX_PRIM
+};
+
+#define PAX_ACCEPTS_floating Accepts::floating
+#define PAX_ACCEPTS_numeric Accepts::numeric
+#define PAX_ACCEPTS_integer Accepts::integer
+#define PAX_ACCEPTS_int_or_bool Accepts::int_or_bool
+#define PAX_ACCEPTS_any Accepts::any
+#define PAX_ACCEPTS_rule std::nullopt
+constexpr std::array<std::optional<Accepts>, kNumPrims> kAccepts = {
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) std::optional<Accepts>(PAX_ACCEPTS_##accepts),
+#include "pax/ir/prims.def"
+#undef PAX_PRIM
+};
+
+constexpr std::array<bool, kNumPrims> kRecomputable = {
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) recompute,
 #include "pax/ir/prims.def"
 #undef PAX_PRIM
 };
 
 }  // namespace
+
+bool prim_recomputable(Prim p) { return kRecomputable[size_t(p)]; }
+std::optional<Accepts> prim_accepts(Prim p) { return kAccepts[size_t(p)]; }
 
 PrimFamily prim_family(Prim p) { return kFamilies[size_t(p)]; }
 PrimCost prim_cost(Prim p) { return kCosts[size_t(p)]; }

@@ -1,5 +1,5 @@
 // Configurable schedules and optimizers: building the optax-style objects
-// from their HParams, and the registry entries.
+// from their HParams, each registered beside its definition.
 #include "pax/optim/configs.h"
 
 #include <cmath>
@@ -15,10 +15,12 @@
 namespace pax::optim {
 
 Schedule ConstantSchedule::make() const { return constant_schedule(value); }
+PAX_REGISTER_SCHEDULE(ConstantSchedule);
 
 Schedule LinearSchedule::make() const {
   return linear_schedule(init_value, end_value, transition_steps, transition_begin);
 }
+PAX_REGISTER_SCHEDULE(LinearSchedule);
 
 Schedule PiecewiseConstantSchedule::make() const {
   PAX_CHECK(values.size() == boundaries.size() + 1, "PiecewiseConstantSchedule: needs one value more than boundaries, got ",
@@ -27,22 +29,27 @@ Schedule PiecewiseConstantSchedule::make() const {
   for (double v : values) pieces.push_back(constant_schedule(v));
   return join_schedules(std::move(pieces), boundaries);
 }
+PAX_REGISTER_SCHEDULE(PiecewiseConstantSchedule);
 
 Schedule ExponentialDecaySchedule::make() const {
   return exponential_decay(init_value, transition_steps, decay_rate, transition_begin, staircase);
 }
+PAX_REGISTER_SCHEDULE(ExponentialDecaySchedule);
 
 Schedule WarmupCosineDecaySchedule::make() const {
   return warmup_cosine_decay_schedule(init_value, peak_value, warmup_steps, decay_steps, end_value);
 }
+PAX_REGISTER_SCHEDULE(WarmupCosineDecaySchedule);
 
 Schedule LinearRampupExponentialDecay::make() const {
   return linear_rampup_exponential_decay(warmup_steps, decay_start, decay_end, max, min_ratio);
 }
+PAX_REGISTER_SCHEDULE(LinearRampupExponentialDecay);
 
 Schedule LinearRampupCosineDecay::make() const {
   return linear_rampup_cosine_decay(warmup_steps, decay_start, decay_end, max, min_ratio);
 }
+PAX_REGISTER_SCHEDULE(LinearRampupCosineDecay);
 
 namespace {
 
@@ -124,6 +131,7 @@ GradientTransformation with_decay(double weight_decay, const Schedule& learning_
 GradientTransformation Sgd::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
   return with_decay(weight_decay, learning_rate, decay_mask, sgd(learning_rate, momentum, nesterov));
 }
+PAX_REGISTER_OPTIMIZER(Sgd);
 
 GradientTransformation Adam::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
   AdamWOptions o;
@@ -135,6 +143,7 @@ GradientTransformation Adam::make_with(const Schedule& learning_rate, const Mask
   o.mask = decay_mask;
   return adamw(learning_rate, o);
 }
+PAX_REGISTER_OPTIMIZER(Adam);
 
 GradientTransformation Adafactor::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
   AdafactorOptions o;
@@ -148,6 +157,7 @@ GradientTransformation Adafactor::make_with(const Schedule& learning_rate, const
   // here (adafactor's own weight_decay_rate is not multiplied by it).
   return with_decay(weight_decay, learning_rate, decay_mask, adafactor(ScalarOrSchedule(learning_rate), o));
 }
+PAX_REGISTER_OPTIMIZER(Adafactor);
 
 GradientTransformation Lion::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
   LionOptions o;
@@ -157,6 +167,7 @@ GradientTransformation Lion::make_with(const Schedule& learning_rate, const Mask
   o.mask = decay_mask;
   return lion(learning_rate, o);
 }
+PAX_REGISTER_OPTIMIZER(Lion);
 
 GradientTransformation Lamb::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
   LambOptions o;
@@ -167,6 +178,7 @@ GradientTransformation Lamb::make_with(const Schedule& learning_rate, const Mask
   o.mask = decay_mask;
   return lamb(learning_rate, o);
 }
+PAX_REGISTER_OPTIMIZER(Lamb);
 
 GradientTransformation RmsProp::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
   RmspropOptions o;
@@ -176,6 +188,7 @@ GradientTransformation RmsProp::make_with(const Schedule& learning_rate, const M
   o.momentum = momentum;
   return with_decay(weight_decay, learning_rate, decay_mask, rmsprop(learning_rate, o));
 }
+PAX_REGISTER_OPTIMIZER(RmsProp);
 
 GradientTransformation Adagrad::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
   AdagradOptions o;
@@ -183,20 +196,6 @@ GradientTransformation Adagrad::make_with(const Schedule& learning_rate, const M
   o.eps = epsilon;
   return with_decay(weight_decay, learning_rate, decay_mask, adagrad(learning_rate, o));
 }
-
-PAX_REGISTER_HPARAMS(ConstantSchedule, "schedule");
-PAX_REGISTER_HPARAMS(LinearSchedule, "schedule");
-PAX_REGISTER_HPARAMS(PiecewiseConstantSchedule, "schedule");
-PAX_REGISTER_HPARAMS(ExponentialDecaySchedule, "schedule");
-PAX_REGISTER_HPARAMS(WarmupCosineDecaySchedule, "schedule");
-PAX_REGISTER_HPARAMS(LinearRampupExponentialDecay, "schedule");
-PAX_REGISTER_HPARAMS(LinearRampupCosineDecay, "schedule");
-PAX_REGISTER_HPARAMS(Sgd, "optimizer");
-PAX_REGISTER_HPARAMS(Adam, "optimizer");
-PAX_REGISTER_HPARAMS(Adafactor, "optimizer");
-PAX_REGISTER_HPARAMS(Lion, "optimizer");
-PAX_REGISTER_HPARAMS(Lamb, "optimizer");
-PAX_REGISTER_HPARAMS(RmsProp, "optimizer");
-PAX_REGISTER_HPARAMS(Adagrad, "optimizer");
+PAX_REGISTER_OPTIMIZER(Adagrad);
 
 }  // namespace pax::optim

@@ -15,6 +15,12 @@
 
 namespace pax::optim {
 
+// Registers an optimizer or schedule HParams type by its name, in the file
+// that defines it (as PAX_REGISTER_LAYER and PAX_REGISTER_EXPERIMENT do):
+// configs then name it (`learner.optimizer = MyOptimizer {...}`, `--set`).
+#define PAX_REGISTER_OPTIMIZER(Cls) PAX_REGISTER_HPARAMS(Cls, "optimizer")
+#define PAX_REGISTER_SCHEDULE(Cls) PAX_REGISTER_HPARAMS(Cls, "schedule")
+
 // ---------------------------------------------------------------------------
 // Schedules (registered with kind "schedule").
 

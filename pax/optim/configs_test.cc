@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "pax/config/config.h"
@@ -45,6 +46,32 @@ bool trees_close(const Tree& a, const Tree& b, double tol) {
   for (size_t i = 0; i < la.size(); ++i)
     if (!all_close(la[i], lb[i], tol, tol)) return false;
   return true;
+}
+
+// An optimizer defined outside pax/optim registers itself by name, as a
+// user's own would: plain SGD with a gradient scale of its own.
+struct ScaledSgdForTest : OptimizerHParams {
+  double gradient_scale = 1.0;
+  PAX_HPARAMS(ScaledSgdForTest, OptimizerHParams, (gradient_scale, "Multiplies the gradients."));
+
+ protected:
+  GradientTransformation make_with(const Schedule& learning_rate, const Mask&) const override {
+    return chain({scale(gradient_scale), sgd(learning_rate)});
+  }
+};
+PAX_REGISTER_OPTIMIZER(ScaledSgdForTest);
+
+TEST(OptimizerConfigs, AnOptimizerDefinedElsewhereRegistersItselfByName) {
+  const std::vector<std::string> names = registered_hparams("optimizer");
+  EXPECT_NE(std::find(names.begin(), names.end(), "ScaledSgdForTest"), names.end());
+  Config c = Config::make("ScaledSgdForTest");
+  c.apply_overrides({"learning_rate=0.1", "gradient_scale=0.5"});
+  const GradientTransformation tx = optimizer_hparams(c.root(), "optimizer").make();
+  const Tree params = toy_params();
+  auto [updates, state] = tx.update(toy_grads(params), tx.init(params), params);
+  const Tree want = tree_map([](const Array& g) { return g * -0.05; }, toy_grads(params));
+  EXPECT_TRUE(trees_close(updates, want, 1e-7));  // the learning rate is an f32 scalar
+  EXPECT_PAX_ERROR(c.apply_overrides({"gradient_scael=2"}), "gradient_scale");  // typo: names the field
 }
 
 TEST(OptimizerConfigs, AdamConfigEqualsTheAliasWithTheScheduledRate) {

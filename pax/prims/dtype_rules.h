@@ -6,8 +6,6 @@
 
 namespace pax {
 
-enum class Accepts { floating, numeric, integer, int_or_bool, any };
-
 bool accepts(Accepts a, DType d);
 // "a floating dtype (bf16, f16, f32, f64)", ...
 const char* describe(Accepts a);

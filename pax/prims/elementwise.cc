@@ -19,36 +19,21 @@ namespace {
 // ---------------------------------------------------------------------------
 // dtype classes and checks
 
-Accepts unary_accepts(Prim p) {
-  switch (p) {
-    case Prim::neg: case Prim::abs: case Prim::sign: case Prim::integer_pow: return Accepts::numeric;
-    case Prim::not_: return Accepts::int_or_bool;
-    default: return Accepts::floating;
-  }
+// prims.def's accepts column.
+Accepts accepts_of(Prim p) {
+  const std::optional<Accepts> a = prim_accepts(p);
+  PAX_CHECK(a, prim_name(p), ": prims.def names no dtype class for an elementwise shape rule");
+  return *a;
 }
 
-Accepts binary_accepts(Prim p) {
-  switch (p) {
-    case Prim::and_: case Prim::or_: case Prim::xor_: return Accepts::int_or_bool;
-    case Prim::shift_left: case Prim::shift_right_logical: case Prim::shift_right_arithmetic:
-      return Accepts::integer;
-    case Prim::max: case Prim::min: case Prim::eq: case Prim::ne: case Prim::lt: case Prim::le:
-    case Prim::gt: case Prim::ge:
-      return Accepts::any;
-    default: return Accepts::numeric;
-  }
-}
-
-bool is_comparison(Prim p) {
-  return p == Prim::eq || p == Prim::ne || p == Prim::lt || p == Prim::le || p == Prim::gt || p == Prim::ge;
-}
+bool is_comparison(Prim p) { return prim_kernel(p).kind == ElementwiseKernel::Kind::compare; }
 
 // ---------------------------------------------------------------------------
 // shape rules
 
 template <Prim P>
 std::vector<AVal> unary_rule(std::span<const AVal> in, const Params&) {
-  check_accepts(P, unary_accepts(P), in[0]);
+  check_accepts(P, accepts_of(P), in[0]);
   AVal out = in[0];
   if constexpr (P == Prim::is_finite) {
     out.dtype = DType::bool_;
@@ -65,7 +50,7 @@ std::vector<AVal> binary_rule(std::span<const AVal> in, const Params&) {
             b.str(), " (use pax::", prim_name(P), " from pax/ops for numpy broadcasting)");
   PAX_CHECK(a.dtype == b.dtype, prim_name(P), ": operand dtypes must be equal, got ", a.str(), " and ",
             b.str(), " (pax/ops promotes dtypes; lax-level primitives do not)");
-  check_accepts(P, binary_accepts(P), a);
+  check_accepts(P, accepts_of(P), a);
   AVal out{a.shape, a.dtype, a.weak_type && b.weak_type};
   if (is_comparison(P)) {
     out.dtype = DType::bool_;
@@ -75,7 +60,7 @@ std::vector<AVal> binary_rule(std::span<const AVal> in, const Params&) {
 }
 
 std::vector<AVal> integer_pow_rule(std::span<const AVal> in, const Params& p) {
-  check_accepts(Prim::integer_pow, Accepts::numeric, in[0]);
+  check_accepts(Prim::integer_pow, accepts_of(Prim::integer_pow), in[0]);
   p.i("y");
   return {in[0]};
 }
@@ -200,61 +185,32 @@ void select_n_kernel(const Params&, std::span<const TensorView> in, std::span<co
   });
 }
 
+template <Prim P>
+void set_kernel(PrimTable& t) {
+  constexpr ElementwiseKernel k = kPrimKernels[size_t(P)];
+  if constexpr (k.kind == ElementwiseKernel::Kind::unary) {
+    t[size_t(P)] = PrimDef{unary_rule<P>, unary_kernel<UnaryOp(k.op)>};
+  } else if constexpr (k.kind == ElementwiseKernel::Kind::binary) {
+    t[size_t(P)] = PrimDef{binary_rule<P>, binary_kernel<BinaryOp(k.op)>};
+  } else if constexpr (k.kind == ElementwiseKernel::Kind::compare) {
+    t[size_t(P)] = PrimDef{binary_rule<P>, compare_kernel<CompareOp(k.op)>};
+  }
+}
+
 }  // namespace
 
 void register_elementwise_prims(PrimTable& t) {
-#define PAX_UNARY(P, OP) \
-  t[size_t(Prim::P)] = PrimDef{unary_rule<Prim::P>, unary_kernel<cpu::UnaryOp::OP>};
-  PAX_UNARY(neg, neg)
-  PAX_UNARY(abs, abs)
-  PAX_UNARY(sign, sign)
-  PAX_UNARY(exp, exp)
-  PAX_UNARY(expm1, expm1)
-  PAX_UNARY(log, log)
-  PAX_UNARY(log1p, log1p)
-  PAX_UNARY(sqrt, sqrt)
-  PAX_UNARY(rsqrt, rsqrt)
-  PAX_UNARY(tanh, tanh)
-  PAX_UNARY(logistic, logistic)
-  PAX_UNARY(erf, erf)
-  PAX_UNARY(erf_inv, erf_inv)
-  PAX_UNARY(sin, sin)
-  PAX_UNARY(cos, cos)
-  PAX_UNARY(floor, floor)
-  PAX_UNARY(ceil, ceil)
-  PAX_UNARY(not_, not_)
-#undef PAX_UNARY
+  // Primitives computed by one elementwise operation: prims.def's kernel
+  // column; the special ones (kernels with parameters) follow by hand.
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) set_kernel<Prim::id>(t);
+#include "pax/ir/prims.def"
+#undef PAX_PRIM
   t[size_t(Prim::round)] = PrimDef{unary_rule<Prim::round>, round_kernel};
   t[size_t(Prim::is_finite)] = PrimDef{unary_rule<Prim::is_finite>, is_finite_kernel};
   t[size_t(Prim::integer_pow)] = PrimDef{integer_pow_rule, integer_pow_kernel};
   t[size_t(Prim::convert_element_type)] = PrimDef{convert_rule, convert_kernel};
   t[size_t(Prim::bitcast_convert_type)] = PrimDef{bitcast_rule, nullptr, 0};
 
-#define PAX_BINARY(P, OP) \
-  t[size_t(Prim::P)] = PrimDef{binary_rule<Prim::P>, binary_kernel<cpu::BinaryOp::OP>};
-  PAX_BINARY(add, add)
-  PAX_BINARY(sub, sub)
-  PAX_BINARY(mul, mul)
-  PAX_BINARY(div, div)
-  PAX_BINARY(rem, rem)
-  PAX_BINARY(pow, pow)
-  PAX_BINARY(max, max)
-  PAX_BINARY(min, min)
-  PAX_BINARY(and_, and_)
-  PAX_BINARY(or_, or_)
-  PAX_BINARY(xor_, xor_)
-  PAX_BINARY(shift_left, shift_left)
-  PAX_BINARY(shift_right_logical, shift_right_logical)
-  PAX_BINARY(shift_right_arithmetic, shift_right_arithmetic)
-#undef PAX_BINARY
-#define PAX_COMPARE(P) t[size_t(Prim::P)] = PrimDef{binary_rule<Prim::P>, compare_kernel<cpu::CompareOp::P>};
-  PAX_COMPARE(eq)
-  PAX_COMPARE(ne)
-  PAX_COMPARE(lt)
-  PAX_COMPARE(le)
-  PAX_COMPARE(gt)
-  PAX_COMPARE(ge)
-#undef PAX_COMPARE
   t[size_t(Prim::select_n)] = PrimDef{select_n_rule, select_n_kernel};
 }
 

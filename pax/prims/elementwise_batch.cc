@@ -49,55 +49,18 @@ Batched elementwise_batch(std::span<const Array> values, std::span<const int64_t
   return {{bind1(P, args, p)}, {to}};
 }
 
+template <Prim P, PrimFamily F>
+void set_elementwise_batch(PrimTable& t) {
+  if constexpr (F == PrimFamily::unary || F == PrimFamily::binary) t[size_t(P)].batch = elementwise_batch<P>;
+}
+
 }  // namespace
 
 void register_elementwise_batching(PrimTable& t) {
-#define PAX_ELEMENTWISE_BATCH(P) t[size_t(Prim::P)].batch = elementwise_batch<Prim::P>;
-  PAX_ELEMENTWISE_BATCH(neg)
-  PAX_ELEMENTWISE_BATCH(abs)
-  PAX_ELEMENTWISE_BATCH(sign)
-  PAX_ELEMENTWISE_BATCH(exp)
-  PAX_ELEMENTWISE_BATCH(expm1)
-  PAX_ELEMENTWISE_BATCH(log)
-  PAX_ELEMENTWISE_BATCH(log1p)
-  PAX_ELEMENTWISE_BATCH(sqrt)
-  PAX_ELEMENTWISE_BATCH(rsqrt)
-  PAX_ELEMENTWISE_BATCH(tanh)
-  PAX_ELEMENTWISE_BATCH(logistic)
-  PAX_ELEMENTWISE_BATCH(erf)
-  PAX_ELEMENTWISE_BATCH(erf_inv)
-  PAX_ELEMENTWISE_BATCH(sin)
-  PAX_ELEMENTWISE_BATCH(cos)
-  PAX_ELEMENTWISE_BATCH(floor)
-  PAX_ELEMENTWISE_BATCH(ceil)
-  PAX_ELEMENTWISE_BATCH(round)
-  PAX_ELEMENTWISE_BATCH(is_finite)
-  PAX_ELEMENTWISE_BATCH(not_)
-  PAX_ELEMENTWISE_BATCH(integer_pow)
-  PAX_ELEMENTWISE_BATCH(convert_element_type)
-  PAX_ELEMENTWISE_BATCH(bitcast_convert_type)
-  PAX_ELEMENTWISE_BATCH(add)
-  PAX_ELEMENTWISE_BATCH(sub)
-  PAX_ELEMENTWISE_BATCH(mul)
-  PAX_ELEMENTWISE_BATCH(div)
-  PAX_ELEMENTWISE_BATCH(rem)
-  PAX_ELEMENTWISE_BATCH(pow)
-  PAX_ELEMENTWISE_BATCH(max)
-  PAX_ELEMENTWISE_BATCH(min)
-  PAX_ELEMENTWISE_BATCH(and_)
-  PAX_ELEMENTWISE_BATCH(or_)
-  PAX_ELEMENTWISE_BATCH(xor_)
-  PAX_ELEMENTWISE_BATCH(eq)
-  PAX_ELEMENTWISE_BATCH(ne)
-  PAX_ELEMENTWISE_BATCH(lt)
-  PAX_ELEMENTWISE_BATCH(le)
-  PAX_ELEMENTWISE_BATCH(gt)
-  PAX_ELEMENTWISE_BATCH(ge)
-  PAX_ELEMENTWISE_BATCH(shift_left)
-  PAX_ELEMENTWISE_BATCH(shift_right_logical)
-  PAX_ELEMENTWISE_BATCH(shift_right_arithmetic)
-  PAX_ELEMENTWISE_BATCH(select_n)
-#undef PAX_ELEMENTWISE_BATCH
+  // Every primitive of the unary and binary families of prims.def.
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) set_elementwise_batch<Prim::id, PrimFamily::family>(t);
+#include "pax/ir/prims.def"
+#undef PAX_PRIM
 }
 
 }  // namespace pax

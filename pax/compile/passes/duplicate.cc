@@ -44,20 +44,6 @@ namespace {
 constexpr int kMaxChain = 10;
 constexpr size_t kTooLong = size_t(1) << 20;
 
-// Elementwise operations cheap enough to be recomputed rather than stored.
-bool recomputable(Prim p) {
-  switch (p) {
-    case Prim::convert_element_type: case Prim::select_n: case Prim::neg: case Prim::abs:
-    case Prim::add: case Prim::sub: case Prim::mul: case Prim::max: case Prim::min:
-    case Prim::eq: case Prim::ne: case Prim::lt: case Prim::le: case Prim::gt: case Prim::ge:
-    case Prim::and_: case Prim::or_: case Prim::not_:
-    case Prim::div: case Prim::sqrt: case Prim::rsqrt: case Prim::integer_pow:
-      return true;
-    default:
-      return false;
-  }
-}
-
 class Duplicator {
  public:
   Duplicator(const Jaxpr& j, const Schedule& s)
@@ -111,7 +97,7 @@ class Duplicator {
 
   bool duplicable(Var v) const {
     const Eqn* p = producer(v);
-    return p && p->outputs.size() == 1 && recomputable(p->prim) && j_.aval(v).shape.numel() > 1;
+    return p && p->outputs.size() == 1 && prim_recomputable(p->prim) && j_.aval(v).shape.numel() > 1;
   }
   // Whether a chain reads u rather than recomputing it: u is stored anyway
   // (for a reader that is not a loop, or as an output), or is not recomputable.
