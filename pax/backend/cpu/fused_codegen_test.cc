@@ -501,22 +501,23 @@ TEST(FusedCodegen, ViewsReadPerSegment) {
       r.output = 0;
       b.p.reduce = r;
     } else {
-      b.p.stores = {{z, 0}};
+      b.p.stores = {{z, 0}, {per_batch, 1}};  // a stored view stays gathered
     }
-    b.p.num_outputs = 1;
+    b.p.num_outputs = reduce ? 1 : 2;
     b.p.finalize();
     EXPECT_EQ(b.p.segment, len);
     EXPECT_EQ(b.p.slots[size_t(per_row)].segment, FusedSlot::Segment::splat);
     EXPECT_EQ(b.p.slots[size_t(per_col)].segment, FusedSlot::Segment::contiguous);
-    EXPECT_EQ(b.p.slots[size_t(per_batch)].segment, FusedSlot::Segment::splat);
+    EXPECT_EQ(b.p.slots[size_t(per_batch)].segment, reduce ? FusedSlot::Segment::splat : FusedSlot::Segment::none);
     EXPECT_EQ(b.p.slots[size_t(per_row_t)].segment, FusedSlot::Segment::splat);
     EXPECT_EQ(b.p.slots[size_t(gathered)].segment, FusedSlot::Segment::none);
     const std::vector<float> xv = specials(size_t(n), 1), rv = specials(size_t(batch * rows), 3),
                              cv = specials(size_t(rows * len), 4), bv = {0.5f, -2.0f, 3.0f},
                              tv = specials(size_t(batch * rows), 6), gv = specials(size_t(n), 8);
     const void* in[] = {xv.data(), rv.data(), cv.data(), bv.data(), tv.data(), gv.data()};
-    const size_t out_bytes = size_t(reduce ? batch * rows : n) * 4;
-    EXPECT_TRUE(same_both_ways(b.p, in, {{out_bytes, DType::f32}})) << "reduce " << reduce;
+    std::vector<Output> outs = {{size_t(reduce ? batch * rows : n) * 4, DType::f32}};
+    if (!reduce) outs.push_back({size_t(n) * 4, DType::f32});
+    EXPECT_TRUE(same_both_ways(b.p, in, outs)) << "reduce " << reduce;
   }
 }
 

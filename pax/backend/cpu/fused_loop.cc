@@ -789,7 +789,9 @@ void FusedProgram::choose_segments() {
   if (wide_bf16 || !compiled_whole()) return;
   std::vector<std::pair<int64_t, int>> runs;  // (elements, slot), longest first
   for (size_t i = 0; i < slots.size(); ++i) {
-    if (slots[i].kind == FusedSlot::Kind::view) runs.emplace_back(view_run(slots[i]).second, int(i));
+    // A stored view is copied from its gathered register.
+    const bool stored = std::any_of(stores.begin(), stores.end(), [&](const FusedStore& st) { return st.slot == int(i); });
+    if (slots[i].kind == FusedSlot::Kind::view && !stored) runs.emplace_back(view_run(slots[i]).second, int(i));
   }
   std::sort(runs.begin(), runs.end(), std::greater<>());
   for (const auto& [len, i] : runs) {
