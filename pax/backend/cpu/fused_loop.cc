@@ -1,17 +1,13 @@
-// The fused loop executor (see fused_loop.h): register allocation, the
-// per-block interpreter, and the task structure of plain loops and of loops
-// ending in a row or column reduction.
+// The fused loop executor (see fused_loop.h): the per-block interpreter, the
+// per-segment calls of compiled code, and the task structure of plain loops,
+// of loops ending in a row or column reduction and of row sweeps. Preparing a
+// program (registers, stores, chains, segments) is fused_program.cc.
 #include "pax/backend/cpu/fused_loop.h"
 
 #include <algorithm>
 #include <array>
-#include <climits>
 #include <cstring>
-#include <functional>
 #include <memory>
-#include <numeric>
-
-#include <unistd.h>
 
 #include "pax/backend/cpu/dispatch.h"
 #include "pax/backend/cpu/fused_codegen.h"
@@ -30,36 +26,12 @@ constexpr int64_t kRowBlock = kReduceRowBlock;
 constexpr int64_t kRowTile = int64_t(1) << 14;   // elements of whole short rows per task
 constexpr int64_t kColTaskElems = int64_t(1) << 16;
 constexpr int64_t kMaxColTasks = 64;
-constexpr int64_t kMaxColInner = int64_t(1) << 15;  // bounds the partial rows of column tasks
 constexpr size_t kMaxViewRank = kMaxFusedViewRank;
-// Shortest segment over which compiled code reads a view in place (below, a
-// call per segment costs more than gathering the view per block).
-constexpr int64_t kMinSegment = 64;
-constexpr size_t kMaxSegmentViews = 16;
 constexpr size_t kMaxCases = kMaxFusedSelectCases;
 
 static_assert(kFusedBlock % kWindow == 0 && kMinChunk % kFusedBlock == 0);
 
 int64_t floor_window(int64_t i) { return i / kWindow * kWindow; }
-
-// Outputs from this size on are written with non-temporal stores, which
-// bypass the cache: those that would not stay in the last-level cache until
-// their readers come (half of it, and never below 4 MiB). Where the cache
-// holds them, streaming them out only makes their readers (the next loop, a
-// matmul) fetch them from memory: on a 2-core Zen 5 slice, the GPT step's
-// bias + GELU loop took 1.23 ms with its 8 MiB outputs streamed and 0.86 ms
-// without.
-std::atomic<size_t> g_stream_bytes{0};  // 0: from the cache size
-
-size_t stream_bytes() {
-  if (const size_t set = g_stream_bytes.load(std::memory_order_relaxed)) return set;
-  static const size_t from_cache = [] {
-    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return std::max(size_t(4) << 20, llc > 0 ? size_t(llc) / 2 : 0);
-  }();
-  return from_cache;
-}
 
 // Per-thread scratch memory, kept between calls. Page-aligned: registers then
 // sit at the same offset within a page as the blocks of large arrays, so that
@@ -124,45 +96,6 @@ void gather_view(const FusedSlot& s, const char* base, int64_t start, int64_t m,
       }
     }
   });
-}
-
-// A view's trailing extent over which it is constant (strides 0) or
-// contiguous (strides of a row-major run), as (segment kind, elements).
-std::pair<FusedSlot::Segment, int64_t> view_run(const FusedSlot& s) {
-  int64_t constant = 1, contiguous = 1;
-  bool still_constant = true, still_contiguous = true;
-  for (size_t d = s.dims.size(); d-- > 0;) {
-    if (s.dims[d] == 1) continue;
-    still_constant = still_constant && s.strides[d] == 0;
-    still_contiguous = still_contiguous && s.strides[d] == contiguous;
-    if (still_constant) constant *= s.dims[d];
-    if (still_contiguous) contiguous *= s.dims[d];
-    if (!still_constant && !still_contiguous) break;
-  }
-  if (constant > 1) return {FusedSlot::Segment::splat, constant};
-  return {FusedSlot::Segment::contiguous, contiguous};
-}
-
-// The view with size-1 dimensions dropped and adjacent dimensions that step
-// through the input as one merged (the same elements, fewer divisions).
-void coalesce_view(FusedSlot& s) {
-  std::vector<int64_t> dims, strides;
-  for (size_t d = 0; d < s.dims.size(); ++d) {
-    if (s.dims[d] == 1) continue;
-    if (!dims.empty() && strides.back() == s.strides[d] * s.dims[d]) {
-      dims.back() *= s.dims[d];
-      strides.back() = s.strides[d];
-      continue;
-    }
-    dims.push_back(s.dims[d]);
-    strides.push_back(s.strides[d]);
-  }
-  if (dims.empty()) {
-    dims = {1};
-    strides = {0};
-  }
-  s.dims = std::move(dims);
-  s.strides = std::move(strides);
 }
 
 void fill_splat(const FusedSlot& s, bool wide, const void* src, char* dst, int64_t n) {
@@ -369,7 +302,7 @@ class Task {
       int64_t idx[kMaxViewRank];  // the run's index over the other dimensions
     };
     const std::vector<int>& views = p_.segment_views;
-    std::array<Cursor, kMaxSegmentViews> cursors;
+    std::array<Cursor, kMaxFusedSegmentViews> cursors;
     for (size_t v = 0; v < views.size(); ++v) {
       const FusedSlot& slot = p_.slots[size_t(views[v])];
       const size_t outer = slot.dims.size() - 1;
@@ -656,234 +589,6 @@ void run_row_sweep(std::span<const SweepLoop> loops, int64_t rows, int64_t row_l
       }
     }
   });
-}
-
-size_t set_stream_bytes_for_testing(size_t bytes) { return g_stream_bytes.exchange(bytes); }
-
-bool fusable_reduction(ReduceOp op, DType dtype, int64_t outer, int64_t n, int64_t inner) {
-  if (op != ReduceOp::sum && op != ReduceOp::max && op != ReduceOp::min) return false;
-  if (op == ReduceOp::sum && dtype == DType::bool_) return false;
-  if (n < 2 || outer < 1 || inner < 1) return false;
-  return inner == 1 || (outer == 1 && inner <= kMaxColInner);
-}
-
-void FusedProgram::finalize() {
-  PAX_CHECK(size > 0 && !instrs.empty(), "fused loop: no domain or no instruction");
-  std::vector<int> last_use(slots.size(), -1);
-  const int kEnd = INT_MAX;
-  for (size_t i = 0; i < instrs.size(); ++i) {
-    const FusedInstr& ins = instrs[i];
-    PAX_CHECK(ins.result >= 0 && size_t(ins.result) < slots.size() && slots[size_t(ins.result)].kind ==
-                  FusedSlot::Kind::reg, "fused loop: instruction ", i, " writes a slot that is not a register");
-    PAX_CHECK(!ins.args.empty() && ins.args.size() <= kMaxCases + 1, "fused loop: instruction ", i, " has ",
-              ins.args.size(), " operands");
-    for (int a : ins.args) {
-      PAX_CHECK(a >= 0 && size_t(a) < slots.size(), "fused loop: instruction ", i, " reads slot ", a);
-      last_use[size_t(a)] = int(i);
-    }
-  }
-  for (const FusedStore& st : stores) last_use[size_t(st.slot)] = kEnd;
-  if (reduce) last_use[size_t(reduce->slot)] = kEnd;
-  // Wide bf16 registers pay off from two bf16 operations on: each then
-  // saves the conversions of its operands and result. A loop compiled whole
-  // does without: its code widens and narrows in vector registers, so its
-  // inputs are read where they are and its stores need no narrowing pass.
-  int bf16_ops = 0;
-  for (const FusedInstr& ins : instrs) {
-    const bool arith = ins.kind == FusedInstr::Kind::unary || ins.kind == FusedInstr::Kind::binary ||
-                       ins.kind == FusedInstr::Kind::integer_pow;
-    bf16_ops += arith && ins.dtype == DType::bf16;
-  }
-  wide_bf16 = bf16_ops >= 2 && !codegen_compiles_every_instruction(*this);
-  size_t max_width = 1;
-  per_block.clear();
-  for (size_t i = 0; i < slots.size(); ++i) {
-    FusedSlot& s = slots[i];
-    s.width = uint8_t(itemsize(s.dtype));
-    if (s.kind == FusedSlot::Kind::input || s.kind == FusedSlot::Kind::view) per_block.push_back(int(i));
-    PAX_CHECK(s.kind != FusedSlot::Kind::view || (!s.dims.empty() && s.dims.size() <= kMaxViewRank &&
-                                                   s.dims.size() == s.strides.size()),
-              "fused loop: a view needs 1 to ", kMaxViewRank, " dimensions");
-    if (s.kind == FusedSlot::Kind::view) coalesce_view(s);
-    if (s.kind != FusedSlot::Kind::input || wide(s)) max_width = std::max(max_width, reg_width(s));
-    s.reg = -1;
-  }
-  // Splats, views and widened inputs hold a register for the whole task /
-  // block; instruction results take one at their instruction and give it back
-  // after their last use (never to their own instruction's result: kernels of
-  // mixed widths may not run in place).
-  num_regs = 0;
-  std::vector<int> free_regs;
-  for (FusedSlot& s : slots) {
-    if (s.kind == FusedSlot::Kind::splat || s.kind == FusedSlot::Kind::view || wide(s)) {
-      if (s.kind != FusedSlot::Kind::reg) s.reg = num_regs++;
-    }
-  }
-  for (size_t i = 0; i < instrs.size(); ++i) {
-    FusedSlot& res = slots[size_t(instrs[i].result)];
-    if (free_regs.empty()) {
-      res.reg = num_regs++;
-    } else {
-      res.reg = free_regs.back();
-      free_regs.pop_back();
-    }
-    for (int a : instrs[i].args) {
-      FusedSlot& s = slots[size_t(a)];
-      if (s.kind == FusedSlot::Kind::reg && last_use[size_t(a)] == int(i) &&
-          std::find(free_regs.begin(), free_regs.end(), s.reg) == free_regs.end()) {
-        free_regs.push_back(s.reg);
-      }
-    }
-  }
-  block = kFusedBlock;
-  reg_bytes = round64(size_t(block) * max_width);
-  for (FusedStore& st : stores) st.stream = size_t(size) * itemsize(slots[size_t(st.slot)].dtype) >= stream_bytes();
-  chain_first = -1;
-  // Chains do not compute bf16, and gather views per block: compiled code
-  // that reads them in place per segment goes faster.
-  const bool views_in_place = std::any_of(slots.begin(), slots.end(), [](const FusedSlot& s) {
-    return s.kind == FusedSlot::Kind::view && view_run(s).second >= kMinSegment;
-  }) && codegen_compiles_every_instruction(*this);
-  if (!wide_bf16 && !views_in_place) find_chain();
-  compiled_runs.clear();
-  // Plain loops own every block they compute, so the last instruction may
-  // write its stored result in place of the copy (streamed only by chains),
-  // unless the loop narrows it. Other stores of results (not streamed, not
-  // narrowed, each slot once) may be written apart where the call allows it.
-  int last_writers = 0, direct = -1;
-  for (size_t k = 0; k < stores.size() && !reduce; ++k) {
-    if (stores[k].slot != instrs.back().result || wide(slots[size_t(stores[k].slot)])) continue;
-    if (!stores[k].stream || chain_first >= 0) direct = int(k);
-    ++last_writers;
-  }
-  if (last_writers != 1) direct = -1;
-  std::vector<bool> seen(slots.size(), false);
-  for (size_t k = 0; k < stores.size(); ++k) {
-    FusedStore& st = stores[k];
-    const FusedSlot& s = slots[size_t(st.slot)];
-    const bool apart = chain_first < 0 && s.kind == FusedSlot::Kind::reg && !st.stream && !wide(s) &&
-                       !seen[size_t(st.slot)] && !(reduce && reduce->slot == st.slot);
-    st.write = int(k) == direct ? FusedStore::Write::direct
-               : apart          ? FusedStore::Write::apart
-                                : FusedStore::Write::copy;
-    seen[size_t(st.slot)] = true;
-  }
-  if (reduce) {
-    const FusedSlot& s = slots[size_t(reduce->slot)];
-    PAX_CHECK(s.kind == FusedSlot::Kind::reg, "fused loop: the reduced value must be an instruction result");
-    PAX_CHECK(fusable_reduction(reduce->op, s.dtype, reduce->outer, reduce->n, reduce->inner) &&
-                  reduce->outer * reduce->n * reduce->inner == size,
-              "fused loop: unsupported reduction");
-  }
-  if (chain_first < 0) compiled_runs = codegen_runs(*this);
-  choose_segments();
-}
-
-void FusedProgram::choose_segments() {
-  segment = 0;
-  segment_views.clear();
-  segment_moved.clear();
-  for (FusedSlot& s : slots) s.segment = FusedSlot::Segment::none;
-  // Only code that computes every instruction reads views per segment: the
-  // interpreter reads the gathered registers.
-  if (wide_bf16 || !compiled_whole()) return;
-  std::vector<std::pair<int64_t, int>> runs;  // (elements, slot), longest first
-  for (size_t i = 0; i < slots.size(); ++i) {
-    // A stored view is copied from its gathered register.
-    const bool stored = std::any_of(stores.begin(), stores.end(), [&](const FusedStore& st) { return st.slot == int(i); });
-    if (slots[i].kind == FusedSlot::Kind::view && !stored) runs.emplace_back(view_run(slots[i]).second, int(i));
-  }
-  std::sort(runs.begin(), runs.end(), std::greater<>());
-  for (const auto& [len, i] : runs) {
-    const int64_t common = std::gcd(segment, len);
-    // Too short a segment: left to the per-block gather.
-    if (common < kMinSegment || segment_views.size() == kMaxSegmentViews) continue;
-    segment = common;
-    slots[size_t(i)].segment = view_run(slots[size_t(i)]).first;
-    segment_views.push_back(i);
-  }
-  for (size_t i = 0; i < slots.size() && segment > 0; ++i) {
-    const FusedSlot& s = slots[i];
-    if (s.segment == FusedSlot::Segment::none && s.kind != FusedSlot::Kind::splat) segment_moved.push_back(int(i));
-  }
-}
-
-FusedProgram::FusedProgram(const FusedProgram& other) : LoopProgram(other) { *this = other; }
-
-FusedProgram& FusedProgram::operator=(const FusedProgram& other) {
-  if (this == &other) return *this;
-  static_cast<LoopProgram&>(*this) = other;
-  per_block = other.per_block;
-  chain_first = other.chain_first;
-  chain_steps = other.chain_steps;
-  chain_leaves = other.chain_leaves;
-  num_regs = other.num_regs;
-  block = other.block;
-  reg_bytes = other.reg_bytes;
-  wide_bf16 = other.wide_bf16;
-  compiled_runs = other.compiled_runs;
-  segment_views = other.segment_views;
-  segment_moved = other.segment_moved;
-  const FusedCode* published = other.code.load(std::memory_order_acquire);  // before its owner: see fused_loop.h
-  // Once the pointer is published its owner is never written again; before,
-  // the owner may be being written, and is not read.
-  code_owner = published ? other.code_owner : nullptr;
-  code.store(published, std::memory_order_release);
-  return *this;
-}
-
-void FusedProgram::find_chain() {
-  chain_first = -1;
-  chain_steps.clear();
-  chain_leaves.clear();
-  // Reads of each slot by instructions, stores and the reduction.
-  std::vector<int> reads(slots.size(), 0);
-  for (const FusedInstr& ins : instrs) {
-    for (int a : ins.args) ++reads[size_t(a)];
-  }
-  for (const FusedStore& st : stores) ++reads[size_t(st.slot)];
-  if (reduce) ++reads[size_t(reduce->slot)];
-  auto is_leaf = [&](int s) { return slots[size_t(s)].kind != FusedSlot::Kind::reg; };
-  const DType dt = instrs[0].dtype;
-  std::vector<ChainStep> steps;
-  std::vector<int> leaves;
-  int first = -1;
-  int acc = -1;  // the previous result
-  for (const FusedInstr& ins : instrs) {
-    const bool binary = ins.kind == FusedInstr::Kind::binary;
-    if ((!binary && ins.kind != FusedInstr::Kind::unary) || ins.dtype != dt || ins.out_dtype != dt ||
-        !chain_supports(binary, ins.op, dt)) {
-      return;
-    }
-    ChainStep step;
-    step.binary = binary;
-    step.op = ins.op;
-    int leaf = -1;
-    if (acc < 0) {
-      if (!is_leaf(ins.args[0]) || (binary && !is_leaf(ins.args[1]))) return;
-      first = acc = ins.args[0];
-      if (binary) leaf = ins.args[1];
-    } else {
-      if (reads[size_t(acc)] != 1) return;  // an intermediate read twice, or stored
-      if (!binary) {
-        if (ins.args[0] != acc) return;
-      } else if (ins.args[0] == acc && ins.args[1] != acc && is_leaf(ins.args[1])) {
-        leaf = ins.args[1];
-      } else if (ins.args[1] == acc && ins.args[0] != acc && is_leaf(ins.args[0])) {
-        leaf = ins.args[0];
-        step.leaf_first = true;
-      } else {
-        return;
-      }
-    }
-    if (binary) step.scalar = slots[size_t(leaf)].kind == FusedSlot::Kind::splat;
-    steps.push_back(step);
-    leaves.push_back(leaf);
-    acc = ins.result;
-  }
-  chain_first = first;
-  chain_steps = std::move(steps);
-  chain_leaves = std::move(leaves);
 }
 
 void run_fused(const FusedProgram& p, std::span<const void* const> inputs, std::span<void* const> outputs) {

@@ -78,6 +78,8 @@ namespace pax::cpu {
 // staging and the sin / cos range check of the elementwise kernels work, so
 // that blocks see exactly the windows eager execution sees.
 inline constexpr int64_t kFusedBlock = 1024;
+// Most views of a loop that compiled code reads per segment.
+inline constexpr size_t kMaxFusedSegmentViews = 16;
 
 using ::pax::FusedInstr;
 using ::pax::FusedReduce;
