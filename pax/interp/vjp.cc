@@ -119,13 +119,9 @@ std::vector<Array> backward_pass(const VjpTrace& trace, std::span<const int> out
       }
     }
     if (!any) continue;
-    std::vector<bool> needs(e.in_ids.size());
+    CotangentMask needs(e.in_ids.size());
     for (size_t i = 0; i < needs.size(); ++i) needs[i] = e.in_ids[i] >= 0;
-    std::vector<Array> cts_in;
-    {
-      ad::NeedsCotangentScope scope(&needs);
-      cts_in = prim_def(e.prim).vjp(e.in_primals, e.out_primals, cts_out, e.params);
-    }
+    const std::vector<Array> cts_in = prim_def(e.prim).vjp(e.in_primals, e.out_primals, cts_out, e.params, needs);
     PAX_CHECK(cts_in.size() == e.in_primals.size(), "grad: the VJP rule of ", prim_name(e.prim), " returned ",
               cts_in.size(), " cotangents for ", e.in_primals.size(), " inputs");
     for (size_t i = 0; i < cts_in.size(); ++i) {

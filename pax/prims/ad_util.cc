@@ -5,14 +5,6 @@
 
 namespace pax::ad {
 
-namespace {
-thread_local const std::vector<bool>* g_needs = nullptr;
-}  // namespace
-
-bool needs_cotangent(size_t i) { return !g_needs || i >= g_needs->size() || (*g_needs)[i]; }
-NeedsCotangentScope::NeedsCotangentScope(const std::vector<bool>* mask) : previous_(g_needs) { g_needs = mask; }
-NeedsCotangentScope::~NeedsCotangentScope() { g_needs = previous_; }
-
 Array unbroadcast(const Array& ct, const Shape& shape, const Ints& broadcast_dimensions) {
   Ints sum_axes;
   for (int64_t d = 0; d < ct.ndim(); ++d) {

@@ -27,20 +27,6 @@ inline Array neg(const Array& ct) { return ct.defined() ? lax::neg(ct) : Array()
 // Materialises a symbolic zero.
 inline Array instantiate(const Array& ct, const Array& like) { return ct.defined() ? ct : zeros_like(like); }
 
-// Whether input `i` of the primitive whose VJP rule is running needs a
-// cotangent: the backward pass marks inputs that do not lead to a
-// differentiated value, so rules may skip computing theirs (e.g. the image
-// gradient of a first convolution). True outside a backward pass.
-bool needs_cotangent(size_t i);
-class NeedsCotangentScope {
- public:
-  explicit NeedsCotangentScope(const std::vector<bool>* mask);
-  ~NeedsCotangentScope();
-
- private:
-  const std::vector<bool>* previous_;
-};
-
 // Sums `ct` (of the broadcast shape) back to `shape` over the axes that
 // broadcast_in_dim(x, shape(ct), bdims) added or expanded.
 Array unbroadcast(const Array& ct, const Shape& shape, const Ints& broadcast_dimensions);

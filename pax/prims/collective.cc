@@ -119,7 +119,7 @@ Batched axis_index_batch(std::span<const Array>, std::span<const int64_t>, const
 
 // d psum_j(x_j) / d x_i = 1 for every output j: the cotangent is psum(ct).
 std::vector<Array> psum_vjp(std::span<const Array>, std::span<const Array>, std::span<const Array> cts,
-                            const Params& p) {
+                            const Params& p, const CotangentMask& needs) {
   return {bind1(Prim::psum, {cts[0]}, p)};
 }
 std::vector<Array> psum_jvp(std::span<const Array>, std::span<const Array> t, std::span<const Array>,
@@ -129,7 +129,7 @@ std::vector<Array> psum_jvp(std::span<const Array>, std::span<const Array> t, st
 
 // pmax / pmin: the gradient flows to the members holding the extreme.
 std::vector<Array> pext_vjp(std::span<const Array> in, std::span<const Array> out, std::span<const Array> cts,
-                            const Params& p) {
+                            const Params& p, const CotangentMask& needs) {
   Array mask = lax::convert_element_type(lax::eq(in[0], out[0]), in[0].dtype());
   return {lax::mul(bind1(Prim::psum, {cts[0]}, p), mask)};
 }
@@ -144,7 +144,7 @@ std::vector<Array> pext_jvp(std::span<const Array> in, std::span<const Array> t,
 // all_gather: every member's slice of the gathered cotangent, summed over
 // the members (psum), is its own cotangent.
 std::vector<Array> all_gather_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> cts,
-                                  const Params& p) {
+                                  const Params& p, const CotangentMask& needs) {
   if (!cts[0].defined()) return {Array()};
   const std::string& name = p.s("axis_name");
   Array total = bind1(Prim::psum, {cts[0]}, Params{{"axis_name", name}});

@@ -21,7 +21,7 @@ namespace {
 std::vector<AVal> identity_rule(std::span<const AVal> in, const Params&) { return {in[0]}; }
 
 std::vector<Array> stop_gradient_vjp(std::span<const Array>, std::span<const Array>, std::span<const Array>,
-                                     const Params&) {
+                                     const Params&, const CotangentMask& needs) {
   return {Array()};
 }
 
@@ -68,7 +68,7 @@ std::vector<Array> custom_vjp_impl(std::span<const Array> in, const Params& p) {
 // The tape entry of a custom_vjp_call holds the outputs followed by the
 // residuals of `fwd` (see VjpTrace::process).
 std::vector<Array> custom_vjp_vjp(std::span<const Array> primals_in, std::span<const Array> primals_out,
-                                  std::span<const Array> cts_out, const Params& p) {
+                                  std::span<const Array> cts_out, const Params& p, const CotangentMask& needs) {
   auto rule = p.object<CustomVjpRule>("rule");
   const size_t n = rule->out_avals.size();
   std::vector<Array> cts;

@@ -95,7 +95,7 @@ std::vector<Array> cond_jvp(std::span<const Array> primals, std::span<const Arra
 }
 
 std::vector<Array> cond_vjp(std::span<const Array> primals_in, std::span<const Array>, std::span<const Array> cts_out,
-                            const Params& p) {
+                            const Params& p, const CotangentMask& needs) {
   const BranchList& list = branch_list(p);
   std::span<const Array> ops = primals_in.subspan(1);
   const std::vector<size_t> floats = floating_positions(ops);

@@ -52,7 +52,7 @@ Array kept_dot(std::span<const Array> inputs, const Array& kept, const Params& d
   };
   rule->bwd = [kept, dot_params](std::span<const Array> residuals, std::span<const Array> cts) {
     const std::vector<Array> out{kept};
-    return prim_def(Prim::dot_general).vjp(residuals, out, cts, dot_params);
+    return prim_def(Prim::dot_general).vjp(residuals, out, cts, dot_params, {});
   };
   return bind1(Prim::custom_vjp_call, inputs, Params{{"rule", std::static_pointer_cast<const ParamObject>(rule)}});
 }
@@ -60,7 +60,7 @@ Array kept_dot(std::span<const Array> inputs, const Array& kept, const Params& d
 // Recomputes the jaxpr under a fresh grad level (reusing kept dot results)
 // and runs its backward pass.
 std::vector<Array> remat_vjp(std::span<const Array> primals_in, std::span<const Array> primals_out,
-                             std::span<const Array> cts_out, const Params& p) {
+                             std::span<const Array> cts_out, const Params& p, const CotangentMask& needs) {
   const Jaxpr& j = *p.object<Program>("jaxpr")->jaxpr();
   const size_t num_res = size_t(p.i("num_res")), num_out = j.outvars.size() - num_res;
   std::unordered_map<Var, size_t> kept;  // dot output var -> its residual output

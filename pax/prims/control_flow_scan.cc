@@ -205,7 +205,7 @@ std::vector<Array> scan_jvp(std::span<const Array> primals, std::span<const Arra
 }
 
 std::vector<Array> scan_vjp(std::span<const Array> primals_in, std::span<const Array> primals_out,
-                            std::span<const Array> cts_out, const Params& p) {
+                            std::span<const Array> cts_out, const Params& p, const CotangentMask& needs) {
   const ScanSpec s = scan_spec(p);
   ScanOperands ops = split(primals_in, s);
   const size_t nc = ops.consts.size(), ncar = ops.init.size(), nx = ops.xs.size();

@@ -94,7 +94,7 @@ std::vector<Array> while_jvp(std::span<const Array> primals, std::span<const Arr
   return place(n, carry_t, std::span<const Array>(out).subspan(n));
 }
 
-std::vector<Array> while_vjp(std::span<const Array>, std::span<const Array>, std::span<const Array>, const Params&) {
+std::vector<Array> while_vjp(std::span<const Array>, std::span<const Array>, std::span<const Array>, const Params&, const CotangentMask& needs) {
   PAX_FAIL(
       "while: reverse-mode differentiation (grad / vjp) of a while_loop is not supported, because its trip "
       "count is only known at run time; use scan, or fori_loop with static (int) bounds, which becomes a "

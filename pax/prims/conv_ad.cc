@@ -136,15 +136,15 @@ Array rhs_cotangent(const Array& g, const Array& lhs_in, const Array& rhs, const
 }
 
 std::vector<Array> conv_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
-                            const Params& p) {
+                            const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array(), Array()};
   const Array &lhs = in[0], &rhs = in[1], &g = ct[0];
   // Empty operands or outputs: the gradient is an empty sum (and the
   // transposed convolutions would be degenerate).
   if (g.size() == 0 || lhs.size() == 0 || rhs.size() == 0) return {ad::zeros_like(lhs), ad::zeros_like(rhs)};
   const Conv c = conv_of(p);
-  return {ad::needs_cotangent(0) ? lhs_cotangent(g, lhs, rhs, c) : Array(),
-          ad::needs_cotangent(1) ? rhs_cotangent(g, lhs, rhs, c) : Array()};
+  return {needs_cotangent(needs, 0) ? lhs_cotangent(g, lhs, rhs, c) : Array(),
+          needs_cotangent(needs, 1) ? rhs_cotangent(g, lhs, rhs, c) : Array()};
 }
 
 std::vector<Array> conv_jvp(std::span<const Array> in, std::span<const Array> t, std::span<const Array>,

@@ -78,15 +78,15 @@ Array transpose_operand(const Array& g, const Array& x, const Array& y, const In
 }
 
 std::vector<Array> dot_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
-                           const Params& p) {
+                           const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array(), Array()};
   const Dims d = dims_of(p);
   const Array &x = in[0], &y = in[1];
   std::vector<Array> out(2);
-  if (is_floating(x.dtype()) && ad::needs_cotangent(0)) {
+  if (is_floating(x.dtype()) && needs_cotangent(needs, 0)) {
     out[0] = transpose_operand(ct[0], x, y, d.lhs_contracting, d.rhs_contracting, d.lhs_batch, d.rhs_batch, false);
   }
-  if (is_floating(y.dtype()) && ad::needs_cotangent(1)) {
+  if (is_floating(y.dtype()) && needs_cotangent(needs, 1)) {
     out[1] = transpose_operand(ct[0], y, x, d.rhs_contracting, d.lhs_contracting, d.rhs_batch, d.lhs_batch, true);
   }
   return out;

@@ -45,7 +45,7 @@ Array derivative(const Array& x, const Array& y, const Params& p) {
 
 template <Prim P>
 std::vector<Array> unary_vjp(std::span<const Array> in, std::span<const Array> out, std::span<const Array> ct,
-                             const Params& p) {
+                             const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array()};
   return {lax::mul(ct[0], derivative<P>(in[0], out[0], p))};
 }
@@ -59,7 +59,7 @@ std::vector<Array> unary_jvp(std::span<const Array> in, std::span<const Array> t
 
 // sign, floor, ceil, round: piecewise constant.
 std::vector<Array> zero_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array>,
-                            const Params&) {
+                            const Params&, const CotangentMask& needs) {
   return std::vector<Array>(in.size());
 }
 std::vector<Array> zero_jvp(std::span<const Array>, std::span<const Array>, std::span<const Array> out,
@@ -69,7 +69,7 @@ std::vector<Array> zero_jvp(std::span<const Array>, std::span<const Array>, std:
 
 // convert_element_type between float dtypes: the cotangent converts back.
 std::vector<Array> convert_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
-                               const Params&) {
+                               const Params&, const CotangentMask& needs) {
   if (!ct[0].defined() || !is_floating(in[0].dtype())) return {Array()};
   return {lax::convert_element_type(ct[0], in[0].dtype(), in[0].weak_type())};
 }
@@ -113,7 +113,7 @@ std::pair<Array, Array> partials(const Array& a, const Array& b, const Array& y)
 
 template <Prim P>
 std::vector<Array> binary_vjp(std::span<const Array> in, std::span<const Array> out, std::span<const Array> ct,
-                              const Params&) {
+                              const Params&, const CotangentMask& needs) {
   const Array& g = ct[0];
   if (!g.defined()) return {Array(), Array()};
   if constexpr (P == Prim::add) return {g, g};
@@ -134,7 +134,7 @@ std::vector<Array> binary_jvp(std::span<const Array> in, std::span<const Array> 
 
 // select_n: each case gets the cotangent where it was selected.
 std::vector<Array> select_n_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
-                                const Params&) {
+                                const Params&, const CotangentMask& needs) {
   std::vector<Array> out(in.size());
   if (!ct[0].defined()) return out;
   const Array& which = in[0];

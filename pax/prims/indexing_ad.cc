@@ -39,7 +39,7 @@ Array clamp_starts(const Array& indices, const Array& operand, const Ints& start
 }
 
 std::vector<Array> gather_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
-                              const Params& p) {
+                              const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array(), Array()};
   const Array &operand = in[0], &indices = in[1];
   const Ints& start_index_map = p.ints("start_index_map");
@@ -61,7 +61,7 @@ std::vector<Array> gather_jvp(std::span<const Array> in, std::span<const Array> 
 }
 
 std::vector<Array> scatter_add_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
-                                   const Params& p) {
+                                   const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array(), Array(), Array()};
   const Array &operand = in[0], &updates = in[2];
   const Ints& window_dims = p.ints("update_window_dims");

@@ -28,7 +28,7 @@ Array broadcast_back(const Array& r, const Array& x, const Ints& axes) {
 
 // reduce_sum
 std::vector<Array> sum_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
-                           const Params& p) {
+                           const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array()};
   return {broadcast_back(ct[0], in[0], reduced_axes(in[0], p))};
 }
@@ -45,7 +45,7 @@ Array extreme_share(const Array& x, const Array& out, const Ints& axes) {
   return lax::div(hit, broadcast_back(count, x, axes));
 }
 std::vector<Array> extreme_vjp(std::span<const Array> in, std::span<const Array> out, std::span<const Array> ct,
-                               const Params& p) {
+                               const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array()};
   Ints axes = reduced_axes(in[0], p);
   return {lax::mul(broadcast_back(ct[0], in[0], axes), extreme_share(in[0], out[0], axes))};
@@ -72,7 +72,7 @@ Array prod_partials(const Array& x, const Array& out, const Ints& axes) {
   return lax::select_n(is_zero, {regular, at_zero});
 }
 std::vector<Array> prod_vjp(std::span<const Array> in, std::span<const Array> out, std::span<const Array> ct,
-                            const Params& p) {
+                            const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array()};
   Ints axes = reduced_axes(in[0], p);
   return {lax::mul(broadcast_back(ct[0], in[0], axes), prod_partials(in[0], out[0], axes))};
@@ -86,7 +86,7 @@ std::vector<Array> prod_jvp(std::span<const Array> in, std::span<const Array> t,
 
 // cumsum: the transpose of a prefix sum is the suffix sum.
 std::vector<Array> cumsum_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
-                              const Params& p) {
+                              const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array()};
   return {lax::cumsum(ct[0], p.i("axis"), !p.b("reverse"))};
 }

@@ -32,8 +32,15 @@ using ImplRule = std::vector<Array> (*)(std::span<const Array> in, const Params&
 // (default-constructed) Array is a symbolic zero, in both directions; inputs
 // without a gradient (integers, indices) get an undefined cotangent. The rule
 // returns one entry per input, with the input's shape and dtype.
+// `needs` marks the inputs that need a cotangent: the backward pass leaves
+// out inputs that lead to no differentiated value, so a rule may skip
+// computing theirs (the image gradient of a first convolution); empty means
+// every input (needs_cotangent reads it).
+using CotangentMask = std::vector<bool>;
+inline bool needs_cotangent(const CotangentMask& needs, size_t i) { return i >= needs.size() || needs[i]; }
 using VjpRule = std::vector<Array> (*)(std::span<const Array> primals_in, std::span<const Array> primals_out,
-                                       std::span<const Array> cotangents_out, const Params& params);
+                                       std::span<const Array> cotangents_out, const Params& params,
+                                       const CotangentMask& needs);
 
 // Forward mode: output tangents from input tangents (undefined = zero).
 using JvpRule = std::vector<Array> (*)(std::span<const Array> primals_in, std::span<const Array> tangents_in,

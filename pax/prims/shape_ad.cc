@@ -30,13 +30,13 @@ std::vector<Array> unary_linear_jvp(std::span<const Array> in, std::span<const A
 
 // reshape / squeeze / expand_dims: the cotangent takes the input's shape.
 std::vector<Array> reshape_back_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
-                                    const Params&) {
+                                    const Params&, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array()};
   return {lax::reshape(ct[0], in[0].shape().dims())};
 }
 
 std::vector<Array> transpose_vjp(std::span<const Array>, std::span<const Array>, std::span<const Array> ct,
-                                 const Params& p) {
+                                 const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array()};
   const Ints& perm = p.ints("permutation");
   Ints inverse(perm.size());
@@ -45,20 +45,20 @@ std::vector<Array> transpose_vjp(std::span<const Array>, std::span<const Array>,
 }
 
 std::vector<Array> broadcast_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
-                                 const Params& p) {
+                                 const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array()};
   return {ad::unbroadcast(ct[0], in[0].shape(), p.ints("broadcast_dimensions"))};
 }
 
 std::vector<Array> rev_vjp(std::span<const Array>, std::span<const Array>, std::span<const Array> ct,
-                           const Params& p) {
+                           const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array()};
   return {lax::rev(ct[0], p.ints("dimensions"))};
 }
 
 // slice: scatter the cotangent back with zeros between and around it.
 std::vector<Array> slice_vjp(std::span<const Array> in, std::span<const Array> out, std::span<const Array> ct,
-                             const Params& p) {
+                             const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array()};
   const Ints& start = p.ints("start_indices");
   Ints strides = p.has("strides") && !p.ints("strides").empty() ? p.ints("strides") : Ints(start.size(), 1);
@@ -73,7 +73,7 @@ std::vector<Array> slice_vjp(std::span<const Array> in, std::span<const Array> o
 }
 
 std::vector<Array> dynamic_slice_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
-                                     const Params&) {
+                                     const Params&, const CotangentMask& needs) {
   std::vector<Array> out(in.size());
   if (!ct[0].defined()) return out;
   std::vector<Array> starts(in.begin() + 1, in.end());
@@ -82,7 +82,7 @@ std::vector<Array> dynamic_slice_vjp(std::span<const Array> in, std::span<const 
 }
 
 std::vector<Array> dynamic_update_slice_vjp(std::span<const Array> in, std::span<const Array>,
-                                            std::span<const Array> ct, const Params&) {
+                                            std::span<const Array> ct, const Params&, const CotangentMask& needs) {
   std::vector<Array> out(in.size());
   if (!ct[0].defined()) return out;
   std::vector<Array> starts(in.begin() + 2, in.end());
@@ -99,7 +99,7 @@ std::vector<Array> dynamic_update_slice_jvp(std::span<const Array> in, std::span
 }
 
 std::vector<Array> concatenate_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
-                                   const Params& p) {
+                                   const Params& p, const CotangentMask& needs) {
   std::vector<Array> out(in.size());
   if (!ct[0].defined()) return out;
   const int64_t dim = p.i("dimension");
@@ -127,7 +127,7 @@ std::vector<Array> concatenate_jvp(std::span<const Array> in, std::span<const Ar
 // pad: the operand's cotangent un-pads (negated lo / hi, then a strided
 // slice drops the interior); the padding value gets everything else.
 std::vector<Array> pad_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
-                           const Params& p) {
+                           const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array(), Array()};
   const Ints& cfg = p.ints("padding_config");
   std::vector<lax::PadConfig> unpad;

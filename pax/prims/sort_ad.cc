@@ -41,7 +41,7 @@ std::vector<Array> sort_jvp(std::span<const Array> in, std::span<const Array> t,
 // The output position j holds input position perm[j]; sorting the cotangents
 // by perm sends each back to perm[j], the inverse permutation.
 std::vector<Array> sort_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
-                            const Params& p) {
+                            const Params& p, const CotangentMask& needs) {
   const int64_t dim = p.i("dimension"), num_keys = p.i("num_keys");
   std::vector<Array> out(in.size());
   std::vector<Array> operands{Array()};
@@ -92,7 +92,7 @@ std::vector<Array> top_k_jvp(std::span<const Array> in, std::span<const Array> t
 }
 
 std::vector<Array> top_k_vjp(std::span<const Array> in, std::span<const Array> out, std::span<const Array> ct,
-                             const Params&) {
+                             const Params&, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array()};
   const RowSelection s = row_selection(in[0], out[1]);
   lax::ScatterDimensionNumbers dn{{}, {0, 1}, {0, 1}};

@@ -15,7 +15,7 @@ lax::Window window_params(const Params& p) {
 }
 
 std::vector<Array> reduce_window_max_vjp(std::span<const Array> in, std::span<const Array>,
-                                         std::span<const Array> ct, const Params& p) {
+                                         std::span<const Array> ct, const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array()};
   return {lax::select_and_scatter_add(ct[0], in[0], window_params(p))};
 }
@@ -27,7 +27,7 @@ std::vector<Array> reduce_window_max_jvp(std::span<const Array> in, std::span<co
 }
 
 std::vector<Array> scatter_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
-                               const Params& p) {
+                               const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array(), Array()};
   return {lax::select_and_gather_add(ct[0], in[1], window_params(p)), Array()};
 }
@@ -39,7 +39,7 @@ std::vector<Array> scatter_jvp(std::span<const Array> in, std::span<const Array>
 }
 
 std::vector<Array> gather_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
-                              const Params& p) {
+                              const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array(), Array()};
   return {lax::select_and_scatter_add(ct[0], in[1], window_params(p)), Array()};
 }
