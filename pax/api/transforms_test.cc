@@ -228,6 +228,24 @@ TEST(StopGradient, BlocksGradients) {
   EXPECT_TRUE(stop_gradient(t)["a"].leaf().defined());
 }
 
+TEST(CustomVjp, JvpAndVmapGoThroughTheFunction) {
+  // The custom rule (a deliberately different backward pass) is for reverse
+  // mode only: jvp differentiates sin itself, vmap batches it.
+  auto f = custom_vjp([](const Array& x) { return sin(x); },
+                      [](const Array& x) { return std::make_pair(sin(x), x); },
+                      [](const Array&, const Array& ct) { return ct * 100.0; });
+  const Array x = array<double>({0.5, -1.0});
+  auto [y, t] = jvp(f, x, array<double>({1.0, 2.0}));
+  EXPECT_TRUE(all_close(y, {std::sin(0.5), std::sin(-1.0)}));
+  EXPECT_TRUE(all_close(t, {std::cos(0.5), 2 * std::cos(-1.0)}));
+  EXPECT_TRUE(all_close(vmap(f)(array<double>({0.5, -1.0, 2.0}, {3, 1})), {std::sin(0.5), std::sin(-1.0), std::sin(2.0)}));
+  EXPECT_TRUE(all_close(grad([&](const Array& v) { return sum(f(v)); })(x), {100, 100}));
+  // jit's program expands under each transformation too.
+  auto [yj, tj] = jvp(jit(f), x, array<double>({1.0, 2.0}));
+  EXPECT_TRUE(all_close(tj, {std::cos(0.5), 2 * std::cos(-1.0)}));
+  EXPECT_TRUE(all_close(grad([&](const Array& v) { return sum(jit(f)(v)); })(x), {100, 100}));
+}
+
 TEST(CustomVjp, UsesTheUserBackwardPass) {
   // A "straight-through" rounding: forward rounds, backward passes 2 * ct.
   auto f = custom_vjp([](const Array& x) { return round(x); },

@@ -28,10 +28,10 @@ std::pair<Array, Array> JvpTrace::unpack(const Array& x) const {
 }
 
 std::vector<Array> JvpTrace::process(Prim prim, std::span<const Array> inputs, const Params& params) {
-  if (prim == Prim::jit_call) return eval_jaxpr(*params.object<Program>("program")->jaxpr(), inputs);
-  // Forward mode differentiates a custom_vjp function through its body (its
-  // custom rule is for reverse mode only).
-  if (prim == Prim::custom_vjp_call) return params.object<CustomVjpRule>("rule")->fn(inputs);
+  // A primitive without a JVP rule that expands (jit_call's program, a
+  // custom_vjp function: its rule is for reverse mode only) is
+  // differentiated through its body.
+  if (const PrimDef& def = prim_def(prim); def.expand && !def.jvp) return def.expand(inputs, params);
   std::vector<Array> primals, tangents;
   bool any = false;
   for (const Array& x : inputs) {

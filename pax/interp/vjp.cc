@@ -29,17 +29,17 @@ std::pair<Array, int> VjpTrace::unwrap(const Array& x) const {
 }
 
 std::vector<Array> VjpTrace::process(Prim prim, std::span<const Array> inputs, const Params& params) {
-  // A compiled sub-program is differentiated equation by equation.
-  if (prim == Prim::jit_call) {
-    return eval_jaxpr(*params.object<Program>("program")->jaxpr(), inputs);
-  }
+  // A primitive without a VJP rule that expands (a compiled sub-program) is
+  // differentiated equation by equation.
+  const PrimDef& def = prim_def(prim);
+  if (def.expand && !def.vjp) return def.expand(inputs, params);
   TapeEntry entry{prim, params, {}, {}, {}, {}};
   for (const Array& x : inputs) {
     auto [primal, id] = unwrap(x);
     entry.in_primals.push_back(primal);
     entry.in_ids.push_back(id);
   }
-  if (prim == Prim::custom_vjp_call) return process_custom_vjp(std::move(entry));
+  if (def.vjp_forward) return process_with_residuals(std::move(entry), def.vjp_forward);
   std::vector<Array> outputs = bind(prim, entry.in_primals, params);
   if (prim == Prim::stop_gradient) return outputs;
   // Operations on values that do not depend on the inputs are not recorded.
@@ -50,7 +50,7 @@ std::vector<Array> VjpTrace::process(Prim prim, std::span<const Array> inputs, c
   bool tracked = false;
   for (const Array& o : outputs) tracked = tracked || is_floating(o.dtype());
   if (!tracked) return outputs;
-  PAX_CHECK(prim_def(prim).vjp, "grad: primitive ", prim_name(prim), " has no VJP rule, so it cannot be differentiated");
+  PAX_CHECK(def.vjp, "grad: primitive ", prim_name(prim), " has no VJP rule, so it cannot be differentiated");
   entry.out_primals = outputs;
   std::vector<Array> result;
   for (const Array& o : outputs) {
@@ -66,13 +66,11 @@ std::vector<Array> VjpTrace::process(Prim prim, std::span<const Array> inputs, c
   return result;
 }
 
-// custom_vjp under grad: `fwd` gives the outputs and residuals; the tape
-// entry keeps the residuals after the outputs for the rule's backward pass.
-std::vector<Array> VjpTrace::process_custom_vjp(TapeEntry entry) {
-  auto rule = entry.params.object<CustomVjpRule>("rule");
-  auto [outputs, residuals] = rule->fwd(entry.in_primals);
-  PAX_CHECK(outputs.size() == rule->out_avals.size(), rule->name, ": fwd returned ", outputs.size(),
-            " outputs but the function has ", rule->out_avals.size());
+// A primitive with a forward pass of its own under grad (custom_vjp's fwd):
+// it gives the outputs and residuals; the tape entry keeps the residuals
+// after the outputs for the VJP rule.
+std::vector<Array> VjpTrace::process_with_residuals(TapeEntry entry, VjpForwardRule forward) {
+  auto [outputs, residuals] = forward(entry.in_primals, entry.params);
   std::vector<Array> result;
   for (const Array& o : outputs) {
     entry.out_primals.push_back(o);

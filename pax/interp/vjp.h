@@ -13,6 +13,7 @@
 
 #include "pax/interp/interpreter.h"
 #include "pax/interp/trace.h"
+#include "pax/prims/registry.h"
 
 namespace pax {
 
@@ -38,7 +39,7 @@ class VjpTrace : public Trace, public std::enable_shared_from_this<VjpTrace> {
   const std::vector<TapeEntry>& tape() const { return tape_; }
 
  private:
-  std::vector<Array> process_custom_vjp(TapeEntry entry);
+  std::vector<Array> process_with_residuals(TapeEntry entry, VjpForwardRule forward);
   std::vector<TapeEntry> tape_;
   int next_id_ = 0;
 };

@@ -31,9 +31,9 @@ std::pair<Array, int64_t> VmapTrace::unpack(const Array& x) const {
 }
 
 std::vector<Array> VmapTrace::process(Prim prim, std::span<const Array> inputs, const Params& params) {
-  if (prim == Prim::jit_call) return eval_jaxpr(*params.object<Program>("program")->jaxpr(), inputs);
-  // A custom_vjp function is batched through its body.
-  if (prim == Prim::custom_vjp_call) return params.object<CustomVjpRule>("rule")->fn(inputs);
+  // A primitive without a batching rule that expands (jit_call, a
+  // custom_vjp function) is batched through its body.
+  if (const PrimDef& def = prim_def(prim); def.expand && !def.batch) return def.expand(inputs, params);
   std::vector<Array> values;
   std::vector<int64_t> bdims;
   bool any = false;

@@ -1,8 +1,10 @@
 // Primitives of the transformations themselves: stop_gradient, jit_call (a
 // compiled sub-program) and custom_vjp_call (a function with a user backward
-// pass). Their VJP / JVP / batching behaviour lives with the interpreter
-// levels where it needs the levels' state (jit_call and custom_vjp_call are
-// evaluated equation by equation under grad, jvp and vmap).
+// pass). Their rules sit here like every primitive's: jit_call expands into
+// its program under grad, jvp and vmap (which then process it equation by
+// equation); custom_vjp_call has a VJP rule with a forward pass of its own
+// (fwd: outputs and residuals) and expands into its function under jvp and
+// vmap.
 #include <cstring>
 
 #include "pax/backend/cpu/copy.h"
@@ -50,6 +52,10 @@ std::vector<AVal> jit_call_rule(std::span<const AVal> in, const Params& p) {
   return j.out_avals();
 }
 
+std::vector<Array> jit_call_expand(std::span<const Array> in, const Params& p) {
+  return eval_jaxpr(*p.object<Program>("program")->jaxpr(), in);
+}
+
 std::vector<Array> jit_call_impl(std::span<const Array> in, const Params& p) {
   return p.object<Program>("program")->executable()->run(std::vector<Array>(in.begin(), in.end()));
 }
@@ -65,8 +71,16 @@ std::vector<Array> custom_vjp_impl(std::span<const Array> in, const Params& p) {
   return p.object<CustomVjpRule>("rule")->fn(in);
 }
 
+std::pair<std::vector<Array>, std::vector<Array>> custom_vjp_forward(std::span<const Array> in, const Params& p) {
+  auto rule = p.object<CustomVjpRule>("rule");
+  auto [outputs, residuals] = rule->fwd(in);
+  PAX_CHECK(outputs.size() == rule->out_avals.size(), rule->name, ": fwd returned ", outputs.size(),
+            " outputs but the function has ", rule->out_avals.size());
+  return {std::move(outputs), std::move(residuals)};
+}
+
 // The tape entry of a custom_vjp_call holds the outputs followed by the
-// residuals of `fwd` (see VjpTrace::process).
+// residuals of `fwd` (custom_vjp_forward).
 std::vector<Array> custom_vjp_vjp(std::span<const Array> primals_in, std::span<const Array> primals_out,
                                   std::span<const Array> cts_out, const Params& p, const CotangentMask& needs) {
   auto rule = p.object<CustomVjpRule>("rule");
@@ -92,10 +106,13 @@ void register_control_prims(PrimTable& t) {
 
   t[size_t(Prim::jit_call)] = PrimDef{jit_call_rule};
   t[size_t(Prim::jit_call)].impl = jit_call_impl;
+  t[size_t(Prim::jit_call)].expand = jit_call_expand;
 
   t[size_t(Prim::custom_vjp_call)] = PrimDef{custom_vjp_rule};
   t[size_t(Prim::custom_vjp_call)].impl = custom_vjp_impl;
+  t[size_t(Prim::custom_vjp_call)].expand = custom_vjp_impl;
   t[size_t(Prim::custom_vjp_call)].vjp = custom_vjp_vjp;
+  t[size_t(Prim::custom_vjp_call)].vjp_forward = custom_vjp_forward;
 }
 
 }  // namespace pax

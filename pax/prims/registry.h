@@ -64,6 +64,11 @@ struct Batched {
 using BatchRule = Batched (*)(std::span<const Array> values, std::span<const int64_t> bdims, const Params& params,
                               const BatchInfo& info);
 
+// Under grad, the outputs and the residuals the primitive's VJP rule reads
+// (the tape entry holds the residuals after the outputs): custom_vjp's fwd.
+using VjpForwardRule = std::pair<std::vector<Array>, std::vector<Array>> (*)(std::span<const Array> in,
+                                                                            const Params& params);
+
 struct PrimDef {
   ShapeRule shape_rule = nullptr;
   KernelFn cpu_kernel = nullptr;
@@ -74,6 +79,12 @@ struct PrimDef {
   VjpRule vjp = nullptr;
   JvpRule jvp = nullptr;
   BatchRule batch = nullptr;
+  // The primitive as a function of other primitives: a transformation with
+  // no rule of its own for it (no vjp, jvp or batch rule) processes this
+  // body instead, equation by equation (jit_call's program, custom_vjp's
+  // function under jvp and vmap).
+  ImplRule expand = nullptr;
+  VjpForwardRule vjp_forward = nullptr;  // with vjp: the forward pass under grad
 };
 
 using PrimTable = std::array<PrimDef, kNumPrims>;
