@@ -63,22 +63,12 @@ struct View {
 };
 
 View view_of(const Shape& in, const Shape& out, const Ints& bdims) {
-  std::vector<int64_t> full(size_t(out.rank()), 0);
+  View v{out.dims(), std::vector<int64_t>(size_t(out.rank()), 0)};
   const std::vector<int64_t> in_strides = in.strides();
   for (size_t i = 0; i < bdims.size(); ++i) {
-    if (in[int64_t(i)] != 1) full[size_t(bdims[i])] = in_strides[i];
+    if (in[int64_t(i)] != 1) v.strides[size_t(bdims[i])] = in_strides[i];
   }
-  View v;
-  for (int64_t d = 0; d < out.rank(); ++d) {
-    if (out[d] == 1) continue;
-    if (!v.dims.empty() && v.strides.back() == full[size_t(d)] * out[d]) {
-      v.dims.back() *= out[d];
-      v.strides.back() = full[size_t(d)];
-      continue;
-    }
-    v.dims.push_back(out[d]);
-    v.strides.push_back(full[size_t(d)]);
-  }
+  coalesce_view(v.dims, v.strides);
   return v;
 }
 

@@ -60,6 +60,11 @@ inline bool read_as_splat(const FusedSlot& s) {
   return s.kind == FusedSlot::Kind::splat || s.segment == FusedSlot::Segment::splat;
 }
 
+// Drops size-1 dimensions of a view and merges adjacent dimensions that step
+// through the input as one (the same elements in the same order); at least
+// one dimension remains.
+void coalesce_view(std::vector<int64_t>& dims, std::vector<int64_t>& strides);
+
 struct FusedInstr {
   enum class Kind : uint8_t { unary, binary, compare, is_finite, integer_pow, convert, select_n };
   Kind kind = Kind::unary;

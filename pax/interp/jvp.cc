@@ -31,7 +31,8 @@ std::vector<Array> JvpTrace::process(Prim prim, std::span<const Array> inputs, c
   // A primitive without a JVP rule that expands (jit_call's program, a
   // custom_vjp function: its rule is for reverse mode only) is
   // differentiated through its body.
-  if (const PrimDef& def = prim_def(prim); def.expand && !def.jvp) return def.expand(inputs, params);
+  const PrimDef& def = prim_def(prim);
+  if (def.expand && !def.jvp) return def.expand(inputs, params);
   std::vector<Array> primals, tangents;
   bool any = false;
   for (const Array& x : inputs) {
@@ -45,7 +46,6 @@ std::vector<Array> JvpTrace::process(Prim prim, std::span<const Array> inputs, c
   bool floating = false;
   for (const Array& o : outputs) floating = floating || is_floating(o.dtype());
   if (!floating) return outputs;
-  const PrimDef& def = prim_def(prim);
   PAX_CHECK(def.jvp, "jvp: primitive ", prim_name(prim), " has no JVP rule, so forward-mode differentiation of it is "
                      "not available (reverse mode, grad, is)");
   std::vector<Array> out_tangents = def.jvp(primals, tangents, outputs, params);

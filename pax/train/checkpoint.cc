@@ -53,8 +53,6 @@ std::vector<int64_t> committed_steps(const std::string& dir, const std::string& 
   return steps;
 }
 
-
-
 std::string steps_str(const std::vector<int64_t>& steps) {
   if (steps.empty()) return "none";
   std::string out;

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
-#include <functional>
 #include <numeric>
 
 #include <unistd.h>
@@ -61,26 +60,24 @@ std::pair<FusedSlot::Segment, int64_t> view_run(const FusedSlot& s) {
   return {FusedSlot::Segment::contiguous, contiguous};
 }
 
-// The view with size-1 dimensions dropped and adjacent dimensions that step
-// through the input as one merged (the same elements, fewer divisions).
-void coalesce_view(FusedSlot& s) {
-  std::vector<int64_t> dims, strides;
-  for (size_t d = 0; d < s.dims.size(); ++d) {
-    if (s.dims[d] == 1) continue;
-    if (!dims.empty() && strides.back() == s.strides[d] * s.dims[d]) {
-      dims.back() *= s.dims[d];
-      strides.back() = s.strides[d];
-      continue;
-    }
-    dims.push_back(s.dims[d]);
-    strides.push_back(s.strides[d]);
+
+// A view compiled code could read per segment: not stored (a store copies
+// its gathered register), with a run of kMinSegment elements or more.
+struct SegmentCandidate {
+  int64_t run;
+  int slot;
+  FusedSlot::Segment kind;
+};
+
+std::vector<SegmentCandidate> segment_candidates(const LoopProgram& p) {
+  std::vector<SegmentCandidate> out;
+  for (size_t i = 0; i < p.slots.size(); ++i) {
+    if (p.slots[i].kind != FusedSlot::Kind::view) continue;
+    const bool stored = std::any_of(p.stores.begin(), p.stores.end(), [&](const FusedStore& st) { return st.slot == int(i); });
+    const auto [kind, run] = view_run(p.slots[i]);
+    if (!stored && run >= kMinSegment) out.push_back({run, int(i), kind});
   }
-  if (dims.empty()) {
-    dims = {1};
-    strides = {0};
-  }
-  s.dims = std::move(dims);
-  s.strides = std::move(strides);
+  return out;
 }
 
 }  // namespace
@@ -121,7 +118,8 @@ void FusedProgram::finalize() {
                        ins.kind == FusedInstr::Kind::integer_pow;
     bf16_ops += arith && ins.dtype == DType::bf16;
   }
-  wide_bf16 = bf16_ops >= 2 && !codegen_compiles_every_instruction(*this);
+  const bool compiles_whole = codegen_compiles_every_instruction(*this);
+  wide_bf16 = bf16_ops >= 2 && !compiles_whole;
   size_t max_width = 1;
   per_block.clear();
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -131,7 +129,7 @@ void FusedProgram::finalize() {
     PAX_CHECK(s.kind != FusedSlot::Kind::view || (!s.dims.empty() && s.dims.size() <= kMaxViewRank &&
                                                    s.dims.size() == s.strides.size()),
               "fused loop: a view needs 1 to ", kMaxViewRank, " dimensions");
-    if (s.kind == FusedSlot::Kind::view) coalesce_view(s);
+    if (s.kind == FusedSlot::Kind::view) coalesce_view(s.dims, s.strides);
     if (s.kind != FusedSlot::Kind::input || wide(s)) max_width = std::max(max_width, reg_width(s));
     s.reg = -1;
   }
@@ -168,9 +166,7 @@ void FusedProgram::finalize() {
   chain_first = -1;
   // Chains do not compute bf16, and gather views per block: compiled code
   // that reads them in place per segment goes faster.
-  const bool views_in_place = std::any_of(slots.begin(), slots.end(), [](const FusedSlot& s) {
-    return s.kind == FusedSlot::Kind::view && view_run(s).second >= kMinSegment;
-  }) && codegen_compiles_every_instruction(*this);
+  const bool views_in_place = compiles_whole && !segment_candidates(*this).empty();
   if (!wide_bf16 && !views_in_place) find_chain();
   compiled_runs.clear();
   // Plain loops own every block they compute, so the last instruction may
@@ -214,20 +210,15 @@ void FusedProgram::choose_segments() {
   // Only code that computes every instruction reads views per segment: the
   // interpreter reads the gathered registers.
   if (wide_bf16 || !compiled_whole()) return;
-  std::vector<std::pair<int64_t, int>> runs;  // (elements, slot), longest first
-  for (size_t i = 0; i < slots.size(); ++i) {
-    // A stored view is copied from its gathered register.
-    const bool stored = std::any_of(stores.begin(), stores.end(), [&](const FusedStore& st) { return st.slot == int(i); });
-    if (slots[i].kind == FusedSlot::Kind::view && !stored) runs.emplace_back(view_run(slots[i]).second, int(i));
-  }
-  std::sort(runs.begin(), runs.end(), std::greater<>());
-  for (const auto& [len, i] : runs) {
-    const int64_t common = std::gcd(segment, len);
+  std::vector<SegmentCandidate> views = segment_candidates(*this);
+  std::stable_sort(views.begin(), views.end(), [](const SegmentCandidate& a, const SegmentCandidate& b) { return a.run > b.run; });
+  for (const SegmentCandidate& v : views) {
+    const int64_t common = std::gcd(segment, v.run);
     // Too short a segment: left to the per-block gather.
     if (common < kMinSegment || segment_views.size() == kMaxFusedSegmentViews) continue;
     segment = common;
-    slots[size_t(i)].segment = view_run(slots[size_t(i)]).first;
-    segment_views.push_back(i);
+    slots[size_t(v.slot)].segment = v.kind;
+    segment_views.push_back(v.slot);
   }
   for (size_t i = 0; i < slots.size() && segment > 0; ++i) {
     const FusedSlot& s = slots[i];
