@@ -7,7 +7,7 @@
 #include <benchmark/benchmark.h>
 
 #include "pax/backend/cpu/copy.h"
-#include "pax/compile/executable.h"
+#include "pax/ir/executable.h"
 #include "pax/pax.h"
 
 namespace {

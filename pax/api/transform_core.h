@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "pax/compile/executable.h"
+#include "pax/ir/executable.h"
 #include "pax/core/tree.h"
 #include "pax/interp/trace.h"
 #include "pax/ir/jaxpr.h"

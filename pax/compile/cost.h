@@ -1,15 +1,12 @@
-// Cost model helpers behind cost_analysis() and Executable::cost().
+// The cost of a schedule, behind Executable::cost().
 #pragma once
 
-#include "pax/compile/executable.h"
+#include "pax/ir/executable.h"
 #include "pax/compile/fusion.h"
 
 namespace pax {
 
-// FLOPs and transcendentals of one equation (bytes left at zero).
-CostAnalysis eqn_flops(const Jaxpr& jaxpr, const Eqn& eqn);
-
 // Cost of a schedule: fused loops access their inputs and outputs once.
-CostAnalysis schedule_cost(const Jaxpr& jaxpr, const Schedule& schedule);
+CostAnalysis schedule_cost(const Jaxpr& jaxpr, const StepSchedule& schedule);
 
 }  // namespace pax

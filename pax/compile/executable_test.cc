@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "pax/api/transforms.h"
-#include "pax/compile/executable.h"
+#include "pax/ir/executable.h"
 #include "pax/ops/nn.h"
 #include "pax/ops/numpy.h"
 #include "pax/prims/registry.h"

@@ -7,15 +7,15 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "pax/backend/cpu/fused_loop.h"
+#include "pax/backend/backend.h"
 #include "pax/core/error.h"
 #include "pax/prims/registry.h"
 
 namespace pax {
 namespace {
 
-constexpr size_t kMaxSelectCases = cpu::kMaxFusedSelectCases;
-constexpr size_t kMaxViewRank = cpu::kMaxFusedViewRank;
+constexpr size_t kMaxSelectCases = kMaxFusedSelectCases;
+constexpr size_t kMaxViewRank = kMaxFusedViewRank;
 
 // ---------------------------------------------------------------------------
 // What an equation is to a fused loop.
@@ -29,12 +29,12 @@ enum class Role : uint8_t {
 };
 
 struct Instr {
-  cpu::FusedInstr::Kind kind;
+  FusedInstr::Kind kind;
   uint8_t op = 0;
 };
 
 std::optional<Instr> instr_of(const Eqn& e) {
-  using K = cpu::FusedInstr::Kind;
+  using K = FusedInstr::Kind;
   const ElementwiseKernel k = prim_kernel(e.prim);  // prims.def's kernel column
   switch (k.kind) {
     case ElementwiseKernel::Kind::unary: return Instr{K::unary, k.op};
@@ -72,7 +72,7 @@ View view_of(const Shape& in, const Shape& out, const Ints& bdims) {
   return v;
 }
 
-Role role_of(const Jaxpr& j, const Eqn& e) {
+Role role_of(const Jaxpr& j, const Eqn& e, const Backend& backend) {
   // Nullary equations (a large iota that constant folding kept, axis_index)
   // stay steps of their own; so do collectives, which no rule below matches
   // and which every process must enter in the same order.
@@ -91,7 +91,11 @@ Role role_of(const Jaxpr& j, const Eqn& e) {
                  : Role::none;
     }
     default:
-      return reduce_shape(e, j.aval(e.inputs[0])) ? Role::reduce : Role::none;
+    {
+      const AVal& x = j.aval(e.inputs[0]);
+      const std::optional<ReduceShape> r = reduce_shape(e, x);
+      return r && backend.fusable_reduction(r->op, x.dtype, r->outer, r->n, r->inner) ? Role::reduce : Role::none;
+    }
   }
 }
 
@@ -121,15 +125,16 @@ struct Slot {
 
 class Grouper {
  public:
-  explicit Grouper(const Jaxpr& j)
+  Grouper(const Jaxpr& j, const Backend& backend)
       : j_(j),
+        backend_(backend),
         group_of_(j.avals.size(), -1),
         avail_(j.avals.size(), -1),
         computed_(j.avals.size(), false),
         floating_(j.avals.size(), -1) {}
 
   void run(bool fuse) {
-    for (size_t k = 0; k < j_.eqns.size(); ++k) visit(k, fuse ? role_of(j_, j_.eqns[k]) : Role::none);
+    for (size_t k = 0; k < j_.eqns.size(); ++k) visit(k, fuse ? role_of(j_, j_.eqns[k], backend_) : Role::none);
   }
 
   const std::vector<Slot>& order() const { return order_; }
@@ -244,6 +249,7 @@ class Grouper {
   }
 
   const Jaxpr& j_;
+  const Backend& backend_;
   std::vector<Slot> order_;
   std::vector<Group> groups_;
   std::vector<int> group_of_;  // per var: the group it is an elementwise value of
@@ -270,7 +276,7 @@ class ProgramBuilder {
       case Role::compute: slot_[o] = instruction(e); break;
       case Role::reduce: {
         const ReduceShape r = *reduce_shape(e, j_.aval(e.inputs[0]));
-        cpu::FusedReduce red;
+        FusedReduce red;
         red.op = r.op;
         red.slot = slot_.at(e.inputs[0]);
         red.outer = r.outer;
@@ -296,14 +302,13 @@ class ProgramBuilder {
   void finish() {
     p_.num_inputs = int(g_.inputs.size());
     p_.num_outputs = int(g_.outputs.size());
-    p_.finalize();
     std::sort(g_.eqns.begin(), g_.eqns.end());
     g_.has_reduction = p_.reduce.has_value();
-    g_.program = std::make_shared<const cpu::FusedProgram>(std::move(p_));
+    g_.program = std::make_shared<const LoopProgram>(std::move(p_));
   }
 
  private:
-  int new_slot(cpu::FusedSlot s) {
+  int new_slot(FusedSlot s) {
     p_.slots.push_back(std::move(s));
     return int(p_.slots.size()) - 1;
   }
@@ -333,16 +338,16 @@ class ProgramBuilder {
     if (in != direct_.end()) return in->second;
     PAX_CHECK(j_.aval(v).shape.numel() == p_.size, "fusion: ", var_name(v), ":", j_.aval(v).str(),
               " is read by a loop of ", p_.size, " elements");
-    cpu::FusedSlot s;
-    s.kind = cpu::FusedSlot::Kind::input;
+    FusedSlot s;
+    s.kind = FusedSlot::Kind::input;
     s.dtype = j_.aval(v).dtype;
     s.arg = input_index(v, true);
     return direct_[v] = new_slot(std::move(s));
   }
 
   int splat(Var v, int64_t clamp_hi) {
-    cpu::FusedSlot s;
-    s.kind = cpu::FusedSlot::Kind::splat;
+    FusedSlot s;
+    s.kind = FusedSlot::Kind::splat;
     s.dtype = j_.aval(v).dtype;
     s.arg = input_index(v, false);
     s.clamp_hi = clamp_hi;
@@ -355,8 +360,8 @@ class ProgramBuilder {
     bool zero = true;
     for (int64_t s : view.strides) zero = zero && s == 0;
     if (zero) return splat(x, -1);
-    cpu::FusedSlot s;
-    s.kind = cpu::FusedSlot::Kind::view;
+    FusedSlot s;
+    s.kind = FusedSlot::Kind::view;
     s.dtype = j_.aval(x).dtype;
     s.arg = input_index(x, false);
     s.dims = std::move(view.dims);
@@ -366,12 +371,12 @@ class ProgramBuilder {
 
   int instruction(const Eqn& e) {
     const Instr what = *instr_of(e);
-    cpu::FusedInstr ins;
+    FusedInstr ins;
     ins.kind = what.kind;
     ins.op = what.op;
     ins.dtype = j_.aval(e.inputs[0]).dtype;
     ins.out_dtype = j_.aval(e.outputs[0]).dtype;
-    if (what.kind == cpu::FusedInstr::Kind::integer_pow) ins.exponent = e.params.i("y");
+    if (what.kind == FusedInstr::Kind::integer_pow) ins.exponent = e.params.i("y");
     for (size_t i = 0; i < e.inputs.size(); ++i) {
       const Var v = e.inputs[i];
       if (e.prim == Prim::select_n && i == 0 && j_.aval(v).shape.numel() != p_.size) {
@@ -381,8 +386,8 @@ class ProgramBuilder {
         ins.args.push_back(operand(v));
       }
     }
-    cpu::FusedSlot r;
-    r.kind = cpu::FusedSlot::Kind::reg;
+    FusedSlot r;
+    r.kind = FusedSlot::Kind::reg;
     r.dtype = ins.out_dtype;
     ins.result = new_slot(std::move(r));
     p_.instrs.push_back(std::move(ins));
@@ -392,7 +397,7 @@ class ProgramBuilder {
   const Jaxpr& j_;
   const std::vector<int>& floating_;
   FusionGroup& g_;
-  cpu::FusedProgram p_;
+  LoopProgram p_;
   std::unordered_map<Var, int> slot_;    // group values
   std::unordered_map<Var, int> direct_;  // contiguous input reads
 };
@@ -402,9 +407,10 @@ class ProgramBuilder {
 
 class ScheduleBuilder {
  public:
-  ScheduleBuilder(const Jaxpr& j, const Grouper& grouper) : j_(j), grouper_(grouper) {}
+  ScheduleBuilder(const Jaxpr& j, const Grouper& grouper, const Backend& backend)
+      : j_(j), grouper_(grouper), backend_(backend) {}
 
-  Schedule build() {
+  StepSchedule build() {
     // Which values are read outside the group (or step) that produces them.
     std::vector<int> eqn_group(j_.eqns.size(), -1);
     for (size_t g = 0; g < grouper_.groups().size(); ++g) {
@@ -461,17 +467,17 @@ class ScheduleBuilder {
     std::vector<size_t> post;
     for (size_t i = members.size(); i-- > 0;) {
       const Eqn& e = j_.eqns[members[i]];
-      if (!escapes_[size_t(e.outputs[0])] || role_of(j_, e) != Role::reshape) continue;
+      if (!escapes_[size_t(e.outputs[0])] || role_of(j_, e, backend_) != Role::reshape) continue;
       post.insert(post.begin(), members[i]);
       escapes_[size_t(e.inputs[0])] = true;
     }
     FusionGroup fg;
     fg.eqns = members;
     ProgramBuilder b(j_, grouper_.floating(), fg, g.domain);
-    for (size_t m : members) b.add(j_.eqns[m], role_of(j_, j_.eqns[m]));
+    for (size_t m : members) b.add(j_.eqns[m], role_of(j_, j_.eqns[m], backend_));
     for (size_t m : members) {
       const Eqn& e = j_.eqns[m];
-      const Role role = role_of(j_, e);
+      const Role role = role_of(j_, e, backend_);
       if ((role == Role::compute || role == Role::reduce) && escapes_[size_t(e.outputs[0])]) {
         b.output(e.outputs[0], role == Role::reduce);
       }
@@ -483,10 +489,11 @@ class ScheduleBuilder {
   }
 
   const Jaxpr& j_;
+  const Backend& backend_;
   const Grouper& grouper_;
   std::vector<bool> escapes_;  // per var: read outside the group that computes it
   std::vector<bool> needed_;   // per var: read by a step other than a loop
-  Schedule out_;
+  StepSchedule out_;
 };
 
 std::string decl(const Jaxpr& j, Var v) {
@@ -510,9 +517,9 @@ std::string eqn_str(const Jaxpr& j, const Eqn& e) {
 std::optional<ReduceShape> reduce_shape(const Eqn& e, const AVal& x) {
   ReduceShape r;
   switch (e.prim) {
-    case Prim::reduce_sum: r.op = cpu::ReduceOp::sum; break;
-    case Prim::reduce_max: r.op = cpu::ReduceOp::max; break;
-    case Prim::reduce_min: r.op = cpu::ReduceOp::min; break;
+    case Prim::reduce_sum: r.op = ReduceOp::sum; break;
+    case Prim::reduce_max: r.op = ReduceOp::max; break;
+    case Prim::reduce_min: r.op = ReduceOp::min; break;
     default: return std::nullopt;
   }
   std::vector<bool> reduced(size_t(x.shape.rank()), false);
@@ -534,7 +541,6 @@ std::optional<ReduceShape> reduce_shape(const Eqn& e, const AVal& x) {
   } else {
     return std::nullopt;
   }
-  if (!cpu::fusable_reduction(r.op, x.dtype, r.outer, r.n, r.inner)) return std::nullopt;
   return r;
 }
 
@@ -555,13 +561,13 @@ std::string var_name(Var v) {
   return std::string(s.rbegin(), s.rend());
 }
 
-Schedule schedule(const Jaxpr& jaxpr, bool fuse) {
-  Grouper grouper(jaxpr);
+StepSchedule schedule(const Jaxpr& jaxpr, bool fuse, const Backend& backend) {
+  Grouper grouper(jaxpr, backend);
   grouper.run(fuse);
-  return ScheduleBuilder(jaxpr, grouper).build();
+  return ScheduleBuilder(jaxpr, grouper, backend).build();
 }
 
-std::vector<int> Schedule::sweep_of_steps() const {
+std::vector<int> StepSchedule::sweep_of_steps() const {
   std::vector<int> of(steps.size(), -1);
   for (size_t k = 0; k < sweeps.size(); ++k) {
     for (size_t s = sweeps[k].first; s <= sweeps[k].last; ++s) of[s] = int(k);
@@ -569,15 +575,15 @@ std::vector<int> Schedule::sweep_of_steps() const {
   return of;
 }
 
-std::vector<Var> Schedule::inputs(const Jaxpr& j, const Step& s) const {
+std::vector<Var> StepSchedule::inputs(const Jaxpr& j, const Step& s) const {
   return s.kind == Step::Kind::fused ? groups[s.index].inputs : j.eqns[s.index].inputs;
 }
 
-std::vector<Var> Schedule::outputs(const Jaxpr& j, const Step& s) const {
+std::vector<Var> StepSchedule::outputs(const Jaxpr& j, const Step& s) const {
   return s.kind == Step::Kind::fused ? groups[s.index].outputs : j.eqns[s.index].outputs;
 }
 
-std::string Schedule::str(const Jaxpr& j) const {
+std::string StepSchedule::str(const Jaxpr& j, const std::function<std::string(size_t group)>& notes) const {
   std::ostringstream os;
   os << "{ lambda ";
   for (size_t i = 0; i < j.constvars.size(); ++i) os << (i ? " " : "") << decl(j, j.constvars[i]);
@@ -599,8 +605,7 @@ std::string Schedule::str(const Jaxpr& j) const {
     const FusionGroup& g = groups[s.index];
     os << "    ";
     for (size_t i = 0; i < g.outputs.size(); ++i) os << (i ? " " : "") << decl(j, g.outputs[i]);
-    os << " = fusion[size=" << g.size << (g.program->chain_first >= 0 ? ", chain" : "")
-       << (g.program->wide_bf16 ? ", wide_bf16" : "") << "]{\n";
+    os << " = fusion[size=" << g.size << (notes ? notes(s.index) : "") << "]{\n";
     for (size_t m : g.eqns) os << "        " << eqn_str(j, j.eqns[m]) << "\n";
     os << "      }";
     for (Var v : g.inputs) os << " " << var_name(v);

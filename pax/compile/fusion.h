@@ -1,7 +1,8 @@
 // Elementwise fusion: the schedule of an optimised jaxpr, in which maximal
 // groups of elementwise equations (with the broadcasts and reshapes feeding
 // them, and possibly one trailing reduce_sum / max / min) run as one fused
-// loop (pax/backend/cpu/fused_loop.h), and every other equation as itself.
+// loop (a LoopProgram, loop_program.h, which the backend prepares and runs),
+// and every other equation as itself.
 //
 // Equations are visited in order. An elementwise equation joins the group of
 // one of its operands when the groups have the same number of elements (the
@@ -17,6 +18,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,9 +29,7 @@
 
 namespace pax {
 
-namespace cpu {
-struct FusedProgram;  // pax/backend/cpu/fused_loop.h
-}
+struct Backend;  // pax/backend/backend.h
 
 struct FusionGroup {
   std::vector<size_t> eqns;  // member equations and the broadcasts it reads, in program order
@@ -40,12 +40,12 @@ struct FusionGroup {
   std::vector<bool> contiguous;
   int64_t size = 0;            // loop elements
   bool has_reduction = false;  // ends in a reduction
-  std::shared_ptr<const cpu::FusedProgram> program;
+  std::shared_ptr<const LoopProgram> program;
 };
 
 struct Step {
   enum class Kind : uint8_t {
-    kernel,  // one equation, run by its CPU kernel
+    kernel,  // one equation, run by its backend kernel
     alias,   // one equation whose result shares its input's bytes (reshape, ...)
     impl,    // one equation run by its impl rule on Arrays (custom_vjp_call, ...)
     fused,   // a fusion group
@@ -68,7 +68,7 @@ struct RowSweep {
   int64_t rows = 0, row_len = 0;
 };
 
-struct Schedule {
+struct StepSchedule {
   std::vector<Step> steps;
   std::vector<FusionGroup> groups;
   std::vector<RowSweep> sweeps;  // in step order, disjoint
@@ -78,16 +78,18 @@ struct Schedule {
   // The values a step reads / writes.
   std::vector<Var> inputs(const Jaxpr& j, const Step& s) const;
   std::vector<Var> outputs(const Jaxpr& j, const Step& s) const;
-  // The program with fused groups shown as fusion{...}.
-  std::string str(const Jaxpr& j) const;
+  // The program with fused groups shown as fusion{...}; `notes` adds what
+  // the backend made of a group (", chain") after its size.
+  std::string str(const Jaxpr& j, const std::function<std::string(size_t group)>& notes = {}) const;
 };
 
-// The schedule of `jaxpr` (fuse=false: one step per equation).
-Schedule schedule(const Jaxpr& jaxpr, bool fuse = true);
+// The schedule of `jaxpr` (fuse=false: one step per equation); `backend`
+// says which reductions a loop may end in.
+StepSchedule schedule(const Jaxpr& jaxpr, bool fuse, const Backend& backend);
 
 // A reduction equation as (outer, n, inner) when its reduced axes are the
 // leading or the trailing ones (size-1 dimensions ignored), as the reduce
-// kernel merges them, and a fused loop can end in it; nullopt otherwise.
+// kernel merges them; nullopt otherwise.
 struct ReduceShape {
   ReduceOp op = ReduceOp::sum;
   int64_t outer = 1, n = 1, inner = 1;

@@ -13,7 +13,7 @@
 #include "pax/backend/backend.h"
 #include "pax/backend/cpu/fused_loop.h"
 #include "pax/backend/cpu/gemm_dnnl.h"
-#include "pax/compile/executable.h"
+#include "pax/ir/executable.h"
 #include "pax/ops/lax.h"
 #include "pax/ops/nn.h"
 #include "pax/ops/numpy.h"

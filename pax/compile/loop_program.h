@@ -80,6 +80,9 @@ struct FusedInstr {
 struct FusedStore {
   int slot;
   int output;
+  // A later loop of the same row sweep reads the value: its stores must
+  // not bypass the cache (set by the compiler, row_sweep.h).
+  bool keep_in_cache = false;
   // Set by the backend when it prepares the loop (CPU: fused_loop.h).
   bool stream = false;  // non-temporal stores (large outputs)
   // How the value reaches the output. When the instruction writes the

@@ -28,7 +28,7 @@ std::string bytes_str(size_t n) {
 
 class Planner {
  public:
-  Planner(const Jaxpr& j, const Schedule& s, const std::vector<bool>& donate)
+  Planner(const Jaxpr& j, const StepSchedule& s, const std::vector<bool>& donate)
       : j_(j), s_(s), donate_(donate), num_steps_(int(s.steps.size())) {}
 
   MemoryPlan run() {
@@ -275,7 +275,7 @@ class Planner {
   }
 
   const Jaxpr& j_;
-  const Schedule& s_;
+  const StepSchedule& s_;
   const std::vector<bool>& donate_;
   const int num_steps_;
   MemoryPlan p_;
@@ -286,7 +286,7 @@ class Planner {
 
 }  // namespace
 
-MemoryPlan plan_memory(const Jaxpr& jaxpr, const Schedule& schedule, const std::vector<bool>& donate) {
+MemoryPlan plan_memory(const Jaxpr& jaxpr, const StepSchedule& schedule, const std::vector<bool>& donate) {
   return Planner(jaxpr, schedule, donate).run();
 }
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "pax/compile/executable.h"
+#include "pax/ir/executable.h"
 #include "pax/compile/fusion.h"
 #include "pax/ir/jaxpr.h"
 
@@ -52,6 +52,6 @@ struct MemoryPlan {
 };
 
 // `donate[i]`: argument i may be overwritten (CompileOptions::donate).
-MemoryPlan plan_memory(const Jaxpr& jaxpr, const Schedule& schedule, const std::vector<bool>& donate);
+MemoryPlan plan_memory(const Jaxpr& jaxpr, const StepSchedule& schedule, const std::vector<bool>& donate);
 
 }  // namespace pax

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "pax/api/transforms.h"
-#include "pax/compile/executable.h"
+#include "pax/ir/executable.h"
 #include "pax/ops/numpy.h"
 #include "pax/testing/testing.h"
 

@@ -8,8 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "pax/backend/cpu/fused_loop.h"
-#include "pax/backend/cpu/reduce.h"
+#include "pax/backend/backend.h"
 
 namespace pax {
 namespace {
@@ -17,23 +16,14 @@ namespace {
 // How a value computed inside a sweep is laid out over the rows.
 enum class RowShape : uint8_t { whole_rows, per_row };
 
-bool reads_windows(const cpu::FusedProgram& p) {
-  for (const FusedInstr& ins : p.instrs) {
-    if (ins.kind == FusedInstr::Kind::unary && (UnaryOp(ins.op) == UnaryOp::sin || UnaryOp(ins.op) == UnaryOp::cos)) {
-      return true;
-    }
-  }
-  return false;
-}
-
 // The rows a loop's reduction reduces, when a sweep may start at it (or
-// take it): whole rows short enough for one tile, accumulated in the
-// reduced value's dtype (so each row's result is written as it is reduced).
-bool sweepable_reduction(const cpu::FusedProgram& p) {
+// take it): whole rows that the backend reduces one tile at a time with the
+// bits of the whole reduction (each row's result written as it is reduced).
+bool sweepable_reduction(const LoopProgram& p, const Backend& backend) {
   if (!p.reduce) return false;
   const FusedReduce& r = *p.reduce;
-  const DType dt = p.slots[size_t(r.slot)].dtype;
-  return r.inner == 1 && r.outer >= 2 && r.n <= cpu::kReduceRowBlock && cpu::accumulator_dtype(dt) == r.out_dtype;
+  return r.inner == 1 && r.outer >= 2 &&
+         backend.row_reduction_in_sweep(r.op, p.slots[size_t(r.slot)].dtype, r.out_dtype, r.n);
 }
 
 // How many steps past its last loop a sweep looks for more.
@@ -41,7 +31,7 @@ constexpr size_t kLookahead = 12;
 
 class SweepFinder {
  public:
-  SweepFinder(const Jaxpr& j, Schedule& s) : j_(j), s_(s) {}
+  SweepFinder(const Jaxpr& j, StepSchedule& s, const Backend& backend) : j_(j), s_(s), backend_(backend) {}
 
   void run() {
     for (size_t first = 0; first < s_.steps.size();) {
@@ -65,8 +55,8 @@ class SweepFinder {
   std::optional<std::pair<int64_t, int64_t>> row_reduction(size_t step) const {
     const Step& st = s_.steps[step];
     if (st.kind == Step::Kind::fused) {
-      const cpu::FusedProgram& p = *s_.groups[st.index].program;
-      if (!sweepable_reduction(p) || reads_windows(p)) return std::nullopt;
+      const LoopProgram& p = *s_.groups[st.index].program;
+      if (!sweepable_reduction(p, backend_) || !backend_.tileable_loop(p)) return std::nullopt;
       return std::make_pair(p.reduce->outer, p.reduce->n);
     }
     if (st.kind != Step::Kind::kernel) return std::nullopt;
@@ -74,8 +64,8 @@ class SweepFinder {
     if (e.prim != Prim::reduce_sum && e.prim != Prim::reduce_max && e.prim != Prim::reduce_min) return std::nullopt;
     const AVal& x = j_.aval(e.inputs[0]);
     const std::optional<ReduceShape> r = reduce_shape(e, x);
-    if (!r || r->inner != 1 || r->outer < 2 || r->n > cpu::kReduceRowBlock ||
-        cpu::accumulator_dtype(x.dtype) != j_.aval(e.outputs[0]).dtype) {
+    if (!r || r->inner != 1 || r->outer < 2 ||
+        !backend_.row_reduction_in_sweep(r->op, x.dtype, j_.aval(e.outputs[0]).dtype, r->n)) {
       return std::nullopt;
     }
     return std::make_pair(r->outer, r->n);
@@ -160,10 +150,10 @@ class SweepFinder {
     }
     const FusionGroup* h = group(k);
     if (!h) return false;
-    const cpu::FusedProgram& p = *h->program;
+    const LoopProgram& p = *h->program;
     const bool whole = p.size == rows_ * row_len_;
-    if ((!whole && p.size != rows_) || reads_windows(p)) return false;
-    if (p.reduce && !(whole && sweepable_reduction(p) && p.reduce->outer == rows_ && p.reduce->n == row_len_)) {
+    if ((!whole && p.size != rows_) || !backend_.tileable_loop(p)) return false;
+    if (p.reduce && !(whole && sweepable_reduction(p, backend_) && p.reduce->outer == rows_ && p.reduce->n == row_len_)) {
       return false;
     }
     for (const FusedSlot& slot : p.slots) {
@@ -200,18 +190,21 @@ class SweepFinder {
       if (s_.steps[k].kind != Step::Kind::fused) continue;
       FusionGroup& g = s_.groups[s_.steps[k].index];
       bool change = false;
-      for (const FusedStore& st : g.program->stores) change = change || (st.stream && read_later.count(g.outputs[size_t(st.output)]));
+      for (const FusedStore& st : g.program->stores) {
+        change = change || (!st.keep_in_cache && read_later.count(g.outputs[size_t(st.output)]));
+      }
       if (!change) continue;
-      auto copy = std::make_shared<cpu::FusedProgram>(*g.program);
+      auto copy = std::make_shared<LoopProgram>(*g.program);
       for (FusedStore& st : copy->stores) {
-        if (read_later.count(g.outputs[size_t(st.output)])) st.stream = false;
+        if (read_later.count(g.outputs[size_t(st.output)])) st.keep_in_cache = true;
       }
       g.program = std::move(copy);
     }
   }
 
   const Jaxpr& j_;
-  Schedule& s_;
+  StepSchedule& s_;
+  const Backend& backend_;
   int64_t rows_ = 0, row_len_ = 0;
   std::unordered_map<Var, RowShape> values_;  // computed by the sweep so far
 };
@@ -238,10 +231,10 @@ bool is_row_broadcast(const std::vector<int64_t>& dims, const std::vector<int64_
   return expect == rows;
 }
 
-void find_row_sweeps(const Jaxpr& jaxpr, Schedule& schedule) {
+void find_row_sweeps(const Jaxpr& jaxpr, StepSchedule& schedule, const Backend& backend) {
   schedule.sweeps.clear();
   if (const char* env = std::getenv("PAX_ROW_SWEEPS"); env && std::string_view(env) == "0") return;
-  SweepFinder(jaxpr, schedule).run();
+  SweepFinder(jaxpr, schedule, backend).run();
 }
 
 }  // namespace pax

@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "pax/api/transforms.h"
-#include "pax/compile/executable.h"
+#include "pax/ir/executable.h"
 #include "pax/compile/row_sweep.h"
 #include "pax/nn/losses.h"
 #include "pax/ops/lax.h"

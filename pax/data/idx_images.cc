@@ -5,7 +5,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "pax/backend/cpu/parallel.h"
+#include "pax/core/parallel.h"
 #include "pax/data/datasets.h"
 #include "pax/data/file_io.h"
 
@@ -118,7 +118,7 @@ Tree IdxImageInput::make_batch(const std::vector<int64_t>& indices) const {
   std::vector<float> inputs(size_t(b * pixels));
   std::vector<int32_t> labels(static_cast<size_t>(b));
   std::vector<float> weights(static_cast<size_t>(b));
-  cpu::parallel_for(b, std::max<int64_t>(1, 8192 / pixels), [&](int64_t begin, int64_t end) {
+  parallel_for(b, std::max<int64_t>(1, 8192 / pixels), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const int64_t e = indices[size_t(i)];
       float* dst = inputs.data() + i * pixels;

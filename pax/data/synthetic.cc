@@ -1,7 +1,7 @@
 // SyntheticInput.
 #include "pax/data/synthetic.h"
 
-#include "pax/backend/cpu/parallel.h"
+#include "pax/core/parallel.h"
 #include "pax/data/host_random.h"
 
 namespace pax::data {
@@ -46,7 +46,7 @@ Tree SyntheticInput::make_batch(uint64_t key) const {
   if (hp.task == SyntheticTask::lm) {
     const int64_t t = hp.seq_length;
     std::vector<int32_t> ids(size_t(b * t)), labels(size_t(b * t));
-    cpu::parallel_for(b, std::max<int64_t>(1, 16384 / t), [&](int64_t begin, int64_t end) {
+    parallel_for(b, std::max<int64_t>(1, 16384 / t), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         SplitMix64 gen = generator(i);
         int32_t prev = int32_t(gen.below(uint64_t(hp.vocab_size)));
@@ -67,7 +67,7 @@ Tree SyntheticInput::make_batch(uint64_t key) const {
   const int64_t n = Shape(hp.input_shape).numel();
   std::vector<float> inputs(size_t(b * n));
   std::vector<int32_t> labels(static_cast<size_t>(b));
-  cpu::parallel_for(b, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
+  parallel_for(b, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       SplitMix64 gen = generator(i);
       labels[size_t(i)] = int32_t(gen.below(uint64_t(hp.num_classes)));

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "pax/backend/cpu/parallel.h"
+#include "pax/core/parallel.h"
 #include "pax/data/datasets.h"
 #include "pax/data/file_io.h"
 #include "pax/data/host_random.h"
@@ -131,7 +131,7 @@ TextLmInput::TextLmInput(const HParams& hp) : IndexedInput(hp) {
   num_documents_ = int64_t(docs.size());
 
   std::vector<std::vector<int32_t>> tokens(docs.size());
-  cpu::parallel_for(int64_t(docs.size()), 64, [&](int64_t begin, int64_t end) {
+  parallel_for(int64_t(docs.size()), 64, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) tokens[size_t(i)] = tokenizer_->encode(docs[size_t(i)]);
   });
   const Tokenizer& tok = *tokenizer_;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "pax/core/stop.h"
+#include "pax/interp/process_axis.h"
 #include "pax/ops/numpy.h"
 
 namespace pax::dist {
@@ -285,6 +286,37 @@ ProcessGroup& process_group() {
   group.initialize();
   return group;
 }
+
+namespace {
+
+// The process group as the array core's process axis (interp/process_axis.h).
+class GroupAxis final : public ProcessAxis {
+ public:
+  const std::string& name() override { return process_group().axis_name(); }
+  int64_t size() override { return process_group().process_count(); }
+  int64_t index() override { return process_group().process_index(); }
+  Array all_reduce(const Array& x, ::pax::ReduceOp op) override {
+    PAX_CHECK(op == ::pax::ReduceOp::sum || op == ::pax::ReduceOp::max || op == ::pax::ReduceOp::min,
+              "process axis: reductions are sum, max or min");
+    return process_group().all_reduce(x, op == ::pax::ReduceOp::sum   ? ReduceOp::sum
+                                         : op == ::pax::ReduceOp::max ? ReduceOp::max
+                                                                      : ReduceOp::min);
+  }
+  Array all_gather(const Array& x, int64_t axis, bool tiled) override {
+    return process_group().all_gather(x, axis, tiled);
+  }
+};
+
+ProcessAxis& group_axis() {
+  static GroupAxis axis;
+  return axis;
+}
+
+// Loading the library makes the process group the job's process axis; a
+// static link must keep this object (whole archive).
+[[maybe_unused]] const bool kInstalled = (install_process_axis(group_axis), true);
+
+}  // namespace
 
 ProcessGroup::ProcessGroup() = default;
 

@@ -26,7 +26,7 @@ std::vector<Array> eager_apply(Prim prim, std::span<const Array> inputs, const P
   if (def.output_aliases_input >= 0) {
     return {Array(std::move(out_avals[0]), inputs[size_t(def.output_aliases_input)].buffer())};
   }
-  const Backend& backend = cpu_backend();
+  const Backend& backend = default_backend();
   KernelFn kernel = backend.kernel(prim);
   PAX_CHECK(kernel, prim_name(prim), ": primitive has no kernel on the ", backend.name, " backend");
 

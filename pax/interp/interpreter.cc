@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "pax/core/error.h"
-#include "pax/dist/process_group.h"
+#include "pax/interp/process_axis.h"
 
 namespace pax {
 namespace {
@@ -57,10 +57,10 @@ int64_t axis_size(const std::string& axis_name) {
     const std::string* axis = levels[i]->axis_name();
     if (axis && *axis == axis_name) return levels[i]->axis_length();
   }
-  dist::ProcessGroup& group = dist::process_group();
-  if (axis_name == group.axis_name()) return group.process_count();
+  ProcessAxis& processes = process_axis();
+  if (axis_name == processes.name()) return processes.size();
   PAX_FAIL("unbound axis name '", axis_name, "'; collectives need an enclosing vmap with axis_name='", axis_name,
-           "' or the process axis (now named '", group.axis_name(), "')");
+           "' or the process axis (now named '", processes.name(), "')");
 }
 
 Trace* find_top_trace(Prim prim, std::span<const Array> inputs, const Params& params) {

@@ -1,7 +1,7 @@
 // The jvp level.
 #include "pax/interp/jvp.h"
 
-#include "pax/compile/executable.h"
+#include "pax/ir/executable.h"
 #include "pax/core/error.h"
 #include "pax/interp/custom_vjp.h"
 #include "pax/interp/vjp.h"

@@ -1,7 +1,7 @@
 // The vjp level, the backward pass and vjp over flat arrays.
 #include "pax/interp/vjp.h"
 
-#include "pax/compile/executable.h"
+#include "pax/ir/executable.h"
 #include "pax/core/error.h"
 #include "pax/interp/custom_vjp.h"
 #include "pax/ir/jaxpr.h"

@@ -6,6 +6,13 @@
 #include "pax/core/error.h"
 #include "pax/interp/interpreter.h"
 
+namespace pax {
+
+// Array's member conversion is lax.convert_element_type.
+Array Array::astype(DType dtype) const { return lax::convert_element_type(*this, dtype); }
+
+}  // namespace pax
+
 namespace pax::lax {
 
 #define PAX_UNARY_FN(fn, prim) \

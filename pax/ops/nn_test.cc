@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "pax/api/transforms.h"
-#include "pax/compile/executable.h"
+#include "pax/ir/executable.h"
 #include "pax/testing/testing.h"
 
 namespace pax {

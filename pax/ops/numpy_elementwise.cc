@@ -26,7 +26,6 @@ Array ArrayLike::as(DType dtype) const {
 
 Array ArrayLike::to_array() const { return literal_ ? scalar(value_, *literal_, *literal_ != DType::bool_) : array_; }
 
-Array Array::astype(DType dtype) const { return lax::convert_element_type(*this, dtype); }
 Array astype(const Array& x, DType dtype) { return lax::convert_element_type(x, dtype); }
 
 // ---------------------------------------------------------------------------

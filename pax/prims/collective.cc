@@ -1,11 +1,11 @@
 // Collectives over a named axis: psum, pmax, pmin, all_gather, axis_index.
 // Under vmap(axis_name=...) the axis is the batch (the seed's BatchNorm-under-
 // vmap example); bind routes a collective to the vmap level of that name.
-// Outside any such level the process axis (pax/dist, named "processes" by
-// default) runs the process group's collectives; any other name is unbound
-// and the primitive fails with a clear error.
+// Outside any such level the process axis (interp/process_axis.h: the
+// process group of pax/dist, named "processes" by default) runs them; any
+// other name is unbound and the primitive fails with a clear error.
 #include "pax/core/error.h"
-#include "pax/dist/process_group.h"
+#include "pax/interp/process_axis.h"
 #include "pax/interp/vmap.h"
 #include "pax/ops/lax.h"
 #include "pax/prims/dtype_rules.h"
@@ -14,13 +14,13 @@
 namespace pax {
 namespace {
 
-// The process group when `p` names its axis; otherwise the name is unbound.
-dist::ProcessGroup& process_axis(const Params& p, const char* op) {
-  dist::ProcessGroup& group = dist::process_group();
-  PAX_CHECK(p.s("axis_name") == group.axis_name(), op, ": unbound axis name '", p.s("axis_name"),
+// The process axis when `p` names it; otherwise the name is unbound.
+ProcessAxis& named_process_axis(const Params& p, const char* op) {
+  ProcessAxis& axis = process_axis();
+  PAX_CHECK(p.s("axis_name") == axis.name(), op, ": unbound axis name '", p.s("axis_name"),
             "'; collectives need an enclosing vmap with axis_name='", p.s("axis_name"),
-            "' or the process axis (now named '", group.axis_name(), "')");
-  return group;
+            "' or the process axis (now named '", axis.name(), "')");
+  return axis;
 }
 
 // ---------------------------------------------------------------------------
@@ -53,22 +53,21 @@ std::vector<AVal> axis_index_rule(std::span<const AVal>, const Params& p) {
 }
 
 // Eager collectives over the process axis.
-template <dist::ReduceOp Op>
+template <ReduceOp Op>
 std::vector<Array> reduce_impl(std::span<const Array> in, const Params& p) {
-  dist::ProcessGroup& group =
-      process_axis(p, Op == dist::ReduceOp::sum ? "psum" : Op == dist::ReduceOp::max ? "pmax" : "pmin");
-  return {group.all_reduce(in[0], Op)};
+  ProcessAxis& axis = named_process_axis(p, Op == ReduceOp::sum ? "psum" : Op == ReduceOp::max ? "pmax" : "pmin");
+  return {axis.all_reduce(in[0], Op)};
 }
 
 std::vector<Array> axis_index_impl(std::span<const Array>, const Params& p) {
-  return {scalar(double(process_axis(p, "axis_index").process_index()), DType::i32)};
+  return {scalar(double(named_process_axis(p, "axis_index").index()), DType::i32)};
 }
 
 std::vector<Array> all_gather_impl(std::span<const Array> in, const Params& p) {
-  dist::ProcessGroup& group = process_axis(p, "all_gather");
-  PAX_CHECK(p.i("axis_size") == group.process_count(), "all_gather: axis_size ", p.i("axis_size"),
-            " differs from the process count ", group.process_count(), " of axis '", p.s("axis_name"), "'");
-  return {group.all_gather(in[0], p.i("axis"), p.b("tiled"))};
+  ProcessAxis& axis = named_process_axis(p, "all_gather");
+  PAX_CHECK(p.i("axis_size") == axis.size(), "all_gather: axis_size ", p.i("axis_size"),
+            " differs from the process count ", axis.size(), " of axis '", p.s("axis_name"), "'");
+  return {axis.all_gather(in[0], p.i("axis"), p.b("tiled"))};
 }
 
 // ---------------------------------------------------------------------------
@@ -174,9 +173,9 @@ void register_collective_prims(PrimTable& t) {
     t[size_t(p)].impl = impl;
     t[size_t(p)].batch = batch;
   };
-  def(Prim::psum, reduce_rule<Prim::psum>, reduce_impl<dist::ReduceOp::sum>, reduce_batch<Prim::psum>);
-  def(Prim::pmax, reduce_rule<Prim::pmax>, reduce_impl<dist::ReduceOp::max>, reduce_batch<Prim::pmax>);
-  def(Prim::pmin, reduce_rule<Prim::pmin>, reduce_impl<dist::ReduceOp::min>, reduce_batch<Prim::pmin>);
+  def(Prim::psum, reduce_rule<Prim::psum>, reduce_impl<ReduceOp::sum>, reduce_batch<Prim::psum>);
+  def(Prim::pmax, reduce_rule<Prim::pmax>, reduce_impl<ReduceOp::max>, reduce_batch<Prim::pmax>);
+  def(Prim::pmin, reduce_rule<Prim::pmin>, reduce_impl<ReduceOp::min>, reduce_batch<Prim::pmin>);
   def(Prim::all_gather, all_gather_rule, all_gather_impl, all_gather_batch);
   def(Prim::axis_index, axis_index_rule, axis_index_impl, axis_index_batch);
   t[size_t(Prim::psum)].vjp = psum_vjp;

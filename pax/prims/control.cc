@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "pax/backend/cpu/copy.h"
-#include "pax/compile/executable.h"
+#include "pax/ir/executable.h"
 #include "pax/core/error.h"
 #include "pax/interp/custom_vjp.h"
 #include "pax/interp/vjp.h"

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "pax/compile/executable.h"
+#include "pax/ir/executable.h"
 #include "pax/interp/trace.h"
 #include "pax/prims/registry.h"
 

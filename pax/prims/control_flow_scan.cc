@@ -84,9 +84,9 @@ class RowWriter {
   RowWriter(const AVal& row, int64_t length)
       : aval_(stacked_aval(row, length)),
         row_bytes_(size_t(row.shape.numel()) * itemsize(row.dtype)),
-        buffer_(cpu_backend().allocate(row_bytes_ * size_t(length))) {}
+        buffer_(default_backend().allocate(row_bytes_ * size_t(length))) {}
   void put(int64_t t, const Array& row) {
-    cpu_backend().copy(static_cast<char*>(buffer_->data()) + size_t(t) * row_bytes_, row.data(), row_bytes_);
+    default_backend().copy(static_cast<char*>(buffer_->data()) + size_t(t) * row_bytes_, row.data(), row_bytes_);
   }
   Array finish() { return Array(aval_, buffer_); }
 
@@ -99,8 +99,8 @@ class RowWriter {
 Array read_row(const Array& xs, int64_t t) {
   AVal a = row_aval(xs.aval());
   const size_t nbytes = size_t(a.shape.numel()) * itemsize(a.dtype);
-  std::shared_ptr<Buffer> buf = cpu_backend().allocate(nbytes);
-  cpu_backend().copy(buf->data(), static_cast<const char*>(xs.data()) + size_t(t) * nbytes, nbytes);
+  std::shared_ptr<Buffer> buf = default_backend().allocate(nbytes);
+  default_backend().copy(buf->data(), static_cast<const char*>(xs.data()) + size_t(t) * nbytes, nbytes);
   return Array(a, buf);
 }
 

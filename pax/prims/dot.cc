@@ -14,7 +14,7 @@
 #include "pax/backend/cpu/copy.h"
 #include "pax/backend/cpu/elementwise.h"
 #include "pax/backend/cpu/gemm_dnnl.h"
-#include "pax/backend/cpu/parallel.h"
+#include "pax/core/parallel.h"
 #include "pax/core/buffer.h"
 #include "pax/core/error.h"
 #include "pax/prims/registry.h"
@@ -245,7 +245,7 @@ const void* packed_operand(const Operand& op, DType dtype, int64_t row_stride, s
       src = tmp->data();
     }
     const size_t from = itemsize(t.dtype), to = itemsize(dtype);
-    cpu::parallel_for(rows, 16, [&](int64_t begin, int64_t end) {
+    parallel_for(rows, 16, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         cpu::convert(t.dtype, static_cast<const char*>(src) + size_t(r * cols) * from, dtype,
                      static_cast<char*>(keep->data()) + size_t(r * row_stride) * to, size_t(cols));

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "pax/backend/cpu/elementwise.h"
-#include "pax/backend/cpu/parallel.h"
+#include "pax/core/parallel.h"
 #include "pax/core/error.h"
 #include "pax/prims/dtype_rules.h"
 #include "pax/prims/registry.h"
@@ -102,13 +102,13 @@ std::vector<AVal> select_n_rule(std::span<const AVal> in, const Params&) {
 // ---------------------------------------------------------------------------
 // kernels: split into chunks of ~256 KiB and run the contiguous kernels.
 
-int64_t grain(DType d) { return cpu::grain_for(int64_t(itemsize(d))); }
+int64_t grain(DType d) { return grain_for(int64_t(itemsize(d))); }
 
 template <cpu::UnaryOp Op>
 void unary_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
   const TensorView& x = in[0];
   const size_t w = itemsize(x.dtype);
-  cpu::parallel_for(x.numel(), grain(x.dtype), [&](int64_t b, int64_t e) {
+  parallel_for(x.numel(), grain(x.dtype), [&](int64_t b, int64_t e) {
     cpu::unary(Op, x.dtype, x.as<char>() + b * w, out[0].as<char>() + b * w, size_t(e - b));
   });
 }
@@ -122,7 +122,7 @@ template <cpu::BinaryOp Op>
 void binary_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
   const TensorView& a = in[0];
   const size_t w = itemsize(a.dtype);
-  cpu::parallel_for(a.numel(), grain(a.dtype), [&](int64_t b, int64_t e) {
+  parallel_for(a.numel(), grain(a.dtype), [&](int64_t b, int64_t e) {
     cpu::binary(Op, a.dtype, a.as<char>() + b * w, in[1].as<char>() + b * w, out[0].as<char>() + b * w,
                 size_t(e - b));
   });
@@ -132,7 +132,7 @@ template <cpu::CompareOp Op>
 void compare_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
   const TensorView& a = in[0];
   const size_t w = itemsize(a.dtype);
-  cpu::parallel_for(a.numel(), grain(a.dtype), [&](int64_t b, int64_t e) {
+  parallel_for(a.numel(), grain(a.dtype), [&](int64_t b, int64_t e) {
     cpu::compare(Op, a.dtype, a.as<char>() + b * w, in[1].as<char>() + b * w, out[0].as<bool>() + b,
                  size_t(e - b));
   });
@@ -141,7 +141,7 @@ void compare_kernel(const Params&, std::span<const TensorView> in, std::span<con
 void is_finite_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
   const TensorView& x = in[0];
   const size_t w = itemsize(x.dtype);
-  cpu::parallel_for(x.numel(), grain(x.dtype), [&](int64_t b, int64_t e) {
+  parallel_for(x.numel(), grain(x.dtype), [&](int64_t b, int64_t e) {
     cpu::is_finite(x.dtype, x.as<char>() + b * w, out[0].as<bool>() + b, size_t(e - b));
   });
 }
@@ -150,7 +150,7 @@ void integer_pow_kernel(const Params& p, std::span<const TensorView> in, std::sp
   const TensorView& x = in[0];
   const size_t w = itemsize(x.dtype);
   const int64_t y = p.i("y");
-  cpu::parallel_for(x.numel(), grain(x.dtype), [&](int64_t b, int64_t e) {
+  parallel_for(x.numel(), grain(x.dtype), [&](int64_t b, int64_t e) {
     cpu::integer_pow(x.dtype, y, x.as<char>() + b * w, out[0].as<char>() + b * w, size_t(e - b));
   });
 }
@@ -171,7 +171,7 @@ void select_n_kernel(const Params&, std::span<const TensorView> in, std::span<co
     return;
   }
   const size_t ww = itemsize(which.dtype);
-  cpu::parallel_for(y.numel(), grain(y.dtype), [&](int64_t b, int64_t e) {
+  parallel_for(y.numel(), grain(y.dtype), [&](int64_t b, int64_t e) {
     const void* cases[16];
     std::vector<const void*> many;
     const void** ptrs = cases;

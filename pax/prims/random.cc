@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "pax/backend/cpu/parallel.h"
+#include "pax/core/parallel.h"
 #include "pax/backend/cpu/threefry.h"
 #include "pax/core/error.h"
 #include "pax/prims/registry.h"
@@ -44,7 +44,7 @@ void threefry2x32_kernel(const Params&, std::span<const TensorView> in, std::spa
   const int64_t n = x0.numel();
   // A 0-d key with 0-d counters is also "broadcast"; either reading is right.
   const bool b0 = k0.rank() == 0, b1 = k1.rank() == 0;
-  cpu::parallel_for(n, cpu::grain_for(4 * sizeof(uint32_t)), [&](int64_t b, int64_t e) {
+  parallel_for(n, grain_for(4 * sizeof(uint32_t)), [&](int64_t b, int64_t e) {
     cpu::threefry2x32(k0.as<uint32_t>() + (b0 ? 0 : b), b0, k1.as<uint32_t>() + (b1 ? 0 : b), b1,
                       x0.as<uint32_t>() + b, x1.as<uint32_t>() + b, out[0].as<uint32_t>() + b,
                       out[1].as<uint32_t>() + b, size_t(e - b));
@@ -83,7 +83,7 @@ void random_bits_kernel(const Params&, std::span<const TensorView> in, std::span
   const int64_t blocks = (n + 1) / 2;
   uint32_t* y = out[0].as<uint32_t>();
   // Each block writes two u32; about 256 KiB of output per chunk.
-  cpu::parallel_for(blocks, cpu::grain_for(2 * sizeof(uint32_t)), [&](int64_t b, int64_t e) {
+  parallel_for(blocks, grain_for(2 * sizeof(uint32_t)), [&](int64_t b, int64_t e) {
     cpu::threefry_random_bits(key[0], key[1], uint64_t(n), uint64_t(b), uint64_t(e), y);
   });
 }

@@ -16,7 +16,7 @@ TEST(Registry, EveryPrimitiveIsComplete) {
     Prim p = Prim(i);
     const PrimDef& def = prim_def(p);
     EXPECT_NE(def.shape_rule, nullptr) << prim_name(p);
-    EXPECT_TRUE(cpu_backend().kernel(p) != nullptr || def.output_aliases_input >= 0 || def.impl != nullptr)
+    EXPECT_TRUE(default_backend().kernel(p) != nullptr || def.output_aliases_input >= 0 || def.impl != nullptr)
         << prim_name(p);
     EXPECT_EQ(prim_from_name(prim_name(p)), p);
   }
@@ -66,7 +66,7 @@ TEST(Backend, ThreadCountIsAdjustable) {
   set_num_threads(before);
   EXPECT_EQ(num_threads(), before);
   EXPECT_THROW(set_num_threads(0), Error);
-  EXPECT_STREQ(cpu_backend().name, "cpu");
+  EXPECT_STREQ(default_backend().name, "cpu");
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 
 #include "pax/backend/cpu/copy.h"
 #include "pax/backend/cpu/dispatch.h"
-#include "pax/backend/cpu/parallel.h"
+#include "pax/core/parallel.h"
 #include "pax/core/error.h"
 #include "pax/prims/registry.h"
 
@@ -377,7 +377,7 @@ void iota_kernel(const Params& p, std::span<const TensorView>, std::span<const T
   cpu::visit_dtype(y.dtype, [&](auto t) {
     using T = decltype(t);
     T* data = y.as<T>();
-    cpu::parallel_for(outer * n, std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(1, inner)),
+    parallel_for(outer * n, std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(1, inner)),
                       [&](int64_t b, int64_t e) {
                         for (int64_t r = b; r < e; ++r) {
                           T v;

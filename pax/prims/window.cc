@@ -18,7 +18,7 @@
 #include <limits>
 #include <vector>
 
-#include "pax/backend/cpu/parallel.h"
+#include "pax/core/parallel.h"
 #include "pax/core/error.h"
 #include "pax/prims/dtype_rules.h"
 #include "pax/prims/registry.h"
@@ -268,7 +268,7 @@ int64_t grain(const Layout& l) { return std::max<int64_t>(1, 8192 / std::max<int
 
 template <class T>
 void reduce_window_max_typed(const Layout& l, const T* x, T* y) {
-  cpu::parallel_for(l.out_count, grain(l), [&](int64_t b, int64_t e) {
+  parallel_for(l.out_count, grain(l), [&](int64_t b, int64_t e) {
     for_each_window<T, false>(l, x, b, e, [&](const Walk& walk, const auto& best, const auto&) {
       T* out = y + walk.out_offset();
       for (int64_t c = 0; c < l.inner; ++c) out[c] = Elem<T>::store(best[size_t(c)]);
@@ -278,7 +278,7 @@ void reduce_window_max_typed(const Layout& l, const T* x, T* y) {
 
 template <class T>
 void select_and_gather_typed(const Layout& l, const T* t, const T* x, T* y) {
-  cpu::parallel_for(l.out_count, grain(l), [&](int64_t b, int64_t e) {
+  parallel_for(l.out_count, grain(l), [&](int64_t b, int64_t e) {
     for_each_window<T>(l, x, b, e, [&](const Walk& walk, const auto&, const auto& which) {
       T* out = y + walk.out_offset();
       for (int64_t c = 0; c < l.inner; ++c) {
@@ -318,7 +318,7 @@ void select_and_scatter_typed(const Layout& l, const T* s, const T* x, T* y, int
     apart *= a.out;
   }
   const int64_t per_part = l.out_count / std::max<int64_t>(1, apart);
-  cpu::parallel_for(apart, 1, [&](int64_t b, int64_t e) {
+  parallel_for(apart, 1, [&](int64_t b, int64_t e) {
     for_each_window<T>(l, x, b * per_part, e * per_part, [&](const Walk& walk, const auto&, const auto& which) {
       const T* src = s + walk.out_offset();
       if (tiles) {

@@ -9,7 +9,7 @@
 #include "pax/backend/cpu/dispatch.h"
 #include "pax/backend/cpu/dnnl_context.h"
 #include "pax/backend/cpu/fused_kernels.h"
-#include "pax/backend/cpu/parallel.h"
+#include "pax/core/parallel.h"
 
 namespace pax::cpu {
 namespace {

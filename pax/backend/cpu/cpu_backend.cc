@@ -1,17 +1,23 @@
-// The CPU backend's function table.
+// The CPU backend's function table, and what it answers the compiler.
+#include "pax/backend/cpu/cpu_backend.h"
+
 #include <omp.h>
 
-#include "pax/backend/backend.h"
+#include <algorithm>
+
 #include "pax/backend/cpu/copy.h"
+#include "pax/backend/cpu/fused_loop.h"
+#include "pax/backend/cpu/gemm_dnnl.h"
+#include "pax/backend/cpu/reduce.h"
+#include "pax/compile/loop_program.h"
 #include "pax/core/error.h"
 #include "pax/prims/registry.h"
 
-namespace pax {
+namespace pax::cpu {
 namespace {
 
 std::shared_ptr<Buffer> cpu_allocate(size_t nbytes) { return Buffer::allocate(nbytes, Device{DeviceKind::cpu, 0}); }
-void cpu_copy(void* dst, const void* src, size_t nbytes) { cpu::copy_bytes(dst, src, nbytes); }
-KernelFn cpu_kernel(Prim prim) { return prim_def(prim).cpu_kernel; }
+void cpu_copy(void* dst, const void* src, size_t nbytes) { copy_bytes(dst, src, nbytes); }
 void cpu_synchronize() {}
 int cpu_num_threads() { return omp_get_max_threads(); }
 void cpu_set_num_threads(int n) {
@@ -19,12 +25,73 @@ void cpu_set_num_threads(int n) {
   omp_set_num_threads(n);
 }
 
+// Whether oneDNN has a kernel of its own for this 16-bit dot_general, asked
+// as the kernel asks it (kernels of dot_general): where it has none,
+// widen_products moves the kernel's widening into the program. Every other
+// equation runs as typed.
+bool cpu_supports_op(const Jaxpr& j, const Eqn& e) {
+  if (e.prim != Prim::dot_general) return true;
+  const AVal &lhs = j.aval(e.inputs[0]), &rhs = j.aval(e.inputs[1]), &out = j.aval(e.outputs[0]);
+  auto product = [](const AVal& a, const Ints& axes) {
+    int64_t n = 1;
+    for (int64_t axis : axes) n *= a.shape[axis];
+    return n;
+  };
+  const Ints &lc = e.params.ints("lhs_contracting_dims"), &lb = e.params.ints("lhs_batch_dims");
+  const Ints &rc = e.params.ints("rhs_contracting_dims"), &rb = e.params.ints("rhs_batch_dims");
+  GemmShape g;
+  g.batch = product(lhs, lb);
+  g.k = product(lhs, lc);
+  g.m = lhs.shape.numel() / std::max<int64_t>(1, g.batch * g.k);
+  g.n = rhs.shape.numel() / std::max<int64_t>(1, product(rhs, rb) * product(rhs, rc));
+  if (g.batch * g.m * g.n * g.k == 0) return true;  // nothing to multiply
+  return gemm_dnnl_supported(g, lhs.dtype, out.dtype == DType::f32 ? DType::f32 : lhs.dtype);
+}
+
+// sin and cos range-check windows of 512 elements from the block's start, so
+// a tile of rows that starts elsewhere could round differently.
+bool cpu_tileable_loop(const LoopProgram& p) {
+  for (const FusedInstr& ins : p.instrs) {
+    if (ins.kind == FusedInstr::Kind::unary && (UnaryOp(ins.op) == UnaryOp::sin || UnaryOp(ins.op) == UnaryOp::cos)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Rows short enough for one reduce_rows call, accumulated in the reduced
+// value's own dtype (so each row's result is written as it is reduced).
+bool cpu_row_reduction_in_sweep(ReduceOp op, DType dtype, DType out_dtype, int64_t n) {
+  return fusable_reduction(op, dtype, 2, n, 1) && n <= kReduceRowBlock && accumulator_dtype(dtype) == out_dtype;
+}
+
 }  // namespace
 
+KernelFn cpu_kernel(Prim prim) { return prim_def(prim).cpu_kernel; }
+
 const Backend& cpu_backend() {
-  static const Backend backend{"cpu",        DeviceKind::cpu, cpu_allocate,       cpu_copy,
-                               cpu_kernel,   cpu_synchronize, cpu_num_threads,    cpu_set_num_threads};
+  static const Backend backend{
+      .name = "cpu",
+      .kind = DeviceKind::cpu,
+      .allocate = cpu_allocate,
+      .copy = cpu_copy,
+      .synchronize = cpu_synchronize,
+      .num_threads = cpu_num_threads,
+      .set_num_threads = cpu_set_num_threads,
+      .kernel = cpu_kernel,
+      .supports_op = cpu_supports_op,
+      .fusable_reduction = fusable_reduction,
+      .tileable_loop = cpu_tileable_loop,
+      .row_reduction_in_sweep = cpu_row_reduction_in_sweep,
+      .compile = compile_for_cpu,
+  };
   return backend;
 }
 
-}  // namespace pax
+namespace {
+// Loading the library makes the CPU the default backend (see
+// register_backend); a static link must keep this object (whole archive).
+[[maybe_unused]] const bool kRegistered = (register_backend(cpu_backend()), true);
+}  // namespace
+
+}  // namespace pax::cpu

@@ -1,6 +1,6 @@
 // Multi-threaded wrappers around the contiguous elementwise kernels.
 #include "pax/backend/cpu/elementwise.h"
-#include "pax/backend/cpu/parallel.h"
+#include "pax/core/parallel.h"
 
 namespace pax::cpu {
 

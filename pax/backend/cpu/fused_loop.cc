@@ -12,7 +12,7 @@
 #include "pax/backend/cpu/dispatch.h"
 #include "pax/backend/cpu/fused_codegen.h"
 #include "pax/backend/cpu/fused_kernels.h"
-#include "pax/backend/cpu/parallel.h"
+#include "pax/core/parallel.h"
 #include "pax/core/buffer.h"
 #include "pax/core/error.h"
 

@@ -129,6 +129,8 @@ struct FusedProgram : LoopProgram {
   mutable std::shared_ptr<const FusedCode> code_owner;  // keeps `code` alive
 
   FusedProgram() = default;
+  // The compiler's loop, to be prepared with finalize().
+  explicit FusedProgram(const LoopProgram& loop) : LoopProgram(loop) {}
   // Copies share the compiled code published so far.
   FusedProgram(const FusedProgram& other);
   FusedProgram& operator=(const FusedProgram& other);

@@ -162,7 +162,9 @@ void FusedProgram::finalize() {
   }
   block = kFusedBlock;
   reg_bytes = round64(size_t(block) * max_width);
-  for (FusedStore& st : stores) st.stream = size_t(size) * itemsize(slots[size_t(st.slot)].dtype) >= stream_bytes();
+  for (FusedStore& st : stores) {
+    st.stream = !st.keep_in_cache && size_t(size) * itemsize(slots[size_t(st.slot)].dtype) >= stream_bytes();
+  }
   chain_first = -1;
   // Chains do not compute bf16, and gather views per block: compiled code
   // that reads them in place per segment goes faster.

@@ -11,7 +11,7 @@
 
 #include "pax/backend/cpu/dispatch.h"
 #include "pax/backend/cpu/gather_common.h"
-#include "pax/backend/cpu/parallel.h"
+#include "pax/core/parallel.h"
 
 namespace pax::cpu {
 namespace {

@@ -8,7 +8,7 @@
 #include "pax/backend/cpu/copy.h"
 #include "pax/backend/cpu/dnnl_context.h"
 #include "pax/backend/cpu/elementwise.h"
-#include "pax/backend/cpu/parallel.h"
+#include "pax/core/parallel.h"
 #include "pax/core/buffer.h"
 #include "pax/core/error.h"
 

@@ -14,7 +14,7 @@
 #include "pax/backend/cpu/copy.h"
 #include "pax/backend/cpu/dispatch.h"
 #include "pax/backend/cpu/elementwise.h"
-#include "pax/backend/cpu/parallel.h"
+#include "pax/core/parallel.h"
 #include "pax/core/buffer.h"
 #include "pax/core/error.h"
 

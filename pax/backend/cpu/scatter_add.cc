@@ -21,7 +21,7 @@
 #include "pax/backend/cpu/elementwise.h"
 #include "pax/backend/cpu/gather.h"
 #include "pax/backend/cpu/gather_common.h"
-#include "pax/backend/cpu/parallel.h"
+#include "pax/core/parallel.h"
 #include "pax/core/buffer.h"
 
 namespace pax::cpu {

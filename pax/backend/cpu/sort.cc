@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "pax/backend/cpu/dispatch.h"
-#include "pax/backend/cpu/parallel.h"
+#include "pax/core/parallel.h"
 
 namespace pax::cpu {
 namespace {

@@ -46,7 +46,7 @@ constexpr size_t kTooLong = size_t(1) << 20;
 
 class Duplicator {
  public:
-  Duplicator(const Jaxpr& j, const Schedule& s)
+  Duplicator(const Jaxpr& j, const StepSchedule& s)
       : j_(j), producer_(j.avals.size(), -1), loop_(j.eqns.size(), -1) {
     for (size_t k = 0; k < j.eqns.size(); ++k) {
       for (Var o : j.eqns[k].outputs) producer_[size_t(o)] = int(k);
@@ -155,6 +155,6 @@ class Duplicator {
 
 }  // namespace
 
-std::optional<Jaxpr> duplicate_producers(const Jaxpr& j, const Schedule& s) { return Duplicator(j, s).run(); }
+std::optional<Jaxpr> duplicate_producers(const Jaxpr& j, const StepSchedule& s) { return Duplicator(j, s).run(); }
 
 }  // namespace pax

@@ -2,7 +2,7 @@
 // body of every custom_vjp_call left in the program (one that was not
 // differentiated), are spliced into the caller, so that the whole computation
 // is optimised and fused as one program.
-#include "pax/compile/executable.h"
+#include "pax/ir/executable.h"
 #include "pax/compile/passes/passes.h"
 #include "pax/compile/passes/rewrite.h"
 #include "pax/interp/custom_vjp.h"

@@ -28,7 +28,7 @@
 
 namespace pax {
 
-struct Schedule;  // pax/compile/fusion.h
+struct StepSchedule;  // pax/compile/fusion.h
 
 // Outputs above this many elements are left to run time by constant folding
 // (a broadcast of a scalar to a large shape is not materialised).
@@ -44,7 +44,7 @@ Jaxpr hoist_input_computations(const Jaxpr& jaxpr);
 // function of narrower values (a bf16 -> f32 convert, a mask select) computed by
 // another loop its own copy of it, so that the wide value is not stored and
 // read back (passes/duplicate.cc). nullopt: no loop needs a copy.
-std::optional<Jaxpr> duplicate_producers(const Jaxpr& jaxpr, const Schedule& schedule);
+std::optional<Jaxpr> duplicate_producers(const Jaxpr& jaxpr, const StepSchedule& schedule);
 
 // Whether the backend has a kernel of its own for equation `e` of `j` (a
 // dot_general of 16-bit operands); where it has none it would widen them.

@@ -2,7 +2,7 @@
 #include "pax/nn/models/base_model.h"
 
 #include "pax/api/transforms.h"
-#include "pax/compile/executable.h"
+#include "pax/ir/executable.h"
 #include "pax/ops/numpy.h"
 #include "pax/ops/random.h"
 

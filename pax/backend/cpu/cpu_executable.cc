@@ -1,8 +1,7 @@
-// compile(): passes, fusion and memory planning; the CPU executable that
-// runs the resulting schedule over one arena per call (with PAX_PROFILE=1 in
+// The CPU backend's executable: runs a lowered program (pax/compile/lower.h)
+// over one arena per call, its fused loops prepared for the CPU
+// (fused_loop.h) and its kernels from the CPU's table (with PAX_PROFILE=1 in
 // the environment, timing every step; see StepProfile).
-#include "pax/compile/executable.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,21 +12,15 @@
 #include <string>
 #include <vector>
 
-#include "pax/backend/backend.h"
+#include "pax/backend/cpu/cpu_backend.h"
 #include "pax/backend/cpu/fused_codegen.h"
-#include "pax/backend/cpu/gemm_dnnl.h"
 #include "pax/backend/cpu/fused_loop.h"
-#include "pax/compile/cost.h"
-#include "pax/compile/fusion.h"
-#include "pax/compile/memory_plan.h"
-#include "pax/compile/passes/passes.h"
-#include "pax/compile/passes/rewrite.h"
-#include "pax/compile/row_sweep.h"
+#include "pax/compile/lower.h"
 #include "pax/core/error.h"
 #include "pax/interp/interpreter.h"
 #include "pax/prims/registry.h"
 
-namespace pax {
+namespace pax::cpu {
 
 namespace {
 
@@ -90,7 +83,7 @@ std::string avals_str(const Jaxpr& j, const std::vector<Var>& vars) {
 
 // "dot_general[dimension_numbers=...] f32[8,256,256], f32[256,768] -> f32[8,256,768]" or
 // "fusion{mul, add, tanh} f32[...] -> f32[...]".
-std::string step_label(const Jaxpr& j, const Schedule& schedule, const Step& step) {
+std::string step_label(const Jaxpr& j, const StepSchedule& schedule, const Step& step) {
   std::string name;
   if (step.kind == Step::Kind::fused) {
     for (size_t e : schedule.groups[step.index].eqns) name += (name.empty() ? "" : ", ") + std::string(prim_name(j.eqns[e].prim));
@@ -104,73 +97,26 @@ std::string step_label(const Jaxpr& j, const Schedule& schedule, const Step& ste
   return name + " " + avals_str(j, schedule.inputs(j, step)) + " -> " + avals_str(j, schedule.outputs(j, step));
 }
 
-// ---------------------------------------------------------------------------
-
-// `jaxpr` with its first constant_args.size() inputs turned into constants.
-Jaxpr bind_constant_args(const Jaxpr& jaxpr, const std::vector<Array>& values) {
-  PAX_CHECK(values.size() <= jaxpr.invars.size(), "compile: ", values.size(),
-            " constant arguments for a program of ", jaxpr.invars.size(), " inputs");
-  Jaxpr out = jaxpr;
-  for (size_t i = 0; i < values.size(); ++i) {
-    const AVal& want = jaxpr.aval(jaxpr.invars[i]);
-    PAX_CHECK(values[i].is_concrete() && values[i].shape() == want.shape && values[i].dtype() == want.dtype,
-              "compile: constant argument ", i, " is ", values[i].aval().str(), " but the program expects ",
-              want.str());
-    out.constvars.push_back(jaxpr.invars[i]);
-    out.consts.push_back(values[i]);
-  }
-  out.invars.erase(out.invars.begin(), out.invars.begin() + int64_t(values.size()));
-  return out;
-}
-
-// Whether the CPU's GEMM (oneDNN) has a kernel of its own for this 16-bit
-// dot_general, asked as the kernel asks it (prims/dot.cc): where it has
-// none, widen_products moves the kernel's widening into the program.
-bool cpu_native_product(const Jaxpr& j, const Eqn& e) {
-  const AVal &lhs = j.aval(e.inputs[0]), &rhs = j.aval(e.inputs[1]), &out = j.aval(e.outputs[0]);
-  auto product = [](const AVal& a, const Ints& axes) {
-    int64_t n = 1;
-    for (int64_t axis : axes) n *= a.shape[axis];
-    return n;
-  };
-  const Ints &lc = e.params.ints("lhs_contracting_dims"), &lb = e.params.ints("lhs_batch_dims");
-  const Ints &rc = e.params.ints("rhs_contracting_dims"), &rb = e.params.ints("rhs_batch_dims");
-  cpu::GemmShape g;
-  g.batch = product(lhs, lb);
-  g.k = product(lhs, lc);
-  g.m = lhs.shape.numel() / std::max<int64_t>(1, g.batch * g.k);
-  g.n = rhs.shape.numel() / std::max<int64_t>(1, product(rhs, rb) * product(rhs, rc));
-  if (g.batch * g.m * g.n * g.k == 0) return true;  // nothing to multiply
-  return cpu::gemm_dnnl_supported(g, lhs.dtype, out.dtype == DType::f32 ? DType::f32 : lhs.dtype);
-}
-
 class CpuExecutable : public Executable {
  public:
-  CpuExecutable(JaxprPtr source, const CompileOptions& options) : source_(std::move(source)) {
-    skip_ = options.constant_args.size();
-    Jaxpr j = skip_ ? bind_constant_args(*source_, options.constant_args) : *source_;
-    if (options.optimize) j = optimize(j, PassOptions{options.fold_limit, cpu_native_product});
-    jaxpr_ = std::move(j);
-    schedule_ = schedule(jaxpr_, options.fuse);
-    if (options.optimize && options.fuse) {
-      if (std::optional<Jaxpr> d = duplicate_producers(jaxpr_, schedule_)) {
-        passes::check_pass(*d, "duplicate_producers");
-        jaxpr_ = std::move(*d);
-        schedule_ = schedule(jaxpr_, options.fuse);
-      }
-      find_row_sweeps(jaxpr_, schedule_);
-    }
-    out_strides_.assign(schedule_.steps.size(), {});
-    if (options.optimize && options.fuse) fold_transposes_into_products();
+  explicit CpuExecutable(LoweredProgram lowered)
+      : source_(std::move(lowered.source)),
+        skip_(lowered.skip),
+        jaxpr_(std::move(lowered.jaxpr)),
+        schedule_(std::move(lowered.schedule)),
+        plan_(std::move(lowered.plan)),
+        cost_(lowered.cost),
+        out_strides_(std::move(lowered.out_strides)) {
     sweep_at_ = schedule_.sweep_of_steps();
-    // The fused loops' machine code is built on the compiler thread (or now,
-    // with PAX_COMPILE=sync); they run interpreted until it is published.
-    std::vector<std::shared_ptr<const cpu::FusedProgram>> programs;
-    for (const FusionGroup& g : schedule_.groups) programs.push_back(g.program);
-    cpu::compile_fused_programs(std::move(programs));
-    std::vector<bool> donate;
-    for (size_t i = skip_; i < options.donate.size(); ++i) donate.push_back(options.donate[i]);
-    plan_ = plan_memory(jaxpr_, schedule_, donate);
+    // Each fused loop prepared for the CPU; their machine code is built on
+    // the compiler thread (or now, with PAX_COMPILE=sync), and they run
+    // interpreted until it is published.
+    for (const FusionGroup& g : schedule_.groups) {
+      auto program = std::make_shared<cpu::FusedProgram>(*g.program);
+      program->finalize();
+      fused_.push_back(std::move(program));
+    }
+    cpu::compile_fused_programs(fused_);
     donor_.assign(jaxpr_.invars.size(), false);
     for (const Storage& st : plan_.storages) {
       if (st.donor >= 0) donor_[size_t(st.donor)] = true;
@@ -181,10 +127,9 @@ class CpuExecutable : public Executable {
       const Step& step = schedule_.steps[s];
       if (step.kind != Step::Kind::kernel) continue;
       const Prim p = jaxpr_.eqns[step.index].prim;
-      kernels_[s] = cpu_backend().kernel(p);
-      PAX_CHECK(kernels_[s], prim_name(p), ": primitive has no kernel on the ", cpu_backend().name, " backend");
+      kernels_[s] = cpu::cpu_kernel(p);
+      PAX_CHECK(kernels_[s], prim_name(p), ": primitive has no kernel on the cpu backend");
     }
-    cost_ = schedule_cost(jaxpr_, schedule_);
     out_avals_ = source_->out_avals();
     if (StepProfile::get()) {
       for (const Step& step : schedule_.steps) labels_.push_back(step_label(jaxpr_, schedule_, step));
@@ -204,7 +149,10 @@ class CpuExecutable : public Executable {
   std::string str() const override {
     size_t folded = 0;
     for (const std::vector<int64_t>& st : out_strides_) folded += !st.empty();
-    return schedule_.str(jaxpr_) + "\nmemory: " + plan_.str() +
+    auto notes = [this](size_t g) {
+      return std::string(fused_[g]->chain_first >= 0 ? ", chain" : "") + (fused_[g]->wide_bf16 ? ", wide_bf16" : "");
+    };
+    return schedule_.str(jaxpr_, notes) + "\nmemory: " + plan_.str() +
            (folded ? "\nproducts written transposed: " + std::to_string(folded) : "");
   }
   const Jaxpr& optimized_jaxpr() const override { return jaxpr_; }
@@ -230,23 +178,23 @@ class CpuExecutable : public Executable {
   void run_fused_step(Frame& f, size_t s) const;
   void run_sweep(Frame& f, size_t sweep) const;
   void plan_sweep_locals();
-  void fold_transposes_into_products();
   const std::shared_ptr<Buffer>& buffer_of(const Frame& f, Var v) const;
 
   JaxprPtr source_;
   size_t skip_ = 0;  // leading arguments bound as constants
   Jaxpr jaxpr_;
-  Schedule schedule_;
+  StepSchedule schedule_;
   MemoryPlan plan_;
-  std::vector<bool> donor_;  // per program input: some output may take its buffer
-  std::vector<KernelFn> kernels_;
   CostAnalysis cost_;
-  std::vector<AVal> out_avals_;  // of the source program's outputs
-  std::vector<std::string> labels_;  // per step, when profiling
-  std::vector<int> sweep_at_;  // per step: the row sweep it belongs to, or -1
   // Per step: the strides its output is written with (a product whose
   // transpose was folded into it), or empty.
   std::vector<std::vector<int64_t>> out_strides_;
+  std::vector<std::shared_ptr<const cpu::FusedProgram>> fused_;  // per fusion group, prepared
+  std::vector<bool> donor_;  // per program input: some output may take its buffer
+  std::vector<KernelFn> kernels_;
+  std::vector<AVal> out_avals_;  // of the source program's outputs
+  std::vector<std::string> labels_;  // per step, when profiling
+  std::vector<int> sweep_at_;  // per step: the row sweep it belongs to, or -1
   // Per row sweep: its loops and row reductions, and where they read and
   // write its sweep-local values (cpu::SweepLoop).
   struct SweepPlan {
@@ -257,42 +205,6 @@ class CpuExecutable : public Executable {
   };
   std::vector<SweepPlan> sweep_plans_;
 };
-
-// A transpose whose operand is a product's result that nothing else reads
-// costs a pass over memory; the product writes its result in the
-// transpose's layout instead (oneDNN takes strided outputs; where it cannot,
-// the kernel transposes at the end), and the transpose becomes an alias of
-// those bytes. Attention's head transposes are such.
-void CpuExecutable::fold_transposes_into_products() {
-  std::vector<int> readers(jaxpr_.avals.size(), 0), producer(jaxpr_.avals.size(), -1);
-  for (Var v : jaxpr_.outvars) ++readers[size_t(v)];
-  for (size_t s = 0; s < schedule_.steps.size(); ++s) {
-    const Step& step = schedule_.steps[s];
-    for (Var v : schedule_.inputs(jaxpr_, step)) ++readers[size_t(v)];
-    for (Var v : schedule_.outputs(jaxpr_, step)) producer[size_t(v)] = int(s);
-  }
-  for (size_t s = 0; s < schedule_.steps.size(); ++s) {
-    Step& step = schedule_.steps[s];
-    if (step.kind != Step::Kind::kernel || jaxpr_.eqns[step.index].prim != Prim::transpose) continue;
-    const Eqn& t = jaxpr_.eqns[step.index];
-    const Var d = t.inputs[0];
-    const int ps = producer[size_t(d)];
-    if (ps < 0 || readers[size_t(d)] != 1 || schedule_.steps[size_t(ps)].kind != Step::Kind::kernel ||
-        jaxpr_.eqns[schedule_.steps[size_t(ps)].index].prim != Prim::dot_general) {
-      continue;
-    }
-    // Axis perm[j] of the product is axis j of the transpose. Only where the
-    // product's last axis stays last: its rows are then written contiguously
-    // (oneDNN writes a column-major result at under half its speed).
-    const Ints& perm = t.params.ints("permutation");
-    if (perm.empty() || perm.back() != int64_t(perm.size()) - 1) continue;
-    const std::vector<int64_t> t_strides = jaxpr_.aval(t.outputs[0]).shape.strides();
-    std::vector<int64_t> strides(perm.size());
-    for (size_t j = 0; j < perm.size(); ++j) strides[size_t(perm[j])] = t_strides[j];
-    out_strides_[size_t(ps)] = std::move(strides);
-    step.kind = Step::Kind::alias;
-  }
-}
 
 void CpuExecutable::plan_sweep_locals() {
   for (const RowSweep& sw : schedule_.sweeps) {
@@ -326,7 +238,7 @@ void CpuExecutable::plan_sweep_locals() {
       // whole rows); anything else would read outside it.
       if (step.kind != Step::Kind::fused) continue;
       const FusionGroup& g = schedule_.groups[step.index];
-      for (const FusedSlot& slot : g.program->slots) {
+      for (const FusedSlot& slot : fused_[step.index]->slots) {
         PAX_CHECK(slot.kind == FusedSlot::Kind::reg || slot.kind == FusedSlot::Kind::input ||
                       sp.input_local.back()[size_t(slot.arg)] < 0,
                   "row sweep: a loop reads the sweep-local value ", var_name(g.inputs[size_t(slot.arg)]),
@@ -410,7 +322,7 @@ void CpuExecutable::run_fused_step(Frame& f, size_t s) const {
     materialize(f, g.outputs[i]);
     out[i] = ptr(f, g.outputs[i]);
   }
-  cpu::run_fused(*g.program, in, out);
+  cpu::run_fused(*fused_[schedule_.steps[s].index], in, out);
 }
 
 void CpuExecutable::run_sweep(Frame& f, size_t sweep) const {
@@ -429,7 +341,7 @@ void CpuExecutable::run_sweep(Frame& f, size_t sweep) const {
     for (Var v : schedule_.inputs(jaxpr_, step)) in[k].push_back(ptr(f, v));
     cpu::SweepLoop loop{nullptr, ReduceOp::sum, DType::f32, in[k], out[k], sp.input_local[k], sp.output_local[k]};
     if (step.kind == Step::Kind::fused) {
-      loop.program = schedule_.groups[step.index].program.get();
+      loop.program = fused_[step.index].get();
     } else {
       loop.reduce_op = sp.reductions[k].op;
       loop.reduce_dtype = jaxpr_.aval(jaxpr_.eqns[step.index].inputs[0]).dtype;
@@ -496,16 +408,8 @@ std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
 
 }  // namespace
 
-std::shared_ptr<Executable> compile(JaxprPtr jaxpr, const CompileOptions& options) {
-  PAX_CHECK(jaxpr, "compile: no jaxpr");
-  return std::make_shared<CpuExecutable>(std::move(jaxpr), options);
+std::shared_ptr<Executable> compile_for_cpu(JaxprPtr jaxpr, const CompileOptions& options) {
+  return std::make_shared<CpuExecutable>(lower(std::move(jaxpr), options, cpu_backend()));
 }
 
-std::shared_ptr<Executable> Program::executable() const {
-  std::call_once(once_, [this] { executable_ = compile(jaxpr_, options_); });
-  return executable_;
-}
-
-std::string Program::str() const { return name_ + "=" + jaxpr_->str(); }
-
-}  // namespace pax
+}  // namespace pax::cpu

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
-namespace pax::cpu {
+namespace pax {
 
 // Calls f(begin, end) for consecutive chunks of [0, n) of `grain` items each
 // (the last may be shorter), in parallel when there is more than one chunk.
@@ -34,4 +34,4 @@ inline int64_t grain_for(int64_t bytes_per_element, int64_t bytes_per_chunk = 25
   return std::max<int64_t>(1, bytes_per_chunk / std::max<int64_t>(1, bytes_per_element));
 }
 
-}  // namespace pax::cpu
+}  // namespace pax

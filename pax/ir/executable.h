@@ -1,8 +1,11 @@
-// The compiled form of a jaxpr for the CPU backend, and the Program a
-// jit_call equation carries (its jaxpr plus the executable, compiled on first
-// use). compile() runs the passes (pax/compile/passes/passes.h), groups
-// elementwise equations into fused loops (fusion.h) and plans memory
-// (memory_plan.h); the executable runs that schedule.
+// What a compiled jaxpr looks like to the layers above the compiler: the
+// Executable interface, the options of compile(), and the Program a jit_call
+// equation carries (its jaxpr plus the executable, compiled on first use).
+//
+// compile() hands the jaxpr to the default backend (pax/backend/backend.h),
+// whose compile hook runs the backend-neutral compiler (pax/compile/lower.h:
+// passes, fusion, memory plan) and turns its result into something the
+// backend runs (the CPU's: pax/backend/cpu/cpu_executable.cc).
 #pragma once
 
 #include <memory>
@@ -67,12 +70,16 @@ class Executable {
   virtual const MemoryStats& memory() const = 0;
 };
 
+// Compiles `jaxpr` for the default backend.
 std::shared_ptr<Executable> compile(JaxprPtr jaxpr, const CompileOptions& options = {});
 
 // Cost of a jaxpr as traced (before fusion): every equation reads its inputs
 // and writes its outputs (equations that only alias their input move
-// nothing); jit_call equations count their programs.
+// nothing); jit_call equations count their programs. See pax/ir/cost.cc.
 CostAnalysis cost_analysis(const Jaxpr& jaxpr);
+
+// FLOPs and transcendentals of one equation (bytes left at zero).
+CostAnalysis eqn_flops(const Jaxpr& jaxpr, const Eqn& eqn);
 
 // The parameter of jit_call: the traced program (constants already turned
 // into leading inputs) and its executable, compiled once on first eager use.
