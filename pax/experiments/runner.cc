@@ -471,207 +471,270 @@ void check_memory_fits(const Job& job, const train::TrainStep& state_maker, cons
   refuse_if_short(needs, *available);
 }
 
-RunResult run_train(Job& job) {
-  // A stop signal from here on asks for a checkpoint after the current step.
-  const StopListener listening;
-  const ExperimentConfig& exp = job.exp;
-  const TrainSettings& settings = exp.train_settings();
-  const train::Learner& learner = exp.learner_hparams();
-  train::TrainStep train_step(*job.model, learner,
-                              {.data_parallel_axis = job.multi_process() ? dist::process_group().axis_name() : ""});
-  const Array seed_key = random::key(uint64_t(settings.random_seed));
-  const Array init_key = random::fold_in(seed_key, 0), dropout_key = random::fold_in(seed_key, 1);
-  train::EvalStep eval_step(*job.model);
-  check_memory_fits(job, train_step, &train_step, settings.eval_interval_steps > 0 ? &eval_step : nullptr,
-                    job.chief() && settings.decode_interval_steps > 0, init_key, random::fold_in(dropout_key, 0));
-  // Inputs first: missing data fails before anything is written. Decoding
-  // is the chief's alone.
-  auto train_input = job.build_input(exp.train_input);
-  auto eval_inputs = job.build_inputs(exp.eval_inputs);
-  std::vector<std::unique_ptr<data::BaseInput>> decode_inputs;
-  if (job.chief())
-    for (const HParamsPtr& p : exp.decode_inputs) decode_inputs.push_back(data::build_input(p));
-  std::ostream& out = job.out;
-  std::optional<train::CheckpointManager> mgr;
-  job.open_checkpoints(mgr);
+// The training loop of --mode=train, one method per concern: setting up
+// (steps, memory check, inputs, checkpoints, the initial state), restoring,
+// a step, the interval's summary, evaluation with early stopping, decoding,
+// the processes' agreement after a step, saving, and the closing lines.
+class TrainingLoop {
+ public:
+  explicit TrainingLoop(Job& job)
+      : job_(job),
+        exp_(job.exp),
+        settings_(exp_.train_settings()),
+        learner_(exp_.learner_hparams()),
+        out_(job.out),
+        train_step_(*job.model, learner_,
+                    {.data_parallel_axis = job.multi_process() ? dist::process_group().axis_name() : ""}),
+        eval_step_(*job.model),
+        early_stopping_(!settings_.early_stopping_metric.empty()),
+        stopper_{.min_delta = settings_.early_stopping_min_delta, .patience = settings_.early_stopping_patience} {}
 
-  train::TrainState state = [&] {
-    const AllocationPurpose purpose("the train state (parameters, optimizer state)");
-    return train_step.init_state(init_key);
-  }();
-  const bool early_stopping = !settings.early_stopping_metric.empty();
-  train::EarlyStopping stopper{.min_delta = settings.early_stopping_min_delta,
-                               .patience = settings.early_stopping_patience};
-  // Setting up (reading and preparing data, compiling) takes each process
-  // its own time: they meet before the first collective.
-  dist::process_group().meet_after("setting up the run");
-  if (std::optional<int64_t> resumed =
-          restore_for_training(job, mgr, state, *train_input, stopper, early_stopping))
-    out << "resumed from " << job.path("checkpoints") << " at step " << *resumed << "\n";
-  // Written once the checkpoint (if any) has restored into this config, so
-  // that config.json always describes the checkpoints beside it.
-  job.write_job_files();
-  out << "model: " << nn::count_parameters(*job.model) << " parameters (table in " << job.path("model_summary.txt")
-      << ")\n";
-  const int64_t per_host_batch = train_input->base_hparams().batch_size;
-  out << "global batch " << per_host_batch * job.processes << " (" << per_host_batch << " per process x "
-      << job.processes << (job.processes == 1 ? " process)\n" : " processes)\n");
-  int64_t step = state.step.astype(DType::i64).item<int64_t>();
-  const int64_t total = settings.num_train_steps;
-  RunResult result;
-  if (stopper.should_stop) {  // the restored run had already stopped early: nothing more to train
-    result.early_stopped = true;
-    out << "early stopping: the run had stopped at step " << step << ": " << settings.early_stopping_metric
-        << " had not improved for " << stopper.patience_count << " evaluations\n";
+  RunResult run() {
+    set_up();
+    restore();
+    announce();
+    while (step_ < settings_.num_train_steps && !result_.early_stopped) {
+      train_one_step();
+      const bool last = step_ == settings_.num_train_steps;
+      if (step_ % settings_.summary_interval_steps == 0 || last) summarise();
+      const StepAgreement agreed = agree();
+      if (settings_.eval_interval_steps > 0 && (step_ % settings_.eval_interval_steps == 0 || last)) evaluate();
+      if (settings_.decode_interval_steps > 0 && (step_ % settings_.decode_interval_steps == 0 || last)) decode();
+      // Saved after this step's eval, so that the checkpoint holds the
+      // early-stopping state that eval produced.
+      if (agreed.save) {
+        save(false);
+        dist::process_group().meet_after("the save of step " + std::to_string(step_));
+      } else if (job_.chief()) {
+        mgr_->check_background_error();
+      }
+      if (agreed.stop) {
+        result_.interrupted = true;
+        break;
+      }
+    }
+    finish();
+    return result_;
   }
 
-  std::optional<train::JobSummaries> summaries;
-  if (job.chief()) {
-    summaries.emplace(job.options.job_dir,
-                      train::JobSummaries::Options{.title = job.options.experiment_name, .first_step = step});
-  }
-  train::ConsoleProgress progress({.total_steps = total, .out = &out, .plain_secs = 0});
-  // MFU is the chief's to report: only it works out the peak and measures
-  // the achievable GEMM rate (processes measuring at once on one machine
-  // would each see a share of it), and traces the model's FLOPs.
-  const double peak =
-      job.chief() ? train::peak_flops(compute_dtype(exp), {.override_flops = job.options.peak_flops}) : 0;
-  if (job.chief() && !job.options.peak_flops && !std::getenv("PAX_PEAK_FLOPS")) {
-    const train::TheoreticalPeak p = train::theoretical_peak(compute_dtype(exp));
-    const double gemm = train::achievable_flops(compute_dtype(exp));
-    out << fmt::format("MFU is of the {} peak {}; GEMM achieves {:.1f} GFLOP/s ({:.0f}% of it)\n",
-                       dtype_name(compute_dtype(exp)), p.str(), gemm / 1e9, 100 * gemm / p.flops);
-  }
-  double flops_per_step = job.chief() ? -1 : 0;
-  dist::process_group().meet_after("the chief's peak FLOP/s measurement");
-
-  // Every process calls it at the same steps (the input states are gathered
-  // to the chief, which alone writes).
-  auto save = [&](bool force) {
-    Tree input_state = job.multi_process() ? dist::all_gather_stacked(train_input->state()) : train_input->state();
-    if (!job.chief() || (force && mgr->latest_step() == step)) return;
-    train::CheckpointItems items;
-    items.trees[kTrainStateItem] = state.to_tree();
-    items.trees[kInputStateItem] = input_state;
-    items.json[kProcessesItem] = nlohmann::json{{"process_count", job.processes}}.dump();
-    if (early_stopping) items.json[kEarlyStoppingItem] = stopper.to_json();  // JSON items restore whatever the targets
-    mgr->save(step, items, {.force = force});
+ private:
+  // What summarise() reports: the steps since the last summary.
+  struct Interval {
+    train::MetricAccumulator metrics;
+    int64_t steps = 0, tokens = 0, examples = 0, skipped = 0;
+    double seconds = 0;
+    Array grad_norm;  // of the latest step
   };
 
-  train::MetricAccumulator interval_metrics;
-  int64_t interval_steps = 0, interval_tokens = 0, interval_examples = 0;
-  double interval_seconds = 0;
-  Array last_grad_norm;  // of the latest step, read at summary steps
-  int64_t interval_skipped = 0, nonfinite_run = 0;
-  bool warned_peak = false;
-  while (step < total && !result.early_stopped) {
-    const auto start = Clock::now();
-    const AllocationPurpose purpose("training step " + std::to_string(step + 1));
-    Tree batch = train_input->get_next();
-    if (flops_per_step < 0) flops_per_step = job.model->flops_per_example(batch) * double(batch_examples(batch));
-    Array step_key = random::fold_in(dropout_key, uint32_t(step));
-    if (job.multi_process()) step_key = random::fold_in(step_key, uint32_t(job.process));  // own dropout masks
-    auto [next, step_out] = train_step(std::move(state), batch, step_key);
-    state = std::move(next);
-    ++step;
-    interval_metrics.add(step_out["metrics"]);
-    last_grad_norm = step_out["grad_norm"].leaf();
-    interval_skipped += step_out["skipped"].leaf().item<float>() != 0;
-    check_finite_step(learner, step, step_out["nonfinite"].leaf().item<float>() != 0, nonfinite_run, step_out);
-    interval_seconds += seconds_since(start);
-    ++interval_steps;
-    // Every process reads a batch of the same size: the global rate is N times this one's.
-    interval_tokens += batch_tokens(batch) * job.processes;
-    interval_examples += batch_examples(batch) * job.processes;
-    progress.update(step);
+  // The steps, the memory check, the inputs (missing data fails before
+  // anything is written; decoding is the chief's alone), the checkpoint
+  // manager and the initial state.
+  void set_up() {
+    const Array seed_key = random::key(uint64_t(settings_.random_seed));
+    const Array init_key = random::fold_in(seed_key, 0);
+    dropout_key_ = random::fold_in(seed_key, 1);
+    check_memory_fits(job_, train_step_, &train_step_, settings_.eval_interval_steps > 0 ? &eval_step_ : nullptr,
+                      job_.chief() && settings_.decode_interval_steps > 0, init_key, random::fold_in(dropout_key_, 0));
+    train_input_ = job_.build_input(exp_.train_input);
+    eval_inputs_ = job_.build_inputs(exp_.eval_inputs);
+    if (job_.chief())
+      for (const HParamsPtr& p : exp_.decode_inputs) decode_inputs_.push_back(data::build_input(p));
+    job_.open_checkpoints(mgr_);
+    const AllocationPurpose purpose("the train state (parameters, optimizer state)");
+    state_ = train_step_.init_state(init_key);
+  }
 
-    if (step % settings.summary_interval_steps == 0 || step == total) {
-      train::StepMetrics m;
-      m.step = step;
-      m.metrics = interval_metrics.means();
-      m.learning_rate = learner.learning_rate(step - 1);
-      m.grad_norm = last_grad_norm.item<double>();
-      m.skipped_steps = double(interval_skipped);
-      const double secs = std::max(interval_seconds, 1e-9);
-      m.steps_per_sec = double(interval_steps) / secs;
-      if (interval_tokens > 0) {
-        m.tokens_per_sec = double(interval_tokens) / secs;
-      } else {
-        m.examples_per_sec = double(interval_examples) / secs;
-      }
-      // This process's share of the FLOPs over its own peak: the same ratio as the whole job's.
-      if (flops_per_step > 0) m.mfu = train::mfu(flops_per_step, secs / double(interval_steps), peak);
-      if (m.mfu && *m.mfu > 1.0 && !warned_peak) {
-        warned_peak = true;
-        progress.message(fmt::format(
-            "MFU above 100%: the peak of {:.1f} GFLOP/s is too low for this CPU; pass its peak with --peak_flops",
-            peak / 1e9));
-      }
-      if (summaries) summaries->write(m);
-      progress.summary(console_metrics(m));
-      result.train_metrics = m.metrics;
-      interval_metrics = {};
-      interval_steps = interval_tokens = interval_examples = interval_skipped = 0;
-      interval_seconds = 0;
+  // Resumes from the latest checkpoint, if any; then writes config.json,
+  // which therefore always describes the checkpoints beside it.
+  void restore() {
+    // Setting up (reading and preparing data, compiling) takes each process
+    // its own time: they meet before the first collective.
+    dist::process_group().meet_after("setting up the run");
+    if (std::optional<int64_t> resumed =
+            restore_for_training(job_, mgr_, state_, *train_input_, stopper_, early_stopping_))
+      out_ << "resumed from " << job_.path("checkpoints") << " at step " << *resumed << "\n";
+    job_.write_job_files();
+    step_ = state_.step.astype(DType::i64).item<int64_t>();
+  }
+
+  // The model's and batch's size (and an early stop the restored run had
+  // reached), the summary writers and the progress bar, and the peak that
+  // MFU is of. MFU is the chief's to report: only it works
+  // out the peak and measures the achievable GEMM rate (processes measuring
+  // at once on one machine would each see a share of it), and traces the
+  // model's FLOPs.
+  void announce() {
+    out_ << "model: " << nn::count_parameters(*job_.model) << " parameters (table in "
+         << job_.path("model_summary.txt") << ")\n";
+    const int64_t per_host_batch = train_input_->base_hparams().batch_size;
+    out_ << "global batch " << per_host_batch * job_.processes << " (" << per_host_batch << " per process x "
+         << job_.processes << (job_.processes == 1 ? " process)\n" : " processes)\n");
+    if (stopper_.should_stop) {  // the restored run had already stopped early: nothing more to train
+      result_.early_stopped = true;
+      out_ << "early stopping: the run had stopped at step " << step_ << ": " << settings_.early_stopping_metric
+           << " had not improved for " << stopper_.patience_count << " evaluations\n";
     }
-    const StepAgreement agreed = agree_after_step(
-        job, stop_requested() || (job.options.stop_requested && job.options.stop_requested()),
-        job.chief() && mgr->should_save(step));
-    const bool last = step == total;
-    if (settings.eval_interval_steps > 0 && (step % settings.eval_interval_steps == 0 || last)) {
-      result.eval_metrics = run_evals(job, eval_step, train::model_variables(state), eval_inputs, step,
-                                      summaries ? &*summaries : nullptr, &progress);
-      if (early_stopping) {
-        const std::string& metric = settings.early_stopping_metric;
-        const size_t slash = metric.find('/');
-        const auto& values = result.eval_metrics.at(metric.substr(0, slash));
-        auto it = values.find(metric.substr(slash + 1));
-        PAX_CHECK(it != values.end(), "train.early_stopping_metric '", metric, "': the eval input reports ",
-                  metrics_str(values));
-        stopper = stopper.update(settings.early_stopping_higher_is_better ? -it->second : it->second);
-        if (stopper.should_stop) {
-          result.early_stopped = true;
-          progress.message("early stopping at step " + std::to_string(step) + ": " + metric + " has not improved for " +
-                           std::to_string(stopper.patience_count) + " evaluations");
-        }
-      }
+    if (job_.chief()) {
+      summaries_.emplace(job_.options.job_dir,
+                         train::JobSummaries::Options{.title = job_.options.experiment_name, .first_step = step_});
     }
-    // The chief-only phases (decoding, a save) may outlast --dist_timeout:
-    // the other processes wait for them at a barrier with a longer limit.
-    if (settings.decode_interval_steps > 0 && (step % settings.decode_interval_steps == 0 || last)) {
-      if (job.chief())
-        result.decode_files = run_decodes(job, train::model_variables(state), decode_inputs, step, &progress);
-      dist::process_group().meet_after("decoding at step " + std::to_string(step));
+    progress_.emplace(train::ConsoleProgress::Options{
+        .total_steps = settings_.num_train_steps, .out = &out_, .plain_secs = 0});
+    const DType dtype = compute_dtype(exp_);
+    peak_ = job_.chief() ? train::peak_flops(dtype, {.override_flops = job_.options.peak_flops}) : 0;
+    if (job_.chief() && !job_.options.peak_flops && !std::getenv("PAX_PEAK_FLOPS")) {
+      const train::TheoreticalPeak p = train::theoretical_peak(dtype);
+      const double gemm = train::achievable_flops(dtype);
+      out_ << fmt::format("MFU is of the {} peak {}; GEMM achieves {:.1f} GFLOP/s ({:.0f}% of it)\n",
+                          dtype_name(dtype), p.str(), gemm / 1e9, 100 * gemm / p.flops);
     }
-    // Saved after this step's eval, so that the checkpoint holds the
-    // early-stopping state that eval produced.
-    if (agreed.save) {
-      save(false);
-      dist::process_group().meet_after("the save of step " + std::to_string(step));
-    } else if (job.chief()) {
-      mgr->check_background_error();
+    flops_per_step_ = job_.chief() ? -1 : 0;
+    dist::process_group().meet_after("the chief's peak FLOP/s measurement");
+  }
+
+  void train_one_step() {
+    const auto start = Clock::now();
+    const AllocationPurpose purpose("training step " + std::to_string(step_ + 1));
+    Tree batch = train_input_->get_next();
+    if (flops_per_step_ < 0) flops_per_step_ = job_.model->flops_per_example(batch) * double(batch_examples(batch));
+    Array step_key = random::fold_in(dropout_key_, uint32_t(step_));
+    if (job_.multi_process()) step_key = random::fold_in(step_key, uint32_t(job_.process));  // own dropout masks
+    auto [next, step_out] = train_step_(std::move(state_), batch, step_key);
+    state_ = std::move(next);
+    ++step_;
+    interval_.metrics.add(step_out["metrics"]);
+    interval_.grad_norm = step_out["grad_norm"].leaf();
+    interval_.skipped += step_out["skipped"].leaf().item<float>() != 0;
+    check_finite_step(learner_, step_, step_out["nonfinite"].leaf().item<float>() != 0, nonfinite_run_, step_out);
+    interval_.seconds += seconds_since(start);
+    ++interval_.steps;
+    // Every process reads a batch of the same size: the global rate is N times this one's.
+    interval_.tokens += batch_tokens(batch) * job_.processes;
+    interval_.examples += batch_examples(batch) * job_.processes;
+    progress_->update(step_);
+  }
+
+  // The interval's means and rates: TensorBoard, metrics.jsonl, the console.
+  void summarise() {
+    train::StepMetrics m;
+    m.step = step_;
+    m.metrics = interval_.metrics.means();
+    m.learning_rate = learner_.learning_rate(step_ - 1);
+    m.grad_norm = interval_.grad_norm.item<double>();
+    m.skipped_steps = double(interval_.skipped);
+    const double secs = std::max(interval_.seconds, 1e-9);
+    m.steps_per_sec = double(interval_.steps) / secs;
+    if (interval_.tokens > 0) {
+      m.tokens_per_sec = double(interval_.tokens) / secs;
+    } else {
+      m.examples_per_sec = double(interval_.examples) / secs;
     }
-    if (agreed.stop) {
-      result.interrupted = true;
-      break;
+    // This process's share of the FLOPs over its own peak: the same ratio as the whole job's.
+    if (flops_per_step_ > 0) m.mfu = train::mfu(flops_per_step_, secs / double(interval_.steps), peak_);
+    if (m.mfu && *m.mfu > 1.0 && !warned_peak_) {
+      warned_peak_ = true;
+      progress_->message(fmt::format(
+          "MFU above 100%: the peak of {:.1f} GFLOP/s is too low for this CPU; pass its peak with --peak_flops",
+          peak_ / 1e9));
+    }
+    if (summaries_) summaries_->write(m);
+    progress_->summary(console_metrics(m));
+    result_.train_metrics = m.metrics;
+    interval_ = {};
+  }
+
+  // Whether every process stops or saves after this step.
+  StepAgreement agree() {
+    return agree_after_step(job_, stop_requested() || (job_.options.stop_requested && job_.options.stop_requested()),
+                            job_.chief() && mgr_->should_save(step_));
+  }
+
+  // Every eval input, then early stopping on its metric.
+  void evaluate() {
+    result_.eval_metrics = run_evals(job_, eval_step_, train::model_variables(state_), eval_inputs_, step_,
+                                     summaries_ ? &*summaries_ : nullptr, &*progress_);
+    if (!early_stopping_) return;
+    const std::string& metric = settings_.early_stopping_metric;
+    const size_t slash = metric.find('/');
+    const auto& values = result_.eval_metrics.at(metric.substr(0, slash));
+    auto it = values.find(metric.substr(slash + 1));
+    PAX_CHECK(it != values.end(), "train.early_stopping_metric '", metric, "': the eval input reports ",
+              metrics_str(values));
+    stopper_ = stopper_.update(settings_.early_stopping_higher_is_better ? -it->second : it->second);
+    if (stopper_.should_stop) {
+      result_.early_stopped = true;
+      progress_->message("early stopping at step " + std::to_string(step_) + ": " + metric +
+                         " has not improved for " + std::to_string(stopper_.patience_count) + " evaluations");
     }
   }
-  save(true);
-  if (mgr) mgr->wait_until_finished();
-  dist::process_group().meet_after("the final save of step " + std::to_string(step));
-  progress.finish();
-  if (summaries) summaries->close();
-  result.step = step;
-  const std::string checkpoint_dir = job.path("checkpoints");
-  if (const std::string built = cpu::native_build_summary(); job.chief() && !built.empty()) out << built << "\n";
-  if (result.interrupted) {
-    out << "interrupted: saved step " << step << " in " << checkpoint_dir << "; run the same command to resume\n";
-  } else {
-    out << "done at step " << step << "; checkpoints in " << checkpoint_dir << ", report in "
-        << (summaries ? summaries->report_path() : job.path("report.html")) << "\n";
+
+  // The chief decodes; the chief-only phases (decoding, a save) may outlast
+  // --dist_timeout, so the other processes wait for them at a barrier with a
+  // longer limit.
+  void decode() {
+    if (job_.chief())
+      result_.decode_files = run_decodes(job_, train::model_variables(state_), decode_inputs_, step_, &*progress_);
+    dist::process_group().meet_after("decoding at step " + std::to_string(step_));
   }
-  return result;
-}
+
+  // Every process calls it at the same steps (the input states are gathered
+  // to the chief, which alone writes). `force`: the final save, skipped
+  // when this step is already saved.
+  void save(bool force) {
+    Tree input_state = job_.multi_process() ? dist::all_gather_stacked(train_input_->state()) : train_input_->state();
+    if (!job_.chief() || (force && mgr_->latest_step() == step_)) return;
+    train::CheckpointItems items;
+    items.trees[kTrainStateItem] = state_.to_tree();
+    items.trees[kInputStateItem] = input_state;
+    items.json[kProcessesItem] = nlohmann::json{{"process_count", job_.processes}}.dump();
+    if (early_stopping_) items.json[kEarlyStoppingItem] = stopper_.to_json();  // JSON items restore whatever the targets
+    mgr_->save(step_, items, {.force = force});
+  }
+
+  // The final save and the closing lines.
+  void finish() {
+    save(true);
+    if (mgr_) mgr_->wait_until_finished();
+    dist::process_group().meet_after("the final save of step " + std::to_string(step_));
+    progress_->finish();
+    if (summaries_) summaries_->close();
+    result_.step = step_;
+    const std::string checkpoint_dir = job_.path("checkpoints");
+    if (const std::string built = cpu::native_build_summary(); job_.chief() && !built.empty()) out_ << built << "\n";
+    if (result_.interrupted) {
+      out_ << "interrupted: saved step " << step_ << " in " << checkpoint_dir << "; run the same command to resume\n";
+    } else {
+      out_ << "done at step " << step_ << "; checkpoints in " << checkpoint_dir << ", report in "
+           << (summaries_ ? summaries_->report_path() : job_.path("report.html")) << "\n";
+    }
+  }
+
+  // A stop signal from here on asks for a checkpoint after the current step.
+  const StopListener listening_;
+  Job& job_;
+  const ExperimentConfig& exp_;
+  const TrainSettings& settings_;
+  const train::Learner& learner_;
+  std::ostream& out_;
+  train::TrainStep train_step_;
+  train::EvalStep eval_step_;
+  Array dropout_key_;
+  std::unique_ptr<data::BaseInput> train_input_;
+  std::vector<std::unique_ptr<data::BaseInput>> eval_inputs_, decode_inputs_;
+  std::optional<train::CheckpointManager> mgr_;
+  train::TrainState state_;
+  const bool early_stopping_;
+  train::EarlyStopping stopper_;
+  int64_t step_ = 0;
+  RunResult result_;
+  std::optional<train::JobSummaries> summaries_;
+  std::optional<train::ConsoleProgress> progress_;
+  double peak_ = 0;
+  double flops_per_step_ = 0;  // -1 until the first batch is traced (the chief)
+  Interval interval_;
+  int64_t nonfinite_run_ = 0;  // consecutive non-finite steps
+  bool warned_peak_ = false;
+};
 
 RunResult run_restored(Job& job) {
   train::TrainStep train_step(*job.model, job.exp.learner_hparams());
@@ -716,7 +779,7 @@ RunResult run_experiment(const Config& config, const RunOptions& options) {
     return {};
   }
   Job job(config, options);
-  return options.mode == Mode::train ? run_train(job) : run_restored(job);
+  return options.mode == Mode::train ? TrainingLoop(job).run() : run_restored(job);
 }
 
 std::string inspect_experiment(const Config& config) {
