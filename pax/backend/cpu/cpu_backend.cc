@@ -3,15 +3,15 @@
 
 #include "pax/backend/backend.h"
 #include "pax/backend/cpu/copy.h"
+#include "pax/backend/cpu/kernels.h"
 #include "pax/core/error.h"
-#include "pax/prims/registry.h"
 
 namespace pax {
 namespace {
 
 std::shared_ptr<Buffer> cpu_allocate(size_t nbytes) { return Buffer::allocate(nbytes, Device{DeviceKind::cpu, 0}); }
 void cpu_copy(void* dst, const void* src, size_t nbytes) { cpu::copy_bytes(dst, src, nbytes); }
-KernelFn cpu_kernel(Prim prim) { return prim_def(prim).cpu_kernel; }
+KernelFn cpu_kernel(Prim prim) { return cpu::cpu_kernel(prim); }
 void cpu_synchronize() {}
 int cpu_num_threads() { return omp_get_max_threads(); }
 void cpu_set_num_threads(int n) {
