@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "pax/api/transforms.h"
+#include "pax/backend/cpu/kernels.h"
 #include "pax/ir/executable.h"
 #include "pax/ops/nn.h"
 #include "pax/ops/numpy.h"
@@ -117,9 +118,10 @@ TEST(Cost, ClassesComeFromPrimsDef) {
 }
 
 // prims.def's kernel and recompute columns agree with what is registered:
-// every primitive with a kernel operation is elementwise with a kernel and a
-// batching rule; every elementwise primitive batches; only
-// elementwise primitives are recomputed by fused loops.
+// every primitive with a kernel operation is elementwise with a CPU kernel
+// (backend/cpu/kernels_elementwise.cc) and a batching rule; every elementwise
+// primitive batches; only elementwise primitives are recomputed by fused
+// loops.
 TEST(Prims, KernelColumnsComeFromPrimsDef) {
   int with_op = 0;
   for (int i = 0; i < kNumPrims; ++i) {
@@ -133,7 +135,7 @@ TEST(Prims, KernelColumnsComeFromPrimsDef) {
     if (prim_recomputable(p)) EXPECT_TRUE(is_elementwise(p) && k.kind != ElementwiseKernel::Kind::none) << p;
     if (k.kind == ElementwiseKernel::Kind::none) continue;
     EXPECT_TRUE(is_elementwise(p)) << p;
-    EXPECT_NE(def.cpu_kernel, nullptr) << p;
+    EXPECT_NE(cpu::cpu_kernel(p), nullptr) << p;
     with_op += k.kind != ElementwiseKernel::Kind::special;
   }
   EXPECT_EQ(with_op, 18 + 14 + 6);  // unary, binary and comparison operations

@@ -7,7 +7,6 @@
 // vmap.
 #include <cstring>
 
-#include "pax/backend/cpu/copy.h"
 #include "pax/ir/executable.h"
 #include "pax/core/error.h"
 #include "pax/interp/custom_vjp.h"
@@ -99,7 +98,7 @@ std::vector<Array> custom_vjp_vjp(std::span<const Array> primals_in, std::span<c
 }  // namespace
 
 void register_control_prims(PrimTable& t) {
-  t[size_t(Prim::stop_gradient)] = PrimDef{identity_rule, nullptr, 0};
+  t[size_t(Prim::stop_gradient)] = PrimDef{.shape_rule = identity_rule, .output_aliases_input = 0};
   t[size_t(Prim::stop_gradient)].vjp = stop_gradient_vjp;
   t[size_t(Prim::stop_gradient)].jvp = stop_gradient_jvp;
   t[size_t(Prim::stop_gradient)].batch = stop_gradient_batch;

@@ -10,9 +10,6 @@
 #include <thread>
 #include <vector>
 
-#include "pax/backend/cpu/cpu_info.h"
-#include "pax/backend/cpu/gemm_dnnl.h"
-#include "pax/backend/cpu/isa.h"
 #include "pax/ops/lax.h"
 #include "pax/testing/testing.h"
 
@@ -200,24 +197,6 @@ TEST(DotGeneral, BFloat16) {
   // bf16 inputs asking for f16 or f64 results.
   EXPECT_TRUE(all_close(lax::dot_general(a, b, dn, DType::f16), want, 2e-3, 2e-3));
   EXPECT_TRUE(all_close(lax::dot_general(a, b, dn, DType::f64), want, 1e-12, 1e-12));
-}
-
-// bf16 takes oneDNN's bf16 kernels where the CPU has them (AVX-512 on) and is
-// otherwise widened to f32 (AVX2; PAX_MAX_ISA=avx2, which test.sh runs): the
-// widened path gives exactly the f32 product of the widened operands, rounded.
-TEST(DotGeneral, Bf16PathOfThisCpu) {
-  const cpu::GemmShape g{1, 17, 23, 40};
-  const bool native = cpu::gemm_dnnl_supported(g, DType::bf16, DType::bf16);
-  // oneDNN's own ISA decides (PAX_MAX_ISA or ONEDNN_MAX_CPU_ISA may cap it).
-  if (cpu::cpu_info().arch == "x86_64") {
-    EXPECT_EQ(native, cpu::dnnl_isa_name().rfind("avx512", 0) == 0) << "oneDNN has bf16 matmuls from AVX-512 on";
-  }
-  const lax::DotDimensionNumbers dn{{1}, {0}, {}, {}};
-  Array a = random_array({17, 40}, DType::bf16, 3), b = random_array({40, 23}, DType::bf16, 4);
-  Array out = lax::dot_general(a, b, dn);
-  Array widened = lax::dot_general(a.astype(DType::f32), b.astype(DType::f32), dn).astype(DType::bf16);
-  if (native) GTEST_SKIP() << "native bf16 matmul on this CPU; the widened path runs under PAX_MAX_ISA=avx2";
-  EXPECT_EQ(out.to_vector<double>(), widened.to_vector<double>());
 }
 
 TEST(DotGeneral, Float16) {

@@ -1,11 +1,12 @@
 // Indexing primitives: gather and scatter_add with XLA dimension numbers (no
 // batching dims; the index vector is the last axis of `indices`). Shape rules
-// validate the dimension numbers; kernels are in pax/backend/cpu/gather.h.
+// validate the dimension numbers; the CPU kernels are the backend's
+// (kernels_indexing.cc).
 #include <algorithm>
 #include <string>
 
-#include "pax/backend/cpu/gather.h"
 #include "pax/core/error.h"
+#include "pax/prims/indexing_params.h"
 #include "pax/prims/registry.h"
 
 namespace pax {
@@ -46,24 +47,11 @@ void check_indices(const std::string& ctx, const AVal& indices) {
 // ---------------------------------------------------------------------------
 // gather
 
-cpu::GatherSpec gather_spec(const Params& p) {
-  cpu::GatherSpec s;
-  s.offset_dims = p.ints("offset_dims");
-  s.collapsed_slice_dims = p.ints("collapsed_slice_dims");
-  s.start_index_map = p.ints("start_index_map");
-  s.slice_sizes = p.ints("slice_sizes");
-  const std::string mode = p.has("mode") ? p.s("mode") : "clip";
-  PAX_CHECK(mode == "clip" || mode == "fill", "gather: mode must be \"clip\" or \"fill\", got \"", mode, "\"");
-  s.fill = mode == "fill";
-  s.fill_value = p.has("fill_value") ? p.f("fill_value") : 0.0;
-  return s;
-}
-
 std::vector<AVal> gather_rule(std::span<const AVal> in, const Params& p) {
   const AVal& x = in[0];
   const AVal& idx = in[1];
   const std::string ctx = "gather: operand " + x.str() + ", indices " + idx.str() + ": ";
-  const cpu::GatherSpec s = gather_spec(p);
+  const GatherSpec s = gather_spec(p);
   check_indices(ctx, idx);
   const int64_t rank = x.shape.rank();
   const int64_t k = idx.shape[idx.shape.rank() - 1];
@@ -101,17 +89,8 @@ std::vector<AVal> gather_rule(std::span<const AVal> in, const Params& p) {
   return {AVal{Shape(out), x.dtype, x.weak_type}};
 }
 
-void gather_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
-  cpu::gather(gather_spec(p), in[0], in[1], out[0]);
-}
-
 // ---------------------------------------------------------------------------
 // scatter_add
-
-cpu::ScatterSpec scatter_spec(const Params& p) {
-  return cpu::ScatterSpec{p.ints("update_window_dims"), p.ints("inserted_window_dims"),
-                          p.ints("scatter_dims_to_operand_dims")};
-}
 
 std::vector<AVal> scatter_add_rule(std::span<const AVal> in, const Params& p) {
   const AVal& x = in[0];
@@ -119,7 +98,7 @@ std::vector<AVal> scatter_add_rule(std::span<const AVal> in, const Params& p) {
   const AVal& upd = in[2];
   const std::string ctx =
       "scatter_add: operand " + x.str() + ", indices " + idx.str() + ", updates " + upd.str() + ": ";
-  const cpu::ScatterSpec s = scatter_spec(p);
+  const ScatterSpec s = scatter_spec(p);
   PAX_CHECK(x.dtype != DType::bool_, ctx, "operand must have a numeric dtype, got bool");
   PAX_CHECK(upd.dtype == x.dtype, ctx, "updates must have the operand's dtype ", dtype_name(x.dtype), ", got ",
             dtype_name(upd.dtype));
@@ -154,15 +133,29 @@ std::vector<AVal> scatter_add_rule(std::span<const AVal> in, const Params& p) {
   return {x};
 }
 
-void scatter_add_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
-  cpu::scatter_add(scatter_spec(p), in[0], in[1], in[2], out[0]);
-}
-
 }  // namespace
 
+GatherSpec gather_spec(const Params& p) {
+  GatherSpec s;
+  s.offset_dims = p.ints("offset_dims");
+  s.collapsed_slice_dims = p.ints("collapsed_slice_dims");
+  s.start_index_map = p.ints("start_index_map");
+  s.slice_sizes = p.ints("slice_sizes");
+  const std::string mode = p.has("mode") ? p.s("mode") : "clip";
+  PAX_CHECK(mode == "clip" || mode == "fill", "gather: mode must be \"clip\" or \"fill\", got \"", mode, "\"");
+  s.fill = mode == "fill";
+  s.fill_value = p.has("fill_value") ? p.f("fill_value") : 0.0;
+  return s;
+}
+
+ScatterSpec scatter_spec(const Params& p) {
+  return ScatterSpec{p.ints("update_window_dims"), p.ints("inserted_window_dims"),
+                     p.ints("scatter_dims_to_operand_dims")};
+}
+
 void register_indexing_prims(PrimTable& table) {
-  table[size_t(Prim::gather)] = PrimDef{gather_rule, gather_kernel};
-  table[size_t(Prim::scatter_add)] = PrimDef{scatter_add_rule, scatter_add_kernel};
+  table[size_t(Prim::gather)] = PrimDef{gather_rule};
+  table[size_t(Prim::scatter_add)] = PrimDef{scatter_add_rule};
 }
 
 }  // namespace pax

@@ -1,7 +1,7 @@
 // Batching rules of the random primitives. threefry2x32 is elementwise over
 // its operands (keys may be scalars per example). random_bits with a batched
 // key is rebuilt from threefry2x32 over the whole batch: the construction of
-// the random_bits kernel (pax/backend/cpu/threefry.h) with one key per row,
+// the random_bits kernel (the CPU backend's threefry.h) with one key per row,
 // so every example gets exactly the bits of random_bits(key_i, shape).
 #include "pax/interp/interpreter.h"
 #include "pax/interp/vmap.h"

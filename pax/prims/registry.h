@@ -1,10 +1,13 @@
-// The per-primitive table. Each family of primitives registers, in three
-// neighbouring files:
-//   <family>.cc        shape/dtype rule and kernels (and impl rules)
+// The per-primitive table of backend-neutral facts. Each family of
+// primitives registers, in three neighbouring files:
+//   <family>.cc        shape/dtype rule (and impl rules)
 //   <family>_ad.cc     VJP and JVP rules, written with pax::lax ops so that
 //                      they are themselves traceable and differentiable
 //   <family>_batch.cc  batching rules for vmap
 // Control flow and collectives keep all their rules in one file each.
+// Kernels belong to the backends (the CPU backend's table is its kernels.h,
+// filled by kernels_<family>.cc); parameters that both a shape rule and a
+// kernel read are parsed in <family>_params.h here (rounds_half_to_even below).
 #pragma once
 
 #include <array>
@@ -12,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "pax/backend/kernel.h"
 #include "pax/core/array.h"
 #include "pax/core/shape.h"
 #include "pax/ir/params.h"
@@ -71,7 +73,6 @@ using VjpForwardRule = std::pair<std::vector<Array>, std::vector<Array>> (*)(std
 
 struct PrimDef {
   ShapeRule shape_rule = nullptr;
-  KernelFn cpu_kernel = nullptr;
   // >= 0 when output 0 has the same bytes as that input (reshape, squeeze,
   // expand_dims): eager execution then shares the buffer instead of copying.
   int output_aliases_input = -1;

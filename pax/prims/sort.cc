@@ -1,11 +1,10 @@
 // Sorting primitives: variadic sort along one axis (lexicographic by the first
-// num_keys operands, always stable) and top_k along the last axis. Kernels are
-// in pax/backend/cpu/sort.h.
+// num_keys operands, always stable) and top_k along the last axis: shape/dtype
+// rules. The CPU kernels are the backend's (kernels_sort.cc).
 #include <cstdint>
 #include <limits>
 #include <string>
 
-#include "pax/backend/cpu/sort.h"
 #include "pax/core/error.h"
 #include "pax/prims/registry.h"
 
@@ -41,10 +40,6 @@ std::vector<AVal> sort_rule(std::span<const AVal> in, const Params& p) {
   return std::vector<AVal>(in.begin(), in.end());
 }
 
-void sort_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
-  cpu::sort(in, out, p.i("dimension"), p.i("num_keys"));
-}
-
 // ---------------------------------------------------------------------------
 // top_k
 
@@ -62,15 +57,11 @@ std::vector<AVal> top_k_rule(std::span<const AVal> in, const Params& p) {
   return {AVal{Shape(dims), x.dtype, x.weak_type}, AVal{Shape(dims), DType::i32, false}};
 }
 
-void top_k_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
-  cpu::top_k(in[0], p.i("k"), out[0], out[1]);
-}
-
 }  // namespace
 
 void register_sort_prims(PrimTable& table) {
-  table[size_t(Prim::sort)] = PrimDef{sort_rule, sort_kernel};
-  table[size_t(Prim::top_k)] = PrimDef{top_k_rule, top_k_kernel};
+  table[size_t(Prim::sort)] = PrimDef{sort_rule};
+  table[size_t(Prim::top_k)] = PrimDef{top_k_rule};
 }
 
 }  // namespace pax

@@ -8,10 +8,10 @@
 #include "pax/backend/cpu/copy.h"
 #include "pax/backend/cpu/fused_loop.h"
 #include "pax/backend/cpu/gemm_dnnl.h"
+#include "pax/backend/cpu/kernels.h"
 #include "pax/backend/cpu/reduce.h"
 #include "pax/compile/loop_program.h"
 #include "pax/core/error.h"
-#include "pax/prims/registry.h"
 
 namespace pax::cpu {
 namespace {
@@ -66,8 +66,6 @@ bool cpu_row_reduction_in_sweep(ReduceOp op, DType dtype, DType out_dtype, int64
 }
 
 }  // namespace
-
-KernelFn cpu_kernel(Prim prim) { return prim_def(prim).cpu_kernel; }
 
 const Backend& cpu_backend() {
   static const Backend backend{

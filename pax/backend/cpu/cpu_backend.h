@@ -5,14 +5,12 @@
 #include <memory>
 
 #include "pax/backend/backend.h"
+#include "pax/backend/cpu/kernels.h"
 
 namespace pax::cpu {
 
 // The CPU's table (see Backend).
 const Backend& cpu_backend();
-
-// The CPU kernel of `prim`, or nullptr.
-KernelFn cpu_kernel(Prim prim);
 
 // Compiles `jaxpr` into a CPU executable (Backend::compile).
 std::shared_ptr<Executable> compile_for_cpu(JaxprPtr jaxpr, const CompileOptions& options);

@@ -1,0 +1,36 @@
+// dot_general's dimension numbers read from its Params, and the free axes
+// they leave: the shape rule (dot.cc) and the backends' kernels both need
+// them.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "pax/ir/params.h"
+
+namespace pax {
+
+struct DotDims {
+  Ints lhs_contracting, rhs_contracting, lhs_batch, rhs_batch;
+};
+
+inline DotDims dot_dims(const Params& p) {
+  return {p.ints("lhs_contracting_dims"), p.ints("rhs_contracting_dims"), p.ints("lhs_batch_dims"),
+          p.ints("rhs_batch_dims")};
+}
+
+// The axes of an operand of rank `rank` that are neither contracting nor
+// batch axes, in order: they become the output's lhs / rhs axes.
+inline std::vector<int64_t> free_axes(int64_t rank, const Ints& contracting, const Ints& batch) {
+  std::vector<int64_t> out;
+  for (int64_t a = 0; a < rank; ++a) {
+    if (std::find(contracting.begin(), contracting.end(), a) == contracting.end() &&
+        std::find(batch.begin(), batch.end(), a) == batch.end()) {
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+}  // namespace pax
