@@ -37,13 +37,13 @@ BENCHMARK_CAPTURE(BM_GeluFwd, bf16, DType::bf16)->Unit(benchmark::kMillisecond)-
 void BM_GeluBwd(benchmark::State& state, DType dt) {
   Array g = rnd(2, {kRows, kCols}, dt);
   std::vector<Array> r = gelu_fwd(rnd(0, {kRows, kCols}, dt), rnd(1, {kCols}, dt));
-  auto f = pax::jit([](const Array& g, const Array& x, const Array& x2, const Array& a, const Array& half,
-                       const Array& s) {
-    Array gx = g * a * 0.5;
-    Array gt = g * half * s * 0.7978845608;
-    Array dx = gx + gt + gt * 0.044715 * x2 + gt * 0.044715 * x * x * 2.0;
-    return std::vector<Array>{dx, pax::sum(dx, {0})};
-  });
+  auto f =
+      pax::jit([](const Array& g, const Array& x, const Array& x2, const Array& a, const Array& half, const Array& s) {
+        Array gx = g * a * 0.5;
+        Array gt = g * half * s * 0.7978845608;
+        Array dx = gx + gt + gt * 0.044715 * x2 + gt * 0.044715 * x * x * 2.0;
+        return std::vector<Array>{dx, pax::sum(dx, {0})};
+      });
   f(g, r[0], r[1], r[2], r[3], r[5]);
   for (auto _ : state) benchmark::DoNotOptimize(f(g, r[0], r[1], r[2], r[3], r[5]));
 }
@@ -111,16 +111,15 @@ void BM_AttentionSoftmax(benchmark::State& state) {
     g.push_back(rnd(40 + k, {8, 4, 256, 256}, DType::f32));
   }
   const Array mask = rnd(50, {8, 1, 256, 256}, DType::f32) > 0.0;
-  const auto probs = pax::custom_vjp(
-      [](const Array& l) { return pax::nn::softmax(l, -1); },
-      [](const Array& l) {
-        Array p = pax::nn::softmax(l, -1);
-        return std::make_pair(p, p);
-      },
-      [](const Array& p, const Array& g) {
-        const Array gp = g * p;
-        return gp - p * pax::sum(gp, {-1}, true);
-      });
+  const auto probs = pax::custom_vjp([](const Array& l) { return pax::nn::softmax(l, -1); },
+                                     [](const Array& l) {
+                                       Array p = pax::nn::softmax(l, -1);
+                                       return std::make_pair(p, p);
+                                     },
+                                     [](const Array& p, const Array& g) {
+                                       const Array gp = g * p;
+                                       return gp - p * pax::sum(gp, {-1}, true);
+                                     });
   auto f = pax::jit([&](const Array& x, const Array& mask, const Array& g) {
     auto [p, back] = pax::vjp([&](const Array& l) { return probs(pax::where(mask, l, pax::full_like(l, -1e30))); }, x);
     return std::vector<Array>{p, back(g)};

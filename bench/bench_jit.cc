@@ -22,9 +22,7 @@ void set_bandwidth(benchmark::State& state, double bytes_per_iter) {
 }
 
 // mul, add, max, mul, sub, mul, add, min.
-Array chain(const Array& x) {
-  return pax::minimum((pax::maximum(x * 1.5 + 0.25, 0.0) * 2.0 - x) * 0.75 + 1.0, 3.0);
-}
+Array chain(const Array& x) { return pax::minimum((pax::maximum(x * 1.5 + 0.25, 0.0) * 2.0 - x) * 0.75 + 1.0, 3.0); }
 
 Array input() { return pax::random::uniform(pax::random::key(0), {kN}, pax::DType::f32, -2.0, 2.0); }
 
@@ -94,8 +92,8 @@ BENCHMARK(BM_JitDispatch)->Unit(benchmark::kMicrosecond);
 
 // The executable alone (no argument flattening or cache lookup).
 void BM_ExecutableRunTiny(benchmark::State& state) {
-  auto jaxpr = pax::make_jaxpr([](const Array& a, const Array& b) { return a * b + 1.0; })(pax::zeros({4}),
-                                                                                         pax::zeros({4}));
+  auto jaxpr =
+      pax::make_jaxpr([](const Array& a, const Array& b) { return a * b + 1.0; })(pax::zeros({4}), pax::zeros({4}));
   auto exe = pax::compile(pax::convert_constvars(*jaxpr));
   std::vector<Array> args = jaxpr->consts;
   args.push_back(pax::array<float>({1, 2, 3, 4}));

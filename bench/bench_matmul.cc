@@ -93,8 +93,8 @@ void bm_pax_layout(benchmark::State& state, const LayoutCase& c, pax::DType dtyp
     out = pax::lax::dot_general(a, b, c.dims);
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(out.shape().numel()) * k * 1e-9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * double(out.shape().numel()) * k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 }  // namespace
@@ -117,14 +117,13 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("gpt_product/f32/" + c.name).c_str(), bm_pax_layout, c, pax::DType::f32)
         ->UseRealTime();
   }
-  const std::vector<MatmulCase> cases = {{1, 256, 256, 256},   {1, 512, 512, 512},  {1, 1024, 1024, 1024},
+  const std::vector<MatmulCase> cases = {{1, 256, 256, 256},    {1, 512, 512, 512},  {1, 1024, 1024, 1024},
                                          {1, 2048, 2048, 2048}, {1, 2048, 256, 768}, {1, 2048, 1024, 256},
-                                         {32, 256, 64, 256}, {1, 256, 2048, 1024}};
+                                         {32, 256, 64, 256},    {1, 256, 2048, 1024}};
   for (pax::DType dtype : {pax::DType::f32, pax::DType::bf16}) {
     const std::string dn = pax::dtype_short_name(dtype);
     for (const MatmulCase& c : cases) {
-      benchmark::RegisterBenchmark(("matmul/" + dn + "/" + c.name() + "/pax").c_str(), bm_pax, c, dtype)
-          ->UseRealTime();
+      benchmark::RegisterBenchmark(("matmul/" + dn + "/" + c.name() + "/pax").c_str(), bm_pax, c, dtype)->UseRealTime();
       benchmark::RegisterBenchmark(("matmul/" + dn + "/" + c.name() + "/dnnl").c_str(), bm_dnnl, c, dtype)
           ->UseRealTime();
     }

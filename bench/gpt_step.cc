@@ -60,9 +60,9 @@ struct Flags {
 
 Flags parse_flags(int argc, char** argv) {
   Flags f;
-  std::map<std::string, int64_t*> ints = {{"layers", &f.layers}, {"d", &f.d},         {"heads", &f.heads},
-                                          {"seq", &f.seq},       {"batch", &f.batch}, {"vocab", &f.vocab},
-                                          {"steps", &f.steps},   {"threads", &f.threads}, {"trace", &f.trace}};
+  std::map<std::string, int64_t*> ints = {
+      {"layers", &f.layers}, {"d", &f.d},         {"heads", &f.heads},     {"seq", &f.seq},    {"batch", &f.batch},
+      {"vocab", &f.vocab},   {"steps", &f.steps}, {"threads", &f.threads}, {"trace", &f.trace}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i], value;
     if (arg.rfind("--", 0) != 0) usage(argv[0], "unexpected argument '" + arg + "'");
@@ -185,10 +185,11 @@ int run_benchmark(const Flags& f) {
   const double peak = train::peak_flops(compute, peak_options);
   const double mfu = train::mfu(flops, s, peak);
   const double gemm = train::achievable_flops(compute);
-  std::printf("paxcc %s %s params=%lld ms/step=%.1f tokens/s=%.0f model_GFLOP/s=%.1f loss=%.3f MFU=%.1f%% "
-              "(peak %.1f GFLOP/s; GEMM achieves %.1f, %.0f%% of it)\n",
-              version(), f.dtype.c_str(), (long long)n_params, s * 1e3, tokens / s, flops / s / 1e9, loss,
-              100.0 * mfu, peak / 1e9, gemm / 1e9, 100.0 * gemm / peak);
+  std::printf(
+      "paxcc %s %s params=%lld ms/step=%.1f tokens/s=%.0f model_GFLOP/s=%.1f loss=%.3f MFU=%.1f%% "
+      "(peak %.1f GFLOP/s; GEMM achieves %.1f, %.0f%% of it)\n",
+      version(), f.dtype.c_str(), (long long)n_params, s * 1e3, tokens / s, flops / s / 1e9, loss, 100.0 * mfu,
+      peak / 1e9, gemm / 1e9, 100.0 * gemm / peak);
   if (f.peak_flops <= 0) std::printf("peak: %s\n", train::theoretical_peak(compute).str().c_str());
   if (const std::string built = cpu::native_build_summary(); !built.empty()) std::printf("%s\n", built.c_str());
   return 0;

@@ -93,8 +93,7 @@ int main() {
     };
     auto [loss_state, grads] = value_and_grad(batch_loss, has_aux)(params);
     auto [updates, new_opt_state] = tx.update(grads, opt_state, params);
-    return std::make_tuple(new_opt_state, optim::apply_updates(params, updates), loss_state.second,
-                           loss_state.first);
+    return std::make_tuple(new_opt_state, optim::apply_updates(params, updates), loss_state.second, loss_state.first);
   });
 
   const int num_epochs = 200;

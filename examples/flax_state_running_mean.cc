@@ -39,8 +39,8 @@ class BiasAdderWithRunningMean : public nn::Layer {
  protected:
   void setup() override {
     const auto& hp = hparams<HParams>();
-    create_variable("mean", nn::WeightHParams{Shape{1, hp.dims}, nn::WeightInit::constant(0.0), std::nullopt,
-                                              "batch_stats"});
+    create_variable("mean",
+                    nn::WeightHParams{Shape{1, hp.dims}, nn::WeightInit::constant(0.0), std::nullopt, "batch_stats"});
     create_variable("bias", nn::WeightHParams{Shape{1, hp.dims}, nn::WeightInit::constant(0.0)});
   }
 };

@@ -25,8 +25,9 @@ int main() {
   // Matrix multiply (oneDNN underneath) and einsum.
   Array w = reshape(arange(12).astype(DType::f32), {3, 4});
   std::cout << "x @ w =\n" << matmul(x, w) << "\n";
-  std::cout << std::boolalpha << "einsum('ij,jk->ik') agrees: "
-            << all(equal(einsum("ij,jk->ik", x, w), matmul(x, w))).item<bool>() << "\n\n";
+  std::cout << std::boolalpha
+            << "einsum('ij,jk->ik') agrees: " << all(equal(einsum("ij,jk->ik", x, w), matmul(x, w))).item<bool>()
+            << "\n\n";
 
   // A numerically stable softmax over the last axis.
   Array logits = array<float>({1, 2, 3, 1000, 1001, 1002}, {2, 3});

@@ -55,11 +55,11 @@ int main() {
   }
 
   // Greedy continuation of a two-byte prefix through the KV cache.
-  Tree prompt = Tree::dict({{"prefix", array<int32_t>({'i', 'n'}, {1, 2})}, {"prefix_lengths", array<int32_t>({2}, {1})}});
-  Tree decoded = nn::apply_with(
-                     *model, Tree::dict({{"params", params}}),
-                     [&](const nn::LanguageModel& m) { return m.decode(prompt); },
-                     {.mutable_collections = {"decoder_cache"}})
+  Tree prompt =
+      Tree::dict({{"prefix", array<int32_t>({'i', 'n'}, {1, 2})}, {"prefix_lengths", array<int32_t>({2}, {1})}});
+  Tree decoded = nn::apply_with(*model, Tree::dict({{"params", params}}),
+                                [&](const nn::LanguageModel& m) { return m.decode(prompt); },
+                                {.mutable_collections = {"decoder_cache"}})
                      .output;
   std::string sample;
   for (int32_t t : decoded["output_ids"].leaf().to_vector<int32_t>()) sample += t >= 32 && t < 127 ? char(t) : '?';

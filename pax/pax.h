@@ -42,7 +42,7 @@
 #include "pax/train/early_stopping.h"
 #include "pax/train/learner.h"
 #include "pax/train/peak_flops.h"
-#include "pax/train/programs.h"
+#include "pax/train/eval_decode.h"
 #include "pax/train/steps.h"
 #include "pax/train/train_state.h"
 #include "pax/data/base_input.h"

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ccache pkg-config
+  build-essential cmake ccache pkg-config clang-format   # clang-format: scripts/format.sh --check
   libdnnl-dev opencl-headers ocl-icd-opencl-dev   # oneDNN (its CMake config needs OpenCL)
   libhwy-dev                                      # Highway: SIMD kernels, and the headers of generated fused loops
   libfmt-dev nlohmann-json3-dev libcli11-dev

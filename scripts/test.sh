@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The test command: install dependencies, build everything, run every test.
+# The test command: install dependencies, check the formatting, build
+# everything, run every test.
 # On a CPU with more than AVX2, the array-core suites run a second time capped
 # to AVX2 (PAX_MAX_ISA), so that every machine exercises the AVX2 code paths.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/format.sh --check || { echo "test.sh: sources differ from .clang-format; run scripts/format.sh" >&2; exit 1; }
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc 2>/dev/null || echo 2)"
 if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then

@@ -62,9 +62,8 @@ BranchTreeFn branch_tree_fn(const F& f) {
   static_assert(std::is_same_v<std::decay_t<std::invoke_result_t<const F&, const Ops&...>>, R>,
                 "cond: every branch must return the same type");
   return [&f](const std::vector<Tree>& trees) -> Tree {
-    return [&]<size_t... I>(std::index_sequence<I...>) {
-      return to_tree(f(from_tree<Ops>(trees[I])...));
-    }(std::index_sequence_for<Ops...>{});
+    return [&]<size_t... I>(std::index_sequence<I...>) { return to_tree(f(from_tree<Ops>(trees[I])...)); }
+    (std::index_sequence_for<Ops...>{});
   };
 }
 
@@ -90,8 +89,8 @@ detail::BranchFns<std::decay_t<Fs>...> branches(Fs&&... fns) {
 // traced and must return the same type, tree structure, shapes and dtypes.
 // Unlike a C++ `if`, pred may be traced (inside jit or vmap).
 template <class TrueFn, class FalseFn, class... Ops>
-  requires(!detail::is_branch_fns_v<std::decay_t<TrueFn>>)
-auto cond(const Array& pred, const TrueFn& true_fn, const FalseFn& false_fn, const Ops&... operands) {
+requires(!detail::is_branch_fns_v<std::decay_t<TrueFn>>) auto cond(const Array& pred, const TrueFn& true_fn,
+                                                                   const FalseFn& false_fn, const Ops&... operands) {
   static_assert((is_tree_v<Ops> && ...), "cond: every operand must be an Array or a tree of Arrays");
   using R = std::decay_t<std::invoke_result_t<const TrueFn&, const Ops&...>>;
   detail::check_result<R>();

@@ -350,7 +350,8 @@ TEST(WhileLoop, VmapWithPerExampleTripCounts) {
   EXPECT_TRUE(check_vmap(f, {scalar(1.0), scalar(40.0)}, {std::nullopt, 0}));
   // fori_loop with per-example (traced) bounds under jit, and jvp through it.
   auto powers = jit(vmap([](const Array& x, const Array& n) {
-    return fori_loop(scalar(int32_t(0)), n, [](const Array&, const Array& a) { return a * 1.5; }, x);
+    return fori_loop(
+        scalar(int32_t(0)), n, [](const Array&, const Array& a) { return a * 1.5; }, x);
   }));
   Array n = array<int32_t>({0, 1, 4}), x = array<double>({2, 2, 2});
   EXPECT_TRUE(all_close(powers(x, n), {2, 3, 2 * std::pow(1.5, 4)}));

@@ -123,7 +123,8 @@ template <class F>
 class Jitted {
  public:
   Jitted(F f, JitOptions options)
-      : f_(std::make_shared<F>(std::move(f))), options_(std::move(options)),
+      : f_(std::make_shared<F>(std::move(f))),
+        options_(std::move(options)),
         cache_(std::make_shared<detail::JitCache>()) {}
 
   template <class... Args>

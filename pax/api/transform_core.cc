@@ -46,7 +46,8 @@ namespace {
 void check_differentiable(const std::vector<Array>& leaves, const char* op) {
   for (const Array& x : leaves) {
     PAX_CHECK(is_floating(x.dtype()), op, ": cannot differentiate with respect to an input of dtype ",
-              dtype_name(x.dtype()), " (", x.aval().str(), "); integer and bool inputs have no gradient — "
+              dtype_name(x.dtype()), " (", x.aval().str(),
+              "); integer and bool inputs have no gradient — "
               "differentiate with respect to floating arrays only (convert with astype)");
   }
 }
@@ -131,8 +132,7 @@ VjpTrees vjp_trees(const TreeFn& f, const std::vector<Tree>& primals) {
 }
 
 std::pair<Tree, Tree> jvp_trees(const TreeFn& f, const std::vector<Tree>& primals, const std::vector<Tree>& tangents) {
-  PAX_CHECK(primals.size() == tangents.size(), "jvp: ", primals.size(), " primals but ", tangents.size(),
-            " tangents");
+  PAX_CHECK(primals.size() == tangents.size(), "jvp: ", primals.size(), " primals but ", tangents.size(), " tangents");
   std::vector<TreeDef> defs, tdefs;
   std::vector<Array> p = flatten_trees(primals, &defs);
   std::vector<Array> t = flatten_trees(tangents, &tdefs);
@@ -151,7 +151,8 @@ std::pair<Tree, Tree> jvp_trees(const TreeFn& f, const std::vector<Tree>& primal
 Tree vmap_trees(const TreeFn& f, const std::vector<Tree>& args, const std::vector<std::optional<int64_t>>& in_axes,
                 const std::vector<std::optional<int64_t>>& out_axes, const std::string& axis_name) {
   PAX_CHECK(in_axes.size() == 1 || in_axes.size() == args.size(), "vmap: in_axes has ", in_axes.size(),
-            " entries but the function has ", args.size(), " traced arguments (give one entry per argument, "
+            " entries but the function has ", args.size(),
+            " traced arguments (give one entry per argument, "
             "or one for all)");
   std::vector<TreeDef> defs;
   std::vector<Array> leaves;

@@ -42,8 +42,7 @@ struct VjpTrees {
 };
 VjpTrees vjp_trees(const TreeFn& f, const std::vector<Tree>& primals);
 
-std::pair<Tree, Tree> jvp_trees(const TreeFn& f, const std::vector<Tree>& primals,
-                                const std::vector<Tree>& tangents);
+std::pair<Tree, Tree> jvp_trees(const TreeFn& f, const std::vector<Tree>& primals, const std::vector<Tree>& tangents);
 
 // in_axes: one entry per argument (nullopt: not mapped) or a single entry for all.
 Tree vmap_trees(const TreeFn& f, const std::vector<Tree>& args, const std::vector<std::optional<int64_t>>& in_axes,

@@ -27,7 +27,6 @@
 
 namespace pax {
 
-
 // Marks a function as returning (value, aux): only the value is differentiated.
 struct HasAux {};
 inline constexpr HasAux has_aux{};
@@ -114,7 +113,8 @@ auto vjp(F f, const Args&... primals) {
     } else {
       return [&]<size_t... I>(std::index_sequence<I...>) {
         return Tuple(from_tree<std::tuple_element_t<I, Tuple>>(g[I])...);
-      }(std::index_sequence_for<Args...>{});
+      }
+      (std::index_sequence_for<Args...>{});
     }
   };
   return std::make_pair(from_tree<R>(r.out), backward);
@@ -172,8 +172,8 @@ auto vmap(F f, VmapOptions options = {}) {
       in_axes = kept;
     }
     std::vector<Tree> trees = detail::take_trees(saved, sel);
-    Tree out = detail::vmap_trees(detail::make_tree_fn(f, saved, sel), trees, in_axes, options.out_axes,
-                                  options.axis_name);
+    Tree out =
+        detail::vmap_trees(detail::make_tree_fn(f, saved, sel), trees, in_axes, options.out_axes, options.axis_name);
     return from_tree<decltype(f(args...))>(out);
   };
 }
@@ -232,7 +232,8 @@ auto custom_vjp(F f, Fwd fwd, Bwd bwd, std::string name = "custom_vjp") {
     auto call = [](const auto& fn, const std::vector<Tree>& trees) {
       return [&]<size_t... I>(std::index_sequence<I...>) {
         return fn(from_tree<std::tuple_element_t<I, Tuple>>(trees[I])...);
-      }(std::make_index_sequence<std::tuple_size_v<Tuple>>{});
+      }
+      (std::make_index_sequence<std::tuple_size_v<Tuple>>{});
     };
     rule->name = name;
     rule->fn = [f, in_defs, out_def, call](std::span<const Array> xs) {

@@ -65,8 +65,8 @@ TEST(Grad, HigherOrderAndControlFlow) {
   Array x = array<double>({0.3, 1.7});
   // f' = cos x * x + sin x; f'' = -sin x * x + 2 cos x.
   EXPECT_TRUE(all_close(df(x), {std::cos(0.3) * 0.3 + std::sin(0.3), std::cos(1.7) * 1.7 + std::sin(1.7)}, 1e-12));
-  EXPECT_TRUE(all_close(ddf(x), {-std::sin(0.3) * 0.3 + 2 * std::cos(0.3), -std::sin(1.7) * 1.7 + 2 * std::cos(1.7)},
-                        1e-12));
+  EXPECT_TRUE(
+      all_close(ddf(x), {-std::sin(0.3) * 0.3 + 2 * std::cos(0.3), -std::sin(1.7) * 1.7 + 2 * std::cos(1.7)}, 1e-12));
   // Third order of x^4 at 2: 24 * 2 = 48.
   auto p4 = [](const Array& x) { return sum(x * x * x * x); };
   auto d3 = grad([&](const Array& x) { return sum(grad([&](const Array& y) { return sum(grad(p4)(y)); })(x)); });
@@ -120,9 +120,7 @@ TEST(Jvp, ForwardModeAndHessianVectorProduct) {
   EXPECT_TRUE(all_close(y, {std::sin(0.5) * 0.5}));
   EXPECT_TRUE(all_close(t, {2.0 * (std::cos(0.5) * 0.5 + std::sin(0.5))}));
   // Hessian-vector product of f(x) = sum(x^3 + x0*x1): H = diag(6x) + offdiag 1.
-  auto f = [](const Array& x) {
-    return sum(x * x * x) + sum(slice_along(x, 0, 0, 1) * slice_along(x, 0, 1, 2));
-  };
+  auto f = [](const Array& x) { return sum(x * x * x) + sum(slice_along(x, 0, 0, 1) * slice_along(x, 0, 1, 2)); };
   Array x = array<double>({1, 2}), v = array<double>({1, -1});
   auto [g, hv] = jvp(grad(f), x, v);
   EXPECT_TRUE(all_close(g, {3 + 2, 12 + 1}));
@@ -231,14 +229,14 @@ TEST(StopGradient, BlocksGradients) {
 TEST(CustomVjp, JvpAndVmapGoThroughTheFunction) {
   // The custom rule (a deliberately different backward pass) is for reverse
   // mode only: jvp differentiates sin itself, vmap batches it.
-  auto f = custom_vjp([](const Array& x) { return sin(x); },
-                      [](const Array& x) { return std::make_pair(sin(x), x); },
+  auto f = custom_vjp([](const Array& x) { return sin(x); }, [](const Array& x) { return std::make_pair(sin(x), x); },
                       [](const Array&, const Array& ct) { return ct * 100.0; });
   const Array x = array<double>({0.5, -1.0});
   auto [y, t] = jvp(f, x, array<double>({1.0, 2.0}));
   EXPECT_TRUE(all_close(y, {std::sin(0.5), std::sin(-1.0)}));
   EXPECT_TRUE(all_close(t, {std::cos(0.5), 2 * std::cos(-1.0)}));
-  EXPECT_TRUE(all_close(vmap(f)(array<double>({0.5, -1.0, 2.0}, {3, 1})), {std::sin(0.5), std::sin(-1.0), std::sin(2.0)}));
+  EXPECT_TRUE(
+      all_close(vmap(f)(array<double>({0.5, -1.0, 2.0}, {3, 1})), {std::sin(0.5), std::sin(-1.0), std::sin(2.0)}));
   EXPECT_TRUE(all_close(grad([&](const Array& v) { return sum(f(v)); })(x), {100, 100}));
   // jit's program expands under each transformation too.
   auto [yj, tj] = jvp(jit(f), x, array<double>({1.0, 2.0}));

@@ -28,10 +28,11 @@ struct TensorView {
   int64_t dim(int64_t i) const { return (*shape)[i]; }
   size_t nbytes() const { return size_t(numel()) * itemsize(dtype); }
   template <class T>
-  T* as() const { return static_cast<T*>(data); }
+  T* as() const {
+    return static_cast<T*>(data);
+  }
 };
 
-using KernelFn = void (*)(const Params& params, std::span<const TensorView> in,
-                          std::span<const TensorView> out);
+using KernelFn = void (*)(const Params& params, std::span<const TensorView> in, std::span<const TensorView> out);
 
 }  // namespace pax

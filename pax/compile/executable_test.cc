@@ -94,7 +94,7 @@ TEST(Executable, PrintsFusedSchedule) {
   auto f = [](const Array& x, const Array& w) { return maximum(matmul(exp(x) * 2.0, w) + 1.0, 0); };
   auto exe = compile(make_jaxpr(f)(zeros({4, 8}), zeros({8, 2})));
   const std::string s = exe->str();
-  EXPECT_NE(s.find("fusion[size=32]{"), std::string::npos) << s;         // exp, then a multiply
+  EXPECT_NE(s.find("fusion[size=32]{"), std::string::npos) << s;        // exp, then a multiply
   EXPECT_NE(s.find("fusion[size=8, chain]{"), std::string::npos) << s;  // (z + 1) max 0 in registers
   EXPECT_NE(s.find("dot_general"), std::string::npos) << s;
   EXPECT_NE(s.find("memory: arena"), std::string::npos) << s;
@@ -162,8 +162,8 @@ TEST(Cost, FlopsTranscendentalsAndBytes) {
   auto dot = make_jaxpr([](const Array& a, const Array& b) { return matmul(a, b); })(zeros({4, 8}), zeros({8, 2}));
   EXPECT_EQ(cost_analysis(*dot).flops, 2.0 * 4 * 2 * 8);
   EXPECT_EQ(cost_analysis(*dot).bytes_accessed, 4.0 * (32 + 16 + 8));
-  auto batched = make_jaxpr([](const Array& a, const Array& b) { return matmul(a, b); })(zeros({3, 4, 8}),
-                                                                                       zeros({3, 8, 5}));
+  auto batched =
+      make_jaxpr([](const Array& a, const Array& b) { return matmul(a, b); })(zeros({3, 4, 8}), zeros({3, 8, 5}));
   EXPECT_EQ(cost_analysis(*batched).flops, 2.0 * 3 * 4 * 5 * 8);
   auto conv = make_jaxpr([](const Array& x, const Array& k) {
     return lax::conv_general_dilated(x, k, {1, 1}, {{0, 0}, {0, 0}}, {1, 1}, {1, 1},
@@ -244,9 +244,9 @@ namespace {
 // permutation that moves the last axis, and a product read twice, are not
 // folded.
 TEST(Executable, TransposeOfAProductIsWrittenByTheProduct) {
-  auto attention_out = [](const Array& p, const Array& v) {  // (B, N, T, S), (B, S, N, H)
+  auto attention_out = [](const Array& p, const Array& v) {        // (B, N, T, S), (B, S, N, H)
     Array o = lax::dot_general(p, v, {{3}, {1}, {0, 1}, {0, 2}});  // (B, N, T, H)
-    return lax::transpose(o, {0, 2, 1, 3});                         // (B, T, N, H)
+    return lax::transpose(o, {0, 2, 1, 3});                        // (B, T, N, H)
   };
   for (DType dt : {DType::f32, DType::f64}) {
     Array p = testing::random_array({2, 3, 5, 7}, dt, 1), v = testing::random_array({2, 7, 3, 4}, dt, 2);

@@ -81,8 +81,10 @@ Role role_of(const Jaxpr& j, const Eqn& e, const Backend& backend) {
   if (out.shape.numel() == 0) return Role::none;
   if (instr_of(e)) return Role::compute;
   switch (e.prim) {
-    case Prim::reshape: case Prim::squeeze: case Prim::expand_dims: case Prim::bitcast_convert_type:
-      return Role::reshape;
+    case Prim::reshape:
+    case Prim::squeeze:
+    case Prim::expand_dims:
+    case Prim::bitcast_convert_type: return Role::reshape;
     case Prim::broadcast_in_dim: {
       const AVal& in = j.aval(e.inputs[0]);
       if (in.shape.numel() == out.shape.numel()) return Role::reshape;
@@ -90,8 +92,7 @@ Role role_of(const Jaxpr& j, const Eqn& e, const Backend& backend) {
                  ? Role::broadcast
                  : Role::none;
     }
-    default:
-    {
+    default: {
       const AVal& x = j.aval(e.inputs[0]);
       const std::optional<ReduceShape> r = reduce_shape(e, x);
       return r && backend.fusable_reduction(r->op, x.dtype, r->outer, r->n, r->inner) ? Role::reduce : Role::none;
@@ -103,8 +104,8 @@ Role role_of(const Jaxpr& j, const Eqn& e, const Backend& backend) {
 // Grouping
 
 struct Group {
-  int step;         // position in the schedule
-  int64_t domain;   // loop elements
+  int step;        // position in the schedule
+  int64_t domain;  // loop elements
   bool reduce = false, compute = false, alive = true;
   // A step outside the loops has read one of its values: later elementwise
   // equations start a loop of their own rather than join this one (work for
@@ -252,8 +253,8 @@ class Grouper {
   const Backend& backend_;
   std::vector<Slot> order_;
   std::vector<Group> groups_;
-  std::vector<int> group_of_;  // per var: the group it is an elementwise value of
-  std::vector<int> avail_;     // per var: the step after which it exists (-1: inputs, consts)
+  std::vector<int> group_of_;   // per var: the group it is an elementwise value of
+  std::vector<int> avail_;      // per var: the step after which it exists (-1: inputs, consts)
   std::vector<bool> computed_;  // per var: produced by an instruction (not a view of an input)
   std::vector<int> floating_;   // per var: the broadcast producing it, or -1
 };

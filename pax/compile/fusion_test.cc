@@ -134,10 +134,10 @@ TEST(Fusion, AccumulatorChainsMatchTheKernels) {
   // either operand of max / min, signed zeros, infinities, tails.
   std::vector<double> special = {NAN, -NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e-310, -1e-40, 3.5, -2.25, 1e30, 7.0};
   auto f = [](const Array& x, const Array& y) {
-    Array a = (2.0 - x) / y * 3.0;                      // constant first, array divisor
-    Array b = maximum(minimum(x, 0.5), y);              // NaN from either side
-    Array c = maximum(y, minimum(0.5, x)) - y;          // the accumulator second
-    Array d = -abs(x) * y + x;                          // unary steps, array leaves
+    Array a = (2.0 - x) / y * 3.0;              // constant first, array divisor
+    Array b = maximum(minimum(x, 0.5), y);      // NaN from either side
+    Array c = maximum(y, minimum(0.5, x)) - y;  // the accumulator second
+    Array d = -abs(x) * y + x;                  // unary steps, array leaves
     return std::make_tuple(a, b, c, d);
   };
   for (DType dt : {DType::f32, DType::f64}) {
@@ -359,8 +359,8 @@ TEST(Fusion, RandomProgramsMatchEager) {
           case 2: r = maximum(a, b); break;
           case 3: r = tanh(a) + row; break;
           case 4: r = exp(-abs(a)); break;
-          case 5: r = a - sum(b, -1, true); break;            // reduce, then broadcast back
-          case 6: r = a * max(b, 0, true); break;             // leading-axis reduction
+          case 5: r = a - sum(b, -1, true); break;  // reduce, then broadcast back
+          case 6: r = a * max(b, 0, true); break;   // leading-axis reduction
           case 7: r = reshape(reshape(a, {rows * cols}) * 2.0, {rows, cols}); break;
           case 8: r = transpose(transpose(a) + 1.0); break;
           case 9: r = matmul(a, w); break;
@@ -385,8 +385,7 @@ TEST(Fusion, RandomProgramsMatchEager) {
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) {
       // Leading-axis sums run in another order: compare those within a tolerance.
-      ASSERT_TRUE(all_close(got[i], want[i], 1e-5, 1e-5)) << "trial " << trial << " output " << i << "\n"
-                                                           << exe->str();
+      ASSERT_TRUE(all_close(got[i], want[i], 1e-5, 1e-5)) << "trial " << trial << " output " << i << "\n" << exe->str();
     }
   }
 }
@@ -434,9 +433,9 @@ TEST(Fusion, CheapWideningIsRecomputedExponentialsAreNot) {
 // reading the value would, and the store is saved.
 TEST(Fusion, EqualWidthChainsAreRecomputedNotStored) {
   auto f = [](const Array& x, const Array& w) {
-    Array s = x * full({}, 3.0f, DType::f32);                   // (64, 512)
-    Array y = matmul(x, w);                                      // a step outside the loops
-    return std::make_pair(sum(s), s * sum(y));                   // one loop before it, one after
+    Array s = x * full({}, 3.0f, DType::f32);   // (64, 512)
+    Array y = matmul(x, w);                     // a step outside the loops
+    return std::make_pair(sum(s), s * sum(y));  // one loop before it, one after
   };
   Array x = random_array({64, 512}, DType::f32, 47), w = random_array({512, 32}, DType::f32, 48);
   auto jaxpr = make_jaxpr(f)(x, w);
@@ -458,9 +457,9 @@ TEST(Fusion, EqualWidthChainsAreRecomputedNotStored) {
 TEST(Fusion, DuplicationReadsValuesStoredAnyway) {
   auto f = [](const Array& x, const Array& w) {
     Array p = nn::softmax(x.astype(DType::f32), -1).astype(DType::bf16);  // (64, 512)
-    Array wide = p.astype(DType::f32);                                     // computed with p
-    Array y = matmul(p, w);                                                // stores p
-    return std::make_pair(y, wide * sum(y.astype(DType::f32)));            // reads wide after the matmul
+    Array wide = p.astype(DType::f32);                                    // computed with p
+    Array y = matmul(p, w);                                               // stores p
+    return std::make_pair(y, wide * sum(y.astype(DType::f32)));           // reads wide after the matmul
   };
   Array x = random_array({64, 512}, DType::bf16, 45, -4, 4), w = random_array({512, 32}, DType::bf16, 46);
   auto jaxpr = make_jaxpr(f)(x, w);

@@ -3,7 +3,7 @@
 // of a flat domain of `size` elements, with stores of some slots to outputs
 // and possibly one trailing reduction. The fusion pass (fusion.h) builds one
 // per fused group; a backend prepares it for execution (the CPU's
-// cpu::FusedProgram, fused_loop.h) and may render runs of its instructions
+// cpu::FusedLoop, fused_loop.h) and may render runs of its instructions
 // into source code for its compiler (loop_render.h).
 //
 // Slots are values of the domain: inputs read contiguously, inputs seen
@@ -68,12 +68,12 @@ void coalesce_view(std::vector<int64_t>& dims, std::vector<int64_t>& strides);
 struct FusedInstr {
   enum class Kind : uint8_t { unary, binary, compare, is_finite, integer_pow, convert, select_n };
   Kind kind = Kind::unary;
-  uint8_t op = 0;                 // UnaryOp / BinaryOp / CompareOp
-  DType dtype = DType::f32;       // operand dtype (select_n: the selector's)
-  DType out_dtype = DType::f32;   // result dtype
-  int64_t exponent = 0;           // integer_pow
-  int result = -1;                // slot written
-  std::vector<int> args;          // slots read (select_n: selector, then cases)
+  uint8_t op = 0;                // UnaryOp / BinaryOp / CompareOp
+  DType dtype = DType::f32;      // operand dtype (select_n: the selector's)
+  DType out_dtype = DType::f32;  // result dtype
+  int64_t exponent = 0;          // integer_pow
+  int result = -1;               // slot written
+  std::vector<int> args;         // slots read (select_n: selector, then cases)
 };
 
 // Stores slot `slot` into output `output` (an array of `size` elements).
@@ -98,8 +98,8 @@ struct FusedStore {
 };
 
 struct FusedReduce {
-  ReduceOp op = ReduceOp::sum;  // sum, max or min
-  int slot = -1;                // the reduced value (an instruction result)
+  ReduceOp op = ReduceOp::sum;          // sum, max or min
+  int slot = -1;                        // the reduced value (an instruction result)
   int64_t outer = 1, n = 1, inner = 1;  // the domain as (outer, n, inner); outer == 1 or inner == 1
   DType out_dtype = DType::f32;
   int output = -1;

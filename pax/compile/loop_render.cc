@@ -52,7 +52,7 @@ std::string_view expression(const LoopProgram& p, const FusedInstr& ins, const L
       return in == Kind::float_ && out == Kind::float_ ? d.unary[ins.op] : std::string_view();
     case FusedInstr::Kind::binary:
       return in == Kind::float_ && kind(ins.args[1]) == Kind::float_ && out == Kind::float_ ? d.binary[ins.op]
-                                                                                             : std::string_view();
+                                                                                            : std::string_view();
     case FusedInstr::Kind::compare:
       if (out != Kind::mask || kind(ins.args[1]) != in) return {};
       return in == Kind::float_ ? d.compare_float[ins.op] : in == Kind::int_ ? d.compare_int[ins.op] : "";
@@ -119,8 +119,8 @@ bool renderable(const LoopProgram& p, const FusedInstr& ins, std::span<const Slo
 
 RenderedRun render_run(const LoopProgram& p, int begin, int end, std::span<const SlotFormat> formats,
                        const LoopDialect& d) {
-  PAX_CHECK(begin >= 0 && begin < end && size_t(end) <= p.instrs.size(), "render_run: bad run [", begin, ", ",
-            end, ") of ", p.instrs.size(), " instructions");
+  PAX_CHECK(begin >= 0 && begin < end && size_t(end) <= p.instrs.size(), "render_run: bad run [", begin, ", ", end,
+            ") of ", p.instrs.size(), " instructions");
   // Slots read after the run: by later instructions, stores, the reduction.
   std::vector<bool> after(p.slots.size(), false);
   for (size_t i = size_t(end); i < p.instrs.size(); ++i) {

@@ -36,15 +36,15 @@ inline constexpr int kNumSlotFormats = int(SlotFormat::boolean) + 1;
 
 // A language's templates; an empty one means the operation is not compiled.
 struct LoopDialect {
-  std::array<std::string_view, kNumUnaryOps> unary;    // float {0}
-  std::array<std::string_view, kNumBinaryOps> binary;  // float {0}, {1}
+  std::array<std::string_view, kNumUnaryOps> unary;                         // float {0}
+  std::array<std::string_view, kNumBinaryOps> binary;                       // float {0}, {1}
   std::array<std::string_view, kNumCompareOps> compare_float, compare_int;  // -> mask
-  std::string_view round_bf16;     // a float value rounded to bf16 precision
-  std::string_view is_finite;      // float -> mask
-  std::string_view integer_pow;    // float {0} to the integer power {1}
-  std::string_view select;         // mask {0} ? {2} : {1}
-  std::string_view mask_to_float;  // 1 / 0
-  std::string_view float_to_mask;  // != 0
+  std::string_view round_bf16;                                              // a float value rounded to bf16 precision
+  std::string_view is_finite;                                               // float -> mask
+  std::string_view integer_pow;                                             // float {0} to the integer power {1}
+  std::string_view select;                                                  // mask {0} ? {2} : {1}
+  std::string_view mask_to_float;                                           // 1 / 0
+  std::string_view float_to_mask;                                           // != 0
   std::string_view int_to_float;
   std::string_view let_float, let_int, let_mask;  // declare {0} = {1}
   // Per SlotFormat: a load of slot {0} at this iteration's index, a splat

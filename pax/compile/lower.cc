@@ -14,8 +14,8 @@ namespace {
 
 // `jaxpr` with its first constant_args.size() inputs turned into constants.
 Jaxpr bind_constant_args(const Jaxpr& jaxpr, const std::vector<Array>& values) {
-  PAX_CHECK(values.size() <= jaxpr.invars.size(), "compile: ", values.size(),
-            " constant arguments for a program of ", jaxpr.invars.size(), " inputs");
+  PAX_CHECK(values.size() <= jaxpr.invars.size(), "compile: ", values.size(), " constant arguments for a program of ",
+            jaxpr.invars.size(), " inputs");
   Jaxpr out = jaxpr;
   for (size_t i = 0; i < values.size(); ++i) {
     const AVal& want = jaxpr.aval(jaxpr.invars[i]);
@@ -77,9 +77,8 @@ LoweredProgram lower(JaxprPtr source, const CompileOptions& options, const Backe
   lp.skip = options.constant_args.size();
   Jaxpr j = lp.skip ? bind_constant_args(*lp.source, options.constant_args) : *lp.source;
   if (options.optimize) {
-    PassOptions passes{options.fold_limit, [&backend](const Jaxpr& jaxpr, const Eqn& e) {
-                         return backend.supports_op(jaxpr, e);
-                       }};
+    PassOptions passes{options.fold_limit,
+                       [&backend](const Jaxpr& jaxpr, const Eqn& e) { return backend.supports_op(jaxpr, e); }};
     j = optimize(j, passes);
   }
   lp.jaxpr = std::move(j);

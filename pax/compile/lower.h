@@ -19,15 +19,15 @@
 namespace pax {
 
 struct LoweredProgram {
-  JaxprPtr source;     // the program as traced (its inputs and outputs are the executable's)
-  size_t skip = 0;     // leading arguments bound as constants (CompileOptions::constant_args)
-  Jaxpr jaxpr;         // after the passes, constants bound
-  StepSchedule schedule;   // its steps, fused loops and row sweeps
-  MemoryPlan plan;     // where every value lives
+  JaxprPtr source;        // the program as traced (its inputs and outputs are the executable's)
+  size_t skip = 0;        // leading arguments bound as constants (CompileOptions::constant_args)
+  Jaxpr jaxpr;            // after the passes, constants bound
+  StepSchedule schedule;  // its steps, fused loops and row sweeps
+  MemoryPlan plan;        // where every value lives
   // Per step: the element strides its output is written with (a product
   // whose transpose was folded into it; TensorView::strides), or empty.
   std::vector<std::vector<int64_t>> out_strides;
-  CostAnalysis cost;   // of the schedule
+  CostAnalysis cost;  // of the schedule
 };
 
 // Lowers `jaxpr` for `backend` (which says which products it multiplies

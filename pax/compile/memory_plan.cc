@@ -196,7 +196,8 @@ class Planner {
         const Var arg = j_.invars[k];
         const int sa = p_.storage_of[size_t(arg)];
         const Storage& in = p_.storages[size_t(sa)];
-        if (in.kind != Storage::Kind::argument || j_.aval(arg).shape != want.shape || j_.aval(arg).dtype != want.dtype) {
+        if (in.kind != Storage::Kind::argument || j_.aval(arg).shape != want.shape ||
+            j_.aval(arg).dtype != want.dtype) {
           continue;
         }
         bool ok = in.last_step < out.def_step;
@@ -270,7 +271,8 @@ class Planner {
     for (size_t i = 0; i < p_.storages.size(); ++i) {
       const Storage& st = p_.storages[i];
       const bool held = st.kind == Storage::Kind::argument || st.kind == Storage::Kind::buffer;
-      if (held && st.last_step >= 0 && st.last_step < num_steps_) p_.release_after[size_t(st.last_step)].push_back(int(i));
+      if (held && st.last_step >= 0 && st.last_step < num_steps_)
+        p_.release_after[size_t(st.last_step)].push_back(int(i));
     }
   }
 
@@ -279,9 +281,9 @@ class Planner {
   const std::vector<bool>& donate_;
   const int num_steps_;
   MemoryPlan p_;
-  std::vector<int> parent_;  // arena storages sharing a slice (in-place chains)
-  std::vector<int> sweep_of_;    // per step: its row sweep, or -1
-  std::vector<int> last_read_;   // per storage: its last reader before sweep_lifetimes
+  std::vector<int> parent_;     // arena storages sharing a slice (in-place chains)
+  std::vector<int> sweep_of_;   // per step: its row sweep, or -1
+  std::vector<int> last_read_;  // per storage: its last reader before sweep_lifetimes
 };
 
 }  // namespace

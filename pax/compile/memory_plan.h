@@ -33,13 +33,13 @@ struct Storage {
   // (cpu::run_row_sweep) and takes no bytes here.
   enum class Kind : uint8_t { argument, constant, arena, buffer, output, sweep_local };
   Kind kind = Kind::arena;
-  Var var = -1;         // the value that defines it
-  int index = -1;       // argument / constant index
-  size_t offset = 0;    // arena offset
+  Var var = -1;       // the value that defines it
+  int index = -1;     // argument / constant index
+  size_t offset = 0;  // arena offset
   size_t nbytes = 0;
-  int def_step = -1;    // step that writes it (-1: before the first)
-  int last_step = -1;   // last step that reads it (number of steps: read by the caller)
-  int donor = -1;       // output: the donated argument whose buffer it may take
+  int def_step = -1;   // step that writes it (-1: before the first)
+  int last_step = -1;  // last step that reads it (number of steps: read by the caller)
+  int donor = -1;      // output: the donated argument whose buffer it may take
 };
 
 struct MemoryPlan {

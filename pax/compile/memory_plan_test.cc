@@ -35,8 +35,8 @@ TEST(MemoryPlan, IntermediatesReuseTheArena) {
 TEST(MemoryPlan, InPlaceOnlyWhenTheInputDies) {
   auto f = [](const Array& x) {
     Array t = transpose(x);
-    Array u = exp(t) + 1.0;   // t dies here: u takes its bytes
-    Array v = u * 2.0 - t;    // ... no: t is read again, so u cannot
+    Array u = exp(t) + 1.0;  // t dies here: u takes its bytes
+    Array v = u * 2.0 - t;   // ... no: t is read again, so u cannot
     return std::make_pair(transpose(v), u);
   };
   auto g = [](const Array& x) {

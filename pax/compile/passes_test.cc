@@ -146,10 +146,10 @@ TEST(Simplify, MultiplyByOneAndNeutralZeros) {
   auto jaxpr = make_jaxpr([](const Array& x, const Array& i) {
     Array a = x * 1.0;
     Array b = 1.0 * a;
-    Array c = b - 0.0;                 // exact: x - (+0) == x
+    Array c = b - 0.0;                                                     // exact: x - (+0) == x
     Array d = lax::add(c, lax::broadcast_in_dim(scalar(-0.0f), {4}, {}));  // exact: x + (-0) == x
-    Array e = d + 0.0;                 // not exact for x = -0: kept
-    Array k = (i + 0) * 1 - 0;         // integers: all identities
+    Array e = d + 0.0;                                                     // not exact for x = -0: kept
+    Array k = (i + 0) * 1 - 0;                                             // integers: all identities
     return std::make_pair(e, k);
   })(zeros({4}), zeros({4}, DType::i32));
   Jaxpr out = dce(simplify(*jaxpr));
@@ -193,8 +193,9 @@ TEST(Simplify, ChainsCollapse) {
 }
 
 TEST(Simplify, TransposeBackToIdentity) {
-  auto jaxpr = make_jaxpr([](const Array& x) { return lax::transpose(lax::transpose(x, {1, 2, 0}), {2, 0, 1}); })(
-      zeros({2, 3, 4}));
+  auto jaxpr = make_jaxpr([](const Array& x) {
+    return lax::transpose(lax::transpose(x, {1, 2, 0}), {2, 0, 1});
+  })(zeros({2, 3, 4}));
   Jaxpr out = dce(simplify(*jaxpr));
   EXPECT_TRUE(out.eqns.empty());
   expect_equivalent(*jaxpr, out, {random_array({2, 3, 4}, DType::f32, 13)});
@@ -204,7 +205,7 @@ TEST(Simplify, WholeSlicesAndEmptyPads) {
   auto jaxpr = make_jaxpr([](const Array& x) {
     Array whole = lax::slice(x, {0, 0}, {2, 3});
     Array same = lax::pad(whole, scalar(0.0f), {{0, 0, 0}, {0, 0, 0}});
-    Array part = lax::slice(x, {0, 1}, {2, 3});                   // kept
+    Array part = lax::slice(x, {0, 1}, {2, 3});                          // kept
     Array grown = lax::pad(part, scalar(0.0f), {{0, 0, 0}, {1, 0, 0}});  // kept
     Array shifted = lax::pad(x, scalar(0.0f), {{0, 0, 0}, {-1, 1, 0}});  // same shape, other values: kept
     return std::make_tuple(same, grown, shifted);
@@ -220,10 +221,10 @@ TEST(Simplify, WholeSlicesAndEmptyPads) {
 // move to the start, so that the second half can join the first's loop.
 TEST(Hoist, ComputationsOfInputsAloneMoveFirst) {
   auto jaxpr = make_jaxpr([](const Array& x, const Array& scale, const Array& step) {
-    Array h = exp(x) * 2.0;                                   // (256, 512) activations: above the size limit
+    Array h = exp(x) * 2.0;                                  // (256, 512) activations: above the size limit
     Array s = scale.astype(DType::bf16).astype(DType::f32);  // (512,): hoisted
-    Array c = step * 0.5;                                     // scalar: hoisted
-    Array big = broadcast_to(scale, {256, 512}) + step;       // above the size limit: stays
+    Array c = step * 0.5;                                    // scalar: hoisted
+    Array big = broadcast_to(scale, {256, 512}) + step;      // above the size limit: stays
     return std::make_tuple(h * s + c, big);
   })(zeros({256, 512}), zeros({512}), scalar(0.0f));
   Jaxpr out = hoist_input_computations(*jaxpr);
@@ -233,8 +234,8 @@ TEST(Hoist, ComputationsOfInputsAloneMoveFirst) {
   EXPECT_EQ(out.eqns[2].prim, Prim::mul) << out.str();
   EXPECT_EQ(out.eqns[3].prim, Prim::exp) << out.str();
   EXPECT_EQ(out.eqns.back().prim, Prim::add) << out.str();
-  expect_equivalent(*jaxpr, out, {random_array({256, 512}, DType::f32, 15), random_array({512}, DType::f32, 16),
-                                  scalar(3.0f)});
+  expect_equivalent(*jaxpr, out,
+                    {random_array({256, 512}, DType::f32, 15), random_array({512}, DType::f32, 16), scalar(3.0f)});
 }
 
 TEST(Simplify, ConstantSelector) {
@@ -261,7 +262,8 @@ TEST(Widen, SixteenBitProductsWithoutAKernelGoThroughF32) {
   const std::vector<Array> args = {random_array({5, 8}, DType::bf16, 21), random_array({8, 8}, DType::bf16, 22),
                                    random_array({3, 8}, DType::bf16, 23)};
   auto jaxpr = make_jaxpr(f)(args[0], args[1], args[2]);
-  const Jaxpr widened = optimize(*jaxpr, PassOptions{kDefaultFoldLimit, [](const Jaxpr&, const Eqn&) { return false; }});
+  const Jaxpr widened =
+      optimize(*jaxpr, PassOptions{kDefaultFoldLimit, [](const Jaxpr&, const Eqn&) { return false; }});
   EXPECT_EQ(count(widened, Prim::dot_general), 2);
   EXPECT_EQ(count(widened, Prim::convert_element_type), 4) << widened;  // x, w (once), y, x w's result
   for (const Eqn& e : widened.eqns)

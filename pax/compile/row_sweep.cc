@@ -153,7 +153,8 @@ class SweepFinder {
     const LoopProgram& p = *h->program;
     const bool whole = p.size == rows_ * row_len_;
     if ((!whole && p.size != rows_) || !backend_.tileable_loop(p)) return false;
-    if (p.reduce && !(whole && sweepable_reduction(p, backend_) && p.reduce->outer == rows_ && p.reduce->n == row_len_)) {
+    if (p.reduce &&
+        !(whole && sweepable_reduction(p, backend_) && p.reduce->outer == rows_ && p.reduce->n == row_len_)) {
       return false;
     }
     for (const FusedSlot& slot : p.slots) {

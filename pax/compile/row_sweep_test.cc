@@ -54,7 +54,8 @@ void check(const JaxprPtr& jaxpr, const std::vector<Array>& args, int sweeps) {
   EXPECT_EQ(sweeps_in(exe->str()), sweeps) << exe->str();
   const std::vector<Array> want = eval_jaxpr(*jaxpr, args), got = exe->run(args);
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(same_bits(got[i], want[i])) << "output " << i << "\n" << exe->str();
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TRUE(same_bits(got[i], want[i])) << "output " << i << "\n" << exe->str();
 }
 
 // Masked softmax over the last axis, its probabilities and the gradient of
@@ -69,16 +70,15 @@ std::pair<Array, Array> masked_softmax_and_grad(const Array& x, const Array& mas
 // probabilities are an output, stored anyway, and the backward reads them
 // rather than dividing the exponentials by their sums a second time.
 TEST(RowSweep, SoftmaxBackwardReadsTheStoredProbabilities) {
-  const auto probs = custom_vjp(
-      [](const Array& l) { return nn::softmax(l, -1); },
-      [](const Array& l) {
-        Array p = nn::softmax(l, -1);
-        return std::make_pair(p, p);
-      },
-      [](const Array& p, const Array& g) {
-        const Array gp = g * p;
-        return gp - p * sum(gp, {-1}, true);
-      });
+  const auto probs = custom_vjp([](const Array& l) { return nn::softmax(l, -1); },
+                                [](const Array& l) {
+                                  Array p = nn::softmax(l, -1);
+                                  return std::make_pair(p, p);
+                                },
+                                [](const Array& p, const Array& g) {
+                                  const Array gp = g * p;
+                                  return gp - p * sum(gp, {-1}, true);
+                                });
   auto f = [&](const Array& x, const Array& g) {
     auto [p, back] = vjp(probs, x);
     return std::make_pair(p, back(g));
@@ -138,10 +138,10 @@ TEST(RowSweep, ARowValueBroadcastAlongAnotherAxisEndsTheSweep) {
   // m holds one value per row; y reads it by column (a square matrix, so the
   // sizes agree): y cannot run a tile of rows at a time.
   auto f = [](const Array& x) {
-    Array m = max(x, {1});                        // (n,)
-    Array e = exp(x - expand_dims(m, {1}));       // rows
-    Array y = e / sum(e, {1}, true);              // rows: joins
-    Array z = y * expand_dims(m, {0});            // m along the columns: does not
+    Array m = max(x, {1});                   // (n,)
+    Array e = exp(x - expand_dims(m, {1}));  // rows
+    Array y = e / sum(e, {1}, true);         // rows: joins
+    Array z = y * expand_dims(m, {0});       // m along the columns: does not
     return std::make_pair(y, sum(z, {1}));
   };
   Array x = random_array({96, 96}, DType::f32, 6, -3, 3);
@@ -153,9 +153,9 @@ TEST(RowSweep, RowBroadcastViews) {
   EXPECT_TRUE(is_row_broadcast({6, 20}, {1, 0}, 6, 20));
   EXPECT_TRUE(is_row_broadcast({2, 3, 4, 5}, {3, 1, 0, 0}, 6, 20));
   EXPECT_TRUE(is_row_broadcast({2, 1, 3, 20}, {3, 7, 1, 0}, 6, 20));
-  EXPECT_FALSE(is_row_broadcast({6, 20}, {0, 1}, 6, 20));      // along the row
-  EXPECT_FALSE(is_row_broadcast({6, 20}, {2, 0}, 6, 20));      // every other element
-  EXPECT_FALSE(is_row_broadcast({3, 40}, {1, 0}, 6, 20));      // rows of 40
+  EXPECT_FALSE(is_row_broadcast({6, 20}, {0, 1}, 6, 20));        // along the row
+  EXPECT_FALSE(is_row_broadcast({6, 20}, {2, 0}, 6, 20));        // every other element
+  EXPECT_FALSE(is_row_broadcast({3, 40}, {1, 0}, 6, 20));        // rows of 40
   EXPECT_FALSE(is_row_broadcast({2, 3, 20}, {1, 2, 0}, 6, 20));  // rows transposed
 }
 

@@ -81,7 +81,8 @@ std::vector<Step> parse_path(const std::string& path) {
     size_t bracket = part.find('[');
     if (bracket != std::string::npos) {
       PAX_CHECK(part.back() == ']', "config: malformed index in path '", path, "'");
-      steps.push_back({part.substr(0, bracket), parse_index(part.substr(bracket + 1, part.size() - bracket - 2), path)});
+      steps.push_back(
+          {part.substr(0, bracket), parse_index(part.substr(bracket + 1, part.size() - bracket - 2), path)});
     } else if (std::all_of(part.begin(), part.end(), ::isdigit) && !steps.empty() && !steps.back().index) {
       steps.back().index = parse_index(part, path);
     } else {
@@ -121,8 +122,8 @@ BaseHParams* descend(BaseHParams* h, const Step& s, const std::string& path) {
       return v[*s.index].get();
     }
     default:
-      PAX_FAIL("config: '", s.field, "' in ", h->type_name(), " is ", kind_name(f), ", not a config with fields (path '",
-               path, "')");
+      PAX_FAIL("config: '", s.field, "' in ", h->type_name(), " is ", kind_name(f),
+               ", not a config with fields (path '", path, "')");
   }
 }
 
@@ -135,7 +136,8 @@ std::string trim(const std::string& s) {
 }
 
 std::string unquote(const std::string& s) {
-  if (s.size() >= 2 && (s.front() == '"' || s.front() == '\'') && s.back() == s.front()) return s.substr(1, s.size() - 2);
+  if (s.size() >= 2 && (s.front() == '"' || s.front() == '\'') && s.back() == s.front())
+    return s.substr(1, s.size() - 2);
   return s;
 }
 
@@ -154,8 +156,7 @@ std::vector<std::string> split_list(const std::string& text, const char* what) {
 }
 
 [[noreturn]] void bad_value(const BaseHParams& h, const FieldRef& f, const std::string& value) {
-  PAX_FAIL("config: field '", f.name, "' of ", h.type_name(), " is ", kind_name(f), "; cannot set it to '", value,
-           "'");
+  PAX_FAIL("config: field '", f.name, "' of ", h.type_name(), " is ", kind_name(f), "; cannot set it to '", value, "'");
 }
 
 int64_t parse_int(const BaseHParams& h, const FieldRef& f, const std::string& s) {
@@ -209,9 +210,7 @@ void set_field(BaseHParams& h, const FieldRef& f, const std::string& raw) {
       return;
     }
     case FieldKind::string: *static_cast<std::string*>(f.ptr) = unquote(value); return;
-    case FieldKind::dtype:
-      try {
-        *static_cast<DType*>(f.ptr) = dtype_from_name(unquote(value));
+    case FieldKind::dtype: try { *static_cast<DType*>(f.ptr) = dtype_from_name(unquote(value));
       } catch (const Error&) {
         bad_value(h, f, value);
       }
@@ -314,7 +313,8 @@ std::string get_field(const FieldRef& f) {
     }
     case FieldKind::hparams_list: {
       std::vector<std::string> s;
-      for (const HParamsPtr& p : *static_cast<std::vector<HParamsPtr>*>(f.ptr)) s.push_back(p ? p->type_name() : "None");
+      for (const HParamsPtr& p : *static_cast<std::vector<HParamsPtr>*>(f.ptr))
+        s.push_back(p ? p->type_name() : "None");
       return join(s);
     }
   }
@@ -394,7 +394,8 @@ struct JsonWriter {
       case FieldKind::boolean: return *static_cast<bool*>(f.ptr);
       case FieldKind::integer:
         return f.int_bytes == 4 ? int64_t(*static_cast<int*>(f.ptr)) : *static_cast<int64_t*>(f.ptr);
-      case FieldKind::real: return f.real_bytes == 4 ? double(*static_cast<float*>(f.ptr)) : *static_cast<double*>(f.ptr);
+      case FieldKind::real:
+        return f.real_bytes == 4 ? double(*static_cast<float*>(f.ptr)) : *static_cast<double*>(f.ptr);
       case FieldKind::string: return *static_cast<std::string*>(f.ptr);
       case FieldKind::dtype: return dtype_name(*static_cast<DType*>(f.ptr));
       case FieldKind::integers: return *static_cast<std::vector<int64_t>*>(f.ptr);

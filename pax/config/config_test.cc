@@ -70,9 +70,9 @@ PAX_REGISTER_HPARAMS(TopHParams, "test");
 
 TEST(Config, SetAndGetByPathWithTypedParsing) {
   Config c = Config::make("TestOuter");
-  c.apply_overrides({"num_layers=6", "dropout=0.25", "small=-7", "use_bias=false", "name=\"decoder\"",
-                     "dtype=bfloat16", "shape=[3, 4, 5]", "rates=0.1,0.2", "tags=[x, y]", "limit=10", "mode=exact",
-                     "nested.dims=8", "child.scale=2.5", "layers[1].dims=16", "layers.0.scale=0.125"});
+  c.apply_overrides({"num_layers=6", "dropout=0.25", "small=-7", "use_bias=false", "name=\"decoder\"", "dtype=bfloat16",
+                     "shape=[3, 4, 5]", "rates=0.1,0.2", "tags=[x, y]", "limit=10", "mode=exact", "nested.dims=8",
+                     "child.scale=2.5", "layers[1].dims=16", "layers.0.scale=0.125"});
   auto& h = c.as<OuterHParams>();
   EXPECT_EQ(h.num_layers, 6);
   EXPECT_FLOAT_EQ(h.dropout, 0.25f);
@@ -133,7 +133,7 @@ TEST(Config, TemplatesSwapTypeByName) {
 TEST(Config, SharingDeepInsideNestedStructsSurvivesJson) {
   Config c = Config::make("TestTop");
   auto& h = c.as<TopHParams>();
-  h.top = h.mid.deep.tpl;                          // shared from two nested structs down
+  h.top = h.mid.deep.tpl;                              // shared from two nested structs down
   h.mid.deep.list = {h.mid.deep.tpl, h.mid.deep.tpl};  // and from a list down there
   c.set("top.dims", "7");
   const std::string json = c.to_json();
@@ -176,8 +176,8 @@ TEST(Config, JsonRoundTripPreservesValuesAndSharing) {
 // most a short excerpt of the input, integers that must fit their field, and
 // list elements of the wrong type.
 TEST(Config, JsonInputIsBoundedAndChecked) {
-  const std::string deep = "{\"type\": \"TestOuter\", \"rates\": " + std::string(200000, '[') +
-                           std::string(200000, ']') + "}";
+  const std::string deep =
+      "{\"type\": \"TestOuter\", \"rates\": " + std::string(200000, '[') + std::string(200000, ']') + "}";
   EXPECT_PAX_ERROR(Config::from_json(deep), "nested deeper than 100 levels");
   // Neither a wrong value nor a malformed number is echoed whole.
   for (const std::string& big : {"{\"type\": \"TestOuter\", \"name\": [\"" + std::string(100000, 'x') + "\"]}",

@@ -40,8 +40,20 @@ struct EnumNames {
 };
 
 enum class FieldKind : uint8_t {
-  boolean, integer, real, string, dtype, integers, reals, strings,
-  optional_integer, optional_real, enumeration, nested, hparams, hparams_list,
+  boolean,
+  integer,
+  real,
+  string,
+  dtype,
+  integers,
+  reals,
+  strings,
+  optional_integer,
+  optional_real,
+  enumeration,
+  nested,
+  hparams,
+  hparams_list,
 };
 
 // A reference to one field of an HParams object, for the visitor.
@@ -50,8 +62,8 @@ struct FieldRef {
   const char* doc;
   FieldKind kind;
   void* ptr;
-  int int_bytes = 8;                   // integer: 4 for int, 8 for int64_t
-  int real_bytes = 8;                  // real: 4 for float, 8 for double
+  int int_bytes = 8;                      // integer: 4 for int, 8 for int64_t
+  int real_bytes = 8;                     // real: 4 for float, 8 for double
   const EnumNames* enum_names = nullptr;  // enumeration
 };
 
@@ -97,13 +109,11 @@ inline FieldRef ref(const char* n, const char* d, std::vector<HParamsPtr>& v) {
 }
 // A by-value nested HParams struct (not swappable), e.g. a WeightInit.
 template <class T>
-  requires std::is_base_of_v<BaseHParams, T>
-FieldRef ref(const char* n, const char* d, T& v) {
+requires std::is_base_of_v<BaseHParams, T> FieldRef ref(const char* n, const char* d, T& v) {
   return {n, d, FieldKind::nested, static_cast<BaseHParams*>(&v)};
 }
 template <class E>
-  requires std::is_enum_v<E>
-FieldRef ref(const char* n, const char* d, E& v) {
+requires std::is_enum_v<E> FieldRef ref(const char* n, const char* d, E& v) {
   static_assert(sizeof(E) == sizeof(int), "enum fields need an int-sized underlying type");
   return {n, d, FieldKind::enumeration, &v, 4, 8, &pax_enum_names(static_cast<E*>(nullptr))};
 }
@@ -162,53 +172,49 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 #define PAX_HP_FE_31(x, ...) PAX_HP_APPLY(x) PAX_HP_EXPAND(PAX_HP_FE_30(__VA_ARGS__))
 #define PAX_HP_FE_32(x, ...) PAX_HP_APPLY(x) PAX_HP_EXPAND(PAX_HP_FE_31(__VA_ARGS__))
 #define PAX_HP_GET(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20, _21, \
-                   _22, _23, _24, _25, _26, _27, _28, _29, _30, _31, _32, NAME, ...)                             \
+                   _22, _23, _24, _25, _26, _27, _28, _29, _30, _31, _32, NAME, ...)                               \
   NAME
-#define PAX_HP_FOR_EACH(...)                                                                                       \
-  PAX_HP_EXPAND(PAX_HP_GET(__VA_ARGS__, PAX_HP_FE_32, PAX_HP_FE_31, PAX_HP_FE_30, PAX_HP_FE_29, PAX_HP_FE_28,      \
-                           PAX_HP_FE_27, PAX_HP_FE_26, PAX_HP_FE_25, PAX_HP_FE_24, PAX_HP_FE_23, PAX_HP_FE_22,     \
-                           PAX_HP_FE_21, PAX_HP_FE_20, PAX_HP_FE_19, PAX_HP_FE_18, PAX_HP_FE_17, PAX_HP_FE_16,     \
-                           PAX_HP_FE_15, PAX_HP_FE_14, PAX_HP_FE_13, PAX_HP_FE_12, PAX_HP_FE_11, PAX_HP_FE_10,     \
-                           PAX_HP_FE_9, PAX_HP_FE_8, PAX_HP_FE_7, PAX_HP_FE_6, PAX_HP_FE_5, PAX_HP_FE_4,           \
-                           PAX_HP_FE_3, PAX_HP_FE_2, PAX_HP_FE_1)(__VA_ARGS__))
+#define PAX_HP_FOR_EACH(...)                                                                                          \
+  PAX_HP_EXPAND(PAX_HP_GET(__VA_ARGS__, PAX_HP_FE_32, PAX_HP_FE_31, PAX_HP_FE_30, PAX_HP_FE_29, PAX_HP_FE_28,         \
+                           PAX_HP_FE_27, PAX_HP_FE_26, PAX_HP_FE_25, PAX_HP_FE_24, PAX_HP_FE_23, PAX_HP_FE_22,        \
+                           PAX_HP_FE_21, PAX_HP_FE_20, PAX_HP_FE_19, PAX_HP_FE_18, PAX_HP_FE_17, PAX_HP_FE_16,        \
+                           PAX_HP_FE_15, PAX_HP_FE_14, PAX_HP_FE_13, PAX_HP_FE_12, PAX_HP_FE_11, PAX_HP_FE_10,        \
+                           PAX_HP_FE_9, PAX_HP_FE_8, PAX_HP_FE_7, PAX_HP_FE_6, PAX_HP_FE_5, PAX_HP_FE_4, PAX_HP_FE_3, \
+                           PAX_HP_FE_2, PAX_HP_FE_1)(__VA_ARGS__))
 
 // Inside an HParams struct: the type name, the base (whose fields come
 // first; ::pax::BaseHParams for none) and each field as (member, "doc").
-#define PAX_HPARAMS(TypeName, Base, ...)                                                   \
-  const char* type_name() const override { return #TypeName; }                          \
-  ::pax::HParamsPtr clone() const override {                                              \
-    return std::make_shared<std::remove_cvref_t<decltype(*this)>>(*this);                 \
-  }                                                                                       \
-  using ::pax::BaseHParams::visit_fields;                                                 \
-  void visit_fields(const std::function<void(const ::pax::FieldRef&)>& f) override {      \
-    if constexpr (!std::is_same_v<Base, ::pax::BaseHParams>) Base::visit_fields(f);       \
-    PAX_HP_FOR_EACH(__VA_ARGS__)                                                          \
+#define PAX_HPARAMS(TypeName, Base, ...)                                                                             \
+  const char* type_name() const override { return #TypeName; }                                                       \
+  ::pax::HParamsPtr clone() const override { return std::make_shared<std::remove_cvref_t<decltype(*this)>>(*this); } \
+  using ::pax::BaseHParams::visit_fields;                                                                            \
+  void visit_fields(const std::function<void(const ::pax::FieldRef&)>& f) override {                                 \
+    if constexpr (!std::is_same_v<Base, ::pax::BaseHParams>) Base::visit_fields(f);                                  \
+    PAX_HP_FOR_EACH(__VA_ARGS__)                                                                                     \
   }
 
 // An HParams struct with no fields of its own.
-#define PAX_HPARAMS_NO_FIELDS(TypeName, Base)                                             \
-  const char* type_name() const override { return #TypeName; }                          \
-  ::pax::HParamsPtr clone() const override {                                              \
-    return std::make_shared<std::remove_cvref_t<decltype(*this)>>(*this);                 \
-  }                                                                                       \
-  using ::pax::BaseHParams::visit_fields;                                                 \
-  void visit_fields(const std::function<void(const ::pax::FieldRef&)>& f) override {      \
-    if constexpr (!std::is_same_v<Base, ::pax::BaseHParams>) Base::visit_fields(f);       \
+#define PAX_HPARAMS_NO_FIELDS(TypeName, Base)                                                                        \
+  const char* type_name() const override { return #TypeName; }                                                       \
+  ::pax::HParamsPtr clone() const override { return std::make_shared<std::remove_cvref_t<decltype(*this)>>(*this); } \
+  using ::pax::BaseHParams::visit_fields;                                                                            \
+  void visit_fields(const std::function<void(const ::pax::FieldRef&)>& f) override {                                 \
+    if constexpr (!std::is_same_v<Base, ::pax::BaseHParams>) Base::visit_fields(f);                                  \
   }
 
 // Registers an HParams struct under its type name (in a .cc file).
-#define PAX_REGISTER_HPARAMS(Struct, kind)                                                          \
-  static const bool pax_hparams_registered_##Struct##_ = [] {                                        \
-    ::pax::register_hparams(Struct().type_name(), [] { return ::pax::HParamsPtr(std::make_shared<Struct>()); }, \
-                            kind);                                                                  \
-    return true;                                                                                    \
+#define PAX_REGISTER_HPARAMS(Struct, kind)                                                         \
+  static const bool pax_hparams_registered_##Struct##_ = [] {                                      \
+    ::pax::register_hparams(                                                                       \
+        Struct().type_name(), [] { return ::pax::HParamsPtr(std::make_shared<Struct>()); }, kind); \
+    return true;                                                                                   \
   }()
 
 // Declares the value names of an enum used as a field type, in the enum's
 // namespace (found by argument-dependent lookup):
 //   PAX_ENUM(WeightInitMethod, "constant", "gaussian", ...)
-#define PAX_ENUM(Enum, ...)                                          \
-  inline const ::pax::EnumNames& pax_enum_names(Enum*) {             \
-    static const ::pax::EnumNames n{#Enum, {__VA_ARGS__}};           \
-    return n;                                                        \
+#define PAX_ENUM(Enum, ...)                                \
+  inline const ::pax::EnumNames& pax_enum_names(Enum*) {   \
+    static const ::pax::EnumNames n{#Enum, {__VA_ARGS__}}; \
+    return n;                                              \
   }

@@ -27,9 +27,7 @@ const std::shared_ptr<Buffer>& Array::buffer() const {
            "lax control flow (cond, while_loop) instead of C++ control flow on array values");
 }
 
-void Array::copy_to_host(DType as, void* dst) const {
-  convert_host(dtype(), data(), as, dst, size_t(size()));
-}
+void Array::copy_to_host(DType as, void* dst) const { convert_host(dtype(), data(), as, dst, size_t(size())); }
 
 void Array::check_item() const {
   PAX_CHECK(size() == 1, "item: the array has shape ", shape(), " (", size(),

@@ -32,7 +32,7 @@ class Array {
   bool weak_type() const { return aval().weak_type; }
   int64_t ndim() const { return shape().rank(); }
   int64_t size() const { return shape().numel(); }  // number of elements
-  int64_t dim(int64_t axis) const;                   // negative axes count from the end
+  int64_t dim(int64_t axis) const;                  // negative axes count from the end
   size_t nbytes() const { return size_t(size()) * itemsize(dtype()); }
 
   bool is_concrete() const { return impl_ && impl_->buffer != nullptr; }
@@ -105,8 +105,8 @@ PrintOptions& print_options();
 Array from_host(const void* data, const Shape& shape, DType dtype);
 template <class T>
 Array array(std::span<const T> values, const Shape& shape) {
-  PAX_CHECK(int64_t(values.size()) == shape.numel(), "array: ", values.size(),
-            " values do not fill shape ", shape, " (which needs ", shape.numel(), ")");
+  PAX_CHECK(int64_t(values.size()) == shape.numel(), "array: ", values.size(), " values do not fill shape ", shape,
+            " (which needs ", shape.numel(), ")");
   return from_host(values.data(), shape, dtype_v<T>);
 }
 template <class T>

@@ -72,8 +72,8 @@ class HostAllocator {
         std::lock_guard<std::mutex> lock(mu_);
         stats_.bytes_in_use -= capacity;
         const std::string purpose = AllocationPurpose::describe_current();
-        PAX_FAIL("out of host memory allocating ", format_bytes(double(capacity)), purpose.empty() ? "" : " ", purpose, " (",
-                 format_bytes(double(stats_.bytes_in_use)), " in use by arrays)");
+        PAX_FAIL("out of host memory allocating ", format_bytes(double(capacity)), purpose.empty() ? "" : " ", purpose,
+                 " (", format_bytes(double(stats_.bytes_in_use)), " in use by arrays)");
       }
     }
     if (align == kHugeAlign) madvise(p, capacity, MADV_HUGEPAGE);
@@ -148,9 +148,7 @@ std::string format_bytes(double bytes) {
   return format_scaled(bytes, {{1e12, " TB"}, {1e9, " GB"}, {1e6, " MB"}, {1e3, " KB"}}, 1, " B");
 }
 
-AllocationPurpose::AllocationPurpose(std::string what) : what_(std::move(what)), outer_(t_purpose) {
-  t_purpose = this;
-}
+AllocationPurpose::AllocationPurpose(std::string what) : what_(std::move(what)), outer_(t_purpose) { t_purpose = this; }
 
 AllocationPurpose::~AllocationPurpose() { t_purpose = outer_; }
 

@@ -53,12 +53,12 @@ uint16_t float_to_f16(float f) {
   std::memcpy(&u, &f, 4);
   uint16_t sign = uint16_t((u >> 16) & 0x8000u);
   uint32_t au = u & 0x7fffffffu;
-  if (au > 0x7f800000u) return sign | 0x7e00u;  // NaN
+  if (au > 0x7f800000u) return sign | 0x7e00u;   // NaN
   if (au >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: inf
-  if (au < 0x38800000u) {                       // below the smallest normal
-    if (au < 0x33000000u) return sign;          // rounds to zero
+  if (au < 0x38800000u) {                        // below the smallest normal
+    if (au < 0x33000000u) return sign;           // rounds to zero
     uint32_t mant = (au & 0x7fffffu) | 0x800000u;
-    int shift = 126 - int(au >> 23);            // 14..24
+    int shift = 126 - int(au >> 23);  // 14..24
     uint32_t half = 1u << (shift - 1);
     uint32_t rest = mant & ((1u << shift) - 1);
     uint32_t r = mant >> shift;
@@ -76,10 +76,15 @@ f16::operator float() const { return f16_to_float(bits); }
 
 size_t itemsize(DType d) {
   switch (d) {
-    case DType::bool_: case DType::u8: return 1;
-    case DType::bf16: case DType::f16: return 2;
-    case DType::u32: case DType::i32: case DType::f32: return 4;
-    case DType::i64: case DType::f64: return 8;
+    case DType::bool_:
+    case DType::u8: return 1;
+    case DType::bf16:
+    case DType::f16: return 2;
+    case DType::u32:
+    case DType::i32:
+    case DType::f32: return 4;
+    case DType::i64:
+    case DType::f64: return 8;
   }
   return 0;
 }
@@ -124,12 +129,8 @@ DType dtype_from_name(const std::string& name) {
            "float16/f16, float32/f32, float64/f64");
 }
 
-bool is_floating(DType d) {
-  return d == DType::bf16 || d == DType::f16 || d == DType::f32 || d == DType::f64;
-}
-bool is_integer(DType d) {
-  return d == DType::u8 || d == DType::u32 || d == DType::i32 || d == DType::i64;
-}
+bool is_floating(DType d) { return d == DType::bf16 || d == DType::f16 || d == DType::f32 || d == DType::f64; }
+bool is_integer(DType d) { return d == DType::u8 || d == DType::u32 || d == DType::i32 || d == DType::i64; }
 bool is_unsigned(DType d) { return d == DType::u8 || d == DType::u32; }
 
 std::ostream& operator<<(std::ostream& os, DType d) { return os << dtype_name(d); }

@@ -17,16 +17,24 @@ inline constexpr int kNumDTypes = 9;
 struct bf16 {
   uint16_t bits = 0;
   bf16() = default;
-  explicit bf16(float f);           // round to nearest even; NaN stays NaN
-  operator float() const;           // exact
-  static bf16 from_bits(uint16_t b) { bf16 r; r.bits = b; return r; }
+  explicit bf16(float f);  // round to nearest even; NaN stays NaN
+  operator float() const;  // exact
+  static bf16 from_bits(uint16_t b) {
+    bf16 r;
+    r.bits = b;
+    return r;
+  }
 };
 struct f16 {
   uint16_t bits = 0;
   f16() = default;
-  explicit f16(float f);            // IEEE binary16, round to nearest even
-  operator float() const;           // exact
-  static f16 from_bits(uint16_t b) { f16 r; r.bits = b; return r; }
+  explicit f16(float f);   // IEEE binary16, round to nearest even
+  operator float() const;  // exact
+  static f16 from_bits(uint16_t b) {
+    f16 r;
+    r.bits = b;
+    return r;
+  }
 };
 
 float bf16_to_float(uint16_t bits);
@@ -35,8 +43,8 @@ float f16_to_float(uint16_t bits);
 uint16_t float_to_f16(float f);
 
 size_t itemsize(DType dtype);
-const char* dtype_name(DType dtype);        // "float32", "bfloat16", "int32", "bool", ...
-const char* dtype_short_name(DType dtype);  // "f32", "bf16", "i32", "bool", ... (jaxpr style)
+const char* dtype_name(DType dtype);             // "float32", "bfloat16", "int32", "bool", ...
+const char* dtype_short_name(DType dtype);       // "f32", "bf16", "i32", "bool", ... (jaxpr style)
 DType dtype_from_name(const std::string& name);  // accepts both spellings; throws pax::Error
 bool is_floating(DType dtype);
 bool is_integer(DType dtype);   // signed or unsigned, not bool
@@ -60,6 +68,7 @@ struct WeakDType {
 WeakDType promote_weak(WeakDType a, WeakDType b);
 
 // C++ type <-> DType mapping, for creation and host read-back.
+// clang-format off
 template <class T> struct dtype_of;
 template <> struct dtype_of<bool> { static constexpr DType value = DType::bool_; };
 template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::u8; };
@@ -71,6 +80,7 @@ template <> struct dtype_of<f16> { static constexpr DType value = DType::f16; };
 template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
 template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
 template <class T> inline constexpr DType dtype_v = dtype_of<T>::value;
+// clang-format on
 
 // Calls f with a value of the C++ type of `d` (bool{}, uint8_t{}, ..., double{}),
 // so that a loop is compiled per type and the dtype is switched on once.

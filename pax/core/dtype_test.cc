@@ -12,8 +12,8 @@
 namespace pax {
 namespace {
 
-constexpr DType kAll[] = {DType::bool_, DType::u8, DType::u32, DType::i32, DType::i64,
-                          DType::bf16, DType::f16, DType::f32, DType::f64};
+constexpr DType kAll[] = {DType::bool_, DType::u8,  DType::u32, DType::i32, DType::i64,
+                          DType::bf16,  DType::f16, DType::f32, DType::f64};
 
 TEST(DType, SizesAndNames) {
   EXPECT_EQ(itemsize(DType::bool_), 1u);
@@ -99,12 +99,13 @@ TEST(DType, F16ConversionIsExactAndRounds) {
       else EXPECT_EQ(f, float(sign * INFINITY));
       continue;
     }
-    double want = exp == 0 ? sign * std::ldexp(double(mant), -24) : sign * std::ldexp(1.0 + mant / 1024.0, int(exp) - 15);
+    double want = exp == 0 ? sign * std::ldexp(double(mant), -24)
+                           : sign * std::ldexp(1.0 + mant / 1024.0, int(exp) - 15);
     EXPECT_EQ(double(f), want) << h;
     EXPECT_EQ(float_to_f16(f), h);
   }
   EXPECT_EQ(f16_to_float(float_to_f16(65504.0f)), 65504.0f);
-  EXPECT_EQ(f16_to_float(float_to_f16(65520.0f)), INFINITY);  // halfway to 2^16 rounds up
+  EXPECT_EQ(f16_to_float(float_to_f16(65520.0f)), INFINITY);           // halfway to 2^16 rounds up
   EXPECT_EQ(f16_to_float(float_to_f16(std::ldexp(1.0f, -25))), 0.0f);  // tie to even (zero)
   EXPECT_EQ(f16_to_float(float_to_f16(std::ldexp(1.5f, -25))), std::ldexp(1.0f, -24));
   EXPECT_EQ(f16_to_float(float_to_f16(1.0f + std::ldexp(1.0f, -11))), 1.0f);  // tie to even

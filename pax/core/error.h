@@ -26,8 +26,8 @@ std::string concat(const Args&... args) {
 }  // namespace pax
 
 // Throws pax::Error with the streamed message when `cond` is false.
-#define PAX_CHECK(cond, ...)                                   \
-  do {                                                         \
+#define PAX_CHECK(cond, ...)                                             \
+  do {                                                                   \
     if (!(cond)) throw ::pax::Error(::pax::detail::concat(__VA_ARGS__)); \
   } while (0)
 

@@ -179,8 +179,7 @@ std::ostream& operator<<(std::ostream& os, const Array& a) {
       max_abs = std::max(max_abs, std::fabs(v));
       min_abs = std::min(min_abs, std::fabs(v));
     }
-    f.scientific = max_abs >= 1e8 || (min_abs < 1e-4 && max_abs > 0) ||
-                   (max_abs > 0 && max_abs / min_abs > 1e3);
+    f.scientific = max_abs >= 1e8 || (min_abs < 1e-4 && max_abs > 0) || (max_abs > 0 && max_abs / min_abs > 1e3);
   }
   std::string prefix = "Array(";
   std::string body;

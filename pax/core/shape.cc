@@ -51,8 +51,8 @@ std::string AVal::str() const {
 std::ostream& operator<<(std::ostream& os, const AVal& a) { return os << a.str(); }
 
 int64_t normalize_axis(int64_t axis, int64_t rank, const char* op) {
-  PAX_CHECK(axis >= -rank && axis < rank, op, ": axis ", axis, " is out of range for an array of rank ",
-            rank, "; valid axes are ", -rank, " .. ", rank - 1);
+  PAX_CHECK(axis >= -rank && axis < rank, op, ": axis ", axis, " is out of range for an array of rank ", rank,
+            "; valid axes are ", -rank, " .. ", rank - 1);
   return axis < 0 ? axis + rank : axis;
 }
 
@@ -61,8 +61,7 @@ std::vector<int64_t> normalize_axes(std::span<const int64_t> axes, int64_t rank,
   out.reserve(axes.size());
   for (int64_t a : axes) {
     int64_t n = normalize_axis(a, rank, op);
-    PAX_CHECK(std::find(out.begin(), out.end(), n) == out.end(), op, ": axis ", a,
-              " is repeated in ", ints_str(axes));
+    PAX_CHECK(std::find(out.begin(), out.end(), n) == out.end(), op, ": axis ", a, " is repeated in ", ints_str(axes));
     out.push_back(n);
   }
   return out;

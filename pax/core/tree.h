@@ -25,9 +25,9 @@ class Tree {
   using Item = std::pair<std::string, Tree>;
   using Dict = std::vector<Item>;  // insertion order; keys unique
 
-  Tree() = default;                       // None
-  Tree(Array leaf);                       // NOLINT(google-explicit-constructor)
-  Tree(List items);                       // NOLINT
+  Tree() = default;  // None
+  Tree(Array leaf);  // NOLINT(google-explicit-constructor)
+  Tree(List items);  // NOLINT
   static Tree list(List items = {});
   static Tree dict(Dict items = {});
   static Tree dict(std::initializer_list<Item> items);
@@ -38,10 +38,10 @@ class Tree {
   bool is_list() const { return kind_ == Kind::list; }
   bool is_dict() const { return kind_ == Kind::dict; }
 
-  const Array& leaf() const;     // throws unless a leaf
-  size_t size() const;           // children of a list or dict; 0 otherwise
-  const List& items() const;     // list children
-  const Dict& entries() const;   // dict children in insertion order
+  const Array& leaf() const;    // throws unless a leaf
+  size_t size() const;          // children of a list or dict; 0 otherwise
+  const List& items() const;    // list children
+  const Dict& entries() const;  // dict children in insertion order
   std::vector<std::string> keys() const;
   bool contains(const std::string& key) const;
 

@@ -27,8 +27,9 @@ TEST(Tree, BuildAndAccess) {
   EXPECT_EQ(t["params"]["ff"]["w"].leaf().shape(), (Shape{3, 4}));
   EXPECT_EQ(t.at_path("params/layers/1").leaf().dtype(), DType::i32);
   EXPECT_TRUE(t["optional"].is_none());
-  EXPECT_EQ(t.str(), "{'params': {'ff': {'w': f32[3,4], 'b': f32[4]}, 'layers': [f32[2], i32[2]]}, 'step': i32[], "
-                     "'optional': None}");
+  EXPECT_EQ(t.str(),
+            "{'params': {'ff': {'w': f32[3,4], 'b': f32[4]}, 'layers': [f32[2], i32[2]]}, 'step': i32[], "
+            "'optional': None}");
   const Tree& c = t;
   EXPECT_PAX_ERROR(c["nope"], "no key 'nope'; keys are 'params', 'step', 'optional'");
   EXPECT_PAX_ERROR(c.at_path("params/ff/x"), "no key 'x'");
@@ -38,8 +39,8 @@ TEST(Tree, BuildAndAccess) {
 
 // flax.core.pop and {'params': params, **state}, as the Flax state guide uses them.
 TEST(Tree, PopAndMergeAsFlaxDoes) {
-  const Tree variables = Tree::dict({{"params", Tree::dict({{"w", zeros({2})}})},
-                                     {"batch_stats", Tree::dict({{"mean", ones({2})}})}});
+  const Tree variables =
+      Tree::dict({{"params", Tree::dict({{"w", zeros({2})}})}, {"batch_stats", Tree::dict({{"mean", ones({2})}})}});
   auto [state, params] = tree_pop(variables, "params");
   EXPECT_EQ(state.keys(), (std::vector<std::string>{"batch_stats"}));
   EXPECT_EQ(params.keys(), (std::vector<std::string>{"w"}));
@@ -77,8 +78,8 @@ TEST(Tree, FlattenUnflattenRoundTrip) {
   EXPECT_EQ(tree_structure(back), def);
   EXPECT_EQ(back.str(), t.str());
   EXPECT_EQ(back["params"]["ff"]["w"].leaf().id(), t["params"]["ff"]["w"].leaf().id());
-  EXPECT_EQ(tree_paths(t), (std::vector<std::string>{"params/ff/w", "params/ff/b", "params/layers/0",
-                                                     "params/layers/1", "step"}));
+  EXPECT_EQ(tree_paths(t),
+            (std::vector<std::string>{"params/ff/w", "params/ff/b", "params/layers/0", "params/layers/1", "step"}));
   EXPECT_PAX_ERROR(tree_unflatten(def, std::vector<Array>(4, zeros({1}))), "has 5 leaves but 4 arrays");
   // Structures compare and hash by shape of the tree, not by values.
   Tree other = tree_map([](const Array& x) { return ones_like(x); }, t);
@@ -99,10 +100,12 @@ TEST(Tree, MapsAndDiffs) {
   Tree n = tree_map_n([](std::span<const Array> xs) { return xs[0] + xs[1] + xs[2]; }, three);
   EXPECT_EQ(n["params"]["layers"][0].leaf().to_vector<float>(), (std::vector<float>{3, 3}));
   std::vector<std::string> seen;
-  tree_map_with_path([&](const std::string& path, const Array& x) {
-    seen.push_back(path);
-    return x;
-  }, t);
+  tree_map_with_path(
+      [&](const std::string& path, const Array& x) {
+        seen.push_back(path);
+        return x;
+      },
+      t);
   EXPECT_EQ(seen, tree_paths(t));
 
   Tree missing = t;

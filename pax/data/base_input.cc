@@ -32,8 +32,7 @@ std::string join(const std::vector<std::string>& names) {
 
 }  // namespace
 
-BaseInput::BaseInput(const HParams& hparams)
-    : hparams_(std::static_pointer_cast<const HParams>(hparams.clone())) {
+BaseInput::BaseInput(const HParams& hparams) : hparams_(std::static_pointer_cast<const HParams>(hparams.clone())) {
   const HParams& p = *hparams_;
   const std::string who = description();
   PAX_CHECK(p.batch_size >= 1, who, ": batch_size must be >= 1, got ", p.batch_size);
@@ -59,15 +58,19 @@ std::vector<std::string> BaseInput::ids_to_strings(const Array& ids, const Array
 std::optional<int64_t> eval_run_batches(const BaseInput::HParams& p) {
   const std::string who = p.type_name() + (p.name.empty() ? "" : " '" + p.name + "'");
   if (p.reset_for_eval) {
-    PAX_CHECK(!p.eval_loop_num_batches, who, ": reset_for_eval = true reads one epoch per eval run, and Pax's eval "
-              "table does not support the first N batches with it (eval_loop_num_batches = ", *p.eval_loop_num_batches,
+    PAX_CHECK(!p.eval_loop_num_batches, who,
+              ": reset_for_eval = true reads one epoch per eval run, and Pax's eval "
+              "table does not support the first N batches with it (eval_loop_num_batches = ",
+              *p.eval_loop_num_batches,
               " would be ignored): set eval_loop_num_batches = None, or reset_for_eval = false and repeat = true "
               "to read N new batches per run");
-    PAX_CHECK(!p.repeat, who, ": reset_for_eval = true reads one epoch per eval run, so the input must be finite "
+    PAX_CHECK(!p.repeat, who,
+              ": reset_for_eval = true reads one epoch per eval run, so the input must be finite "
               "(Pax's eval table): set repeat = false");
     return std::nullopt;
   }
-  PAX_CHECK(p.eval_loop_num_batches, who, ": reset_for_eval = false with eval_loop_num_batches None is not "
+  PAX_CHECK(p.eval_loop_num_batches, who,
+            ": reset_for_eval = false with eval_loop_num_batches None is not "
             "supported (Pax's eval table): set eval_loop_num_batches = N to read the next N batches per run "
             "(with repeat = true), or reset_for_eval = true and repeat = false to read one epoch per run");
   PAX_CHECK(p.repeat, who, ": reset_for_eval = false reads the next ", *p.eval_loop_num_batches,
@@ -146,8 +149,8 @@ Tree int_state(const std::vector<std::pair<std::string, int64_t>>& values) {
 }
 
 int64_t state_value(const Tree& state, const std::string& key, const std::string& who) {
-  PAX_CHECK(state.is_dict() && state.contains(key), who, ": restore_state: the state has no '", key,
-            "' (got ", state.str(), "); was it saved by a different input?");
+  PAX_CHECK(state.is_dict() && state.contains(key), who, ": restore_state: the state has no '", key, "' (got ",
+            state.str(), "); was it saved by a different input?");
   const Tree& v = state[key];
   PAX_CHECK(v.is_leaf() && v.leaf().size() == 1 && is_integer(v.leaf().dtype()), who, ": restore_state: '", key,
             "' must be an integer scalar, got ", v.str());

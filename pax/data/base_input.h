@@ -161,10 +161,9 @@ int64_t state_value(const Tree& state, const std::string& key, const std::string
 }  // namespace pax::data
 
 // Registers an input class (its HParams type name is the input's name).
-#define PAX_REGISTER_INPUT(Cls)                                                              \
-  static const bool pax_input_registered_##Cls##_ = [] {                                     \
-    ::pax::data::register_input(                                                             \
-        Cls::HParams().type_name(), &::pax::data::detail::make_input<Cls>,                   \
-        [] { return ::pax::HParamsPtr(std::make_shared<Cls::HParams>()); });                 \
-    return true;                                                                             \
+#define PAX_REGISTER_INPUT(Cls)                                                                      \
+  static const bool pax_input_registered_##Cls##_ = [] {                                             \
+    ::pax::data::register_input(Cls::HParams().type_name(), &::pax::data::detail::make_input<Cls>,   \
+                                [] { return ::pax::HParamsPtr(std::make_shared<Cls::HParams>()); }); \
+    return true;                                                                                     \
   }()

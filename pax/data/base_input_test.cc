@@ -294,7 +294,7 @@ TEST(State, IsADictOfIntegerScalars) {
     EXPECT_EQ(v.leaf().dtype(), DType::i64) << k;
     EXPECT_EQ(v.leaf().ndim(), 0) << k;
   }
-  read(*input, 3);  // 6 examples: one epoch and one more
+  read(*input, 3);                                     // 6 examples: one epoch and one more
   EXPECT_EQ(s["position"].leaf().item<int64_t>(), 0);  // the old state is a value
   EXPECT_EQ(input->state()["epoch"].leaf().item<int64_t>(), 1);
   EXPECT_EQ(input->state()["position"].leaf().item<int64_t>(), 1);
@@ -378,9 +378,9 @@ TEST(ArrayInput, GathersRowsAndPadsWithZeroWeightAndPaddingsOne) {
 
 TEST(ArrayInput, ChecksTheExamples) {
   EXPECT_PAX_ERROR(ArrayInput(params(1, true), Tree(array<int32_t>({1}))), "must be a non-empty dict");
-  EXPECT_PAX_ERROR(ArrayInput(params(1, true), Tree::dict({{"a", array<int32_t>({1, 2})},
-                                                           {"b", array<int32_t>({1, 2, 3})}})),
-                   "same leading (example) dimension");
+  EXPECT_PAX_ERROR(
+      ArrayInput(params(1, true), Tree::dict({{"a", array<int32_t>({1, 2})}, {"b", array<int32_t>({1, 2, 3})}})),
+      "same leading (example) dimension");
   EXPECT_PAX_ERROR(ArrayInput(params(1, true), Tree::dict({{"a", array<int32_t>(std::vector<int32_t>{})}})),
                    "has no examples");
 }

@@ -41,8 +41,8 @@ IdxArray read_idx(const std::string& path) {
   PAX_CHECK(type == 0x08, "read_idx: '", path, "' holds IDX type ", hex(uint32_t(type)),
             "; only unsigned bytes (0x08) are supported");
   const size_t header = 4 + 4 * size_t(ndim);
-  PAX_CHECK(bytes.size() >= header, "read_idx: '", path, "' is truncated: its header needs ", header, " bytes, the file has ",
-            bytes.size());
+  PAX_CHECK(bytes.size() >= header, "read_idx: '", path, "' is truncated: its header needs ", header,
+            " bytes, the file has ", bytes.size());
   IdxArray out;
   uint64_t total = 1;
   for (int d = 0; d < ndim; ++d) {
@@ -55,8 +55,8 @@ IdxArray read_idx(const std::string& path) {
   const size_t expected = header + size_t(total);
   PAX_CHECK(bytes.size() >= expected, "read_idx: '", path, "' is truncated: the header promises ", total,
             " data bytes (", expected, " in all) but the file has ", bytes.size());
-  PAX_CHECK(bytes.size() == expected, "read_idx: '", path, "' has ", bytes.size() - expected,
-            " bytes after the ", total, " data bytes its header promises");
+  PAX_CHECK(bytes.size() == expected, "read_idx: '", path, "' has ", bytes.size() - expected, " bytes after the ",
+            total, " data bytes its header promises");
   out.data.assign(bytes.begin() + std::ptrdiff_t(header), bytes.end());
   return out;
 }

@@ -57,8 +57,9 @@ class IdxImageInput : public IndexedInput {
     double pixel_mean = 0.0;
     double pixel_stddev = 1.0;
     PAX_HPARAMS(IdxImageInput, BaseInput::HParams,
-                (dir, "Directory of the IDX files ({train,t10k}-{images-idx3,labels-idx1}-ubyte.gz); "
-                      "empty: Fashion-MNIST."),
+                (dir,
+                 "Directory of the IDX files ({train,t10k}-{images-idx3,labels-idx1}-ubyte.gz); "
+                 "empty: Fashion-MNIST."),
                 (data_dir, "Data directory (empty: --data_dir, $PAX_DATA_DIR or ./data)."),
                 (split, "train (train-*) or test (t10k-*) files."),
                 (pixel_mean, "Subtracted from the pixels after scaling them to [0, 1]."),

@@ -14,9 +14,7 @@ const BaseInput::HParams& checked_hparams(const std::unique_ptr<BaseInput>& inne
 }  // namespace
 
 PrefetchInput::PrefetchInput(std::unique_ptr<BaseInput> inner, int64_t buffer_size)
-    : BaseInput(checked_hparams(inner)),
-      inner_(std::move(inner)),
-      buffer_size_(buffer_size) {
+    : BaseInput(checked_hparams(inner)), inner_(std::move(inner)), buffer_size_(buffer_size) {
   PAX_CHECK(buffer_size_ >= 1, "PrefetchInput: buffer_size must be >= 1, got ", buffer_size_);
   consumed_state_ = inner_->state();
   start();

@@ -154,8 +154,10 @@ TEST(Prefetch, EvalRunsAndResetsThroughThePrefetcher) {
   hp.reset_for_eval = true;
   PrefetchInput prefetched(numbers(5, hp), 3);
   std::vector<std::vector<int32_t>> first, second;
-  EXPECT_EQ(for_each_eval_batch(prefetched, [&](const Tree& b) { first.push_back(b["x"].leaf().to_vector<int32_t>()); }), 3);
-  EXPECT_EQ(for_each_eval_batch(prefetched, [&](const Tree& b) { second.push_back(b["x"].leaf().to_vector<int32_t>()); }), 3);
+  EXPECT_EQ(
+      for_each_eval_batch(prefetched, [&](const Tree& b) { first.push_back(b["x"].leaf().to_vector<int32_t>()); }), 3);
+  EXPECT_EQ(
+      for_each_eval_batch(prefetched, [&](const Tree& b) { second.push_back(b["x"].leaf().to_vector<int32_t>()); }), 3);
   EXPECT_EQ(first, second);
   EXPECT_PAX_ERROR(PrefetchInput(numbers(5, hp), 0), "buffer_size must be >= 1");
   EXPECT_PAX_ERROR(PrefetchInput(nullptr, 2), "inner input is null");

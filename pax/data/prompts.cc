@@ -53,9 +53,8 @@ Tree PromptInput::make_batch(const std::vector<int64_t>& indices) const {
     lengths[size_t(i)] = int32_t(src.size());
     weights[size_t(i)] = 1.0f;
   }
-  return Tree::dict({{"prefix", array(prefix, {b, p})},
-                     {"prefix_lengths", array(lengths, {b})},
-                     {"weights", array(weights, {b})}});
+  return Tree::dict(
+      {{"prefix", array(prefix, {b, p})}, {"prefix_lengths", array(lengths, {b})}, {"weights", array(weights, {b})}});
 }
 
 std::vector<std::string> PromptInput::ids_to_strings(const Array& ids, const Array& lengths) const {

@@ -20,8 +20,9 @@ ExampleOrder::ExampleOrder(int64_t num_examples, const BaseInput::HParams& p, st
   // epoch reads every example once and pads the shorter shares instead.
   host_examples_ = repeat_ ? num_examples_ / num_hosts_
                            : (num_examples_ > host_ ? (num_examples_ - host_ + num_hosts_ - 1) / num_hosts_ : 0);
-  PAX_CHECK(host_examples_ > 0, who_, ": ", num_examples_, " examples cannot be shared by num_infeed_hosts = ",
-            num_hosts_, " hosts (host ", host_, " would get none)");
+  PAX_CHECK(host_examples_ > 0, who_, ": ", num_examples_,
+            " examples cannot be shared by num_infeed_hosts = ", num_hosts_, " hosts (host ", host_,
+            " would get none)");
 }
 
 std::optional<int64_t> ExampleOrder::batches_per_epoch() const {

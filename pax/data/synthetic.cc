@@ -8,13 +8,13 @@ namespace pax::data {
 
 SyntheticInput::SyntheticInput(const HParams& hp) : BaseInput(hp), seed_(hp.input_random_seed) {
   const std::string who = description();
-  PAX_CHECK(!hp.num_batches || *hp.num_batches >= 1, who, ": num_batches must be >= 1 or None, got ",
-            *hp.num_batches);
+  PAX_CHECK(!hp.num_batches || *hp.num_batches >= 1, who, ": num_batches must be >= 1 or None, got ", *hp.num_batches);
   if (hp.task == SyntheticTask::lm) {
     PAX_CHECK(hp.seq_length >= 1, who, ": seq_length must be >= 1, got ", hp.seq_length);
     PAX_CHECK(hp.vocab_size >= 1, who, ": vocab_size must be >= 1, got ", hp.vocab_size);
   } else {
-    for (int64_t d : hp.input_shape) PAX_CHECK(d >= 0, who, ": input_shape must be non-negative, got ", Shape(hp.input_shape));
+    for (int64_t d : hp.input_shape)
+      PAX_CHECK(d >= 0, who, ": input_shape must be non-negative, got ", Shape(hp.input_shape));
     PAX_CHECK(hp.num_classes >= 1, who, ": num_classes must be >= 1, got ", hp.num_classes);
   }
   PAX_CHECK(!(!hp.num_batches && !hp.repeat), who,

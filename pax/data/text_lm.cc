@@ -104,7 +104,6 @@ PackedRows pack_documents(std::span<const std::vector<int32_t>> documents, int64
 // ---------------------------------------------------------------------------
 // TextLmInput
 
-
 TextLmInput::TextLmInput(const HParams& hp) : IndexedInput(hp) {
   const std::string who = description();
   PAX_CHECK(hp.seq_length >= 1, who, ": seq_length must be >= 1, got ", hp.seq_length);
@@ -127,7 +126,8 @@ TextLmInput::TextLmInput(const HParams& hp) : IndexedInput(hp) {
     }
   }
   const char* split_name = hp.split == TextSplit::all ? "all" : hp.split == TextSplit::train ? "train" : "validation";
-  PAX_CHECK(!docs.empty(), who, ": no documents in the ", split_name, " split of ", files.size(), " file(s) (first: '", files[0], "')");
+  PAX_CHECK(!docs.empty(), who, ": no documents in the ", split_name, " split of ", files.size(), " file(s) (first: '",
+            files[0], "')");
   num_documents_ = int64_t(docs.size());
 
   std::vector<std::vector<int32_t>> tokens(docs.size());
@@ -135,8 +135,8 @@ TextLmInput::TextLmInput(const HParams& hp) : IndexedInput(hp) {
     for (int64_t i = begin; i < end; ++i) tokens[size_t(i)] = tokenizer_->encode(docs[size_t(i)]);
   });
   const Tokenizer& tok = *tokenizer_;
-  rows_ = pack_documents(tokens, hp.seq_length, hp.pack, start_id(tok), hp.add_eos ? tok.eos_id() : -1,
-                         padding_id(tok));
+  rows_ =
+      pack_documents(tokens, hp.seq_length, hp.pack, start_id(tok), hp.add_eos ? tok.eos_id() : -1, padding_id(tok));
   PAX_CHECK(rows_.num_rows > 0, who, ": the documents hold no tokens");
   set_num_examples(rows_.num_rows);
 }

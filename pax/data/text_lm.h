@@ -75,8 +75,9 @@ class TextLmInput : public IndexedInput {
                 (source, "files: the text files in `files`; kjv: the King James Bible (prepared in data_dir)."),
                 (files, "Text files (plain or gzip) read in order, with source = files."),
                 (data_dir, "Data directory (empty: --data_dir, $PAX_DATA_DIR or ./data)."),
-                (tokenizer, "'bytes' (byte-level, vocab 259), the path of a SentencePiece model, or kjv_spm:<vocab> (a "
-                            "model trained on the KJV text, cached in data_dir)."),
+                (tokenizer,
+                 "'bytes' (byte-level, vocab 259), the path of a SentencePiece model, or kjv_spm:<vocab> (a "
+                 "model trained on the KJV text, cached in data_dir)."),
                 (seq_length, "Tokens per row (T)."),
                 (pack, "Pack several documents per row (with segment_ids / segment_pos); false: one per row."),
                 (add_eos, "End every document with the tokenizer's eos id."),

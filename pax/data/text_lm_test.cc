@@ -35,9 +35,7 @@ std::string write_text(const std::string& name, const std::string& text, bool gz
 }
 
 // Row r of a packed array.
-Ids row(const std::vector<int32_t>& a, int64_t t, int64_t r) {
-  return Ids(a.begin() + r * t, a.begin() + (r + 1) * t);
-}
+Ids row(const std::vector<int32_t>& a, int64_t t, int64_t r) { return Ids(a.begin() + r * t, a.begin() + (r + 1) * t); }
 
 TEST(PackDocuments, PacksWholeDocumentsAndCutsLongOnes) {
   const std::vector<Ids> docs = {{10, 11, 12}, {20}, {30, 31, 32, 33, 34, 35, 36}, {40}};

@@ -49,7 +49,8 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::load(const std::
   auto impl = std::make_unique<Impl>();
   impl->path = model_path;
   const auto status = impl->sp.LoadFromSerializedProto(read_file(model_path));
-  PAX_CHECK(status.ok(), "SentencePieceTokenizer: '", model_path, "' is not a SentencePiece model: ", status.ToString());
+  PAX_CHECK(status.ok(), "SentencePieceTokenizer: '", model_path,
+            "' is not a SentencePiece model: ", status.ToString());
   return std::unique_ptr<SentencePieceTokenizer>(new SentencePieceTokenizer(std::move(impl)));
 }
 

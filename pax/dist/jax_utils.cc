@@ -101,7 +101,8 @@ Tree unreplicate(const Tree& tree) {
   for (int64_t leaf = 0; leaf < n; ++leaf) {
     std::string differing;
     for (int p = 1; p < group.process_count(); ++p)
-      if (all[size_t(p * n + leaf)] != all[size_t(leaf)]) differing += (differing.empty() ? "" : ", ") + std::to_string(p);
+      if (all[size_t(p * n + leaf)] != all[size_t(leaf)])
+        differing += (differing.empty() ? "" : ", ") + std::to_string(p);
     PAX_CHECK(differing.empty(), "dist::unreplicate: the replicas differ: leaf '", paths[size_t(leaf)],
               "' on process(es) ", differing, " is not the same as on process 0");
   }
@@ -175,8 +176,7 @@ std::string broadcast_string(const std::string& s, int root) {
             " is not a process in [0, ", group.process_count(), ")");
   if (group.process_count() == 1) return s;
   const bool mine = group.process_index() == root;
-  const int64_t length =
-      group.broadcast(scalar(mine ? double(s.size()) : 0.0, DType::i64), root).item<int64_t>();
+  const int64_t length = group.broadcast(scalar(mine ? double(s.size()) : 0.0, DType::i64), root).item<int64_t>();
   if (length == 0) return {};
   std::string buffer = mine ? s : std::string(size_t(length), '\0');
   const std::vector<uint8_t> bytes =

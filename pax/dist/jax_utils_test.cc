@@ -73,8 +73,8 @@ TEST(JaxUtils, TreePsumAndPmean) {
   const Tree mine = rank_tree(process_index());
   expect_tree_close(psum(mine, "processes"), expected_sum());
   const Tree mean = pmean(tree_map([](const Array& x) { return x.astype(DType::f32); }, mine), "processes");
-  const Tree want = tree_map([](const Array& x) { return (x.astype(DType::f32) / double(process_count())); },
-                             expected_sum());
+  const Tree want =
+      tree_map([](const Array& x) { return (x.astype(DType::f32) / double(process_count())); }, expected_sum());
   expect_tree_close(mean, want, 1e-6);
   // Buckets of at most 8 bytes: every leaf its own collective, same result.
   expect_tree_close(psum(mine, "processes", 8), expected_sum());

@@ -219,8 +219,8 @@ MPI_Datatype mpi_type(DType d) {
 }
 
 int checked_count(int64_t n, const char* op, const AVal& aval) {
-  PAX_CHECK(n <= INT_MAX, "pax::dist ", op, ": ", aval.str(), " is too large (", n,
-            " elements or bytes; at most ", INT_MAX, " per call)");
+  PAX_CHECK(n <= INT_MAX, "pax::dist ", op, ": ", aval.str(), " is too large (", n, " elements or bytes; at most ",
+            INT_MAX, " per call)");
   return int(n);
 }
 
@@ -439,8 +439,7 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
         verdict[0] = kMismatch;
         verdict[1] = bad;
         std::copy(mine.v.begin(), mine.v.end(), verdict.begin() + 3);
-        std::copy((*theirs)[size_t(bad)].v.begin(), (*theirs)[size_t(bad)].v.end(),
-                  verdict.begin() + 3 + kHeaderInts);
+        std::copy((*theirs)[size_t(bad)].v.begin(), (*theirs)[size_t(bad)].v.end(), verdict.begin() + 3 + kHeaderInts);
       }
       delete theirs;
     }
@@ -459,8 +458,8 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
       for (size_t i = 0; i < arrived.size(); ++i)
         if (!sent[i]) silent << (silent.tellp() > 0 ? ", " : "") << arrived[i];
       if (missing.empty())
-        PAX_FAIL("pax::dist ", op, ": ", wait_ended(timeout), ": rank(s) ", silent.str(), " of ",
-                 count_, " arrived but stopped responding before taking rank 0's answer (on rank 0)");
+        PAX_FAIL("pax::dist ", op, ": ", wait_ended(timeout), ": rank(s) ", silent.str(), " of ", count_,
+                 " arrived but stopped responding before taking rank 0's answer (on rank 0)");
     }
   } else {
     std::array<MPI_Request, 2> reqs;
@@ -493,8 +492,8 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
     g_broken = true;
     broken_by_ = op;
     PAX_FAIL("pax::dist ", op, ": ", wait_ended(timeout, verdict[2] != 0, index_ == 0 ? "this process" : "rank 0"),
-             ": ", verdict[1] == 1 ? "rank " : "ranks ",
-             ranks.str(), " of ", count_, " never arrived (on rank ", index_, ")");
+             ": ", verdict[1] == 1 ? "rank " : "ranks ", ranks.str(), " of ", count_, " never arrived (on rank ",
+             index_, ")");
   }
   if (verdict[0] == kMismatch) {
     Header root, other;
@@ -595,8 +594,7 @@ void wait_data(MPI_Request& req, std::initializer_list<const Array*> buffers, do
   for (const Array* a : buffers) g_keep_alive.push_back(a->buffer());
   broken_by = op;
   std::string who = which_ranks_stopped(sequence, index, count, timeout);
-  PAX_FAIL("pax::dist ", op, " #", sequence, ": ", wait_ended(timeout), " on rank ", index,
-           " moving data: ", who);
+  PAX_FAIL("pax::dist ", op, " #", sequence, ": ", wait_ended(timeout), " on rank ", index, " moving data: ", who);
 }
 
 // Fault injection (stall_next_transfer_for_testing): the collective has been
@@ -622,8 +620,8 @@ void check_reducible(const AVal& aval, ReduceOp op, const char* name) {
             "; max and min work, or cast to an integer or floating dtype");
   PAX_CHECK(op != ReduceOp::mean || is_floating(aval.dtype), "pax::dist ", name, "(mean): needs a floating dtype, got ",
             aval.str());
-  PAX_CHECK(op == ReduceOp::sum || op == ReduceOp::mean || op == ReduceOp::max || op == ReduceOp::min,
-            "pax::dist ", name, ": unknown reduce op ", int(op));
+  PAX_CHECK(op == ReduceOp::sum || op == ReduceOp::mean || op == ReduceOp::max || op == ReduceOp::min, "pax::dist ",
+            name, ": unknown reduce op ", int(op));
 }
 
 // mean sums, then divides.
@@ -684,8 +682,8 @@ Array ProcessGroup::broadcast(const Array& x, int root) {
   check_input(x, "broadcast");
   check_usable("broadcast");
   agree(Header(OpKind::broadcast, sequence_++, &x.aval(), root, 0), timeout_seconds_);
-  PAX_CHECK(root >= 0 && root < count_, "pax::dist broadcast: root ", root, " is not a process index (0..",
-            count_ - 1, ")");
+  PAX_CHECK(root >= 0 && root < count_, "pax::dist broadcast: root ", root, " is not a process index (0..", count_ - 1,
+            ")");
   if (count_ == 1) return x;
   Array out = empty_like(x.aval());
   if (index_ == root) std::memcpy(out.buffer()->data(), x.data(), x.nbytes());
@@ -706,8 +704,8 @@ Array ProcessGroup::reduce_scatter(const Array& x, ReduceOp op, int64_t axis) {
   check_reducible(x.aval(), op, "reduce_scatter");
   PAX_CHECK(x.ndim() > 0, "pax::dist reduce_scatter: needs an array of rank >= 1, got ", x.aval().str());
   int64_t a = normalize_axis(axis, x.ndim(), "pax::dist reduce_scatter");
-  PAX_CHECK(x.dim(a) % count_ == 0, "pax::dist reduce_scatter: axis ", a, " of ", x.aval().str(),
-            " has size ", x.dim(a), ", not a multiple of the process count ", count_);
+  PAX_CHECK(x.dim(a) % count_ == 0, "pax::dist reduce_scatter: axis ", a, " of ", x.aval().str(), " has size ",
+            x.dim(a), ", not a multiple of the process count ", count_);
   if (count_ == 1) return x;
   // Blocks are contiguous once the scattered axis leads.
   Array lead = a == 0 ? x : moveaxis(x, a, 0);

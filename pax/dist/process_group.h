@@ -108,7 +108,7 @@ class ProcessGroup {
   double timeout_seconds_ = 300;
   double phase_timeout_seconds_ = 3600;
   std::string axis_name_ = "processes";
-  int64_t sequence_ = 0;  // collectives so far: ranks must agree on the order
+  int64_t sequence_ = 0;             // collectives so far: ranks must agree on the order
   const char* broken_by_ = nullptr;  // the operation that timed out, if any
 };
 

@@ -180,7 +180,8 @@ TEST(ProcessGroup, BadArguments) {
   EXPECT_PAX_ERROR(g.all_reduce(input(me(), Shape{2}, DType::i32), ReduceOp::mean), "needs a floating dtype");
   EXPECT_PAX_ERROR(g.all_reduce(input(me(), Shape{2}, DType::bool_)), "cannot reduce bool");
   if (p > 1)
-    EXPECT_PAX_ERROR(g.reduce_scatter(input(me(), Shape{2 * p + 1}, DType::f32)), "not a multiple of the process count");
+    EXPECT_PAX_ERROR(g.reduce_scatter(input(me(), Shape{2 * p + 1}, DType::f32)),
+                     "not a multiple of the process count");
   EXPECT_PAX_ERROR(g.reduce_scatter(scalar(1.0f)), "rank >= 1");
   EXPECT_PAX_ERROR(g.reduce_scatter(input(me(), Shape{2, 2 * p}, DType::f32), ReduceOp::sum, 2), "axis");
   EXPECT_PAX_ERROR(g.broadcast(scalar(1.0f), p), "not a process index");
@@ -285,8 +286,7 @@ TEST(DistTimeout, StopRequestEndsAPhaseWait) {
   }
   clear_stop_request();
   if (me() != 0) {
-    EXPECT_NE(message.find("gave up waiting 1 s after this process was asked to stop"), std::string::npos)
-        << message;
+    EXPECT_NE(message.find("gave up waiting 1 s after this process was asked to stop"), std::string::npos) << message;
     EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
   }
   g.set_timeout_seconds(60);  // bounds MPI_Finalize at exit

@@ -56,9 +56,13 @@ std::string fresh_dir(const std::string& name) {
 
 // The quick tiny LM without dropout, every step summarised.
 std::vector<std::string> tiny_overrides(int64_t steps, int64_t batch) {
-  return {"train.num_train_steps=" + std::to_string(steps), "train.summary_interval_steps=1",
-          "train.save_interval_steps=10", "train.eval_interval_steps=0", "train.decode_interval_steps=0",
-          "train.async_checkpoint=false", "train_input.batch_size=" + std::to_string(batch)};
+  return {"train.num_train_steps=" + std::to_string(steps),
+          "train.summary_interval_steps=1",
+          "train.save_interval_steps=10",
+          "train.eval_interval_steps=0",
+          "train.decode_interval_steps=0",
+          "train.async_checkpoint=false",
+          "train_input.batch_size=" + std::to_string(batch)};
 }
 
 // Runs a shell command; returns its exit status and output.
@@ -183,8 +187,7 @@ TEST(DataParallel, ResumesWithTheSameProcessCountOnly) {
   // One process cannot continue two input shards.
   std::tie(rc, out) = shell(paxcc_command(l, 1, halves, tiny_overrides(30, 8)), halves + ".single.log");
   EXPECT_EQ(rc, 1) << out;
-  EXPECT_NE(out.find("was written by 2 process(es) but this run has 1; resume it with mpirun -np 2"),
-            std::string::npos)
+  EXPECT_NE(out.find("was written by 2 process(es) but this run has 1; resume it with mpirun -np 2"), std::string::npos)
       << out;
 }
 

@@ -126,12 +126,10 @@ void validate(const ExperimentConfig& config) {
   if (!t.early_stopping_metric.empty()) {
     size_t slash = t.early_stopping_metric.find('/');
     PAX_CHECK(slash != std::string::npos && slash > 0 && slash + 1 < t.early_stopping_metric.size(),
-              "train.early_stopping_metric must be '<eval input name>/<metric>', got '", t.early_stopping_metric,
-              "'");
+              "train.early_stopping_metric must be '<eval input name>/<metric>', got '", t.early_stopping_metric, "'");
     std::string input = t.early_stopping_metric.substr(0, slash);
     PAX_CHECK(std::find(eval_names.begin(), eval_names.end(), input) != eval_names.end(),
-              "train.early_stopping_metric names eval input '", input, "', but the eval inputs are: ",
-              [&] {
+              "train.early_stopping_metric names eval input '", input, "', but the eval inputs are: ", [&] {
                 std::string s;
                 for (const std::string& n : eval_names) s += (s.empty() ? "" : ", ") + n;
                 return s.empty() ? std::string("(none)") : s;

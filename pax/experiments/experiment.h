@@ -114,9 +114,9 @@ void validate(const ExperimentConfig& config);
 #define PAX_EXPERIMENT_CONCAT_(a, b) a##b
 #define PAX_EXPERIMENT_NAME_(line) PAX_EXPERIMENT_CONCAT_(pax_experiment_registered_, line)
 // Registers an experiment class under a dotted name (in a .cc file).
-#define PAX_REGISTER_EXPERIMENT(name, Cls)                                                            \
-  static const bool PAX_EXPERIMENT_NAME_(__LINE__) = [] {                                             \
-    ::pax::experiments::register_experiment(name, [] { return std::unique_ptr<::pax::experiments::BaseExperiment>( \
-                                                          std::make_unique<Cls>()); });              \
-    return true;                                                                                      \
+#define PAX_REGISTER_EXPERIMENT(name, Cls)                                                                  \
+  static const bool PAX_EXPERIMENT_NAME_(__LINE__) = [] {                                                   \
+    ::pax::experiments::register_experiment(                                                                \
+        name, [] { return std::unique_ptr<::pax::experiments::BaseExperiment>(std::make_unique<Cls>()); }); \
+    return true;                                                                                            \
   }()

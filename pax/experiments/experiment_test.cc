@@ -17,8 +17,8 @@ namespace {
 
 TEST(Experiments, RegistryListsTheShippedExperiments) {
   std::vector<std::string> names = registered_experiments();
-  for (const char* name : {"lm.KjvTransformer", "lm.KjvTransformerTiny", "vision.FashionMnistMlp",
-                           "vision.FashionMnistCnn"}) {
+  for (const char* name :
+       {"lm.KjvTransformer", "lm.KjvTransformerTiny", "vision.FashionMnistMlp", "vision.FashionMnistCnn"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
   }
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
@@ -73,7 +73,8 @@ TEST(Experiments, ValidateNamesTheBadField) {
   // Pax's eval table, cell by cell: the shipped config reads one epoch,
   // rolling runs need a repeating input, the other two cells are refused.
   check("eval_inputs[0].eval_loop_num_batches=4", "does not support the first N batches");
-  check("eval_inputs[0].reset_for_eval=false", "reset_for_eval = false with eval_loop_num_batches None is not supported");
+  check("eval_inputs[0].reset_for_eval=false",
+        "reset_for_eval = false with eval_loop_num_batches None is not supported");
   Config rolling = make_experiment("lm.KjvTransformerTiny")->config();
   rolling.apply_overrides({"eval_inputs[0].reset_for_eval=false", "eval_inputs[0].eval_loop_num_batches=4"});
   EXPECT_PAX_ERROR(validate(rolling.as<ExperimentConfig>()), "must repeat indefinitely");

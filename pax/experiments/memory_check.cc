@@ -17,8 +17,8 @@ void refuse_if_short(const MemoryNeeds& needs, const cpu::AvailableMemory& avail
   if (needs.total() <= available.bytes) return;
   std::string parts;
   for (const auto& [what, bytes] : needs.parts) parts += (parts.empty() ? "" : ", ") + what + " " + format_bytes(bytes);
-  PAX_FAIL("the run needs at least ", format_bytes(needs.total()), " (", parts, ") and ",
-           format_bytes(available.bytes), " is available (", available.source, "); ", needs.advice);
+  PAX_FAIL("the run needs at least ", format_bytes(needs.total()), " (", parts, ") and ", format_bytes(available.bytes),
+           " is available (", available.source, "); ", needs.advice);
 }
 
 double tree_bytes(const Tree& tree) {

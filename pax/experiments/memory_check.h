@@ -15,7 +15,7 @@ namespace pax::experiments {
 
 struct MemoryNeeds {
   std::vector<std::pair<std::string, double>> parts;  // what, bytes
-  std::string advice;  // "reduce train_input.batch_size (N) or ..."
+  std::string advice;                                 // "reduce train_input.batch_size (N) or ..."
   void add(std::string what, double bytes) { parts.emplace_back(std::move(what), bytes); }
   double total() const;
 };

@@ -31,7 +31,7 @@
 #include "pax/train/console.h"
 #include "pax/train/early_stopping.h"
 #include "pax/train/peak_flops.h"
-#include "pax/train/programs.h"
+#include "pax/train/eval_decode.h"
 #include "pax/train/summary.h"
 
 namespace pax::experiments {
@@ -50,7 +50,6 @@ constexpr const char* kProcessesItem = "processes";
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 
 // Where processes other than the chief print: nowhere (their errors still
 // reach stderr through the paxcc command).
@@ -80,7 +79,9 @@ struct Job {
         options(o),
         processes(dist::process_count()),
         process(dist::process_index()),
-        out(process != 0 ? discarded_output() : o.out ? *o.out : std::cout) {
+        out(process != 0 ? discarded_output()
+            : o.out      ? *o.out
+                         : std::cout) {
     // Ranges first: validating builds the model, which an absurd layer count
     // or dimension must not reach.
     check_field_ranges(config);
@@ -146,8 +147,8 @@ int64_t saved_process_count(const train::CheckpointItems& items) {
   auto it = items.json.find(kProcessesItem);
   if (it == items.json.end()) return 1;
   const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-  PAX_CHECK(j.is_object() && j.contains("process_count") && j["process_count"].is_number_integer(),
-            "the checkpoint's ", kProcessesItem, ".json is not {\"process_count\": N}: ", it->second);
+  PAX_CHECK(j.is_object() && j.contains("process_count") && j["process_count"].is_number_integer(), "the checkpoint's ",
+            kProcessesItem, ".json is not {\"process_count\": N}: ", it->second);
   return j["process_count"].get<int64_t>();
 }
 
@@ -174,8 +175,8 @@ Tree restore_chief_variables(const Job& job, train::CheckpointManager& mgr, cons
   if (std::find(steps.begin(), steps.end(), *which) == steps.end()) {
     std::string list;
     for (int64_t s : steps) list += (list.empty() ? "" : ", ") + std::to_string(s);
-    PAX_FAIL("--restore_step=", *which, ": no such checkpoint in ", mgr.directory(), "; saved steps: ",
-             list.empty() ? "(none)" : list);
+    PAX_FAIL("--restore_step=", *which, ": no such checkpoint in ", mgr.directory(),
+             "; saved steps: ", list.empty() ? "(none)" : list);
   }
   const AllocationPurpose purpose("restoring the checkpoint of step " + std::to_string(*which));
   train::CheckpointItems items = mgr.restore(*which, {{kTrainStateItem, target.to_tree()}});
@@ -185,8 +186,8 @@ Tree restore_chief_variables(const Job& job, train::CheckpointManager& mgr, cons
 
 // The variables a model reads, from a restored train state: the chief reads
 // the checkpoint and every process gets its values.
-Tree restore_variables(const Job& job, std::optional<train::CheckpointManager>& mgr,
-                       const train::TrainStep& train_step, int64_t* step) {
+Tree restore_variables(const Job& job, std::optional<train::CheckpointManager>& mgr, const train::TrainStep& train_step,
+                       int64_t* step) {
   train::TrainState target = train_step.init_state(random::key(0));
   Tree restored = target.to_tree();
   std::string message;
@@ -206,10 +207,11 @@ std::string metrics_str(const std::map<std::string, double>& metrics) {
 }
 
 // Every eval input once; summaries under eval_test_<name>.
-std::map<std::string, std::map<std::string, double>> run_evals(
-    const Job& job, const train::EvalStep& eval_step, const Tree& variables,
-    std::vector<std::unique_ptr<data::BaseInput>>& inputs, int64_t step, train::JobSummaries* summaries,
-    train::ConsoleProgress* progress) {
+std::map<std::string, std::map<std::string, double>> run_evals(const Job& job, const train::EvalStep& eval_step,
+                                                               const Tree& variables,
+                                                               std::vector<std::unique_ptr<data::BaseInput>>& inputs,
+                                                               int64_t step, train::JobSummaries* summaries,
+                                                               train::ConsoleProgress* progress) {
   std::map<std::string, std::map<std::string, double>> results;
   for (auto& input : inputs) {
     const std::string name = input->base_hparams().name;
@@ -347,13 +349,14 @@ std::optional<int64_t> restore_for_training(const Job& job, std::optional<train:
 // dropped, and the run stops after learner.max_consecutive_nonfinite_steps of
 // them in a row; with skipping off, the update already holds NaN or infinity,
 // and the run stops before anything saves it (the last checkpoint stays).
-void check_finite_step(const train::Learner& learner, int64_t step, bool nonfinite, int64_t& run, const Tree& step_out) {
+void check_finite_step(const train::Learner& learner, int64_t step, bool nonfinite, int64_t& run,
+                       const Tree& step_out) {
   run = nonfinite ? run + 1 : 0;
   if (!nonfinite) return;
   const std::string values = fmt::format("loss {}, gradient norm {}", step_out["loss"].leaf().item<double>(),
                                          step_out["grad_norm"].leaf().item<double>());
-  PAX_CHECK(learner.skip_nonfinite_steps,
-            "step ", step, ": ", values, " and learner.skip_nonfinite_steps is false, so the parameters are no longer"
+  PAX_CHECK(learner.skip_nonfinite_steps, "step ", step, ": ", values,
+            " and learner.skip_nonfinite_steps is false, so the parameters are no longer"
             " finite; stopping without saving them (the last checkpoint is kept). Lower"
             " learner.optimizer.learning_rate, clip with learner.clip_gradient_norm_to_value, or set"
             " learner.skip_nonfinite_steps=true");
@@ -406,8 +409,7 @@ InputFootprint input_footprint(const Job& job, const HParamsPtr& input, int extr
 // and the fields to change. `train_step` null: no training; `eval_step`
 // null: no eval; `decoding`: this process decodes the decode inputs.
 void check_memory_fits(const Job& job, const train::TrainStep& state_maker, const train::TrainStep* train_step,
-                       const train::EvalStep* eval_step, bool decoding, const Array& init_key,
-                       const Array& step_key) {
+                       const train::EvalStep* eval_step, bool decoding, const Array& init_key, const Array& step_key) {
   const std::optional<cpu::AvailableMemory> available = cpu::available_memory();
   if (!available) return;
   Tree state;
@@ -564,8 +566,8 @@ class TrainingLoop {
   // at once on one machine would each see a share of it), and traces the
   // model's FLOPs.
   void announce() {
-    out_ << "model: " << nn::count_parameters(*job_.model) << " parameters (table in "
-         << job_.path("model_summary.txt") << ")\n";
+    out_ << "model: " << nn::count_parameters(*job_.model) << " parameters (table in " << job_.path("model_summary.txt")
+         << ")\n";
     const int64_t per_host_batch = train_input_->base_hparams().batch_size;
     out_ << "global batch " << per_host_batch * job_.processes << " (" << per_host_batch << " per process x "
          << job_.processes << (job_.processes == 1 ? " process)\n" : " processes)\n");
@@ -578,15 +580,15 @@ class TrainingLoop {
       summaries_.emplace(job_.options.job_dir,
                          train::JobSummaries::Options{.title = job_.options.experiment_name, .first_step = step_});
     }
-    progress_.emplace(train::ConsoleProgress::Options{
-        .total_steps = settings_.num_train_steps, .out = &out_, .plain_secs = 0});
+    progress_.emplace(
+        train::ConsoleProgress::Options{.total_steps = settings_.num_train_steps, .out = &out_, .plain_secs = 0});
     const DType dtype = compute_dtype(exp_);
     peak_ = job_.chief() ? train::peak_flops(dtype, {.override_flops = job_.options.peak_flops}) : 0;
     if (job_.chief() && !job_.options.peak_flops && !std::getenv("PAX_PEAK_FLOPS")) {
       const train::TheoreticalPeak p = train::theoretical_peak(dtype);
       const double gemm = train::achievable_flops(dtype);
-      out_ << fmt::format("MFU is of the {} peak {}; GEMM achieves {:.1f} GFLOP/s ({:.0f}% of it)\n",
-                          dtype_name(dtype), p.str(), gemm / 1e9, 100 * gemm / p.flops);
+      out_ << fmt::format("MFU is of the {} peak {}; GEMM achieves {:.1f} GFLOP/s ({:.0f}% of it)\n", dtype_name(dtype),
+                          p.str(), gemm / 1e9, 100 * gemm / p.flops);
     }
     flops_per_step_ = job_.chief() ? -1 : 0;
     dist::process_group().meet_after("the chief's peak FLOP/s measurement");
@@ -663,8 +665,8 @@ class TrainingLoop {
     stopper_ = stopper_.update(settings_.early_stopping_higher_is_better ? -it->second : it->second);
     if (stopper_.should_stop) {
       result_.early_stopped = true;
-      progress_->message("early stopping at step " + std::to_string(step_) + ": " + metric +
-                         " has not improved for " + std::to_string(stopper_.patience_count) + " evaluations");
+      progress_->message("early stopping at step " + std::to_string(step_) + ": " + metric + " has not improved for " +
+                         std::to_string(stopper_.patience_count) + " evaluations");
     }
   }
 
@@ -687,7 +689,8 @@ class TrainingLoop {
     items.trees[kTrainStateItem] = state_.to_tree();
     items.trees[kInputStateItem] = input_state;
     items.json[kProcessesItem] = nlohmann::json{{"process_count", job_.processes}}.dump();
-    if (early_stopping_) items.json[kEarlyStoppingItem] = stopper_.to_json();  // JSON items restore whatever the targets
+    if (early_stopping_)
+      items.json[kEarlyStoppingItem] = stopper_.to_json();  // JSON items restore whatever the targets
     mgr_->save(step_, items, {.force = force});
   }
 
@@ -752,9 +755,10 @@ RunResult run_restored(Job& job) {
     PAX_CHECK(!job.exp.eval_inputs.empty(), "--mode=eval: the experiment has no eval inputs (eval_inputs is empty)");
     auto inputs = job.build_inputs(job.exp.eval_inputs);
     std::optional<train::JobSummaries> summaries;
-    if (job.chief()) summaries.emplace(job.options.job_dir, train::JobSummaries::Options{.title = job.options.experiment_name});
-    result.eval_metrics = run_evals(job, eval_step, variables, inputs, result.step,
-                                    summaries ? &*summaries : nullptr, nullptr);
+    if (job.chief())
+      summaries.emplace(job.options.job_dir, train::JobSummaries::Options{.title = job.options.experiment_name});
+    result.eval_metrics =
+        run_evals(job, eval_step, variables, inputs, result.step, summaries ? &*summaries : nullptr, nullptr);
     if (summaries) summaries->close();
   } else if (job.chief()) {  // decoding is the chief's alone
     PAX_CHECK(!job.exp.decode_inputs.empty(),
@@ -803,8 +807,8 @@ std::string inspect_experiment(const Config& config) {
     const int64_t seq = std::stoll(config.get("train_input.seq_length"));
     const double per_token = lm->flops_per_token(seq);
     s << "training FLOPs per token: " << human_count(per_token) << " (6N + 12 L H T, T = " << seq << ")\n";
-    s << "training FLOPs per step: " << human_count(per_token * double(seq * global_batch))
-      << " (global batch " << global_batch << " x " << seq << " tokens)\n";
+    s << "training FLOPs per step: " << human_count(per_token * double(seq * global_batch)) << " (global batch "
+      << global_batch << " x " << seq << " tokens)\n";
   } else {
     // The FLOPs of a non-LM model are traced from one batch of its input.
     auto train_input = data::build_input(exp.train_input);

@@ -43,9 +43,9 @@ struct RunOptions {
 };
 
 struct RunResult {
-  int64_t step = 0;             // the global step reached (or restored)
-  bool interrupted = false;     // stop_requested ended the run
-  bool early_stopped = false;   // the early-stopping metric stopped improving
+  int64_t step = 0;                                                   // the global step reached (or restored)
+  bool interrupted = false;                                           // stop_requested ended the run
+  bool early_stopped = false;                                         // the early-stopping metric stopped improving
   std::map<std::string, double> train_metrics;                        // of the last summary
   std::map<std::string, std::map<std::string, double>> eval_metrics;  // per eval input, the last run
   std::map<std::string, std::string> decode_files;                    // per decode input, the last file

@@ -32,8 +32,8 @@ std::string fresh_dir(const std::string& name) {
 Config tiny_config(int64_t steps) {
   Config cfg = make_experiment("lm.KjvTransformerTiny")->config();
   cfg.apply_overrides({"train.num_train_steps=" + std::to_string(steps), "train.summary_interval_steps=1",
-                       "train.save_interval_steps=4", "train.eval_interval_steps=0",
-                       "train.decode_interval_steps=0", "train.async_checkpoint=true"});
+                       "train.save_interval_steps=4", "train.eval_interval_steps=0", "train.decode_interval_steps=0",
+                       "train.async_checkpoint=true"});
   return cfg;
 }
 
@@ -170,7 +170,8 @@ TEST(Runner, ADecodeCacheThatCannotFitIsRefusedFirst) {
   cfg.apply_overrides({"train.decode_interval_steps=1", "model.max_decode_length=1000000000"});
   EXPECT_PAX_ERROR(run_experiment(cfg, options(fresh_dir("decode_too_big"))),
                    "decoding's key/value caches 4.1 TB) and");
-  EXPECT_PAX_ERROR(run_experiment(cfg, options(fresh_dir("decode_too_big"))), "or model.max_decode_length (1000000000)");
+  EXPECT_PAX_ERROR(run_experiment(cfg, options(fresh_dir("decode_too_big"))),
+                   "or model.max_decode_length (1000000000)");
   const std::string dir = fresh_dir("decode_mode_too_big");
   run_experiment(tiny_config(2), options(dir));
   Config decode_cfg = tiny_config(2);

@@ -11,11 +11,14 @@ namespace pax {
 std::vector<Array> eager_apply(Prim prim, std::span<const Array> inputs, const Params& params) {
   const PrimDef& def = prim_def(prim);
   if (def.impl) {
-    infer_avals(prim, [&] {
-      std::vector<AVal> avals;
-      for (const Array& a : inputs) avals.push_back(a.aval());
-      return avals;
-    }(), params);
+    infer_avals(
+        prim,
+        [&] {
+          std::vector<AVal> avals;
+          for (const Array& a : inputs) avals.push_back(a.aval());
+          return avals;
+        }(),
+        params);
     return def.impl(inputs, params);
   }
   std::vector<AVal> in_avals;

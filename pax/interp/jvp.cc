@@ -46,8 +46,9 @@ std::vector<Array> JvpTrace::process(Prim prim, std::span<const Array> inputs, c
   bool floating = false;
   for (const Array& o : outputs) floating = floating || is_floating(o.dtype());
   if (!floating) return outputs;
-  PAX_CHECK(def.jvp, "jvp: primitive ", prim_name(prim), " has no JVP rule, so forward-mode differentiation of it is "
-                     "not available (reverse mode, grad, is)");
+  PAX_CHECK(def.jvp, "jvp: primitive ", prim_name(prim),
+            " has no JVP rule, so forward-mode differentiation of it is "
+            "not available (reverse mode, grad, is)");
   std::vector<Array> out_tangents = def.jvp(primals, tangents, outputs, params);
   PAX_CHECK(out_tangents.size() == outputs.size(), "jvp: the JVP rule of ", prim_name(prim), " returned ",
             out_tangents.size(), " tangents for ", outputs.size(), " outputs");
@@ -67,8 +68,7 @@ std::vector<Array> JvpTrace::process(Prim prim, std::span<const Array> inputs, c
 
 std::pair<std::vector<Array>, std::vector<Array>> jvp_flat(const FlatFn& f, std::span<const Array> primals,
                                                            std::span<const Array> tangents, bool instantiate_zeros) {
-  PAX_CHECK(primals.size() == tangents.size(), "jvp: ", primals.size(), " primals but ", tangents.size(),
-            " tangents");
+  PAX_CHECK(primals.size() == tangents.size(), "jvp: ", primals.size(), " primals but ", tangents.size(), " tangents");
   auto trace = std::make_shared<JvpTrace>();
   std::vector<Array> outs, touts;
   {
@@ -79,8 +79,8 @@ std::pair<std::vector<Array>, std::vector<Array>> jvp_flat(const FlatFn& f, std:
         inputs.push_back(primals[i]);
         continue;
       }
-      PAX_CHECK(tangents[i].shape() == primals[i].shape() && tangents[i].dtype() == primals[i].dtype(),
-                "jvp: tangent ", tangents[i].aval().str(), " does not match its primal ", primals[i].aval().str());
+      PAX_CHECK(tangents[i].shape() == primals[i].shape() && tangents[i].dtype() == primals[i].dtype(), "jvp: tangent ",
+                tangents[i].aval().str(), " does not match its primal ", primals[i].aval().str());
       inputs.push_back(trace->pack(primals[i], tangents[i]));
     }
     for (const Array& o : f(inputs)) {

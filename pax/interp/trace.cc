@@ -6,9 +6,7 @@
 
 namespace pax {
 
-Array JaxprTrace::tracer(Var v) {
-  return Array(jaxpr_->aval(v), std::make_shared<JaxprTracer>(shared_from_this(), v));
-}
+Array JaxprTrace::tracer(Var v) { return Array(jaxpr_->aval(v), std::make_shared<JaxprTracer>(shared_from_this(), v)); }
 
 Array JaxprTrace::new_input(const AVal& aval) {
   Var v = jaxpr_->new_var(aval);

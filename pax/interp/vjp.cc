@@ -126,8 +126,7 @@ std::vector<Array> backward_pass(const VjpTrace& trace, std::span<const int> out
       if (e.in_ids[i] < 0 || !cts_in[i].defined()) continue;
       const AVal& want = e.in_primals[i].aval();
       PAX_CHECK(cts_in[i].shape() == want.shape && cts_in[i].dtype() == want.dtype, "grad: the VJP rule of ",
-                prim_name(e.prim), " gave a cotangent ", cts_in[i].aval().str(), " for input ", i, " of ",
-                want.str());
+                prim_name(e.prim), " gave a cotangent ", cts_in[i].aval().str(), " for input ", i, " of ", want.str());
       Array& slot = ct[size_t(e.in_ids[i])];
       slot = slot.defined() ? lax::add(slot, cts_in[i]) : cts_in[i];
     }

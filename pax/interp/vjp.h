@@ -55,8 +55,7 @@ class VjpTracer : public LevelTracer {
 
 // Input cotangents (by slot) from output cotangents, walking `trace`'s tape.
 // Undefined arrays are zeros. Returns one entry per slot.
-std::vector<Array> backward_pass(const VjpTrace& trace, std::span<const int> out_ids,
-                                 std::span<const Array> out_cts);
+std::vector<Array> backward_pass(const VjpTrace& trace, std::span<const int> out_ids, std::span<const Array> out_cts);
 
 // vjp over flat arrays. `f` returns its differentiable outputs first and then
 // `num_aux` auxiliary outputs that are not differentiated.

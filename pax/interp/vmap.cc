@@ -136,7 +136,8 @@ std::vector<Array> vmap_flat(const FlatFn& f, std::span<const Array> args,
       if (!axis) {
         // jax.vmap's out_axes=None: the value is the same for every index
         // of the mapped axis (a psum / pmean over it, or no dependence).
-        PAX_CHECK(d < 0, "vmap: output ", j, " ", outs[j].aval().str(), " has out_axes None but depends on the "
+        PAX_CHECK(d < 0, "vmap: output ", j, " ", outs[j].aval().str(),
+                  " has out_axes None but depends on the "
                   "mapped axis (reduce it over the axis first, e.g. lax::pmean(x, axis_name), or give it an out "
                   "axis)");
         results.push_back(v);

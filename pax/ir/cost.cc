@@ -34,15 +34,16 @@ namespace {
 // Flops of a primitive whose prims.def cost is `special`.
 double special_flops(const Jaxpr& j, const Eqn& e, double out, double in) {
   switch (e.prim) {
-    case Prim::reduce_window_max: case Prim::select_and_gather_add: case Prim::select_and_scatter_add: {
+    case Prim::reduce_window_max:
+    case Prim::select_and_gather_add:
+    case Prim::select_and_scatter_add: {
       // A comparison per element of each window (over the windowed shape).
       double window = 1;
       for (int64_t k : e.params.ints("window_dimensions")) window *= double(k);
       const Var windowed = e.prim == Prim::select_and_scatter_add ? e.inputs[0] : e.outputs[0];
       return numel(j, windowed) * window;
     }
-    case Prim::dot_general:
-      return 2 * out * product(j.aval(e.inputs[0]).shape, e.params.ints("lhs_contracting_dims"));
+    case Prim::dot_general: return 2 * out * product(j.aval(e.inputs[0]).shape, e.params.ints("lhs_contracting_dims"));
     case Prim::conv_general_dilated: {
       const Shape& k = j.aval(e.inputs[1]).shape;
       const Ints& spec = e.params.ints("rhs_spec");  // (out features, in features, spatial...)
@@ -52,10 +53,8 @@ double special_flops(const Jaxpr& j, const Eqn& e, double out, double in) {
       const double n = double(j.aval(e.inputs[0]).shape[e.params.i("dimension")]);
       return in * std::max(1.0, std::ceil(std::log2(n)));  // comparisons
     }
-    case Prim::scatter_add:
-      return numel(j, e.inputs[2]);
-    default:
-      PAX_FAIL("cost: ", prim_name(e.prim), " has a special cost in prims.def but no formula here");
+    case Prim::scatter_add: return numel(j, e.inputs[2]);
+    default: PAX_FAIL("cost: ", prim_name(e.prim), " has a special cost in prims.def but no formula here");
   }
 }
 

@@ -9,14 +9,44 @@
 namespace pax {
 
 enum class UnaryOp : uint8_t {
-  neg, abs, sign, exp, expm1, log, log1p, sqrt, rsqrt, tanh, logistic, erf, erf_inv,
-  sin, cos, floor, ceil, round_away, round_even, not_,
+  neg,
+  abs,
+  sign,
+  exp,
+  expm1,
+  log,
+  log1p,
+  sqrt,
+  rsqrt,
+  tanh,
+  logistic,
+  erf,
+  erf_inv,
+  sin,
+  cos,
+  floor,
+  ceil,
+  round_away,
+  round_even,
+  not_,
 };
 inline constexpr int kNumUnaryOps = int(UnaryOp::not_) + 1;
 
 enum class BinaryOp : uint8_t {
-  add, sub, mul, div, rem, pow, max, min, and_, or_, xor_,
-  shift_left, shift_right_logical, shift_right_arithmetic,
+  add,
+  sub,
+  mul,
+  div,
+  rem,
+  pow,
+  max,
+  min,
+  and_,
+  or_,
+  xor_,
+  shift_left,
+  shift_right_logical,
+  shift_right_arithmetic,
 };
 inline constexpr int kNumBinaryOps = int(BinaryOp::shift_right_arithmetic) + 1;
 

@@ -51,8 +51,8 @@ struct MemoryStats {
   size_t arena_bytes = 0;         // the arena holding every intermediate
   size_t intermediate_bytes = 0;  // those intermediates without any reuse
   int intermediates = 0;
-  int in_place = 0;               // fused outputs written over a dying input
-  int donations = 0;              // outputs that may take a donated argument's buffer
+  int in_place = 0;   // fused outputs written over a dying input
+  int donations = 0;  // outputs that may take a donated argument's buffer
 };
 
 class Executable {

@@ -87,10 +87,10 @@ void typecheck(const Jaxpr& j) {
             j.consts.size(), " consts");
   for (size_t i = 0; i < j.constvars.size(); ++i) {
     define(j.constvars[i], "const");
-    PAX_CHECK(j.consts[i].aval().shape == j.aval(j.constvars[i]).shape &&
-                  j.consts[i].dtype() == j.aval(j.constvars[i]).dtype,
-              "typecheck: const ", var_name(j.constvars[i]), " is ", j.consts[i].aval().str(), " but declared ",
-              j.aval(j.constvars[i]).str());
+    PAX_CHECK(
+        j.consts[i].aval().shape == j.aval(j.constvars[i]).shape && j.consts[i].dtype() == j.aval(j.constvars[i]).dtype,
+        "typecheck: const ", var_name(j.constvars[i]), " is ", j.consts[i].aval().str(), " but declared ",
+        j.aval(j.constvars[i]).str());
   }
   for (Var v : j.invars) define(v, "input");
   for (size_t k = 0; k < j.eqns.size(); ++k) {

@@ -33,7 +33,7 @@ struct Eqn {
 
 class Jaxpr : public ParamObject {
  public:
-  std::vector<AVal> avals;   // aval of each variable, indexed by Var
+  std::vector<AVal> avals;  // aval of each variable, indexed by Var
   std::vector<Var> constvars;
   std::vector<Array> consts;  // values of constvars, same order
   std::vector<Var> invars;

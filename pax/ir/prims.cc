@@ -41,7 +41,8 @@ constexpr std::array<PrimCost, kNumPrims> kCosts = {
 #define PAX_ACCEPTS_any Accepts::any
 #define PAX_ACCEPTS_rule std::nullopt
 constexpr std::array<std::optional<Accepts>, kNumPrims> kAccepts = {
-#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) std::optional<Accepts>(PAX_ACCEPTS_##accepts),
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) \
+  std::optional<Accepts>(PAX_ACCEPTS_##accepts),
 #include "pax/ir/prims.def"
 #undef PAX_PRIM
 };

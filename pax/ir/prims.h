@@ -26,8 +26,8 @@ inline constexpr int kNumPrims = 0
 
 // The family of a primitive (the section of prims.def it is listed in).
 enum class PrimFamily : uint8_t {
-  unary,       // elementwise, one operand
-  binary,      // elementwise, operands of one shape (two, or select_n's several)
+  unary,   // elementwise, one operand
+  binary,  // elementwise, operands of one shape (two, or select_n's several)
   reduction,
   shape,
   indexing,
@@ -64,11 +64,16 @@ inline bool is_elementwise(Prim p) {
 int prim_arity(Prim p);  // -1: variadic
 // The elementwise operation of each primitive's kernel (prims.def's kernel
 // column), usable in constant expressions.
-#define PAX_KERNEL_unary(op) ElementwiseKernel{ElementwiseKernel::Kind::unary, uint8_t(UnaryOp::op)}
-#define PAX_KERNEL_binary(op) ElementwiseKernel{ElementwiseKernel::Kind::binary, uint8_t(BinaryOp::op)}
-#define PAX_KERNEL_compare(op) ElementwiseKernel{ElementwiseKernel::Kind::compare, uint8_t(CompareOp::op)}
-#define PAX_KERNEL_special ElementwiseKernel{ElementwiseKernel::Kind::special, 0}
-#define PAX_KERNEL_none ElementwiseKernel{}
+#define PAX_KERNEL_unary(op) \
+  ElementwiseKernel { ElementwiseKernel::Kind::unary, uint8_t(UnaryOp::op) }
+#define PAX_KERNEL_binary(op) \
+  ElementwiseKernel { ElementwiseKernel::Kind::binary, uint8_t(BinaryOp::op) }
+#define PAX_KERNEL_compare(op) \
+  ElementwiseKernel { ElementwiseKernel::Kind::compare, uint8_t(CompareOp::op) }
+#define PAX_KERNEL_special \
+  ElementwiseKernel { ElementwiseKernel::Kind::special, 0 }
+#define PAX_KERNEL_none \
+  ElementwiseKernel {}
 inline constexpr std::array<ElementwiseKernel, kNumPrims> kPrimKernels = {
 #define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) PAX_KERNEL_##kernel,
 #include "pax/ir/prims.def"

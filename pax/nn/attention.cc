@@ -17,14 +17,10 @@ namespace {
 // Largest finite values of the floating dtypes.
 double max_finite(DType dtype) {
   switch (dtype) {
-    case DType::f64:
-      return std::numeric_limits<double>::max();
-    case DType::f16:
-      return 65504.0;
-    case DType::bf16:
-      return 3.3895313892515355e38;
-    default:
-      return double(std::numeric_limits<float>::max());
+    case DType::f64: return std::numeric_limits<double>::max();
+    case DType::f16: return 65504.0;
+    case DType::bf16: return 3.3895313892515355e38;
+    default: return double(std::numeric_limits<float>::max());
   }
 }
 
@@ -38,17 +34,16 @@ DType logits_dtype(DType fprop) { return fprop == DType::f64 ? DType::f64 : DTyp
 // jax.nn.softmax's rule keeps only its output). Masked logits have p = 0,
 // so they get no gradient.
 Array attention_probs(const Array& logits, DType dtype) {
-  const auto f = custom_vjp(
-      [dtype](const Array& x) { return nn::softmax(x, -1).astype(dtype); },
-      [dtype](const Array& x) {
-        Array p = nn::softmax(x, -1).astype(dtype);
-        return std::make_pair(p, p);
-      },
-      [ld = logits.dtype()](const Array& probs, const Array& g) {
-        const Array p = probs.astype(ld), gp = g.astype(ld) * p;  // (B, N, T, S)
-        return gp - p * sum(gp, {-1}, true);
-      },
-      "attention_probs");
+  const auto f = custom_vjp([dtype](const Array& x) { return nn::softmax(x, -1).astype(dtype); },
+                            [dtype](const Array& x) {
+                              Array p = nn::softmax(x, -1).astype(dtype);
+                              return std::make_pair(p, p);
+                            },
+                            [ld = logits.dtype()](const Array& probs, const Array& g) {
+                              const Array p = probs.astype(ld), gp = g.astype(ld) * p;  // (B, N, T, S)
+                              return gp - p * sum(gp, {-1}, true);
+                            },
+                            "attention_probs");
   return f(logits);
 }
 
@@ -203,8 +198,8 @@ void DotProductAttention::setup() {
     return &create_child<AttentionProjection>(name, p);
   };
   if (hp.combine_qkv) {
-    auto p = clone_template<CombinedQKVProjectionLayer::HParams>(hp.combined_qkv_proj_tpl,
-                                                                         "combined_qkv_proj_tpl", who);
+    auto p =
+        clone_template<CombinedQKVProjectionLayer::HParams>(hp.combined_qkv_proj_tpl, "combined_qkv_proj_tpl", who);
     p->input_dim = hp.input_dim;
     p->num_heads = hp.num_heads;
     p->dim_per_head = dim_per_head_;
@@ -222,8 +217,8 @@ void DotProductAttention::setup() {
   atten_dropout_ = &create_child<Dropout>("atten_dropout", dropout);
 
   if (hp.use_rotary_position_emb) {
-    auto rotary = clone_template<RotaryPositionalEmbedding::HParams>(hp.rotary_position_emb_tpl,
-                                                                             "rotary_position_emb_tpl", who);
+    auto rotary =
+        clone_template<RotaryPositionalEmbedding::HParams>(hp.rotary_position_emb_tpl, "rotary_position_emb_tpl", who);
     rotary->embedding_dims = dim_per_head_;
     rotary_ = &create_child<RotaryPositionalEmbedding>("rotary_position_emb", rotary);
   }

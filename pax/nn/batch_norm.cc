@@ -19,8 +19,7 @@ void BatchNorm::setup() {
   PAX_CHECK(hp.epsilon >= 0, "BatchNorm '", path(), "': epsilon must be >= 0, got ", hp.epsilon);
   if (hp.use_scale) create_variable("gamma", WeightHParams{Shape{hp.dim}, WeightInit::constant(1.0)});
   if (hp.use_bias) create_variable("beta", WeightHParams{Shape{hp.dim}, WeightInit::constant(0.0)});
-  create_variable("moving_mean",
-                  WeightHParams{Shape{hp.dim}, WeightInit::constant(0.0), std::nullopt, "batch_stats"});
+  create_variable("moving_mean", WeightHParams{Shape{hp.dim}, WeightInit::constant(0.0), std::nullopt, "batch_stats"});
   create_variable("moving_variance",
                   WeightHParams{Shape{hp.dim}, WeightInit::constant(1.0), std::nullopt, "batch_stats"});
 }
@@ -30,7 +29,7 @@ Array BatchNorm::fprop(const Array& x) const {
   PAX_CHECK(x.ndim() >= 1 && x.dim(-1) == hp.dim, "BatchNorm '", path(), "': input ", x.aval().str(),
             " must end in dim = ", hp.dim);
   PAX_CHECK(is_floating(x.dtype()), "BatchNorm '", path(), "': input ", x.aval().str(), " must be floating");
-  Array xf = stats_dtype(x);  // (..., D)
+  Array xf = stats_dtype(x);                                           // (..., D)
   Array moving_mean = variable("batch_stats", "moving_mean");          // (D,)
   Array moving_variance = variable("batch_stats", "moving_variance");  // (D,)
   Array m, v;
@@ -70,8 +69,8 @@ Array BatchNorm::fprop(const Array& x) const {
 void GroupNorm::setup() {
   const auto& hp = hparams<HParams>();
   PAX_CHECK(hp.dim > 0, "GroupNorm '", path(), "': dim must be > 0, got ", hp.dim);
-  PAX_CHECK(hp.num_groups > 0 && hp.dim % hp.num_groups == 0, "GroupNorm '", path(), "': num_groups = ",
-            hp.num_groups, " must be positive and divide dim = ", hp.dim);
+  PAX_CHECK(hp.num_groups > 0 && hp.dim % hp.num_groups == 0, "GroupNorm '", path(), "': num_groups = ", hp.num_groups,
+            " must be positive and divide dim = ", hp.dim);
   PAX_CHECK(hp.epsilon >= 0, "GroupNorm '", path(), "': epsilon must be >= 0, got ", hp.epsilon);
   if (hp.use_scale) create_variable("gamma", WeightHParams{Shape{hp.dim}, WeightInit::constant(1.0)});
   if (hp.use_bias) create_variable("beta", WeightHParams{Shape{hp.dim}, WeightInit::constant(0.0)});
@@ -87,7 +86,7 @@ Array GroupNorm::fprop(const Array& x) const {
   grouped.back() = hp.num_groups;
   grouped.push_back(hp.dim / hp.num_groups);
   Array xg = reshape(stats_dtype(x), grouped);  // (B, ..., G, D / G)
-  Ints axes;  // every axis but the batch and the group axis
+  Ints axes;                                    // every axis but the batch and the group axis
   for (int64_t a = 1; a < r - 1; ++a) axes.push_back(a);
   axes.push_back(r);
   Array m = mean(xg, axes, true);  // (B, 1..., G, 1)

@@ -127,7 +127,8 @@ TEST(BatchNorm, TrainingUsesBatchStatisticsAndUpdatesMovingAverages) {
   auto eval = apply(*f.layer, vars3, x1);
   EXPECT_TRUE(all_close(eval.output, normalized(v1, Moments{mean2, var2}, f.gamma, f.beta, 1e-3), 1e-12, 1e-12));
   EXPECT_TRUE(eval.updates.entries().empty());
-  EXPECT_TRUE(apply(*f.layer, vars3, ApplyOptions{.mutable_collections = {"batch_stats"}}, x1).updates.entries().empty());
+  EXPECT_TRUE(
+      apply(*f.layer, vars3, ApplyOptions{.mutable_collections = {"batch_stats"}}, x1).updates.entries().empty());
 }
 
 TEST(BatchNorm, RunningAverageAndMovingAverageInTraining) {
@@ -180,8 +181,8 @@ TEST(BatchNorm, GradientsInTrainingAndEvaluation) {
   };
   EXPECT_TRUE(testing::check_vjp(train, {f.vars["params"]["gamma"].leaf(), f.vars["params"]["beta"].leaf(), x}));
   f.vars["batch_stats"]["moving_mean"] = array<double>({0.1, 0.2, -0.3});
-  EXPECT_TRUE(testing::check_layer_vjp(*f.layer, f.vars, {x},
-                                       [](const BatchNorm& l, const std::vector<Array>& in) { return l.fprop(in[0]); }));
+  EXPECT_TRUE(testing::check_layer_vjp(
+      *f.layer, f.vars, {x}, [](const BatchNorm& l, const std::vector<Array>& in) { return l.fprop(in[0]); }));
 }
 
 TEST(BatchNorm, VmapWithAxisNameEqualsTheBatchComputation) {
@@ -204,13 +205,15 @@ TEST(BatchNorm, VmapWithAxisNameEqualsTheBatchComputation) {
     Array stats = updates["batch_stats"][name].leaf();
     ASSERT_EQ(stats.shape(), (Shape{5, 3}));
     Array w = want.updates["batch_stats"][name].leaf();
-    for (int64_t i = 0; i < 5; ++i) EXPECT_TRUE(all_close(reshape(slice_along(stats, 0, i, i + 1), {3}), w, 1e-12, 1e-14));
+    for (int64_t i = 0; i < 5; ++i)
+      EXPECT_TRUE(all_close(reshape(slice_along(stats, 0, i, i + 1), {3}), w, 1e-12, 1e-14));
   }
   // Gradients through pmean equal those of the batch computation.
   Array r = testing::random_array({5, 2, 3}, DType::f64, 8);
   Array gx = grad([&](const Array& xs) {
     return sum(vmap([&](const Array& xi) { return apply(*mapped.layer, mapped.vars, kTrain, xi).output; },
-                    {.axis_name = "batch"})(xs) * r);
+                    {.axis_name = "batch"})(xs) *
+               r);
   })(x);
   Array gx_want = grad([&](const Array& xs) { return sum(apply(*whole.layer, whole.vars, kTrain, xs).output * r); })(x);
   EXPECT_TRUE(all_close(gx, gx_want, 1e-10, 1e-12));
@@ -238,8 +241,8 @@ TEST(BatchNorm, MixedPrecisionAndJit) {
   std::vector<double> xv = x.astype(DType::bf16).to_vector<double>();
   Moments m = moments(xv, 4);
   EXPECT_TRUE(all_close(out.output, normalized(xv, m, {1, 1, 1, 1}, {0, 0, 0, 0}, 1e-3), 2e-2, 2e-2));
-  EXPECT_TRUE(all_close(out.updates.at_path("batch_stats/moving_mean").leaf(), blend({0, 0, 0, 0}, m.mean, 0.99),
-                        1e-5, 1e-5));
+  EXPECT_TRUE(
+      all_close(out.updates.at_path("batch_stats/moving_mean").leaf(), blend({0, 0, 0, 0}, m.mean, 0.99), 1e-5, 1e-5));
   // jit(apply) equals apply, output and updated statistics.
   auto step = [&](const Tree& v, const Array& xs) {
     auto o = apply(*bn, v, kTrain, xs);
@@ -310,8 +313,8 @@ TEST(GroupNorm, MatchesFormulaAndGradients) {
     EXPECT_TRUE(all_close(apply(*gn, vars, x).output, want, 1e-12, 1e-12)) << shape;
   }
   Array x = testing::random_array({2, 3, 6}, DType::f64, 4);
-  EXPECT_TRUE(testing::check_layer_vjp(*gn, vars, {x},
-                                       [](const GroupNorm& l, const std::vector<Array>& in) { return l.fprop(in[0]); }));
+  EXPECT_TRUE(testing::check_layer_vjp(
+      *gn, vars, {x}, [](const GroupNorm& l, const std::vector<Array>& in) { return l.fprop(in[0]); }));
   auto f = [&](const Tree& v, const Array& xs) { return apply(*gn, v, xs).output; };
   EXPECT_TRUE(all_close(jit(f)(vars, x), f(vars, x), 1e-14, 1e-14));
 }
@@ -332,7 +335,8 @@ TEST(GroupNorm, MixedPrecisionAndErrors) {
   for (double e : yv) mean_abs += std::fabs(e) / double(yv.size());
   EXPECT_GT(mean_abs, 0.5);
   EXPECT_LT(mean_abs, 1.2);
-  EXPECT_PAX_ERROR(apply(*gn, vars, ones({8})), "GroupNorm '': input f32[8] must be (batch, ..., dim = 8) with rank >= 2");
+  EXPECT_PAX_ERROR(apply(*gn, vars, ones({8})),
+                   "GroupNorm '': input f32[8] must be (batch, ..., dim = 8) with rank >= 2");
   EXPECT_PAX_ERROR(apply(*gn, vars, ones({2, 7})), "must be (batch, ..., dim = 8)");
   hp.num_groups = 3;
   EXPECT_PAX_ERROR(build<GroupNorm>(hp), "GroupNorm '': num_groups = 3 must be positive and divide dim = 8");

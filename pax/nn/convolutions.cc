@@ -6,9 +6,9 @@
 namespace pax::nn {
 
 std::vector<std::pair<int64_t, int64_t>> spatial_padding(const std::string& who, const std::string& padding,
-                                                          const Ints& explicit_padding, const Ints& sizes,
-                                                          const Ints& window, const Ints& strides,
-                                                          const Ints& dilations) {
+                                                         const Ints& explicit_padding, const Ints& sizes,
+                                                         const Ints& window, const Ints& strides,
+                                                         const Ints& dilations) {
   const size_t n = sizes.size();
   std::vector<std::pair<int64_t, int64_t>> pads(n, {0, 0});
   if (padding == "EXPLICIT") {
@@ -55,8 +55,8 @@ void Conv2D::setup() {
   PAX_CHECK(g >= 1 && f[2] % g == 0 && f[3] % g == 0, "Conv2D '", path(), "': feature_group_count = ", g,
             " must be positive and divide the input depth ", f[2], " and the output depth ", f[3]);
   // Validates padding / explicit_padding now rather than at the first call.
-  spatial_padding(std::string("Conv2D '") + path() + "'", hp.padding, hp.explicit_padding, {f[0], f[1]},
-                  {f[0], f[1]}, {1, 1}, {1, 1});
+  spatial_padding(std::string("Conv2D '") + path() + "'", hp.padding, hp.explicit_padding, {f[0], f[1]}, {f[0], f[1]},
+                  {1, 1}, {1, 1});
   create_variable("w", WeightHParams{Shape{f[0], f[1], f[2] / g, f[3]}});  // (kh, kw, in / G, out)
   if (hp.bias) create_variable("b", WeightHParams{Shape{f[3]}, hp.bias_init});
 }
@@ -70,8 +70,8 @@ Array Conv2D::fprop(const Array& x) const {
   PAX_CHECK(is_floating(x.dtype()), who, ": input ", x.aval().str(), " must be floating");
   const Shape& s = x.shape();
   const int64_t h = s[s.rank() - 3], w = s[s.rank() - 2];
-  auto pads = spatial_padding(who, hp.padding, hp.explicit_padding, {h, w}, {f[0], f[1]}, hp.filter_stride,
-                              hp.dilations);
+  auto pads =
+      spatial_padding(who, hp.padding, hp.explicit_padding, {h, w}, {f[0], f[1]}, hp.filter_stride, hp.dilations);
   Ints batch(s.dims().begin(), s.dims().end() - 3);
   int64_t b = 1;
   for (int64_t d : batch) b *= d;

@@ -29,8 +29,7 @@ class Conv2D : public Layer {
     int64_t feature_group_count = 1;
     bool bias = false;
     WeightInit bias_init = WeightInit::constant(0.0);
-    PAX_HPARAMS(Conv2D, Layer::HParams,
-                (filter_shape, "(kh, kw, in, out): window size, input depth and output depth."),
+    PAX_HPARAMS(Conv2D, Layer::HParams, (filter_shape, "(kh, kw, in, out): window size, input depth and output depth."),
                 (filter_stride, "(stride_h, stride_w)."), (dilations, "(dilation_h, dilation_w) of the window."),
                 (padding, "\"SAME\", \"VALID\" or \"EXPLICIT\" (then explicit_padding applies)."),
                 (explicit_padding, "(top, bottom, left, right) rows / columns of zeros, with padding = EXPLICIT."),
@@ -49,8 +48,8 @@ class Conv2D : public Layer {
 // (lax.padtype_to_pads); throws naming `who` for a bad padding or an input
 // smaller than the (dilated) window.
 std::vector<std::pair<int64_t, int64_t>> spatial_padding(const std::string& who, const std::string& padding,
-                                                          const Ints& explicit_padding, const Ints& sizes,
-                                                          const Ints& window, const Ints& strides,
-                                                          const Ints& dilations);
+                                                         const Ints& explicit_padding, const Ints& sizes,
+                                                         const Ints& window, const Ints& strides,
+                                                         const Ints& dilations);
 
 }  // namespace pax::nn

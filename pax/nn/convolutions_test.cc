@@ -111,8 +111,8 @@ TEST(Conv2D, MatchesDirectConvolution) {
     for (const Shape& in : {Shape{2, 7, 6, c.filter[2]}, Shape{1, 5, 9, c.filter[2]}}) {
       Array x = testing::random_array(in, DType::f64, uint32_t(k) + 1);
       Shape want_shape;
-      std::vector<double> want = reference_conv(c, x, vars["params"]["w"].leaf(),
-                                                c.bias ? vars["params"]["b"].leaf() : Array(), &want_shape);
+      std::vector<double> want =
+          reference_conv(c, x, vars["params"]["w"].leaf(), c.bias ? vars["params"]["b"].leaf() : Array(), &want_shape);
       Array y = apply(*conv, vars, x).output;
       ASSERT_EQ(y.shape(), want_shape) << "case " << k;
       // conv_general_dilated computes f64 in f32 (oneDNN has no f64 convolution).
@@ -152,9 +152,8 @@ TEST(Conv2D, Gradients) {
     auto conv = build<Conv2D>(conv_hparams(c));
     Tree vars = init(*conv, random::key(7));
     Array x = testing::random_array({2, 5, 6, c.filter[2]}, DType::f64, 8);
-    EXPECT_TRUE(testing::check_layer_vjp(*conv, vars, {x},
-                                         [](const Conv2D& l, const std::vector<Array>& in) { return l.fprop(in[0]); },
-                                         0.5, 1e-5))
+    EXPECT_TRUE(testing::check_layer_vjp(
+        *conv, vars, {x}, [](const Conv2D& l, const std::vector<Array>& in) { return l.fprop(in[0]); }, 0.5, 1e-5))
         << "case " << k;
   }
 }
@@ -233,8 +232,9 @@ TEST(Conv2D, Errors) {
   EXPECT_PAX_ERROR(build<Conv2D>(hp), "dilations (0, 1) must be 2 positive integers");
   hp.dilations = {1, 1};
   hp.feature_group_count = 4;
-  EXPECT_PAX_ERROR(build<Conv2D>(hp), "feature_group_count = 4 must be positive and divide the input depth 4 and the "
-                                      "output depth 6");
+  EXPECT_PAX_ERROR(build<Conv2D>(hp),
+                   "feature_group_count = 4 must be positive and divide the input depth 4 and the "
+                   "output depth 6");
   hp.feature_group_count = 2;
   hp.padding = "same";
   EXPECT_PAX_ERROR(build<Conv2D>(hp), "Conv2D '': padding 'same' must be \"SAME\", \"VALID\" or \"EXPLICIT\"");

@@ -41,8 +41,8 @@ TEST(Dropout, BroadcastDimsShareTheMask) {
   hp.keep_prob = 0.5;
   hp.noise_shape_broadcast_dims = {1};
   auto drop = build<Dropout>(hp);
-  Array y = apply(*drop, init(*drop, random::key(0)), ApplyOptions{.rngs = {{"dropout", random::key(3)}}, .train = true},
-                  ones({64, 7}))
+  Array y = apply(*drop, init(*drop, random::key(0)),
+                  ApplyOptions{.rngs = {{"dropout", random::key(3)}}, .train = true}, ones({64, 7}))
                 .output;
   std::vector<float> v = y.to_vector<float>();
   for (int r = 0; r < 64; ++r) {

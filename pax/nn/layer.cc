@@ -191,7 +191,8 @@ void Layer::create_variable(const std::string& name, WeightHParams spec) {
     PAX_CHECK(v.name != name || v.spec.collection != spec.collection, type_name(), " '", path_, "': variable '", name,
               "' is declared twice");
   }
-  for (int64_t d : spec.shape) PAX_CHECK(d >= 0, type_name(), " '", path_, "': variable '", name, "' has shape ", spec.shape);
+  for (int64_t d : spec.shape)
+    PAX_CHECK(d >= 0, type_name(), " '", path_, "': variable '", name, "' has shape ", spec.shape);
   const HParams& hp = *hparams_;
   VariableSpec v{name, spec, spec.dtype.value_or(hp.dtype), spec.init.value_or(hp.params_init)};
   variables_.push_back(std::move(v));
@@ -294,7 +295,8 @@ void Layer::add_summary(const std::string& name, const Array& value) const {
 
 void Layer::add_aux_loss(const Array& value, double weight) const {
   ApplyState& st = state("add_aux_loss", *this);
-  PAX_CHECK(value.ndim() == 0, type_name(), " '", path_, "': an auxiliary loss must be a scalar, got ", value.aval().str());
+  PAX_CHECK(value.ndim() == 0, type_name(), " '", path_, "': an auxiliary loss must be a scalar, got ",
+            value.aval().str());
   st.aux_losses.push_back(weight == 1.0 ? value : value * weight);
 }
 
@@ -416,8 +418,8 @@ std::string summary(const Layer& layer) {
   std::set<const Layer*> seen;
   std::function<void(const Layer&, const std::string&)> visit = [&](const Layer& l, const std::string& shown) {
     if (!seen.insert(&l).second) {
-      rows.push_back({shown, l.type_name(), "(shared with " + (l.path().empty() ? "(root)" : l.path()) + ")", "", "",
-                      "", ""});
+      rows.push_back(
+          {shown, l.type_name(), "(shared with " + (l.path().empty() ? "(root)" : l.path()) + ")", "", "", "", ""});
       return;
     }
     if (l.variable_specs().empty()) rows.push_back({shown, l.type_name(), "", "", "", "", ""});

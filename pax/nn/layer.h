@@ -173,9 +173,9 @@ std::shared_ptr<typename L::HParams> tpl() {
 inline constexpr const char* kDecoderCache = "decoder_cache";
 
 struct ApplyOptions {
-  std::map<std::string, Array> rngs;           // keys by stream ("dropout", ...)
+  std::map<std::string, Array> rngs;             // keys by stream ("dropout", ...)
   std::vector<std::string> mutable_collections;  // collections this apply may write
-  bool train = false;                          // training mode
+  bool train = false;                            // training mode
 };
 
 template <class R>
@@ -226,8 +226,7 @@ Tree init_with(const L& layer, const Array& key, F&& call, const ApplyOptions& o
 
 // init that runs layer.fprop(inputs...).
 template <class L, class... In>
-  requires(sizeof...(In) > 0)
-Tree init(const L& layer, const Array& key, const In&... inputs) {
+requires(sizeof...(In) > 0) Tree init(const L& layer, const Array& key, const In&... inputs) {
   return init_with(layer, key, [&](const L& l) { return l.fprop(inputs...); });
 }
 
@@ -248,7 +247,8 @@ auto apply(const L& layer, const Tree& variables, const In&... inputs) {
 }
 template <class L, class... In>
 auto apply(const L& layer, const Tree& variables, const ApplyOptions& options, const In&... inputs) {
-  return apply_with(layer, variables, [&](const L& l) { return l.fprop(inputs...); }, options);
+  return apply_with(
+      layer, variables, [&](const L& l) { return l.fprop(inputs...); }, options);
 }
 
 // ---------------------------------------------------------------------------
@@ -263,10 +263,10 @@ int64_t count_parameters(const Layer& layer, const std::string& collection = "pa
 }  // namespace pax::nn
 
 // Registers a layer class (its HParams type name is the layer's name).
-#define PAX_REGISTER_LAYER(Cls)                                                                           \
-  static const bool pax_layer_registered_##Cls##_ = [] {                                                  \
-    ::pax::nn::register_layer(                                                                            \
+#define PAX_REGISTER_LAYER(Cls)                                                                                \
+  static const bool pax_layer_registered_##Cls##_ = [] {                                                       \
+    ::pax::nn::register_layer(                                                                                 \
         Cls::HParams().type_name(), [] { return std::unique_ptr<::pax::nn::Layer>(std::make_unique<Cls>()); }, \
-        [] { return ::pax::HParamsPtr(std::make_shared<Cls::HParams>()); });                              \
-    return true;                                                                                          \
+        [] { return ::pax::HParamsPtr(std::make_shared<Cls::HParams>()); });                                   \
+    return true;                                                                                               \
   }()

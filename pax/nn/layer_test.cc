@@ -76,7 +76,8 @@ TEST(Layer, BuildInitApply) {
                         p.at_path("mlp_0/linear/w").leaf(), 0, 0));
   EXPECT_FALSE(all_close(init(*model, random::key(1))["params"].at_path("mlp_0/linear/w").leaf(),
                          p.at_path("mlp_0/linear/w").leaf(), 0, 0));
-  EXPECT_PAX_ERROR(apply(*model, vars, zeros({5, 3})), "Linear 'mlp_0/linear': input f32[5,3] must end in input_dims = 4");
+  EXPECT_PAX_ERROR(apply(*model, vars, zeros({5, 3})),
+                   "Linear 'mlp_0/linear': input f32[5,3] must end in input_dims = 4");
   EXPECT_PAX_ERROR(model->fprop(x), "only available inside nn::init / nn::apply");
 }
 
@@ -87,7 +88,8 @@ TEST(Layer, SharedChildrenCollectionsSummariesAndKeys) {
   Tree vars = init(*probe, random::key(0));
   EXPECT_EQ(tree_paths(vars), (std::vector<std::string>{"params/first/w", "batch_stats/count"}));
   Array x = testing::random_array({2, 3}, DType::f32, 2);
-  auto out = apply_with(*probe, vars, [&](const Probe& l) { return l.fprop(x); }, {.mutable_collections = {"batch_stats"}});
+  auto out =
+      apply_with(*probe, vars, [&](const Probe& l) { return l.fprop(x); }, {.mutable_collections = {"batch_stats"}});
   Array w = vars.at_path("params/first/w").leaf();
   EXPECT_TRUE(all_close(out.output, matmul(matmul(x, w), w), 1e-6, 1e-6));
   EXPECT_EQ(out.updates.at_path("batch_stats/count").leaf().item<float>(), 1.0f);
@@ -99,10 +101,20 @@ TEST(Layer, SharedChildrenCollectionsSummariesAndKeys) {
   EXPECT_PAX_ERROR(apply_with(*probe, vars, [](const Probe& l) { return l.noise(); }),
                    "needs a random key for stream 'dropout'");
   ApplyOptions with_key{.rngs = {{"dropout", random::key(5)}}};
-  Array a = apply_with(*probe, vars, [](const Probe& l) { return l.noise(); }, with_key).output;
-  Array b = apply_with(*probe, vars, [](const Probe& l) { return l.noise(); }, with_key).output;
+  Array a = apply_with(
+                *probe, vars, [](const Probe& l) { return l.noise(); }, with_key)
+                .output;
+  Array b = apply_with(
+                *probe, vars, [](const Probe& l) { return l.noise(); }, with_key)
+                .output;
   EXPECT_TRUE(all_close(a, b, 0, 0));
-  auto two = apply_with(*probe, vars, [](const Probe& l) { return concatenate({l.noise(), l.noise()}); }, with_key).output;
+  auto two = apply_with(
+                 *probe, vars,
+                 [](const Probe& l) {
+                   return concatenate({l.noise(), l.noise()});
+                 },
+                 with_key)
+                 .output;
   EXPECT_FALSE(all_close(slice_along(two, 0, 0, 2), slice_along(two, 0, 2, 4), 0, 0));
   const std::string table = summary(*probe);
   EXPECT_NE(table.find("second"), std::string::npos) << table;
@@ -137,11 +149,14 @@ TEST(Layer, ConfigErrorsAndJsonRebuild) {
   auto loaded = build_layer(Config::from_json(cfg.to_json()));
   Array x = testing::random_array({4, 3}, DType::f32, 4);
   auto run = [&](const Layer& l) {
-    return apply_with(static_cast<const FeedForward&>(l), vars, [&](const FeedForward& f) { return f.fprop(x); }).output;
+    return apply_with(static_cast<const FeedForward&>(l), vars, [&](const FeedForward& f) { return f.fprop(x); })
+        .output;
   };
   EXPECT_TRUE(all_close(run(*loaded), run(*ff), 0, 0));
-  EXPECT_TRUE(all_close(run(*ff), nn::gelu(matmul(x, vars.at_path("params/linear/w").leaf()) +
-                                               vars.at_path("params/bias/b").leaf(), false), 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(
+      run(*ff),
+      nn::gelu(matmul(x, vars.at_path("params/linear/w").leaf()) + vars.at_path("params/bias/b").leaf(), false), 1e-6,
+      1e-6));
   auto bad = Config::make("FeedForward");
   bad.set("linear_tpl", "Bias");
   EXPECT_PAX_ERROR(build_layer(bad), "linear_tpl must be a Linear, got Bias");

@@ -7,8 +7,8 @@ namespace pax::nn {
 
 void Linear::setup() {
   const auto& hp = hparams<HParams>();
-  PAX_CHECK(hp.input_dims > 0 && hp.output_dims > 0, "Linear '", path(), "': input_dims and output_dims must be > 0, got ",
-            hp.input_dims, " and ", hp.output_dims);
+  PAX_CHECK(hp.input_dims > 0 && hp.output_dims > 0, "Linear '", path(),
+            "': input_dims and output_dims must be > 0, got ", hp.input_dims, " and ", hp.output_dims);
   create_variable("w", WeightHParams{Shape{hp.input_dims, hp.output_dims}});
 }
 

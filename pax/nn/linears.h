@@ -13,8 +13,7 @@ class Linear : public Layer {
   struct HParams : Layer::HParams {
     int64_t input_dims = 0;
     int64_t output_dims = 0;
-    PAX_HPARAMS(Linear, Layer::HParams, (input_dims, "Depth of the input."),
-                (output_dims, "Depth of the output."));
+    PAX_HPARAMS(Linear, Layer::HParams, (input_dims, "Depth of the input."), (output_dims, "Depth of the output."));
   };
   // x: (..., input_dims) -> (..., output_dims)
   Array fprop(const Array& x) const override;
@@ -45,8 +44,8 @@ class FeedForward : public Layer {
     bool has_bias = true;
     HParamsPtr linear_tpl = tpl<Linear>();
     HParamsPtr activation_tpl = tpl<ReLU>();
-    PAX_HPARAMS(FeedForward, Layer::HParams, (input_dims, "Depth of the input."),
-                (output_dims, "Depth of the output."), (has_bias, "Add a bias after the projection."),
+    PAX_HPARAMS(FeedForward, Layer::HParams, (input_dims, "Depth of the input."), (output_dims, "Depth of the output."),
+                (has_bias, "Add a bias after the projection."),
                 (linear_tpl, "Template of the projection (its dims are set from this layer's)."),
                 (activation_tpl, "Template of the activation (ReLU, GELU, SiLU, Tanh, Sigmoid, Identity)."));
   };

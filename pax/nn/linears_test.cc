@@ -122,8 +122,8 @@ TEST(Containers, SequentialAndFlatten) {
   EXPECT_EQ(tree_paths(vars), (std::vector<std::string>{"params/layers_1/w"}));
   Array x = testing::random_array({4, 2, 3}, DType::f64, 10);
   Array y = apply_with(*seq, vars, [&](const Layer& l) { return l.fprop(x); }).output;
-  EXPECT_TRUE(all_close(y, pax::nn::relu(matmul(reshape(x, {4, 6}), vars.at_path("params/layers_1/w").leaf())), 1e-12,
-                        1e-12));
+  EXPECT_TRUE(
+      all_close(y, pax::nn::relu(matmul(reshape(x, {4, 6}), vars.at_path("params/layers_1/w").leaf())), 1e-12, 1e-12));
   EXPECT_TRUE(testing::check_layer_vjp(*seq, vars, {x}, call_fprop));
   EXPECT_PAX_ERROR(build_layer(Config::make("Sequential")), "needs at least one layer");
   hp.layers = {tpl<Flatten>(), tpl<Sequential>()};

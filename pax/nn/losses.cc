@@ -39,9 +39,9 @@ std::pair<Normaliser, Array> forward(const Array& logits, const Array& labels) {
 }
 
 Array backward(const std::vector<Array>& residuals, const Array& g) {
-  const Array& logits = residuals[0];  // (..., C)
-  const Array& labels = residuals[1];  // (...)
-  const Array p = shifted_exp(logits, residuals[2]) / residuals[3];  // (..., C)
+  const Array& logits = residuals[0];                                                    // (..., C)
+  const Array& labels = residuals[1];                                                    // (...)
+  const Array p = shifted_exp(logits, residuals[2]) / residuals[3];                      // (..., C)
   const Array classes = arange(int64_t(0), logits.dim(-1), int64_t(1), labels.dtype());  // (C,)
   const Array hit = equal(classes, expand_dims(labels, {-1}));
   return (where(hit, p - 1.0, p) * expand_dims(g, {-1})).astype(logits.dtype());
@@ -57,16 +57,15 @@ Array softmax_cross_entropy_with_integer_labels(const Array& logits, const Array
   PAX_CHECK(is_integer(labels.dtype()) && labels.shape().dims() == want,
             "softmax_cross_entropy_with_integer_labels: labels must be integers of shape ", Shape(want).str(),
             " (the logits ", logits.aval().str(), " without their class axis), got ", labels.aval().str());
-  static const auto xent = custom_vjp(
-      [](const Array& x, const Array& y) { return forward(x, y).second; },
-      [](const Array& x, const Array& y) {
-        auto [norm, loss] = forward(x, y);
-        return std::make_pair(loss, std::vector<Array>{x, y, norm.max, norm.sum});
-      },
-      [](const std::vector<Array>& residuals, const Array& g) {
-        return std::make_pair(backward(residuals, g), zeros_like(residuals[1]));
-      },
-      "softmax_cross_entropy_with_integer_labels");
+  static const auto xent = custom_vjp([](const Array& x, const Array& y) { return forward(x, y).second; },
+                                      [](const Array& x, const Array& y) {
+                                        auto [norm, loss] = forward(x, y);
+                                        return std::make_pair(loss, std::vector<Array>{x, y, norm.max, norm.sum});
+                                      },
+                                      [](const std::vector<Array>& residuals, const Array& g) {
+                                        return std::make_pair(backward(residuals, g), zeros_like(residuals[1]));
+                                      },
+                                      "softmax_cross_entropy_with_integer_labels");
   return xent(logits, labels);
 }
 

@@ -27,12 +27,12 @@ TEST(LayerNorm, MatchesFormulaAndGradients) {
     double m = 0, v = 0;
     for (int c = 0; c < 5; ++c) m += xv[size_t(r * 5 + c)] / 5;
     for (int c = 0; c < 5; ++c) v += (xv[size_t(r * 5 + c)] - m) * (xv[size_t(r * 5 + c)] - m) / 5;
-    for (int c = 0; c < 5; ++c) want.push_back((xv[size_t(r * 5 + c)] - m) / std::sqrt(v + 1e-3) * s[size_t(c)] + b[size_t(c)]);
+    for (int c = 0; c < 5; ++c)
+      want.push_back((xv[size_t(r * 5 + c)] - m) / std::sqrt(v + 1e-3) * s[size_t(c)] + b[size_t(c)]);
   }
   EXPECT_TRUE(all_close(apply(*ln, vars, x).output, want, 1e-12, 1e-12));
-  EXPECT_TRUE(testing::check_layer_vjp(*ln, vars, {x}, [](const LayerNorm& l, const std::vector<Array>& in) {
-    return l.fprop(in[0]);
-  }));
+  EXPECT_TRUE(testing::check_layer_vjp(
+      *ln, vars, {x}, [](const LayerNorm& l, const std::vector<Array>& in) { return l.fprop(in[0]); }));
   EXPECT_PAX_ERROR(apply(*ln, vars, zeros({3, 4}, DType::f64)), "must end in dim = 5");
 }
 

@@ -49,7 +49,7 @@ Array sum_windows(const Array& x, int64_t axis, int64_t k, int64_t s) {
 }
 
 struct Pooled {
-  Array value;                                      // (..., H', W', C)
+  Array value;                                    // (..., H', W', C)
   std::vector<std::pair<int64_t, int64_t>> pads;  // (lo, hi) per spatial axis
 };
 

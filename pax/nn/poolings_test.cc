@@ -25,10 +25,8 @@ struct PoolCase {
 
 const std::vector<PoolCase> kCases = {
     {{2, 2}, {2, 2}, "VALID", {}},  // non-overlapping (reshape path), odd sizes cropped
-    {{3, 3}, {1, 1}, "SAME", {}},
-    {{3, 2}, {2, 1}, "SAME", {}},
-    {{2, 3}, {1, 2}, "VALID", {}},
-    {{3, 3}, {2, 2}, "EXPLICIT", {1, 0, 2, 1}},
+    {{3, 3}, {1, 1}, "SAME", {}},  {{3, 2}, {2, 1}, "SAME", {}},
+    {{2, 3}, {1, 2}, "VALID", {}}, {{3, 3}, {2, 2}, "EXPLICIT", {1, 0, 2, 1}},
     {{2, 2}, {2, 2}, "SAME", {}},  // non-overlapping with padding
     {{1, 1}, {1, 1}, "VALID", {}},
 };
@@ -186,8 +184,8 @@ TEST(Pooling, BuildsFromConfig) {
   cfg.apply_overrides({"window_shape=[3, 3]", "strides=[2, 2]", "padding=SAME"});
   auto l = build_layer(cfg);
   Array x = testing::random_array({1, 5, 5, 2}, DType::f32, 1);
-  Array y = apply_with(static_cast<const MaxPool&>(*l), Tree::dict(), [&](const MaxPool& p) { return p.fprop(x); })
-                .output;
+  Array y =
+      apply_with(static_cast<const MaxPool&>(*l), Tree::dict(), [&](const MaxPool& p) { return p.fprop(x); }).output;
   Shape s;
   EXPECT_TRUE(all_close(y, reference_pool({{3, 3}, {2, 2}, "SAME", {}}, Kind::max, x, &s), 0, 0));
   EXPECT_EQ(y.shape(), (Shape{1, 3, 3, 2}));

@@ -22,8 +22,8 @@ Tree LSTMCell::init_states(int64_t batch_size) const {
   const auto& hp = hparams<HParams>();
   PAX_CHECK(batch_size >= 0, "LSTMCell '", path(), "': init_states batch_size must be >= 0, got ", batch_size);
   const DType d = hp.fprop_dtype;
-  return Tree::dict({{"c", zeros({batch_size, hp.num_output_nodes}, d)},
-                     {"m", zeros({batch_size, hp.num_output_nodes}, d)}});
+  return Tree::dict(
+      {{"c", zeros({batch_size, hp.num_output_nodes}, d)}, {"m", zeros({batch_size, hp.num_output_nodes}, d)}});
 }
 
 Tree LSTMCell::fprop(const Tree& state, const Array& inputs) const {
@@ -32,7 +32,7 @@ Tree LSTMCell::fprop(const Tree& state, const Array& inputs) const {
   PAX_CHECK(state.is_dict() && state.size() == 2 && state.contains("c") && state.contains("m") &&
                 state["c"].is_leaf() && state["m"].is_leaf(),
             "LSTMCell '", path(), "': state must be a dict {c, m} of arrays (see init_states), got ", state.str());
-  Array x = to_fprop_dtype(inputs);           // (..., in)
+  Array x = to_fprop_dtype(inputs);             // (..., in)
   Array c = to_fprop_dtype(state["c"].leaf());  // (..., out)
   Array m = to_fprop_dtype(state["m"].leaf());  // (..., out)
   PAX_CHECK(x.ndim() >= 1 && x.dim(-1) == hp.num_input_nodes && is_floating(x.dtype()), "LSTMCell '", path(),
@@ -41,10 +41,10 @@ Tree LSTMCell::fprop(const Tree& state, const Array& inputs) const {
   Ints want = lead;
   want.push_back(n);
   PAX_CHECK(c.shape().dims() == want && m.shape().dims() == want, "LSTMCell '", path(), "': state c ",
-            state["c"].leaf().aval().str(), " and m ", state["m"].leaf().aval().str(), " must both be ",
-            ints_str(want), " for inputs ", inputs.aval().str());
+            state["c"].leaf().aval().str(), " and m ", state["m"].leaf().aval().str(), " must both be ", ints_str(want),
+            " for inputs ", inputs.aval().str());
   Array xmw = matmul(concatenate({x, m}, -1), theta("w")) + theta("b");  // (..., 4 * out)
-  std::vector<Array> gates = split(xmw, 4, -1);                           // i_i, i_g, f_g, o_g: (..., out)
+  std::vector<Array> gates = split(xmw, 4, -1);                          // i_i, i_g, f_g, o_g: (..., out)
   Array forget = gates[2];
   if (hp.forget_gate_bias != 0.0) forget = forget + hp.forget_gate_bias;
   Array new_c = sigmoid(forget) * c + sigmoid(gates[1]) * tanh(gates[0]);

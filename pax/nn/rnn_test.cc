@@ -81,7 +81,8 @@ TEST(LSTMCell, MatchesGateEquations) {
     EXPECT_TRUE(all_close(next["c"].leaf(), want_c, 1e-12, 1e-12)) << "variant " << variant;
     EXPECT_TRUE(all_close(next["m"].leaf(), want_m, 1e-12, 1e-12)) << "variant " << variant;
     // Extra leading axes are batch axes too.
-    Tree state3 = Tree::dict({{"c", reshape(state["c"].leaf(), {3, 1, 5})}, {"m", reshape(state["m"].leaf(), {3, 1, 5})}});
+    Tree state3 =
+        Tree::dict({{"c", reshape(state["c"].leaf(), {3, 1, 5})}, {"m", reshape(state["m"].leaf(), {3, 1, 5})}});
     Tree next3 = apply(*cell, vars, state3, reshape(x, {3, 1, 4})).output;
     EXPECT_TRUE(all_close(next3["m"].leaf(), want_m, 1e-12, 1e-12));
   }
@@ -131,11 +132,11 @@ TEST(LSTMCell, Gradients) {
   vars["params"]["b"] = testing::random_array({16}, DType::f64, 3);
   Tree state = random_state({2, 4}, 5);
   Array x = testing::random_array({2, 3}, DType::f64, 6);
-  EXPECT_TRUE(testing::check_layer_vjp(
-      *cell, vars, {x, state["c"].leaf(), state["m"].leaf()}, [](const LSTMCell& l, const std::vector<Array>& in) {
-        Tree next = l.fprop(Tree::dict({{"c", in[1]}, {"m", in[2]}}), in[0]);
-        return concatenate({next["c"].leaf(), next["m"].leaf()}, -1);
-      }));
+  EXPECT_TRUE(testing::check_layer_vjp(*cell, vars, {x, state["c"].leaf(), state["m"].leaf()},
+                                       [](const LSTMCell& l, const std::vector<Array>& in) {
+                                         Tree next = l.fprop(Tree::dict({{"c", in[1]}, {"m", in[2]}}), in[0]);
+                                         return concatenate({next["c"].leaf(), next["m"].leaf()}, -1);
+                                       }));
 }
 
 TEST(LSTMCell, ScanUnderGradAndJitEqualsAnUnrolledLoop) {
@@ -149,27 +150,31 @@ TEST(LSTMCell, ScanUnderGradAndJitEqualsAnUnrolledLoop) {
   // (loss, last state) over the sequence, with scan or with a C++ loop.
   auto scanned = [&](const Tree& params, const Array& seq) {
     Tree v = Tree::dict({{"params", params}});
-    return apply_with(*cell, v, [&](const LSTMCell& l) {
-             auto [last, ms] = scan(
-                 [&](const Tree& s, const Array& x) {
-                   Tree next = l.fprop(s, x);
-                   return std::make_pair(next, next["m"].leaf());
-                 },
-                 l.init_states(batch), seq);
-             return std::make_pair(sum(ms * target), last);
-           }).output;
+    return apply_with(*cell, v,
+                      [&](const LSTMCell& l) {
+                        auto [last, ms] = scan(
+                            [&](const Tree& s, const Array& x) {
+                              Tree next = l.fprop(s, x);
+                              return std::make_pair(next, next["m"].leaf());
+                            },
+                            l.init_states(batch), seq);
+                        return std::make_pair(sum(ms * target), last);
+                      })
+        .output;
   };
   auto unrolled = [&](const Tree& params, const Array& seq) {
     Tree v = Tree::dict({{"params", params}});
-    return apply_with(*cell, v, [&](const LSTMCell& l) {
-             Tree s = l.init_states(batch);
-             Array loss = zeros({}, DType::f64);
-             for (int64_t t = 0; t < steps; ++t) {
-               s = l.fprop(s, reshape(slice_along(seq, 0, t, t + 1), {batch, 3}));
-               loss = loss + sum(s["m"].leaf() * reshape(slice_along(target, 0, t, t + 1), {batch, 4}));
-             }
-             return std::make_pair(loss, s);
-           }).output;
+    return apply_with(*cell, v,
+                      [&](const LSTMCell& l) {
+                        Tree s = l.init_states(batch);
+                        Array loss = zeros({}, DType::f64);
+                        for (int64_t t = 0; t < steps; ++t) {
+                          s = l.fprop(s, reshape(slice_along(seq, 0, t, t + 1), {batch, 3}));
+                          loss = loss + sum(s["m"].leaf() * reshape(slice_along(target, 0, t, t + 1), {batch, 4}));
+                        }
+                        return std::make_pair(loss, s);
+                      })
+        .output;
   };
   auto [loss, last] = jit(scanned)(vars["params"], xs);
   auto [loss_want, last_want] = unrolled(vars["params"], xs);
@@ -188,8 +193,7 @@ TEST(LSTMCell, ScanUnderGradAndJitEqualsAnUnrolledLoop) {
 
 TEST(LSTMCell, Errors) {
   LSTMCell::HParams hp;
-  EXPECT_PAX_ERROR(build<LSTMCell>(hp),
-                   "LSTMCell '': num_input_nodes and num_output_nodes must be > 0, got 0 and 0");
+  EXPECT_PAX_ERROR(build<LSTMCell>(hp), "LSTMCell '': num_input_nodes and num_output_nodes must be > 0, got 0 and 0");
   hp.num_input_nodes = 3;
   hp.num_output_nodes = 2;
   hp.cell_value_cap = 0.0;

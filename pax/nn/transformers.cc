@@ -184,8 +184,8 @@ void StackedTransformer::setup() {
       "input_dropout", dropout_params(hp.dropout_tpl, hp.input_dropout_prob, "input_dropout_prob", where));
   std::vector<HParamsPtr> tpls;
   for (int64_t i = 0; i < hp.num_layers; ++i) {
-    auto p = clone_template<Transformer::HParams>(hp.transformer_layer_params_tpl,
-                                                          "transformer_layer_params_tpl", where);
+    auto p =
+        clone_template<Transformer::HParams>(hp.transformer_layer_params_tpl, "transformer_layer_params_tpl", where);
     p->input_dims = hp.model_dims;
     p->hidden_dims = hp.hidden_dims;
     p->num_heads = hp.num_heads;
@@ -224,8 +224,8 @@ Array StackedTransformer::extend_step(const Array& inputs, const Array& time_ste
   const auto& hp = hparams<HParams>();
   PAX_CHECK(inputs.ndim() == 2 && inputs.dim(1) == hp.model_dims, who(*this), "extend_step inputs ",
             inputs.aval().str(), " must be (batch, ", hp.model_dims, ")");
-  Array mask =
-      atten_mask.defined() ? atten_mask : default_step_mask(time_step, x_layers_[0]->self_attention(), who(*this));
+  Array mask = atten_mask.defined() ? atten_mask
+                                    : default_step_mask(time_step, x_layers_[0]->self_attention(), who(*this));
   Array x = input_dropout_->fprop(to_fprop_dtype(inputs));
   for (const Transformer* layer : x_layers_) x = layer->extend_step(x, time_step, mask);
   return x;

@@ -20,13 +20,13 @@ enum class InitMethod : int {
   gaussian_sqrt_fan_in,  // N(0, (scale / sqrt(fan_in))^2)
   gaussian_sqrt_fan_out,
   gaussian_sqrt_fan_avg,  // fan_avg = (fan_in + fan_out) / 2
-  uniform_sqrt_fan_in,   // U(-l, l), l = scale * sqrt(3 / fan_in): variance scale^2 / fan_in
+  uniform_sqrt_fan_in,    // U(-l, l), l = scale * sqrt(3 / fan_in): variance scale^2 / fan_in
   uniform_sqrt_fan_out,
   uniform_sqrt_fan_avg,
-  lecun_normal,          // truncated normal, variance scale / fan_in (scale 1 by default)
-  lecun_uniform,         // U(-l, l), l = sqrt(3 scale / fan_in)
-  he_normal,             // truncated normal, variance 2 scale / fan_in
-  he_uniform,            // U(-l, l), l = sqrt(6 scale / fan_in)
+  lecun_normal,   // truncated normal, variance scale / fan_in (scale 1 by default)
+  lecun_uniform,  // U(-l, l), l = sqrt(3 scale / fan_in)
+  he_normal,      // truncated normal, variance 2 scale / fan_in
+  he_uniform,     // U(-l, l), l = sqrt(6 scale / fan_in)
 };
 PAX_ENUM(InitMethod, "constant", "uniform", "gaussian", "truncated_gaussian", "xavier", "gaussian_sqrt_fan_in",
          "gaussian_sqrt_fan_out", "gaussian_sqrt_fan_avg", "uniform_sqrt_fan_in", "uniform_sqrt_fan_out",
@@ -66,11 +66,11 @@ struct WeightInit : BaseHParams {
 // What setup() declares for one variable.
 struct WeightHParams {
   Shape shape;
-  std::optional<WeightInit> init = {};   // default: the layer's params_init
-  std::optional<DType> dtype = {};       // default: the layer's dtype
-  std::string collection = "params";     // params (trainable), batch_stats, non_trainable, ...
-  Ints fan_in_axes = {};                 // default: axis -2 (times leading "receptive field" axes)
-  Ints fan_out_axes = {};                // default: axis -1 (times leading axes)
+  std::optional<WeightInit> init = {};  // default: the layer's params_init
+  std::optional<DType> dtype = {};      // default: the layer's dtype
+  std::string collection = "params";    // params (trainable), batch_stats, non_trainable, ...
+  Ints fan_in_axes = {};                // default: axis -2 (times leading "receptive field" axes)
+  Ints fan_out_axes = {};               // default: axis -1 (times leading axes)
 };
 
 // (fan_in, fan_out) of a weight shape.

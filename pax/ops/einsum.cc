@@ -62,8 +62,8 @@ Array dot(const Array& a0, const Array& b0) {
   if (a0.ndim() == 0 || b0.ndim() == 0) return multiply(a0, b0);
   auto [a, b] = same_dtype(a0, b0);
   const int64_t bc = b.ndim() >= 2 ? b.ndim() - 2 : 0;
-  PAX_CHECK(a.dim(-1) == b.dim(bc), "dot: shapes ", a.aval().str(), " and ", b.aval().str(),
-            " are not aligned (", a.dim(-1), " != ", b.dim(bc), ")");
+  PAX_CHECK(a.dim(-1) == b.dim(bc), "dot: shapes ", a.aval().str(), " and ", b.aval().str(), " are not aligned (",
+            a.dim(-1), " != ", b.dim(bc), ")");
   return lax::dot_general(a, b, {{a.ndim() - 1}, {bc}, {}, {}});
 }
 

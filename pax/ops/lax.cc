@@ -195,8 +195,7 @@ Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers&
 
 ConvDimensionNumbers conv_dimension_numbers(const std::string& lhs, const std::string& rhs, const std::string& out) {
   // Spatial axes are matched by letter in the order they appear in the kernel spec.
-  auto spec = [](const std::string& s, char first, char second, const std::string& spatial_order,
-                 const char* which) {
+  auto spec = [](const std::string& s, char first, char second, const std::string& spatial_order, const char* which) {
     PAX_CHECK(s.size() >= 3, "conv_dimension_numbers: ", which, " spec '", s, "' is too short");
     Ints out;
     auto pos = [&](char c) {
@@ -229,10 +228,14 @@ Array conv_general_dilated(const Array& lhs, const Array& rhs, const Ints& windo
     flat_padding.push_back(lo);
     flat_padding.push_back(hi);
   }
-  Params p{{"window_strides", window_strides},   {"padding", flat_padding},
-           {"lhs_dilation", lhs_dilation},       {"rhs_dilation", rhs_dilation},
-           {"lhs_spec", dims.lhs_spec},          {"rhs_spec", dims.rhs_spec},
-           {"out_spec", dims.out_spec},          {"feature_group_count", feature_group_count},
+  Params p{{"window_strides", window_strides},
+           {"padding", flat_padding},
+           {"lhs_dilation", lhs_dilation},
+           {"rhs_dilation", rhs_dilation},
+           {"lhs_spec", dims.lhs_spec},
+           {"rhs_spec", dims.rhs_spec},
+           {"out_spec", dims.out_spec},
+           {"feature_group_count", feature_group_count},
            {"batch_group_count", batch_group_count}};
   if (preferred_element_type) p.set("preferred_element_type", *preferred_element_type);
   return bind1(Prim::conv_general_dilated, {lhs, rhs}, p);
@@ -275,8 +278,6 @@ Array all_gather(const Array& x, const std::string& axis_name, int64_t axis, boo
   return bind1(Prim::all_gather, {x},
                Params{{"axis_name", axis_name}, {"axis", axis}, {"tiled", tiled}, {"axis_size", axis_size(axis_name)}});
 }
-Array axis_index(const std::string& axis_name) {
-  return bind1(Prim::axis_index, {}, Params{{"axis_name", axis_name}});
-}
+Array axis_index(const std::string& axis_name) { return bind1(Prim::axis_index, {}, Params{{"axis_name", axis_name}}); }
 
 }  // namespace pax::lax

@@ -119,8 +119,8 @@ struct GatherDimensionNumbers {
 // clip: start indices are clamped so the slice fits (the default, as XLA).
 // fill: slices that would leave the operand yield `fill_value` instead.
 enum class GatherMode { clip, fill };
-Array gather(const Array& operand, const Array& indices, const GatherDimensionNumbers& dims,
-             const Ints& slice_sizes, GatherMode mode = GatherMode::clip, double fill_value = 0.0);
+Array gather(const Array& operand, const Array& indices, const GatherDimensionNumbers& dims, const Ints& slice_sizes,
+             GatherMode mode = GatherMode::clip, double fill_value = 0.0);
 struct ScatterDimensionNumbers {
   Ints update_window_dims;            // update axes that hold the window
   Ints inserted_window_dims;          // operand axes of window size 1 absent from updates
@@ -147,9 +147,8 @@ struct ConvDimensionNumbers {
 ConvDimensionNumbers conv_dimension_numbers(const std::string& lhs, const std::string& rhs, const std::string& out);
 Array conv_general_dilated(const Array& lhs, const Array& rhs, const Ints& window_strides,
                            const std::vector<std::pair<int64_t, int64_t>>& padding, const Ints& lhs_dilation,
-                           const Ints& rhs_dilation, const ConvDimensionNumbers& dims,
-                           int64_t feature_group_count = 1, int64_t batch_group_count = 1,
-                           std::optional<DType> preferred_element_type = std::nullopt);
+                           const Ints& rhs_dilation, const ConvDimensionNumbers& dims, int64_t feature_group_count = 1,
+                           int64_t batch_group_count = 1, std::optional<DType> preferred_element_type = std::nullopt);
 
 // ---- sorting
 // Sorts all operands along `dimension` by the first `num_keys` operands

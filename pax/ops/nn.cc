@@ -22,9 +22,7 @@ void check_float(const Array& x, const char* op) {
 // that a NaN, for which every comparison is false, passes through as
 // maximum would pass it.
 Array relu(const Array& x) { return where(x <= 0, zeros_like(x), x); }
-Array relu6(const Array& x) {
-  return where(x <= 0, zeros_like(x), where(x >= 6, full_like(x, 6), x));
-}
+Array relu6(const Array& x) { return where(x <= 0, zeros_like(x), where(x >= 6, full_like(x, 6), x)); }
 Array leaky_relu(const Array& x, double negative_slope) { return where(x >= 0, x, x * negative_slope); }
 Array elu(const Array& x, double alpha) {
   check_float(x, "elu");
@@ -73,14 +71,11 @@ Array gelu_backward(const Array& x, const Array& g, bool approximate) {
 
 template <bool kApproximate>
 Array gelu_with_vjp(const Array& x) {
-  static const auto f = custom_vjp([](const Array& v) { return gelu_forward(v, kApproximate); },
-                                   [](const Array& v) {
-                                     return std::make_pair(gelu_forward(v, kApproximate), std::vector<Array>{v});
-                                   },
-                                   [](const std::vector<Array>& residuals, const Array& g) {
-                                     return gelu_backward(residuals[0], g, kApproximate);
-                                   },
-                                   "gelu");
+  static const auto f = custom_vjp(
+      [](const Array& v) { return gelu_forward(v, kApproximate); },
+      [](const Array& v) { return std::make_pair(gelu_forward(v, kApproximate), std::vector<Array>{v}); },
+      [](const std::vector<Array>& residuals, const Array& g) { return gelu_backward(residuals[0], g, kApproximate); },
+      "gelu");
   return f(x);
 }
 

@@ -28,11 +28,12 @@ TEST(NN, Activations) {
   EXPECT_TRUE(all_close(nn::relu6(x), map(x, [](double v) { return std::min(std::max(v, 0.0), 6.0); })));
   EXPECT_TRUE(all_close(nn::sigmoid(x), map(x, [](double v) { return 1 / (1 + std::exp(-v)); }), 1e-6, 1e-7));
   EXPECT_TRUE(all_close(nn::silu(x), map(x, [](double v) { return v / (1 + std::exp(-v)); }), 1e-6, 1e-6));
-  EXPECT_TRUE(all_close(nn::gelu(x, false), map(x, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }),
-                        1e-5, 1e-6));
-  EXPECT_TRUE(all_close(nn::gelu(x), map(x, [](double v) {
-                          return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
-                        }), 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(nn::gelu(x, false),
+                        map(x, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }), 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(
+      nn::gelu(x),
+      map(x, [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); }),
+      1e-5, 1e-6));
   EXPECT_TRUE(all_close(nn::softplus(x), map(x, [](double v) { return std::log1p(std::exp(v)); }), 1e-6, 1e-6));
   EXPECT_TRUE(all_close(nn::softplus(array<float>({100, -100})), {100, 0}, 1e-6, 1e-30));
   EXPECT_TRUE(all_close(nn::log_sigmoid(x), map(x, [](double v) { return -std::log1p(std::exp(-v)); }), 1e-5, 1e-6));

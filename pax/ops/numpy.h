@@ -23,11 +23,11 @@ namespace pax {
 // dtype (so `x_f64 + 0.1` adds the double 0.1).
 class ArrayLike {
  public:
-  ArrayLike(const Array& a) : array_(a) {}  // NOLINT(google-explicit-constructor)
-  ArrayLike(Array&& a) : array_(std::move(a)) {}  // NOLINT
-  ArrayLike(double v) : value_(v), literal_(DType::f32) {}  // NOLINT
-  ArrayLike(float v) : value_(v), literal_(DType::f32) {}   // NOLINT
-  ArrayLike(int v) : value_(v), literal_(DType::i32) {}     // NOLINT
+  ArrayLike(const Array& a) : array_(a) {}                             // NOLINT(google-explicit-constructor)
+  ArrayLike(Array&& a) : array_(std::move(a)) {}                       // NOLINT
+  ArrayLike(double v) : value_(v), literal_(DType::f32) {}             // NOLINT
+  ArrayLike(float v) : value_(v), literal_(DType::f32) {}              // NOLINT
+  ArrayLike(int v) : value_(v), literal_(DType::i32) {}                // NOLINT
   ArrayLike(long v) : value_(double(v)), literal_(DType::i32) {}       // NOLINT
   ArrayLike(long long v) : value_(double(v)), literal_(DType::i32) {}  // NOLINT
   ArrayLike(unsigned v) : value_(v), literal_(DType::i32) {}           // NOLINT
@@ -52,10 +52,10 @@ class ArrayLike {
 struct Axes {
   std::optional<Ints> axes;  // nullopt: every axis
   Axes() = default;
-  Axes(int axis) : axes(Ints{axis}) {}                       // NOLINT
-  Axes(int64_t axis) : axes(Ints{axis}) {}                   // NOLINT
+  Axes(int axis) : axes(Ints{axis}) {}                             // NOLINT
+  Axes(int64_t axis) : axes(Ints{axis}) {}                         // NOLINT
   Axes(std::initializer_list<int64_t> list) : axes(Ints(list)) {}  // NOLINT
-  Axes(const Ints& list) : axes(list) {}                     // NOLINT
+  Axes(const Ints& list) : axes(list) {}                           // NOLINT
   // The normalised (non-negative, validated) axes for an array of `rank`.
   Ints resolve(int64_t rank, const char* op) const;
 };
@@ -76,16 +76,13 @@ Array full_like(const Array& x, double value);
 Array arange_impl(double start, double stop, double step, DType dtype);
 // arange(stop), arange(start, stop[, step]): integers give int32, floats float32.
 template <class T>
-  requires std::is_arithmetic_v<T>
-Array arange(T start, T stop, T step = T(1), std::optional<DType> dtype = std::nullopt) {
+requires std::is_arithmetic_v<T> Array arange(T start, T stop, T step = T(1),
+                                              std::optional<DType> dtype = std::nullopt) {
   DType d = dtype ? *dtype : (std::is_integral_v<T> ? DType::i32 : DType::f32);
   return arange_impl(double(start), double(stop), double(step), d);
 }
 template <class T>
-  requires std::is_arithmetic_v<T>
-Array arange(T stop) {
-  return arange<T>(T(0), stop);
-}
+requires std::is_arithmetic_v<T> Array arange(T stop) { return arange<T>(T(0), stop); }
 Array linspace(double start, double stop, int64_t num = 50, bool endpoint = true, DType dtype = DType::f32);
 // N x M matrix with ones on diagonal k.
 Array eye(int64_t n, std::optional<int64_t> m = std::nullopt, int64_t k = 0, DType dtype = DType::f32);

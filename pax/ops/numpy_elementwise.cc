@@ -164,10 +164,10 @@ Array minimum(const ArrayLike& a, const ArrayLike& b) {
   return lax::min(x, y);
 }
 
-#define PAX_COMPARE_FN(fn, prim)                  \
+#define PAX_COMPARE_FN(fn, prim)                     \
   Array fn(const ArrayLike& a, const ArrayLike& b) { \
-    auto [x, y] = promote2(a, b, #fn);            \
-    return lax::prim(x, y);                       \
+    auto [x, y] = promote2(a, b, #fn);               \
+    return lax::prim(x, y);                          \
   }
 PAX_COMPARE_FN(equal, eq)
 PAX_COMPARE_FN(not_equal, ne)
@@ -177,11 +177,11 @@ PAX_COMPARE_FN(greater, gt)
 PAX_COMPARE_FN(greater_equal, ge)
 #undef PAX_COMPARE_FN
 
-#define PAX_LOGICAL_FN(fn, prim)                                                   \
-  Array fn(const ArrayLike& a, const ArrayLike& b) {                                  \
-    Array x = to_bool(a), y = to_bool(b);                                          \
-    Shape s = broadcast_shapes(x.shape(), y.shape(), #fn);                         \
-    return lax::prim(broadcast_to(x, s), broadcast_to(y, s));                      \
+#define PAX_LOGICAL_FN(fn, prim)                              \
+  Array fn(const ArrayLike& a, const ArrayLike& b) {          \
+    Array x = to_bool(a), y = to_bool(b);                     \
+    Shape s = broadcast_shapes(x.shape(), y.shape(), #fn);    \
+    return lax::prim(broadcast_to(x, s), broadcast_to(y, s)); \
   }
 PAX_LOGICAL_FN(logical_and, bitwise_and)
 PAX_LOGICAL_FN(logical_or, bitwise_or)
@@ -190,11 +190,11 @@ PAX_LOGICAL_FN(logical_xor, bitwise_xor)
 
 Array logical_not(const ArrayLike& x) { return lax::bitwise_not(to_bool(x)); }
 
-#define PAX_BITWISE_FN(fn)                                                                              \
-  Array fn(const ArrayLike& a, const ArrayLike& b) {                                                       \
-    auto [x, y] = promote2(a, b, #fn);                                                                  \
+#define PAX_BITWISE_FN(fn)                                                                                     \
+  Array fn(const ArrayLike& a, const ArrayLike& b) {                                                           \
+    auto [x, y] = promote2(a, b, #fn);                                                                         \
     PAX_CHECK(!is_floating(x.dtype()), #fn ": operands must be bool or integer, got ", dtype_name(x.dtype())); \
-    return lax::fn(x, y);                                                                               \
+    return lax::fn(x, y);                                                                                      \
   }
 PAX_BITWISE_FN(bitwise_and)
 PAX_BITWISE_FN(bitwise_or)
@@ -244,9 +244,7 @@ PAX_FLOAT_FN(erf, erf)
 
 Array floor(const Array& x) { return is_floating(x.dtype()) ? lax::floor(x) : x; }
 Array ceil(const Array& x) { return is_floating(x.dtype()) ? lax::ceil(x) : x; }
-Array round(const Array& x) {
-  return is_floating(x.dtype()) ? lax::round(x, lax::RoundingMethod::to_nearest_even) : x;
-}
+Array round(const Array& x) { return is_floating(x.dtype()) ? lax::round(x, lax::RoundingMethod::to_nearest_even) : x; }
 
 Array isfinite(const Array& x) {
   if (is_floating(x.dtype())) return lax::is_finite(x);

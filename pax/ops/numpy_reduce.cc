@@ -38,8 +38,7 @@ Array sum_input(const Array& x) {
 
 void check_nonempty(const Array& x, const Ints& axes, const char* op) {
   for (int64_t a : axes) {
-    PAX_CHECK(x.dim(a) != 0, op, ": zero-size axis ", a, " of ", x.aval().str(),
-              " has no identity for this reduction");
+    PAX_CHECK(x.dim(a) != 0, op, ": zero-size axis ", a, " of ", x.aval().str(), " has no identity for this reduction");
   }
 }
 
@@ -104,9 +103,7 @@ Array var(const Array& x, const Axes& axes, bool keepdims, int64_t ddof) {
   return finish(v.astype(out), x, ax, keepdims);
 }
 
-Array std(const Array& x, const Axes& axes, bool keepdims, int64_t ddof) {
-  return sqrt(var(x, axes, keepdims, ddof));
-}
+Array std(const Array& x, const Axes& axes, bool keepdims, int64_t ddof) { return sqrt(var(x, axes, keepdims, ddof)); }
 
 namespace {
 Array arg_reduce(const Array& x, std::optional<int64_t> axis, bool keepdims, bool is_max, const char* op) {

@@ -260,7 +260,8 @@ TEST(Numpy, EinsumMatchesMatmulAndLoops) {
       for (int t = 0; t < 3; ++t)
         for (int s = 0; s < 5; ++s) {
           double acc = 0;
-          for (int d = 0; d < 4; ++d) acc += qv[size_t(((bi * 3 + t) * 2 + h) * 4 + d)] * kv[size_t(((bi * 5 + s) * 2 + h) * 4 + d)];
+          for (int d = 0; d < 4; ++d)
+            acc += qv[size_t(((bi * 3 + t) * 2 + h) * 4 + d)] * kv[size_t(((bi * 5 + s) * 2 + h) * 4 + d)];
           EXPECT_NEAR(lv[size_t(((bi * 2 + h) * 3 + t) * 5 + s)], acc, 1e-5);
         }
   Array w = random_array({4, 6}, DType::f32, 24);

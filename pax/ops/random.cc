@@ -30,7 +30,13 @@ Array unit_floats_f64(const Array& key, const Shape& shape) {
   Ints both = shape.dims();
   both.insert(both.begin(), 2);
   Array b = bits(key, Shape(both)).astype(DType::f64);
-  Array hi = lax::squeeze(lax::slice(b, Ints(both.size(), 0), [&] { Ints l = both; l[0] = 1; return l; }()), {0});
+  Array hi = lax::squeeze(lax::slice(b, Ints(both.size(), 0),
+                                     [&] {
+                                       Ints l = both;
+                                       l[0] = 1;
+                                       return l;
+                                     }()),
+                          {0});
   Ints start(both.size(), 0);
   start[0] = 1;
   Array lo = lax::squeeze(lax::slice(b, start, both), {0});
@@ -115,7 +121,8 @@ Array bernoulli(const Array& k, double p, const Shape& shape) { return uniform(k
 
 Array gumbel(const Array& k, const Shape& shape, DType dtype) {
   const DType compute = dtype == DType::f64 ? DType::f64 : DType::f32;
-  const double tiny = compute == DType::f32 ? double(std::numeric_limits<float>::min()) : std::numeric_limits<double>::min();
+  const double tiny = compute == DType::f32 ? double(std::numeric_limits<float>::min())
+                                            : std::numeric_limits<double>::min();
   Array u = uniform(k, shape, compute, tiny, 1.0);
   return (-log(-log(u))).astype(dtype);
 }

@@ -27,8 +27,7 @@ Array uniform(const Array& key, const Shape& shape = {}, DType dtype = DType::f3
 // Standard normal (sqrt(2) * erf_inv of a uniform in (-1, 1)).
 Array normal(const Array& key, const Shape& shape = {}, DType dtype = DType::f32);
 // Normal truncated to [lower, upper].
-Array truncated_normal(const Array& key, double lower, double upper, const Shape& shape = {},
-                       DType dtype = DType::f32);
+Array truncated_normal(const Array& key, double lower, double upper, const Shape& shape = {}, DType dtype = DType::f32);
 Array bernoulli(const Array& key, double p = 0.5, const Shape& shape = {});
 Array gumbel(const Array& key, const Shape& shape = {}, DType dtype = DType::f32);
 // Samples indices from logits along `axis` (Gumbel-max trick).

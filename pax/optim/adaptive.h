@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "pax/optim/transform.h"
+#include "pax/optim/gradient_transformation.h"
 
 namespace pax::optim {
 

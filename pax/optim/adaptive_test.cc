@@ -12,7 +12,7 @@
 
 #include "pax/ops/numpy.h"
 #include "pax/optim/testing/optim_check.h"
-#include "pax/optim/transforms.h"
+#include "pax/optim/basic_transforms.h"
 
 namespace pax::optim {
 namespace {

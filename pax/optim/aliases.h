@@ -1,5 +1,5 @@
 // Ready-made optimizers (optax's aliases): chains of the transformations in
-// transforms.h / adaptive.h ending in the (negative) learning rate. The
+// basic_transforms.h / adaptive.h ending in the (negative) learning rate. The
 // learning rate comes first, as a constant or a schedule; optax's keyword
 // arguments are an options struct with optax's defaults:
 //
@@ -9,8 +9,8 @@
 
 #include <optional>
 
-#include "pax/optim/transform.h"
-#include "pax/optim/transforms.h"
+#include "pax/optim/gradient_transformation.h"
+#include "pax/optim/basic_transforms.h"
 
 namespace pax::optim {
 

@@ -23,8 +23,9 @@ Schedule LinearSchedule::make() const {
 PAX_REGISTER_SCHEDULE(LinearSchedule);
 
 Schedule PiecewiseConstantSchedule::make() const {
-  PAX_CHECK(values.size() == boundaries.size() + 1, "PiecewiseConstantSchedule: needs one value more than boundaries, got ",
-            values.size(), " values and ", boundaries.size(), " boundaries");
+  PAX_CHECK(values.size() == boundaries.size() + 1,
+            "PiecewiseConstantSchedule: needs one value more than boundaries, got ", values.size(), " values and ",
+            boundaries.size(), " boundaries");
   std::vector<Schedule> pieces;
   for (double v : values) pieces.push_back(constant_schedule(v));
   return join_schedules(std::move(pieces), boundaries);
@@ -113,7 +114,8 @@ GradientTransformation with_decay(double weight_decay, const Schedule& learning_
                                   GradientTransformation tx) {
   if (weight_decay == 0) return tx;
   // The decay joins the update after the learning rate: -lr * wd * param.
-  GradientTransformation decay = chain({add_decayed_weights(weight_decay, mask), scale_by_learning_rate(learning_rate)});
+  GradientTransformation decay =
+      chain({add_decayed_weights(weight_decay, mask), scale_by_learning_rate(learning_rate)});
   GradientTransformation out;
   out.init = [tx, decay](const Tree& params) { return Tree::list({tx.init(params), decay.init(params)}); };
   out.update = [tx, decay](const Tree& updates, const Tree& state, const Tree& params) {

@@ -10,8 +10,8 @@
 #pragma once
 
 #include "pax/config/hparams.h"
-#include "pax/optim/transform.h"
-#include "pax/optim/transforms.h"
+#include "pax/optim/gradient_transformation.h"
+#include "pax/optim/basic_transforms.h"
 
 namespace pax::optim {
 
@@ -133,8 +133,7 @@ struct OptimizerHParams : BaseHParams {
 struct Sgd : OptimizerHParams {
   std::optional<double> momentum;
   bool nesterov = false;
-  PAX_HPARAMS(Sgd, OptimizerHParams, (momentum, "Momentum decay (None: plain SGD)."),
-              (nesterov, "Nesterov momentum."));
+  PAX_HPARAMS(Sgd, OptimizerHParams, (momentum, "Momentum decay (None: plain SGD)."), (nesterov, "Nesterov momentum."));
 
  protected:
   GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;

@@ -70,7 +70,7 @@ TEST(OptimizerConfigs, AnOptimizerDefinedElsewhereRegistersItselfByName) {
   const Tree params = toy_params();
   auto [updates, state] = tx.update(toy_grads(params), tx.init(params), params);
   const Tree want = tree_map([](const Array& g) { return g * -0.05; }, toy_grads(params));
-  EXPECT_TRUE(trees_close(updates, want, 1e-7));  // the learning rate is an f32 scalar
+  EXPECT_TRUE(trees_close(updates, want, 1e-7));                                // the learning rate is an f32 scalar
   EXPECT_PAX_ERROR(c.apply_overrides({"gradient_scael=2"}), "gradient_scale");  // typo: names the field
 }
 
@@ -79,14 +79,13 @@ TEST(OptimizerConfigs, AdamConfigEqualsTheAliasWithTheScheduledRate) {
   c.apply_overrides({"learning_rate=0.1", "beta2=0.99", "weight_decay=0.01", "lr_schedule=LinearRampupCosineDecay",
                      "lr_schedule.warmup_steps=2", "lr_schedule.decay_start=3", "lr_schedule.decay_end=6"});
   const auto& hp = optimizer_hparams(c.root(), "optimizer");
-  Schedule want_lr = [](const Array& count) {
-    return linear_rampup_cosine_decay(2, 3, 6, 1.0, 0.01)(count) * 0.1;
-  };
+  Schedule want_lr = [](const Array& count) { return linear_rampup_cosine_decay(2, 3, 6, 1.0, 0.01)(count) * 0.1; };
   for (int64_t step : {0, 1, 2, 4, 6, 9})
     EXPECT_NEAR(schedule_value(hp.learning_rate_schedule(), step), schedule_value(want_lr, step), 1e-7) << step;
   // Matrices decay, vectors do not (decay_vectors = false).
-  GradientTransformation want = adamw(want_lr, {.b2 = 0.99, .weight_decay = 0.01,
-                                                .mask = [](const std::string&, const Array& p) { return p.ndim() >= 2; }});
+  GradientTransformation want = adamw(
+      want_lr,
+      {.b2 = 0.99, .weight_decay = 0.01, .mask = [](const std::string&, const Array& p) { return p.ndim() >= 2; }});
   EXPECT_TRUE(trees_close(run(hp.make(), 7), run(want, 7), 1e-12));
 }
 

@@ -29,8 +29,8 @@ Array count_of(const Array& count, const char* fn) {
 Array f32(const Array& x) { return x.astype(DType::f32); }
 
 void check_begin(const char* fn, int64_t transition_begin) {
-  PAX_CHECK(transition_begin >= 0, fn, ": transition_begin must be >= 0 (the step at which the transition starts), got ",
-            transition_begin);
+  PAX_CHECK(transition_begin >= 0, fn,
+            ": transition_begin must be >= 0 (the step at which the transition starts), got ", transition_begin);
 }
 
 // Praxis's Linear schedule: y0 before x0, y1 from x1 on, linear in between.
@@ -245,8 +245,8 @@ Schedule create_stepped_learning_rate_schedule(double base_learning_rate, int64_
   };
 }
 
-Schedule create_cosine_learning_rate_schedule(double base_learning_rate, int64_t steps_per_epoch,
-                                              double halfcos_epochs, double warmup_length) {
+Schedule create_cosine_learning_rate_schedule(double base_learning_rate, int64_t steps_per_epoch, double halfcos_epochs,
+                                              double warmup_length) {
   const char* fn = "create_cosine_learning_rate_schedule";
   check_epoch_args(fn, steps_per_epoch, warmup_length);
   PAX_CHECK(halfcos_epochs > 0, fn, ": halfcos_epochs must be > 0, got ", halfcos_epochs);

@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "pax/optim/transform.h"
+#include "pax/optim/gradient_transformation.h"
 
 namespace pax::optim {
 
@@ -58,9 +58,8 @@ Schedule piecewise_constant_schedule(double init_value, const std::map<int64_t, 
 // value: from below when decay_rate < 1, from above otherwise.
 // transition_steps <= 0 or decay_rate == 0 give the constant init_value (as
 // optax); transition_begin < 0 throws (optax clamps it to 0).
-Schedule exponential_decay(double init_value, int64_t transition_steps, double decay_rate,
-                           int64_t transition_begin = 0, bool staircase = false,
-                           std::optional<double> end_value = std::nullopt);
+Schedule exponential_decay(double init_value, int64_t transition_steps, double decay_rate, int64_t transition_begin = 0,
+                           bool staircase = false, std::optional<double> end_value = std::nullopt);
 
 // init_value * ((1 - alpha) * (0.5 * (1 + cos(pi * min(count, decay_steps) / decay_steps)))^exponent + alpha).
 // decay_steps must be > 0 (as optax).
@@ -69,8 +68,8 @@ Schedule cosine_decay_schedule(double init_value, int64_t decay_steps, double al
 // Linear warmup from init_value to peak_value over warmup_steps, then cosine
 // decay from peak_value to end_value until step decay_steps (decay_steps
 // counts the warmup, so decay_steps > warmup_steps is required).
-Schedule warmup_cosine_decay_schedule(double init_value, double peak_value, int64_t warmup_steps,
-                                      int64_t decay_steps, double end_value = 0.0, double exponent = 1.0);
+Schedule warmup_cosine_decay_schedule(double init_value, double peak_value, int64_t warmup_steps, int64_t decay_steps,
+                                      double end_value = 0.0, double exponent = 1.0);
 
 // schedules[0] before boundaries[0], schedules[i] from boundaries[i - 1]
 // on; each later schedule sees the count minus the boundary where it starts.
@@ -113,8 +112,8 @@ Schedule create_stepped_learning_rate_schedule(double base_learning_rate, int64_
 // base_learning_rate * (0.5 + 0.5 * cos(pi * step / (halfcos_epochs * steps_per_epoch))).
 // As in flax the cosine is not clamped: past halfcos_epochs it rises again.
 // halfcos_epochs must be > 0.
-Schedule create_cosine_learning_rate_schedule(double base_learning_rate, int64_t steps_per_epoch,
-                                              double halfcos_epochs, double warmup_length = 0.0);
+Schedule create_cosine_learning_rate_schedule(double base_learning_rate, int64_t steps_per_epoch, double halfcos_epochs,
+                                              double warmup_length = 0.0);
 
 // ---- logging
 

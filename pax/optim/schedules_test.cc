@@ -26,8 +26,8 @@ using Ref = std::function<double(double)>;
 
 constexpr double kPi = std::numbers::pi;
 
-const std::vector<int32_t> kSteps = {0, 1, 2, 3, 5, 7, 9, 10, 11, 12, 15, 19, 20, 21, 25, 29, 30, 31,
-                                     40, 50, 60, 61, 99, 100, 101, 119, 120, 121, 150, 200, 1000};
+const std::vector<int32_t> kSteps = {0,  1,  2,  3,  5,  7,  9,  10,  11,  12,  15,  19,  20,  21,  25,  29,
+                                     30, 31, 40, 50, 60, 61, 99, 100, 101, 119, 120, 121, 150, 200, 1000};
 
 // The schedule evaluated eagerly, one scalar count at a time.
 std::vector<double> eager_values(const Schedule& s, const std::vector<int32_t>& steps) {
@@ -210,9 +210,8 @@ TEST(Schedules, PiecewiseConstant) {
 
 TEST(Schedules, JoinSchedulesOffsetsTheLaterCounts) {
   // The second schedule starts at its own count 0 at the boundary.
-  Schedule s = join_schedules({linear_schedule(0.0, 1.0, 10), linear_schedule(5.0, 0.0, 10),
-                               constant_schedule(-1.0)},
-                              {10, 30});
+  Schedule s =
+      join_schedules({linear_schedule(0.0, 1.0, 10), linear_schedule(5.0, 0.0, 10), constant_schedule(-1.0)}, {10, 30});
   auto ref = [](double t) {
     if (t < 10) return t / 10;
     if (t < 30) return 5.0 - 5.0 * std::min(t - 10, 10.0) / 10;
@@ -360,13 +359,11 @@ TEST(Schedules, ArgumentErrors) {
   EXPECT_PAX_ERROR(warmup_cosine_decay_schedule(0, 1, -1, 10), "warmup_steps must be >= 0");
   EXPECT_PAX_ERROR(piecewise_constant_schedule(1, {{10, -0.5}}), "scales must be >= 0, got -0.5 at step 10");
   EXPECT_PAX_ERROR(join_schedules({}, {}), "join_schedules: needs at least one schedule");
-  EXPECT_PAX_ERROR(join_schedules({constant_schedule(1), constant_schedule(2)}, {}),
-                   "2 schedules need 1 boundaries");
+  EXPECT_PAX_ERROR(join_schedules({constant_schedule(1), constant_schedule(2)}, {}), "2 schedules need 1 boundaries");
   EXPECT_PAX_ERROR(join_schedules({constant_schedule(1), constant_schedule(2)}, {1, 2}), "got 2");
   EXPECT_PAX_ERROR(join_schedules({constant_schedule(1), Schedule()}, {3}), "schedule 1 is an empty function");
-  EXPECT_PAX_ERROR(
-      join_schedules({constant_schedule(1), constant_schedule(2), constant_schedule(3)}, {10, 5}),
-      "boundaries must be non-decreasing, got 10 then 5");
+  EXPECT_PAX_ERROR(join_schedules({constant_schedule(1), constant_schedule(2), constant_schedule(3)}, {10, 5}),
+                   "boundaries must be non-decreasing, got 10 then 5");
 
   EXPECT_PAX_ERROR(linear_rampup_exponential_decay(10, 5, 20, 1.0), "decay_start (5) must be >= warmup_steps (10)");
   EXPECT_PAX_ERROR(linear_rampup_exponential_decay(0, 20, 20, 1.0), "decay_end (20) must be > decay_start (20)");

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "pax/core/tree.h"
-#include "pax/optim/transform.h"
+#include "pax/optim/gradient_transformation.h"
 
 namespace pax::optim {
 

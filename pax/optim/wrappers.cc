@@ -23,10 +23,8 @@ const Tree& selection_source(const std::string& op, const Tree& updates, const T
 // `tree` with the leaves not selected (flatten order) replaced by None.
 Tree keep_selected(const Tree& tree, const std::vector<bool>& selected, size_t& next) {
   switch (tree.kind()) {
-    case Tree::Kind::none:
-      return Tree();
-    case Tree::Kind::leaf:
-      return selected[next++] ? tree : Tree();
+    case Tree::Kind::none: return Tree();
+    case Tree::Kind::leaf: return selected[next++] ? tree : Tree();
     case Tree::Kind::list: {
       Tree::List items;
       for (const Tree& c : tree.items()) items.push_back(keep_selected(c, selected, next));
@@ -50,10 +48,8 @@ Tree keep_selected(const Tree& tree, const std::vector<bool>& selected) {
 // structure keep_selected gives).
 Tree merge_selected(const Tree& original, const Tree& inner, const std::vector<bool>& selected, size_t& next) {
   switch (original.kind()) {
-    case Tree::Kind::none:
-      return Tree();
-    case Tree::Kind::leaf:
-      return selected[next++] ? inner : original;
+    case Tree::Kind::none: return Tree();
+    case Tree::Kind::leaf: return selected[next++] ? inner : original;
     case Tree::Kind::list: {
       Tree::List items;
       for (size_t i = 0; i < original.size(); ++i)

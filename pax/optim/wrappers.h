@@ -10,8 +10,8 @@
 #include <map>
 #include <string>
 
-#include "pax/optim/transform.h"
-#include "pax/optim/transforms.h"
+#include "pax/optim/gradient_transformation.h"
+#include "pax/optim/basic_transforms.h"
 
 namespace pax::optim {
 

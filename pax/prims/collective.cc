@@ -117,12 +117,11 @@ Batched axis_index_batch(std::span<const Array>, std::span<const int64_t>, const
 // derivatives
 
 // d psum_j(x_j) / d x_i = 1 for every output j: the cotangent is psum(ct).
-std::vector<Array> psum_vjp(std::span<const Array>, std::span<const Array>, std::span<const Array> cts,
-                            const Params& p, const CotangentMask& needs) {
+std::vector<Array> psum_vjp(std::span<const Array>, std::span<const Array>, std::span<const Array> cts, const Params& p,
+                            const CotangentMask& needs) {
   return {bind1(Prim::psum, {cts[0]}, p)};
 }
-std::vector<Array> psum_jvp(std::span<const Array>, std::span<const Array> t, std::span<const Array>,
-                            const Params& p) {
+std::vector<Array> psum_jvp(std::span<const Array>, std::span<const Array> t, std::span<const Array>, const Params& p) {
   return {bind1(Prim::psum, {t[0]}, p)};
 }
 

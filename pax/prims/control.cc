@@ -41,8 +41,7 @@ Batched stop_gradient_batch(std::span<const Array> values, std::span<const int64
 
 std::vector<AVal> jit_call_rule(std::span<const AVal> in, const Params& p) {
   const Jaxpr& j = *p.object<Program>("program")->jaxpr();
-  PAX_CHECK(in.size() == j.invars.size(), "jit_call: the program takes ", j.invars.size(), " inputs, got ",
-            in.size());
+  PAX_CHECK(in.size() == j.invars.size(), "jit_call: the program takes ", j.invars.size(), " inputs, got ", in.size());
   for (size_t i = 0; i < in.size(); ++i) {
     const AVal& want = j.aval(j.invars[i]);
     PAX_CHECK(in[i].shape == want.shape && in[i].dtype == want.dtype, "jit_call: input ", i, " is ", in[i].str(),
@@ -87,8 +86,8 @@ std::vector<Array> custom_vjp_vjp(std::span<const Array> primals_in, std::span<c
   std::vector<Array> cts;
   for (size_t i = 0; i < n; ++i) cts.push_back(cts_out[i].defined() ? cts_out[i] : zeros_like_aval(primals_out[i]));
   std::vector<Array> result = rule->bwd(primals_out.subspan(n), cts);
-  PAX_CHECK(result.size() == primals_in.size(), rule->name, ": bwd returned ", result.size(),
-            " cotangents for ", primals_in.size(), " inputs");
+  PAX_CHECK(result.size() == primals_in.size(), rule->name, ": bwd returned ", result.size(), " cotangents for ",
+            primals_in.size(), " inputs");
   for (size_t i = 0; i < result.size(); ++i) {
     if (!is_floating(primals_in[i].dtype())) result[i] = Array();
   }

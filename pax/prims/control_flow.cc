@@ -13,10 +13,8 @@ namespace pax {
 
 const char* remat_policy_name(RematPolicy policy) {
   switch (policy) {
-    case RematPolicy::nothing_saveable:
-      return "nothing_saveable";
-    case RematPolicy::dots_saveable:
-      return "dots_saveable";
+    case RematPolicy::nothing_saveable: return "nothing_saveable";
+    case RematPolicy::dots_saveable: return "dots_saveable";
   }
   return "?";
 }

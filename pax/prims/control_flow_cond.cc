@@ -48,8 +48,10 @@ std::vector<AVal> cond_rule(std::span<const AVal> in, const Params& p) {
   PAX_CHECK(!in.empty() && in[0].shape.rank() == 0 && (in[0].dtype == DType::i32 || in[0].dtype == DType::bool_),
             "cond: the index (operand 0) must be an int32 scalar or a bool predicate, got ",
             in.empty() ? "nothing" : in[0].str());
-  PAX_CHECK(in[0].dtype != DType::bool_ || list.branches.size() == 2, "cond: a bool predicate selects between 2 "
-            "branches, got ", list.branches.size());
+  PAX_CHECK(in[0].dtype != DType::bool_ || list.branches.size() == 2,
+            "cond: a bool predicate selects between 2 "
+            "branches, got ",
+            list.branches.size());
   std::span<const AVal> ops = in.subspan(1);
   std::vector<AVal> out;
   for (size_t k = 0; k < list.branches.size(); ++k) {
@@ -86,7 +88,7 @@ std::vector<Array> cond_jvp(std::span<const Array> primals, std::span<const Arra
   for (const auto& branch : list.branches) {
     FlatFn f = [&](std::span<const Array> xs) {
       auto [outs, touts] = jvp_flat([&](std::span<const Array> a) { return call(*branch, a); }, xs.first(ops.size()),
-                                  place(ops.size(), with_t, xs.subspan(ops.size())), false);
+                                    place(ops.size(), with_t, xs.subspan(ops.size())), false);
       return floating_tangents(outs, touts);
     };
     jvps.push_back(trace_closed(f, avals_of(inputs), "branch_jvp"));
@@ -189,8 +191,8 @@ std::vector<Array> cond(const Array& index, std::span<const ClosedFn> branches, 
 }
 
 void register_cond(PrimTable& t) {
-  t[size_t(Prim::cond)] = PrimDef{
-      .shape_rule = cond_rule, .impl = cond_impl, .vjp = cond_vjp, .jvp = cond_jvp, .batch = cond_batch};
+  t[size_t(Prim::cond)] =
+      PrimDef{.shape_rule = cond_rule, .impl = cond_impl, .vjp = cond_vjp, .jvp = cond_jvp, .batch = cond_batch};
 }
 
 }  // namespace pax::cf

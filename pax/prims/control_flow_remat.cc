@@ -109,7 +109,7 @@ std::vector<Array> remat_jvp(std::span<const Array> primals, std::span<const Arr
   ClosedFn jvp = trace_closed(
       [&](std::span<const Array> xs) {
         auto [outs, touts] = jvp_flat([&](std::span<const Array> a) { return call(*program, a); }, xs.first(n),
-                                    place(n, with_t, xs.subspan(n)), false);
+                                      place(n, with_t, xs.subspan(n)), false);
         return floating_tangents(outs, touts);
       },
       avals_of(inputs), "remat_jvp");
@@ -166,8 +166,8 @@ std::vector<Array> remat(const std::shared_ptr<const Program>& jaxpr, RematPolic
 }
 
 void register_remat(PrimTable& t) {
-  t[size_t(Prim::remat)] = PrimDef{
-      .shape_rule = remat_rule, .impl = remat_impl, .vjp = remat_vjp, .jvp = remat_jvp, .batch = remat_batch};
+  t[size_t(Prim::remat)] =
+      PrimDef{.shape_rule = remat_rule, .impl = remat_impl, .vjp = remat_vjp, .jvp = remat_jvp, .batch = remat_batch};
 }
 
 }  // namespace pax::cf

@@ -183,7 +183,7 @@ std::vector<Array> scan_jvp(std::span<const Array> primals, std::span<const Arra
                                cart = c.next(carry_t.size()), x = c.next(nx), xt = c.next(x_t.size());
         auto [outs, touts] =
             jvp_flat([&](std::span<const Array> a) { return call(*s.body, a); }, concat({consts, carry, x}),
-                   concat({place(nc, const_t, ct), place(ncar, carry_t, cart), place(nx, x_t, xt)}), false);
+                     concat({place(nc, const_t, ct), place(ncar, carry_t, cart), place(nx, x_t, xt)}), false);
         std::span<const Array> o(outs), t(touts);
         return concat({o.first(ncar), floating_tangents(o.first(ncar), t.first(ncar)), o.subspan(ncar),
                        floating_tangents(o.subspan(ncar), t.subspan(ncar))});
@@ -219,8 +219,8 @@ std::vector<Array> scan_vjp(std::span<const Array> primals_in, std::span<const A
     stacked.assign(fwd.begin() + ptrdiff_t(ncar + ny), fwd.end());
   }
   std::span<const Array> ct_carry = cts_out.first(ncar), ct_ys = cts_out.subspan(ncar, ny);
-  std::span<const Array> ct_stacked =
-      cts_out.size() > ncar + ny ? cts_out.subspan(ncar + ny) : std::span<const Array>();
+  std::span<const Array> ct_stacked = cts_out.size() > ncar + ny ? cts_out.subspan(ncar + ny)
+                                                                 : std::span<const Array>();
   const std::vector<size_t> const_f = floating_positions(ops.consts), carry_f = floating_positions(ops.init),
                             x_f = floating_positions(ops.xs), y_ct = defined_positions(ct_ys),
                             stacked_ct = defined_positions(ct_stacked);
@@ -347,8 +347,8 @@ std::vector<Array> scan(const ScanSpec& spec, std::span<const Array> operands, b
 }
 
 void register_scan(PrimTable& t) {
-  t[size_t(Prim::scan)] = PrimDef{
-      .shape_rule = scan_rule, .impl = scan_impl, .vjp = scan_vjp, .jvp = scan_jvp, .batch = scan_batch};
+  t[size_t(Prim::scan)] =
+      PrimDef{.shape_rule = scan_rule, .impl = scan_impl, .vjp = scan_vjp, .jvp = scan_jvp, .batch = scan_batch};
 }
 
 }  // namespace pax::cf

@@ -82,7 +82,7 @@ std::vector<Array> while_jvp(std::span<const Array> primals, std::span<const Arr
         std::vector<Array> ct = place(n, carry_t, xs.subspan(nbc + nct + n));
         t.insert(t.end(), ct.begin(), ct.end());
         auto [outs, touts] = jvp_flat([&](std::span<const Array> a) { return call(*w.body, a); },
-                                    concat({xs.first(nbc), xs.subspan(nbc + nct, n)}), t, false);
+                                      concat({xs.first(nbc), xs.subspan(nbc + nct, n)}), t, false);
         std::vector<Array> tangents_out = floating_tangents(outs, touts);
         outs.insert(outs.end(), tangents_out.begin(), tangents_out.end());
         return outs;
@@ -94,7 +94,8 @@ std::vector<Array> while_jvp(std::span<const Array> primals, std::span<const Arr
   return place(n, carry_t, std::span<const Array>(out).subspan(n));
 }
 
-std::vector<Array> while_vjp(std::span<const Array>, std::span<const Array>, std::span<const Array>, const Params&, const CotangentMask& needs) {
+std::vector<Array> while_vjp(std::span<const Array>, std::span<const Array>, std::span<const Array>, const Params&,
+                             const CotangentMask& needs) {
   PAX_FAIL(
       "while: reverse-mode differentiation (grad / vjp) of a while_loop is not supported, because its trip "
       "count is only known at run time; use scan, or fori_loop with static (int) bounds, which becomes a "
@@ -196,8 +197,8 @@ std::vector<Array> while_loop(const ClosedFn& cond, const ClosedFn& body, std::s
 }
 
 void register_while(PrimTable& t) {
-  t[size_t(Prim::while_loop)] = PrimDef{
-      .shape_rule = while_rule, .impl = while_impl, .vjp = while_vjp, .jvp = while_jvp, .batch = while_batch};
+  t[size_t(Prim::while_loop)] =
+      PrimDef{.shape_rule = while_rule, .impl = while_impl, .vjp = while_vjp, .jvp = while_jvp, .batch = while_batch};
 }
 
 }  // namespace pax::cf

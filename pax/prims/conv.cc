@@ -30,8 +30,7 @@ void check_positive(const Ints& v, const char* name, const RuleContext& ctx) {
   PAX_CHECK(int64_t(v.size()) == kConvSpatial, "conv_general_dilated: ", name, " ", ints_str(v), " must have ",
             kConvSpatial, " entries (one per spatial dimension); operands ", ctx.operands());
   for (int64_t x : v) {
-    PAX_CHECK(x >= 1, "conv_general_dilated: ", name, " ", ints_str(v), " must be positive; operands ",
-              ctx.operands());
+    PAX_CHECK(x >= 1, "conv_general_dilated: ", name, " ", ints_str(v), " must be positive; operands ", ctx.operands());
   }
 }
 
@@ -55,10 +54,10 @@ std::vector<AVal> conv_rule(std::span<const AVal> in, const Params& p) {
   PAX_CHECK(int64_t(c.padding.size()) == 2 * kConvSpatial, "conv_general_dilated: padding ", ints_str(c.padding),
             " must have ", 2 * kConvSpatial, " entries (lo, hi per spatial dimension); operands ", ctx.operands());
   const int64_t fgc = c.feature_group_count, bgc = c.batch_group_count;
-  PAX_CHECK(fgc >= 1 && bgc >= 1, "conv_general_dilated: feature_group_count (", fgc, ") and batch_group_count (",
-            bgc, ") must be positive; operands ", ctx.operands());
-  PAX_CHECK(fgc == 1 || bgc == 1, "conv_general_dilated: feature_group_count (", fgc, ") and batch_group_count (",
-            bgc, ") cannot both be greater than 1; operands ", ctx.operands());
+  PAX_CHECK(fgc >= 1 && bgc >= 1, "conv_general_dilated: feature_group_count (", fgc, ") and batch_group_count (", bgc,
+            ") must be positive; operands ", ctx.operands());
+  PAX_CHECK(fgc == 1 || bgc == 1, "conv_general_dilated: feature_group_count (", fgc, ") and batch_group_count (", bgc,
+            ") cannot both be greater than 1; operands ", ctx.operands());
 
   const int64_t batch = lhs.shape[c.lhs_spec[0]], features = lhs.shape[c.lhs_spec[1]];
   const int64_t out_features = rhs.shape[c.rhs_spec[0]], in_features = rhs.shape[c.rhs_spec[1]];
@@ -100,8 +99,6 @@ std::vector<AVal> conv_rule(std::span<const AVal> in, const Params& p) {
 
 }  // namespace
 
-void register_conv_prims(PrimTable& t) {
-  t[size_t(Prim::conv_general_dilated)] = PrimDef{conv_rule};
-}
+void register_conv_prims(PrimTable& t) { t[size_t(Prim::conv_general_dilated)] = PrimDef{conv_rule}; }
 
 }  // namespace pax

@@ -33,8 +33,12 @@ struct Conv {
 };
 
 Conv conv_of(const Params& p) {
-  Conv c{p.ints("window_strides"), p.ints("lhs_dilation"), p.ints("rhs_dilation"), {},
-         {p.ints("lhs_spec"), p.ints("rhs_spec"), p.ints("out_spec")}, p.i("feature_group_count"),
+  Conv c{p.ints("window_strides"),
+         p.ints("lhs_dilation"),
+         p.ints("rhs_dilation"),
+         {},
+         {p.ints("lhs_spec"), p.ints("rhs_spec"), p.ints("out_spec")},
+         p.i("feature_group_count"),
          p.i("batch_group_count")};
   // Empty dilations mean 1, as in jax.lax.
   if (c.lhs_dilation.empty()) c.lhs_dilation = Ints(kSpatial, 1);
@@ -128,10 +132,10 @@ Array rhs_cotangent(const Array& g, const Array& lhs_in, const Array& rhs, const
   }
   // Feature groups pair input channel groups with output feature groups, as
   // batch groups do once the batch and feature axes are swapped (and back).
-  Array out = lax::conv_general_dilated(
-      lhs, g, c.rhs_dilation, padding, c.lhs_dilation, c.window_strides,
-      {swap_leading(d.lhs_spec), swap_leading(d.out_spec), swap_leading(d.rhs_spec)},
-      /*feature_group_count=*/c.batch_group_count, /*batch_group_count=*/c.feature_group_count);
+  Array out = lax::conv_general_dilated(lhs, g, c.rhs_dilation, padding, c.lhs_dilation, c.window_strides,
+                                        {swap_leading(d.lhs_spec), swap_leading(d.out_spec), swap_leading(d.rhs_spec)},
+                                        /*feature_group_count=*/c.batch_group_count,
+                                        /*batch_group_count=*/c.feature_group_count);
   return as_dtype(out, rhs.dtype());
 }
 

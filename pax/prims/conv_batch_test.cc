@@ -28,6 +28,7 @@ struct ConvCase {
 
 std::vector<ConvCase> conv_cases() {
   return {
+      // clang-format off
       {"nchw_same", {2, 4, 5, 6}, {3, 4, 3, 3}, "NCHW", "OIHW", "NCHW", {1, 1}, {{1, 1}, {1, 1}}, {}, {}},
       {"nhwc_strided_dilated", {2, 7, 6, 3}, {3, 2, 3, 4}, "NHWC", "HWIO", "NHWC", {2, 1}, {{0, 1}, {2, 0}}, {},
        {2, 1}},
@@ -39,6 +40,7 @@ std::vector<ConvCase> conv_cases() {
       {"batch_groups", {4, 3, 5, 4}, {6, 3, 2, 2}, "NCHW", "OIHW", "NCHW", {1, 1}, {{0, 0}, {1, 0}}, {}, {}, 1, 2},
       {"batch_groups_nhwc", {6, 4, 4, 2}, {2, 2, 2, 9}, "NHWC", "HWIO", "NHWC", {1, 2}, {{0, 1}, {0, 0}}, {},
        {1, 2}, 1, 3},
+      // clang-format on
   };
 }
 

@@ -21,9 +21,9 @@ struct ConvParams {
 
 // Empty dilations mean 1 (no dilation), as in jax.lax.
 inline ConvParams conv_params(const Params& p) {
-  ConvParams c{p.ints("window_strides"), p.ints("padding"),  p.ints("lhs_dilation"), p.ints("rhs_dilation"),
-               p.ints("lhs_spec"),       p.ints("rhs_spec"), p.ints("out_spec"),     p.i("feature_group_count"),
-               p.i("batch_group_count")};
+  ConvParams c{p.ints("window_strides"), p.ints("padding"),          p.ints("lhs_dilation"),
+               p.ints("rhs_dilation"),   p.ints("lhs_spec"),         p.ints("rhs_spec"),
+               p.ints("out_spec"),       p.i("feature_group_count"), p.i("batch_group_count")};
   if (c.lhs_dilation.empty()) c.lhs_dilation = Ints(kConvSpatial, 1);
   if (c.rhs_dilation.empty()) c.rhs_dilation = Ints(kConvSpatial, 1);
   return c;

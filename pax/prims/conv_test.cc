@@ -63,10 +63,10 @@ std::vector<double> reference_conv(const Array& lhs, const Array& rhs, const Con
           for (int64_t i = 0; i < i_n; ++i)
             for (int64_t ky = 0; ky < kh; ++ky)
               for (int64_t kx = 0; kx < kw; ++kx) {
-                const int64_t iy = source(y * c.strides[0] + ky * c.rhs_dilation[0] - c.padding[0].first,
-                                          c.lhs_dilation[0], h_in);
-                const int64_t ix = source(xo * c.strides[1] + kx * c.rhs_dilation[1] - c.padding[1].first,
-                                          c.lhs_dilation[1], w_in);
+                const int64_t iy =
+                    source(y * c.strides[0] + ky * c.rhs_dilation[0] - c.padding[0].first, c.lhs_dilation[0], h_in);
+                const int64_t ix =
+                    source(xo * c.strides[1] + kx * c.rhs_dilation[1] - c.padding[1].first, c.lhs_dilation[1], w_in);
                 if (iy < 0 || ix < 0) continue;
                 const int64_t ci = (o / of_group) * i_n + i;
                 acc += x[size_t(offset(lhs.shape(), dn.lhs_spec, {nb, ci, iy, ix}))] *
@@ -77,8 +77,7 @@ std::vector<double> reference_conv(const Array& lhs, const Array& rhs, const Con
   return out;
 }
 
-Array run_conv(const Array& lhs, const Array& rhs, const ConvCase& c,
-               std::optional<DType> preferred = std::nullopt) {
+Array run_conv(const Array& lhs, const Array& rhs, const ConvCase& c, std::optional<DType> preferred = std::nullopt) {
   return lax::conv_general_dilated(lhs, rhs, c.strides, c.padding, c.lhs_dilation, c.rhs_dilation,
                                    lax::conv_dimension_numbers(c.lhs_layout, c.rhs_layout, c.out_layout),
                                    c.feature_group_count, c.batch_group_count, preferred);
@@ -295,9 +294,9 @@ TEST(ConvGeneralDilated, Errors) {
   EXPECT_PAX_ERROR(conv(lax::convert_element_type(x, DType::i32), lax::convert_element_type(w, DType::i32)),
                    "a floating dtype");
   Array x3 = random_array({2, 4, 6}, DType::f32, 3), w3 = random_array({6, 4, 3}, DType::f32, 4);
-  EXPECT_PAX_ERROR(lax::conv_general_dilated(x3, w3, {1}, {{0, 0}}, {1}, {1},
-                                             lax::conv_dimension_numbers("NCH", "OIH", "NCH")),
-                   "only 2-D convolutions");
+  EXPECT_PAX_ERROR(
+      lax::conv_general_dilated(x3, w3, {1}, {{0, 0}}, {1}, {1}, lax::conv_dimension_numbers("NCH", "OIH", "NCH")),
+      "only 2-D convolutions");
   EXPECT_PAX_ERROR(conv(x, w, {1, 1}, {{0, 0}, {0, 0}}, {1, 1}, {1, 1}, 1, 1, std::nullopt,
                         lax::ConvDimensionNumbers{{0, 1, 2, 2}, nchw.rhs_spec, nchw.out_spec}),
                    "lhs_spec (0, 1, 2, 2) must be a permutation");

@@ -31,14 +31,13 @@ void check_pairs(const Ints& l, const Ints& r, const char* what, const AVal& lhs
   PAX_CHECK(l.size() == r.size(), "dot_general: lhs_", what, "_dims ", ints_str(l), " and rhs_", what, "_dims ",
             ints_str(r), " must have the same length; operands ", operands_str(lhs, rhs));
   for (size_t i = 0; i < l.size(); ++i) {
-    PAX_CHECK(lhs.shape[l[i]] == rhs.shape[r[i]], "dot_general: ", what, " dimension sizes differ: lhs axis ",
-              l[i], " has size ", lhs.shape[l[i]], " but rhs axis ", r[i], " has size ", rhs.shape[r[i]],
-              "; operands ", operands_str(lhs, rhs));
+    PAX_CHECK(lhs.shape[l[i]] == rhs.shape[r[i]], "dot_general: ", what, " dimension sizes differ: lhs axis ", l[i],
+              " has size ", lhs.shape[l[i]], " but rhs axis ", r[i], " has size ", rhs.shape[r[i]], "; operands ",
+              operands_str(lhs, rhs));
   }
 }
 
-void check_disjoint(const Ints& contracting, const Ints& batch, const char* which, const AVal& lhs,
-                    const AVal& rhs) {
+void check_disjoint(const Ints& contracting, const Ints& batch, const char* which, const AVal& lhs, const AVal& rhs) {
   for (int64_t a : contracting) {
     PAX_CHECK(std::find(batch.begin(), batch.end(), a) == batch.end(), "dot_general: ", which, " axis ", a,
               " is both a contracting and a batch dimension; operands ", operands_str(lhs, rhs));
@@ -54,11 +53,11 @@ void check_preferred(DType in, DType preferred, const AVal& lhs, const AVal& rhs
   } else if (is_floating(in)) {
     ok = is_floating(preferred) && itemsize(preferred) >= itemsize(in);
   } else {
-    ok = is_floating(preferred) ||
-         (is_unsigned(preferred) == is_unsigned(in) && itemsize(preferred) >= itemsize(in));
+    ok = is_floating(preferred) || (is_unsigned(preferred) == is_unsigned(in) && itemsize(preferred) >= itemsize(in));
   }
   PAX_CHECK(ok, "dot_general: preferred_element_type ", dtype_name(preferred), " is not valid for operands ",
-            operands_str(lhs, rhs), "; it must be a float type at least as wide as the inputs"
+            operands_str(lhs, rhs),
+            "; it must be a float type at least as wide as the inputs"
             ", or for integer inputs any float type or an integer type of the same signedness at least as wide");
 }
 
@@ -92,8 +91,6 @@ std::vector<AVal> dot_general_rule(std::span<const AVal> in, const Params& p) {
 
 }  // namespace
 
-void register_dot_prims(PrimTable& t) {
-  t[size_t(Prim::dot_general)] = PrimDef{dot_general_rule};
-}
+void register_dot_prims(PrimTable& t) { t[size_t(Prim::dot_general)] = PrimDef{dot_general_rule}; }
 
 }  // namespace pax

@@ -45,8 +45,8 @@ Ints argsort(const Ints& v) {
 
 // The cotangent of x in dot_general(x, y) (or of y when swap_ans: the output
 // then holds y's free axes before x's).
-Array transpose_operand(const Array& g, const Array& x, const Array& y, const Ints& xc, const Ints& yc,
-                        const Ints& xb, const Ints& yb, bool swap_ans) {
+Array transpose_operand(const Array& g, const Array& x, const Array& y, const Ints& xc, const Ints& yc, const Ints& xb,
+                        const Ints& yb, bool swap_ans) {
   const Ints x_kept = remaining(x.ndim(), xc, xb);
   const Ints y_kept = remaining(y.ndim(), yc, yb);
   const size_t nb = xb.size();

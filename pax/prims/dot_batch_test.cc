@@ -109,8 +109,8 @@ TEST(DotBatch, NestedVmap) {
     for (auto [ol, orr] : outer) {
       if ((ol && *ol > l2.ndim()) || (orr && *orr > r2.ndim())) continue;
       EXPECT_TRUE(check_vmap(f, {l2, r2}, {ol, orr}, 3, 1e-12))
-          << "inner (" << in.lhs.value_or(-1) << ", " << in.rhs.value_or(-1) << ") outer (" << ol.value_or(-1)
-          << ", " << orr.value_or(-1) << ")";
+          << "inner (" << in.lhs.value_or(-1) << ", " << in.rhs.value_or(-1) << ") outer (" << ol.value_or(-1) << ", "
+          << orr.value_or(-1) << ")";
     }
   }
 }

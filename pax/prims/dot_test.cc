@@ -84,9 +84,9 @@ TEST(DotGeneral, PlainMatmul) {
 }
 
 TEST(DotGeneral, TransposedOperands) {
-  check_dot({7, 5}, {7, 3}, {{0}, {0}, {}, {}}, {5, 3});     // A^T B
-  check_dot({5, 7}, {3, 7}, {{1}, {1}, {}, {}}, {5, 3});     // A B^T
-  check_dot({7, 5}, {3, 7}, {{0}, {1}, {}, {}}, {5, 3});     // A^T B^T
+  check_dot({7, 5}, {7, 3}, {{0}, {0}, {}, {}}, {5, 3});  // A^T B
+  check_dot({5, 7}, {3, 7}, {{1}, {1}, {}, {}}, {5, 3});  // A B^T
+  check_dot({7, 5}, {3, 7}, {{0}, {1}, {}, {}}, {5, 3});  // A^T B^T
   check_dot({64, 40}, {64, 48}, {{0}, {0}, {}, {}}, {40, 48});
 }
 
@@ -118,10 +118,10 @@ TEST(DotGeneral, BatchInTheMiddleAndLast) {
 // dimensions of one product (or copied, when an operand's other axes do not
 // merge). f32, and bf16 with f32 and bf16 results.
 TEST(DotGeneral, BatchAxesApartInTheLayout) {
-  const lax::DotDimensionNumbers scores{{3}, {3}, {0, 2}, {0, 2}};     // [B,S,H,D] x [B,T,H,D] -> [B,H,S,T]
-  const lax::DotDimensionNumbers values{{3}, {1}, {0, 1}, {0, 2}};     // [B,H,S,T] x [B,T,H,D] -> [B,H,S,D]
-  const lax::DotDimensionNumbers grad_v{{2}, {1}, {0, 1}, {0, 2}};     // [B,H,S,T] x [B,S,H,D] -> [B,H,T,D]
-  const lax::DotDimensionNumbers grad_p{{3}, {3}, {0, 1}, {0, 2}};     // [B,H,S,D] x [B,T,H,D] -> [B,H,S,T]
+  const lax::DotDimensionNumbers scores{{3}, {3}, {0, 2}, {0, 2}};      // [B,S,H,D] x [B,T,H,D] -> [B,H,S,T]
+  const lax::DotDimensionNumbers values{{3}, {1}, {0, 1}, {0, 2}};      // [B,H,S,T] x [B,T,H,D] -> [B,H,S,D]
+  const lax::DotDimensionNumbers grad_v{{2}, {1}, {0, 1}, {0, 2}};      // [B,H,S,T] x [B,S,H,D] -> [B,H,T,D]
+  const lax::DotDimensionNumbers grad_p{{3}, {3}, {0, 1}, {0, 2}};      // [B,H,S,D] x [B,T,H,D] -> [B,H,S,T]
   const lax::DotDimensionNumbers heads_last{{1}, {1}, {0, 3}, {3, 0}};  // batch pairs out of layout order
   check_dot({2, 6, 3, 8}, {2, 5, 3, 8}, scores, {2, 3, 6, 5});
   check_dot({2, 3, 6, 5}, {2, 5, 3, 8}, values, {2, 3, 6, 8});
@@ -147,27 +147,27 @@ TEST(DotGeneral, SizeOneAxes) {
 }
 
 TEST(DotGeneral, VectorsAndScalars) {
-  check_dot({9}, {9}, {{0}, {0}, {}, {}}, {});                // vector dot
-  check_dot({6, 9}, {9}, {{1}, {0}, {}, {}}, {6});            // matrix-vector
-  check_dot({9}, {9, 6}, {{0}, {0}, {}, {}}, {6});            // vector-matrix
-  check_dot({6, 9}, {6}, {{0}, {0}, {}, {}}, {9});            // transposed matrix-vector
-  check_dot({4}, {5}, {{}, {}, {}, {}}, {4, 5});              // outer product
-  check_dot({}, {3, 2}, {{}, {}, {}, {}}, {3, 2});            // scalar times matrix
-  check_dot({}, {}, {{}, {}, {}, {}}, {});                    // scalar product
-  check_dot({3, 7}, {3, 7}, {{1}, {1}, {0}, {0}}, {3});       // batched dot products
+  check_dot({9}, {9}, {{0}, {0}, {}, {}}, {});           // vector dot
+  check_dot({6, 9}, {9}, {{1}, {0}, {}, {}}, {6});       // matrix-vector
+  check_dot({9}, {9, 6}, {{0}, {0}, {}, {}}, {6});       // vector-matrix
+  check_dot({6, 9}, {6}, {{0}, {0}, {}, {}}, {9});       // transposed matrix-vector
+  check_dot({4}, {5}, {{}, {}, {}, {}}, {4, 5});         // outer product
+  check_dot({}, {3, 2}, {{}, {}, {}, {}}, {3, 2});       // scalar times matrix
+  check_dot({}, {}, {{}, {}, {}, {}}, {});               // scalar product
+  check_dot({3, 7}, {3, 7}, {{1}, {1}, {0}, {0}}, {3});  // batched dot products
   EXPECT_TRUE(all_close(lax::dot_general(array<float>({1, 2, 3}), array<float>({4, 5, 6}), {{0}, {0}, {}, {}}), {32}));
 }
 
 TEST(DotGeneral, ZeroSizes) {
-  Array k0 = lax::dot_general(random_array({3, 0}, DType::f32, 1), random_array({0, 4}, DType::f32, 2),
-                              {{1}, {0}, {}, {}});
+  Array k0 =
+      lax::dot_general(random_array({3, 0}, DType::f32, 1), random_array({0, 4}, DType::f32, 2), {{1}, {0}, {}, {}});
   EXPECT_EQ(k0.shape(), (Shape{3, 4}));
   EXPECT_TRUE(all_close(k0, std::vector<double>(12, 0.0)));
-  Array k0i = lax::dot_general(random_array({2, 0}, DType::i32, 1), random_array({0, 2}, DType::i32, 2),
-                               {{1}, {0}, {}, {}});
+  Array k0i =
+      lax::dot_general(random_array({2, 0}, DType::i32, 1), random_array({0, 2}, DType::i32, 2), {{1}, {0}, {}, {}});
   EXPECT_TRUE(all_close(k0i, {0, 0, 0, 0}));
-  Array m0 = lax::dot_general(random_array({0, 5}, DType::f32, 1), random_array({5, 4}, DType::f32, 2),
-                              {{1}, {0}, {}, {}});
+  Array m0 =
+      lax::dot_general(random_array({0, 5}, DType::f32, 1), random_array({5, 4}, DType::f32, 2), {{1}, {0}, {}, {}});
   EXPECT_EQ(m0.shape(), (Shape{0, 4}));
   Array b0 = lax::dot_general(random_array({0, 2, 5}, DType::bf16, 1), random_array({0, 5, 3}, DType::bf16, 2),
                               {{2}, {1}, {0}, {0}});
@@ -192,8 +192,8 @@ TEST(DotGeneral, BFloat16) {
   const lax::DotDimensionNumbers attn{{3}, {3}, {0, 1}, {0, 1}};
   EXPECT_TRUE(all_close(lax::dot_general(q, k, attn, DType::f32), reference_dot(q, k, attn), 1e-5, 1e-5));
   Array bm = random_array({5, 4, 7}, DType::bf16, 8), bn = random_array({7, 4, 3}, DType::bf16, 9);
-  EXPECT_TRUE(all_close(lax::dot_general(bm, bn, {{2}, {0}, {1}, {1}}),
-                        reference_dot(bm, bn, {{2}, {0}, {1}, {1}}), 1e-2, 1e-2));
+  EXPECT_TRUE(all_close(lax::dot_general(bm, bn, {{2}, {0}, {1}, {1}}), reference_dot(bm, bn, {{2}, {0}, {1}, {1}}),
+                        1e-2, 1e-2));
   // bf16 inputs asking for f16 or f64 results.
   EXPECT_TRUE(all_close(lax::dot_general(a, b, dn, DType::f16), want, 2e-3, 2e-3));
   EXPECT_TRUE(all_close(lax::dot_general(a, b, dn, DType::f64), want, 1e-12, 1e-12));
@@ -280,15 +280,14 @@ std::vector<double> reference_matmul(const std::vector<double>& a, const std::ve
 void check_transformer_shape(int64_t batch, int64_t m, int64_t k, int64_t n) {
   const Shape as = batch > 1 ? Shape{batch, m, k} : Shape{m, k};
   const Shape bs = batch > 1 ? Shape{batch, k, n} : Shape{k, n};
-  const lax::DotDimensionNumbers dn =
-      batch > 1 ? lax::DotDimensionNumbers{{2}, {1}, {0}, {0}} : lax::DotDimensionNumbers{{1}, {0}, {}, {}};
+  const lax::DotDimensionNumbers dn = batch > 1 ? lax::DotDimensionNumbers{{2}, {1}, {0}, {0}}
+                                                : lax::DotDimensionNumbers{{1}, {0}, {}, {}};
   for (DType dtype : {DType::f32, DType::bf16}) {
     Array a = random_array(as, dtype, 11), b = random_array(bs, dtype, 12);
-    const std::vector<double> want =
-        reference_matmul(a.to_vector<double>(), b.to_vector<double>(), batch, m, k, n);
+    const std::vector<double> want = reference_matmul(a.to_vector<double>(), b.to_vector<double>(), batch, m, k, n);
     Array out = lax::dot_general(a, b, dn, DType::f32);
-    EXPECT_TRUE(all_close(out, want, 1e-4, 1e-3)) << dtype_name(dtype) << " " << batch << "x" << m << "x" << k
-                                                  << "x" << n;
+    EXPECT_TRUE(all_close(out, want, 1e-4, 1e-3))
+        << dtype_name(dtype) << " " << batch << "x" << m << "x" << k << "x" << n;
   }
 }
 
@@ -370,10 +369,13 @@ TEST(DotGeneral, ConcurrentCalls) {
 
 TEST(DotGeneral, Errors) {
   Array a = random_array({2, 3}, DType::f32, 1), b = random_array({3, 4}, DType::f32, 2);
-  EXPECT_PAX_ERROR(lax::dot_general(a, lax::convert_element_type(b, DType::bf16), {{1}, {0}, {}, {}}), "must have the same dtype");
-  EXPECT_PAX_ERROR(lax::dot_general(lax::convert_element_type(a, DType::bool_), lax::convert_element_type(b, DType::bool_), {{1}, {0}, {}, {}}),
+  EXPECT_PAX_ERROR(lax::dot_general(a, lax::convert_element_type(b, DType::bf16), {{1}, {0}, {}, {}}),
+                   "must have the same dtype");
+  EXPECT_PAX_ERROR(lax::dot_general(lax::convert_element_type(a, DType::bool_),
+                                    lax::convert_element_type(b, DType::bool_), {{1}, {0}, {}, {}}),
                    "are bool");
-  EXPECT_PAX_ERROR(lax::dot_general(a, b, {{2}, {0}, {}, {}}), "lhs_contracting_dims (2,) out of range for lhs f32[2,3]");
+  EXPECT_PAX_ERROR(lax::dot_general(a, b, {{2}, {0}, {}, {}}),
+                   "lhs_contracting_dims (2,) out of range for lhs f32[2,3]");
   EXPECT_PAX_ERROR(lax::dot_general(a, b, {{1}, {-1}, {}, {}}), "rhs_contracting_dims (-1,) out of range");
   EXPECT_PAX_ERROR(lax::dot_general(a, b, {{1, 1}, {0, 0}, {}, {}}), "repeats axis 1");
   EXPECT_PAX_ERROR(lax::dot_general(a, b, {{0}, {0}, {}, {}}), "contracting dimension sizes differ");

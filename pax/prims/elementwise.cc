@@ -44,10 +44,10 @@ template <Prim P>
 std::vector<AVal> binary_rule(std::span<const AVal> in, const Params&) {
   const AVal& a = in[0];
   const AVal& b = in[1];
-  PAX_CHECK(a.shape == b.shape, prim_name(P), ": operand shapes must be equal, got ", a.str(), " and ",
-            b.str(), " (use pax::", prim_name(P), " from pax/ops for numpy broadcasting)");
-  PAX_CHECK(a.dtype == b.dtype, prim_name(P), ": operand dtypes must be equal, got ", a.str(), " and ",
-            b.str(), " (pax/ops promotes dtypes; lax-level primitives do not)");
+  PAX_CHECK(a.shape == b.shape, prim_name(P), ": operand shapes must be equal, got ", a.str(), " and ", b.str(),
+            " (use pax::", prim_name(P), " from pax/ops for numpy broadcasting)");
+  PAX_CHECK(a.dtype == b.dtype, prim_name(P), ": operand dtypes must be equal, got ", a.str(), " and ", b.str(),
+            " (pax/ops promotes dtypes; lax-level primitives do not)");
   check_accepts(P, accepts_of(P), a);
   AVal out{a.shape, a.dtype, a.weak_type && b.weak_type};
   if (is_comparison(P)) {
@@ -72,8 +72,8 @@ std::vector<AVal> convert_rule(std::span<const AVal> in, const Params& p) {
 
 std::vector<AVal> bitcast_rule(std::span<const AVal> in, const Params& p) {
   DType to = p.dtype("new_dtype");
-  PAX_CHECK(itemsize(to) == itemsize(in[0].dtype), "bitcast_convert_type: ", in[0].str(), " to ",
-            dtype_name(to), " changes the element width (", itemsize(in[0].dtype), " vs ", itemsize(to),
+  PAX_CHECK(itemsize(to) == itemsize(in[0].dtype), "bitcast_convert_type: ", in[0].str(), " to ", dtype_name(to),
+            " changes the element width (", itemsize(in[0].dtype), " vs ", itemsize(to),
             " bytes); only same-width bitcasts are supported");
   return {AVal{in[0].shape, to, false}};
 }
@@ -90,8 +90,8 @@ std::vector<AVal> select_n_rule(std::span<const AVal> in, const Params&) {
             " must be scalar or equal to the case shape ", first.str());
   bool weak = true;
   for (size_t i = 1; i < in.size(); ++i) {
-    PAX_CHECK(in[i].shape == first.shape && in[i].dtype == first.dtype, "select_n: case ", i - 1, " is ",
-              in[i].str(), " but case 0 is ", first.str(), "; all cases must have the same shape and dtype");
+    PAX_CHECK(in[i].shape == first.shape && in[i].dtype == first.dtype, "select_n: case ", i - 1, " is ", in[i].str(),
+              " but case 0 is ", first.str(), "; all cases must have the same shape and dtype");
     weak = weak && in[i].weak_type;
   }
   return {AVal{first.shape, first.dtype, weak}};

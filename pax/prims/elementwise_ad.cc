@@ -58,12 +58,11 @@ std::vector<Array> unary_jvp(std::span<const Array> in, std::span<const Array> t
 }
 
 // sign, floor, ceil, round: piecewise constant.
-std::vector<Array> zero_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array>,
-                            const Params&, const CotangentMask& needs) {
+std::vector<Array> zero_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array>, const Params&,
+                            const CotangentMask& needs) {
   return std::vector<Array>(in.size());
 }
-std::vector<Array> zero_jvp(std::span<const Array>, std::span<const Array>, std::span<const Array> out,
-                            const Params&) {
+std::vector<Array> zero_jvp(std::span<const Array>, std::span<const Array>, std::span<const Array> out, const Params&) {
   return std::vector<Array>(out.size());
 }
 
@@ -139,9 +138,8 @@ std::vector<Array> select_n_vjp(std::span<const Array> in, std::span<const Array
   if (!ct[0].defined()) return out;
   const Array& which = in[0];
   const Array zero = full_like(ct[0], 0.0);
-  const Array sel = which.ndim() == 0 && ct[0].ndim() > 0
-                        ? lax::broadcast_in_dim(which, ct[0].shape().dims(), {})
-                        : which;
+  const Array sel = which.ndim() == 0 && ct[0].ndim() > 0 ? lax::broadcast_in_dim(which, ct[0].shape().dims(), {})
+                                                          : which;
   for (size_t k = 1; k < in.size(); ++k) {
     if (!is_floating(in[k].dtype())) continue;
     std::vector<Array> cases(in.size() - 1, zero);
@@ -164,7 +162,7 @@ std::vector<Array> select_n_jvp(std::span<const Array> in, std::span<const Array
 }  // namespace
 
 void register_elementwise_ad(PrimTable& t) {
-#define PAX_UNARY_AD(P)                     \
+#define PAX_UNARY_AD(P)                        \
   t[size_t(Prim::P)].vjp = unary_vjp<Prim::P>; \
   t[size_t(Prim::P)].jvp = unary_jvp<Prim::P>;
   PAX_UNARY_AD(neg)
@@ -189,7 +187,7 @@ void register_elementwise_ad(PrimTable& t) {
   }
   t[size_t(Prim::convert_element_type)].vjp = convert_vjp;
   t[size_t(Prim::convert_element_type)].jvp = convert_jvp;
-#define PAX_BINARY_AD(P)                      \
+#define PAX_BINARY_AD(P)                        \
   t[size_t(Prim::P)].vjp = binary_vjp<Prim::P>; \
   t[size_t(Prim::P)].jvp = binary_jvp<Prim::P>;
   PAX_BINARY_AD(add)

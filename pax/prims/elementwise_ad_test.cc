@@ -46,7 +46,8 @@ std::vector<Case> cases() {
       {"cos", u(lax::cos), {any(s, 14)}},
       {"integer_pow3", [](const std::vector<Array>& a) { return lax::integer_pow(a[0], 3); }, {any(s, 15)}},
       {"integer_pow-2", [](const std::vector<Array>& a) { return lax::integer_pow(a[0], -2); }, {pos(s, 16)}},
-      {"convert_f32", [](const std::vector<Array>& a) { return lax::convert_element_type(a[0], DType::f32).astype(DType::f64); },
+      {"convert_f32",
+       [](const std::vector<Array>& a) { return lax::convert_element_type(a[0], DType::f32).astype(DType::f64); },
        {any(s, 17)}},
       {"add", b(lax::add), {any(s, 18), any(s, 19)}},
       {"sub", b(lax::sub), {any(s, 20), any(s, 21)}},
@@ -57,7 +58,9 @@ std::vector<Case> cases() {
       {"max", b(lax::max), {any(s, 30), any(s, 31)}},
       {"min", b(lax::min), {any(s, 32), any(s, 33)}},
       {"select_n",
-       [](const std::vector<Array>& a) { return lax::select_n(lax::gt(a[0], a[1]), {a[0], a[1]}); },
+       [](const std::vector<Array>& a) {
+         return lax::select_n(lax::gt(a[0], a[1]), {a[0], a[1]});
+       },
        {any(s, 34), any(s, 35)}},
   };
 }

@@ -52,25 +52,66 @@ std::vector<UnaryCase> unary_cases() {
   return {
       {"neg", lax::neg, [](double x) { return -x; }, -10, 10, common},
       {"abs", lax::abs, [](double x) { return std::fabs(x); }, -10, 10, common},
-      {"sign", lax::sign, [](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; }, -3, 3, common},
-      {"exp", lax::exp, [](double x) { return std::exp(x); }, -100, 88, {0.0, 89.0, 100.0, 1e30, -1e30, -200.0, kInf, -kInf, kNaN}},
-      {"expm1", lax::expm1, [](double x) { return std::expm1(x); }, -20, 20, {1e-7, -1e-7, 0.0, 100.0, -200.0, kInf, -kInf, kNaN}, 5e-6, 1e-7},
+      {"sign", lax::sign, [](double x) { return x > 0   ? 1.0
+                                                : x < 0 ? -1.0
+                                                        : x; }, -3, 3, common},
+      {"exp",
+       lax::exp,
+       [](double x) { return std::exp(x); },
+       -100,
+       88,
+       {0.0, 89.0, 100.0, 1e30, -1e30, -200.0, kInf, -kInf, kNaN}},
+      {"expm1",
+       lax::expm1,
+       [](double x) { return std::expm1(x); },
+       -20,
+       20,
+       {1e-7, -1e-7, 0.0, 100.0, -200.0, kInf, -kInf, kNaN},
+       5e-6,
+       1e-7},
       {"log", lax::log, [](double x) { return std::log(x); }, 1e-3, 1e4, {0.0, -1.0, 1.0, 1e-40, 3e38, kInf, kNaN}},
-      {"log1p", lax::log1p, [](double x) { return std::log1p(x); }, -0.99, 100, {1e-7, -1.0, -2.0, 0.0, kInf, kNaN}, 5e-6, 1e-7},
+      {"log1p",
+       lax::log1p,
+       [](double x) { return std::log1p(x); },
+       -0.99,
+       100,
+       {1e-7, -1.0, -2.0, 0.0, kInf, kNaN},
+       5e-6,
+       1e-7},
       {"sqrt", lax::sqrt, [](double x) { return std::sqrt(x); }, 0, 1e4, {0.0, -1.0, kInf, kNaN}},
       {"rsqrt", lax::rsqrt, [](double x) { return 1 / std::sqrt(x); }, 1e-3, 1e4, {0.0, kInf, kNaN}},
-      {"tanh", lax::tanh, [](double x) { return std::tanh(x); }, -10, 10, {0.0, 30.0, -30.0, 1e-6, kInf, -kInf, kNaN}, 5e-6, 1e-7},
-      {"logistic", lax::logistic, [](double x) { return 1 / (1 + std::exp(-x)); }, -30, 30, {0.0, 200.0, -200.0, kInf, -kInf, kNaN}},
+      {"tanh",
+       lax::tanh,
+       [](double x) { return std::tanh(x); },
+       -10,
+       10,
+       {0.0, 30.0, -30.0, 1e-6, kInf, -kInf, kNaN},
+       5e-6,
+       1e-7},
+      {"logistic",
+       lax::logistic,
+       [](double x) { return 1 / (1 + std::exp(-x)); },
+       -30,
+       30,
+       {0.0, 200.0, -200.0, kInf, -kInf, kNaN}},
       {"erf", lax::erf, [](double x) { return std::erf(x); }, -5, 5, {0.0, 1e-5, 10.0, kInf, -kInf, kNaN}, 5e-6, 2e-7},
       {"erf_inv", lax::erf_inv, erfinv_ref, -0.999, 0.999, {0.0, 1.0, -1.0, 1.5, 1e-6, 0.9999999, kNaN}, 2e-5, 1e-7},
       {"sin", lax::sin, [](double x) { return std::sin(x); }, -50, 50, {0.0, 1e5, -3e6, kInf, kNaN}, 2e-6, 3e-7},
       {"cos", lax::cos, [](double x) { return std::cos(x); }, -50, 50, {0.0, 1e5, -3e6, kInf, kNaN}, 2e-6, 3e-7},
       {"floor", lax::floor, [](double x) { return std::floor(x); }, -10, 10, common},
       {"ceil", lax::ceil, [](double x) { return std::ceil(x); }, -10, 10, common},
-      {"round", [](const Array& x) { return lax::round(x); }, [](double x) { return std::round(x); }, -10, 10,
+      {"round",
+       [](const Array& x) { return lax::round(x); },
+       [](double x) { return std::round(x); },
+       -10,
+       10,
        {0.5, -0.5, 1.5, 2.5, -2.5, 1e20, kInf, kNaN}},
-      {"round_even", [](const Array& x) { return lax::round(x, lax::RoundingMethod::to_nearest_even); },
-       [](double x) { return std::nearbyint(x); }, -10, 10, {0.5, -0.5, 1.5, 2.5, -2.5, 1e20, kInf, kNaN}},
+      {"round_even",
+       [](const Array& x) { return lax::round(x, lax::RoundingMethod::to_nearest_even); },
+       [](double x) { return std::nearbyint(x); },
+       -10,
+       10,
+       {0.5, -0.5, 1.5, 2.5, -2.5, 1e20, kInf, kNaN}},
   };
 }
 
@@ -137,7 +178,8 @@ TEST(ElementwiseUnary, IntegersAndBool) {
   EXPECT_EQ(lax::neg(i).to_vector<int32_t>(), (std::vector<int32_t>{3, 0, -5, std::numeric_limits<int32_t>::min()}));
   EXPECT_EQ(lax::abs(i).to_vector<int32_t>(), (std::vector<int32_t>{3, 0, 5, std::numeric_limits<int32_t>::min()}));
   EXPECT_EQ(lax::sign(i).to_vector<int32_t>(), (std::vector<int32_t>{-1, 0, 1, -1}));
-  EXPECT_EQ(lax::bitwise_not(i).to_vector<int32_t>(), (std::vector<int32_t>{2, -1, -6, std::numeric_limits<int32_t>::max()}));
+  EXPECT_EQ(lax::bitwise_not(i).to_vector<int32_t>(),
+            (std::vector<int32_t>{2, -1, -6, std::numeric_limits<int32_t>::max()}));
   EXPECT_EQ(lax::bitwise_not(array<bool>({true, false})).to_vector<bool>(), (std::vector<bool>{false, true}));
   EXPECT_EQ(lax::bitwise_not(array<uint8_t>({0, 255})).to_vector<int>(), (std::vector<int>{255, 0}));
   EXPECT_EQ(lax::neg(array<int64_t>({5})).item<int64_t>(), -5);
@@ -146,7 +188,8 @@ TEST(ElementwiseUnary, IntegersAndBool) {
 TEST(ElementwiseUnary, IsFiniteAndIntegerPow) {
   Array x = array<float>({1.0f, INFINITY, -INFINITY, NAN, 0.0f});
   EXPECT_EQ(lax::is_finite(x).to_vector<bool>(), (std::vector<bool>{true, false, false, false, true}));
-  EXPECT_EQ(lax::is_finite(x.astype(DType::bf16)).to_vector<bool>(), (std::vector<bool>{true, false, false, false, true}));
+  EXPECT_EQ(lax::is_finite(x.astype(DType::bf16)).to_vector<bool>(),
+            (std::vector<bool>{true, false, false, false, true}));
   Array b = array<float>({2, -3, 0.5f});
   EXPECT_TRUE(all_close(lax::integer_pow(b, 3), {8, -27, 0.125}));
   EXPECT_TRUE(all_close(lax::integer_pow(b, -2), {0.25, 1.0 / 9, 4}));
@@ -184,7 +227,8 @@ TEST(ElementwiseBinary, FloatArithmeticAllFloatDtypes) {
     EXPECT_TRUE(all_close(lax::mul(a, b), apply(av, bv, std::multiplies<>()), tol, tol)) << dtype_name(dt);
     EXPECT_TRUE(all_close(lax::div(a, b), apply(av, bv, std::divides<>()), tol, tol)) << dtype_name(dt);
     EXPECT_TRUE(all_close(lax::rem(a, b), apply(av, bv, [](double x, double y) { return std::fmod(x, y); }), tol, tol));
-    EXPECT_TRUE(all_close(lax::pow(b, a), apply(bv, av, [](double x, double y) { return std::pow(x, y); }), tol * 4, tol));
+    EXPECT_TRUE(
+        all_close(lax::pow(b, a), apply(bv, av, [](double x, double y) { return std::pow(x, y); }), tol * 4, tol));
     EXPECT_TRUE(all_close(lax::max(a, b), apply(av, bv, [](double x, double y) { return std::max(x, y); })));
     EXPECT_TRUE(all_close(lax::min(a, b), apply(av, bv, [](double x, double y) { return std::min(x, y); })));
     EXPECT_EQ(lax::add(a, b).dtype(), dt);
@@ -213,7 +257,8 @@ TEST(ElementwiseBinary, IntegerSemantics) {
   EXPECT_EQ(lax::pow(array<int32_t>({2, 3, -2}), array<int32_t>({10, 0, 3})).to_vector<int32_t>(),
             (std::vector<int32_t>{1024, 1, -8}));
   EXPECT_EQ(lax::div(array<uint32_t>({7}), array<uint32_t>({0})).item<uint32_t>(), 0xffffffffu);
-  EXPECT_EQ(lax::max(array<uint8_t>({3, 200}), array<uint8_t>({100, 1})).to_vector<int>(), (std::vector<int>{100, 200}));
+  EXPECT_EQ(lax::max(array<uint8_t>({3, 200}), array<uint8_t>({100, 1})).to_vector<int>(),
+            (std::vector<int>{100, 200}));
   EXPECT_EQ(lax::sub(array<int64_t>({1}), array<int64_t>({3})).item<int64_t>(), -2);
 }
 
@@ -223,7 +268,8 @@ TEST(ElementwiseBinary, BitwiseAndShifts) {
   EXPECT_EQ(lax::bitwise_and(a, b).to_vector<int32_t>(), (std::vector<int32_t>{0b1000, 0, 1, 0}));
   EXPECT_EQ(lax::bitwise_or(a, b).to_vector<int32_t>(), (std::vector<int32_t>{0b1110, -7, 31, 33}));
   EXPECT_EQ(lax::bitwise_xor(a, b).to_vector<int32_t>(), (std::vector<int32_t>{0b0110, -7, 30, 33}));
-  EXPECT_EQ(lax::shift_left(a, b).to_vector<int32_t>(), (std::vector<int32_t>{0b11000000000000, -16, std::numeric_limits<int32_t>::min(), 0}));
+  EXPECT_EQ(lax::shift_left(a, b).to_vector<int32_t>(),
+            (std::vector<int32_t>{0b11000000000000, -16, std::numeric_limits<int32_t>::min(), 0}));
   EXPECT_EQ(lax::shift_right_arithmetic(a, b).to_vector<int32_t>(), (std::vector<int32_t>{0, -4, 0, 0}));
   EXPECT_EQ(lax::shift_right_logical(a, b).to_vector<int64_t>(), (std::vector<int64_t>{0, 0x7ffffffc, 0, 0}));
   EXPECT_EQ(lax::shift_right_arithmetic(array<int32_t>({-1}), array<int32_t>({40})).item<int32_t>(), -1);
@@ -250,7 +296,8 @@ TEST(ElementwiseBinary, ComparisonsIncludingNaN) {
 }
 
 TEST(ElementwiseBinary, ShapeAndDtypeErrors) {
-  EXPECT_PAX_ERROR(lax::add(array<float>({1, 2}), array<float>({1, 2, 3})), "operand shapes must be equal, got f32[2] and f32[3]");
+  EXPECT_PAX_ERROR(lax::add(array<float>({1, 2}), array<float>({1, 2, 3})),
+                   "operand shapes must be equal, got f32[2] and f32[3]");
   EXPECT_PAX_ERROR(lax::add(array<float>({1}), array<int32_t>({1})), "operand dtypes must be equal");
   EXPECT_PAX_ERROR(lax::add(array<bool>({true}), array<bool>({true})), "requires a numeric dtype");
   EXPECT_PAX_ERROR(lax::bitwise_and(array<float>({1}), array<float>({1})), "bool or an integer dtype");
@@ -270,7 +317,8 @@ TEST(ElementwiseBinary, ZeroSizeAndScalars) {
 TEST(Convert, SaturatesRoundsAndHandlesNaN) {
   Array f = array<float>({1.7f, -1.7f, 3e9f, -3e9f, NAN, 300.0f, -5.0f});
   EXPECT_EQ(f.astype(DType::i32).to_vector<int64_t>(),
-            (std::vector<int64_t>{1, -1, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(), 0, 300, -5}));
+            (std::vector<int64_t>{1, -1, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(), 0,
+                                  300, -5}));
   EXPECT_EQ(f.astype(DType::u8).to_vector<int>(), (std::vector<int>{1, 0, 255, 0, 0, 255, 0}));
   EXPECT_EQ(f.astype(DType::bool_).to_vector<bool>(), (std::vector<bool>{true, true, true, true, true, true, true}));
   EXPECT_EQ(array<float>({0.0f, -0.0f}).astype(DType::bool_).to_vector<bool>(), (std::vector<bool>{false, false}));
@@ -294,7 +342,8 @@ TEST(Convert, SaturatesRoundsAndHandlesNaN) {
 
 TEST(Convert, Bitcast) {
   Array f = array<float>({1.0f, -2.0f});
-  EXPECT_EQ(lax::bitcast_convert_type(f, DType::u32).to_vector<uint32_t>(), (std::vector<uint32_t>{0x3f800000u, 0xc0000000u}));
+  EXPECT_EQ(lax::bitcast_convert_type(f, DType::u32).to_vector<uint32_t>(),
+            (std::vector<uint32_t>{0x3f800000u, 0xc0000000u}));
   EXPECT_EQ(lax::bitcast_convert_type(lax::bitcast_convert_type(f, DType::i32), DType::f32).to_vector<float>(),
             (std::vector<float>{1.0f, -2.0f}));
   EXPECT_PAX_ERROR(lax::bitcast_convert_type(f, DType::f64), "changes the element width");
@@ -305,11 +354,13 @@ TEST(SelectN, BoolIntAndScalarSelectors) {
   EXPECT_TRUE(all_close(lax::select_n(array<bool>({true, false, true}), {c0, c1}), {10, 2, 30}));
   EXPECT_TRUE(all_close(lax::select_n(array<int32_t>({2, 0, 1}), {c0, c1, c2}), {100, 2, 30}));
   EXPECT_TRUE(all_close(lax::select_n(scalar(true), {c0, c1}), {10, 20, 30}));
-  EXPECT_TRUE(all_close(lax::select_n(array<bool>({true, false, true}), {c0.astype(DType::bf16), c1.astype(DType::bf16)}),
-                        {10, 2, 30}));
+  EXPECT_TRUE(all_close(
+      lax::select_n(array<bool>({true, false, true}), {c0.astype(DType::bf16), c1.astype(DType::bf16)}), {10, 2, 30}));
   EXPECT_PAX_ERROR(lax::select_n(array<bool>({true}), {c0, c1}), "selector shape");
-  EXPECT_PAX_ERROR(lax::select_n(array<bool>({true, false, true}), {c0, c1, c2}), "bool selector needs exactly 2 cases");
-  EXPECT_PAX_ERROR(lax::select_n(array<bool>({true, false, true}), {c0, c1.astype(DType::f64)}), "same shape and dtype");
+  EXPECT_PAX_ERROR(lax::select_n(array<bool>({true, false, true}), {c0, c1, c2}),
+                   "bool selector needs exactly 2 cases");
+  EXPECT_PAX_ERROR(lax::select_n(array<bool>({true, false, true}), {c0, c1.astype(DType::f64)}),
+                   "same shape and dtype");
   EXPECT_PAX_ERROR(lax::select_n(array<float>({1, 0, 1}), {c0, c1}), "must be bool or int32");
 }
 

@@ -18,8 +18,8 @@ bool contains(const Ints& v, int64_t x) { return std::find(v.begin(), v.end(), x
 void check_sorted_dims(const std::string& ctx, const char* what, const Ints& dims, int64_t bound,
                        const char* bound_name) {
   for (size_t i = 0; i < dims.size(); ++i) {
-    PAX_CHECK(dims[i] >= 0 && dims[i] < bound, ctx, what, " ", ints_str(dims), " has entry ", dims[i],
-              " outside [0, ", bound, ") (the ", bound_name, ")");
+    PAX_CHECK(dims[i] >= 0 && dims[i] < bound, ctx, what, " ", ints_str(dims), " has entry ", dims[i], " outside [0, ",
+              bound, ") (the ", bound_name, ")");
     PAX_CHECK(i == 0 || dims[i] > dims[i - 1], ctx, what, " ", ints_str(dims),
               " must be sorted in increasing order without repeats");
   }
@@ -30,10 +30,10 @@ void check_index_map(const std::string& ctx, const char* what, const Ints& map, 
   PAX_CHECK(int64_t(map.size()) == k, ctx, what, " ", ints_str(map), " has ", map.size(),
             " entries but the index vector (last axis of indices) has length ", k);
   for (size_t i = 0; i < map.size(); ++i) {
-    PAX_CHECK(map[i] >= 0 && map[i] < rank, ctx, what, " ", ints_str(map), " has entry ", map[i],
-              " outside [0, ", rank, ") (the operand axes)");
-    PAX_CHECK(std::count(map.begin(), map.end(), map[i]) == 1, ctx, what, " ", ints_str(map),
-              " repeats operand axis ", map[i]);
+    PAX_CHECK(map[i] >= 0 && map[i] < rank, ctx, what, " ", ints_str(map), " has entry ", map[i], " outside [0, ", rank,
+              ") (the operand axes)");
+    PAX_CHECK(std::count(map.begin(), map.end(), map[i]) == 1, ctx, what, " ", ints_str(map), " repeats operand axis ",
+              map[i]);
   }
 }
 
@@ -71,8 +71,8 @@ std::vector<AVal> gather_rule(std::span<const AVal> in, const Params& p) {
   }
   const int64_t num_offset = rank - int64_t(s.collapsed_slice_dims.size());
   PAX_CHECK(int64_t(s.offset_dims.size()) == num_offset, ctx, "offset_dims ", ints_str(s.offset_dims), " has ",
-            s.offset_dims.size(), " entries but ", num_offset,
-            " operand axes are not collapsed (collapsed_slice_dims ", ints_str(s.collapsed_slice_dims), ")");
+            s.offset_dims.size(), " entries but ", num_offset, " operand axes are not collapsed (collapsed_slice_dims ",
+            ints_str(s.collapsed_slice_dims), ")");
   const int64_t out_rank = idx.shape.rank() - 1 + num_offset;
   check_sorted_dims(ctx, "offset_dims", s.offset_dims, out_rank, "output axes");
 
@@ -113,8 +113,8 @@ std::vector<AVal> scatter_add_rule(std::span<const AVal> in, const Params& p) {
   PAX_CHECK(int64_t(s.update_window_dims.size()) == num_window, ctx, "update_window_dims ",
             ints_str(s.update_window_dims), " has ", s.update_window_dims.size(), " entries but ", num_window,
             " operand axes are not inserted (inserted_window_dims ", ints_str(s.inserted_window_dims), ")");
-  PAX_CHECK(upd.shape.rank() == nbatch + num_window, ctx, "updates must have rank ", nbatch + num_window, " (",
-            nbatch, " batch axes of indices + ", num_window, " window axes)");
+  PAX_CHECK(upd.shape.rank() == nbatch + num_window, ctx, "updates must have rank ", nbatch + num_window, " (", nbatch,
+            " batch axes of indices + ", num_window, " window axes)");
   check_sorted_dims(ctx, "update_window_dims", s.update_window_dims, upd.shape.rank(), "updates axes");
 
   int64_t next_batch = 0, next_window = 0;

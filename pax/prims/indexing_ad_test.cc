@@ -21,8 +21,8 @@ Array rnd(const Shape& s, uint32_t seed) { return testing::random_array(s, DType
 
 // Rows of a (n, ...) operand read at `idx` (an (m, 1) index array): the
 // gather of an embedding table, in the given mode.
-Array gather_rows(const Array& x, const Array& idx, lax::GatherMode mode = lax::GatherMode::clip,
-                  double fill = 0.0, int64_t rows = 1) {
+Array gather_rows(const Array& x, const Array& idx, lax::GatherMode mode = lax::GatherMode::clip, double fill = 0.0,
+                  int64_t rows = 1) {
   Ints offset_dims, collapsed, slice_sizes = x.shape().dims();
   slice_sizes[0] = rows;
   if (rows == 1) collapsed = {0};
@@ -40,6 +40,7 @@ Array scatter_rows(const Array& x, const Array& idx, const Array& upd) {
 
 std::vector<Case> cases() {
   const Array rows_idx = array<int32_t>({-2, 5, 1, 9}, {4, 1});
+  // clang-format off
   return {
       {"take_axis0", [](const std::vector<Array>& a) { return take(a[0], a[1], 0); },
        {rnd({5, 3}, 1), array<int32_t>({3, 0, 3, 4, -1})}},
@@ -74,6 +75,7 @@ std::vector<Case> cases() {
        [](const std::vector<Array>& a) { return scatter_rows(a[0], a[2], a[1]); },
        {rnd({5, 4}, 14), rnd({3, 2, 4}, 15), array<int64_t>({0, 3, 4}, {3, 1})}},
   };
+  // clang-format on
 }
 
 // sin(f): second order then differentiates the rules themselves.
@@ -110,12 +112,12 @@ Array row_grad(const Array& idx, lax::GatherMode mode, int64_t rows) {
 TEST(IndexingAD, ClipGradientLandsOnClampedPositions) {
   const Array idx = array<int32_t>({-2, 5, 1, 9}, {4, 1});
   // Rows read: 0, 3, 1, 3.
-  EXPECT_TRUE(testing::all_close(row_grad(idx, lax::GatherMode::clip, 1),
-                                 {1, 2, 3, 7, 8, 9, 0, 0, 0, 4 + 10, 5 + 11, 6 + 12}));
+  EXPECT_TRUE(
+      testing::all_close(row_grad(idx, lax::GatherMode::clip, 1), {1, 2, 3, 7, 8, 9, 0, 0, 0, 4 + 10, 5 + 11, 6 + 12}));
   // Windows of 2 rows start at 0, 2, 1, 2.
-  EXPECT_TRUE(testing::all_close(row_grad(idx, lax::GatherMode::clip, 2),
-                                 {1, 2, 3, 4 + 13, 5 + 14, 6 + 15, 7 + 16 + 19, 8 + 17 + 20, 9 + 18 + 21,
-                                  10 + 22, 11 + 23, 12 + 24}));
+  EXPECT_TRUE(testing::all_close(
+      row_grad(idx, lax::GatherMode::clip, 2),
+      {1, 2, 3, 4 + 13, 5 + 14, 6 + 15, 7 + 16 + 19, 8 + 17 + 20, 9 + 18 + 21, 10 + 22, 11 + 23, 12 + 24}));
 }
 
 TEST(IndexingAD, FillGradientSkipsFilledWindows) {
@@ -154,9 +156,7 @@ TEST(IndexingAD, EmbeddingLookupGrad) {
 
 TEST(IndexingAD, Bf16GradientKeepsDtype) {
   const Array x = testing::random_array({4, 3}, DType::bf16, 22);
-  Array g = grad([](const Array& t) {
-    return sum(take(t, array<int32_t>({2, 2, 0}), 0).astype(DType::f32));
-  })(x);
+  Array g = grad([](const Array& t) { return sum(take(t, array<int32_t>({2, 2, 0}), 0).astype(DType::f32)); })(x);
   EXPECT_EQ(g.dtype(), DType::bf16);
   EXPECT_TRUE(testing::all_close(g, {1, 1, 1, 0, 0, 0, 2, 2, 2, 0, 0, 0}, 0, 0));
 }

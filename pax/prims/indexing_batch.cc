@@ -69,9 +69,7 @@ Array append_batch_index(const Array& indices, int64_t bdim, int64_t size) {
 
 // Where batched indices keep their batch axis: not on the index vector (the
 // last axis), which it is swapped with the axis before.
-int64_t index_batch_axis(const Array& indices, int64_t bdim) {
-  return bdim == indices.ndim() - 1 ? bdim - 1 : bdim;
-}
+int64_t index_batch_axis(const Array& indices, int64_t bdim) { return bdim == indices.ndim() - 1 ? bdim - 1 : bdim; }
 
 Batched gather_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p,
                      const BatchInfo& info) {

@@ -141,9 +141,8 @@ std::vector<GatherCase> gather_cases() {
 }
 
 ArrayFn gather_fn(const GatherCase& c) {
-  return [c](const std::vector<Array>& a) {
-    return lax::gather(a[0], a[1], c.dims, c.slice_sizes, c.mode, c.fill_value);
-  };
+  return
+      [c](const std::vector<Array>& a) { return lax::gather(a[0], a[1], c.dims, c.slice_sizes, c.mode, c.fill_value); };
 }
 
 Example gather_example(const GatherCase& c, DType dtype = DType::f64) {
@@ -191,8 +190,7 @@ TEST(GatherBatch, EmptyBatchAndEmptyDimensions) {
 
 // Counts the equations of vmap(f) traced with the output batch axis where
 // the batching rule leaves it.
-size_t num_eqns(const ArrayFn& f, const std::vector<Array>& args, const std::vector<Axis>& in_axes,
-                int64_t out_axis) {
+size_t num_eqns(const ArrayFn& f, const std::vector<Array>& args, const std::vector<Axis>& in_axes, int64_t out_axis) {
   const ArrayFn g = vmapped(f, in_axes, out_axis);
   return make_jaxpr([&](const std::vector<Array>& xs) { return g(xs); })(args)->eqns.size();
 }
@@ -308,9 +306,9 @@ TEST(ScatterAddBatch, EmptyBatchAndLongBatch) {
 TEST(ScatterAddBatch, BatchedOperandAndUpdatesCopyNothing) {
   const ScatterCase c = scatter_cases()[0];
   // Operand (6, 3, 4) and updates (5, 3, 4) batched in the middle, ids shared.
-  EXPECT_EQ(num_eqns(scatter_fn(c), {zeros({6, 3, 4}), zeros({5, 1}, DType::i32), zeros({5, 3, 4})},
-                     {1, std::nullopt, 1}, 1),
-            1u);
+  EXPECT_EQ(
+      num_eqns(scatter_fn(c), {zeros({6, 3, 4}), zeros({5, 1}, DType::i32), zeros({5, 3, 4})}, {1, std::nullopt, 1}, 1),
+      1u);
 }
 
 TEST(ScatterAddBatch, UnderJit) {

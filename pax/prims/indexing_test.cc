@@ -295,8 +295,8 @@ TEST(Gather, Errors) {
   EXPECT_PAX_ERROR(lax::gather(x, idx, {{1, 2}, {0}, {0}}, {1, 3}), "operand axes are not collapsed");
   EXPECT_PAX_ERROR(lax::gather(x, idx, rows_dn(2), {1, 3}), "offset_dims (2,) has entry 2 outside [0, 2)");
   EXPECT_PAX_ERROR(lax::gather(x, idx, {{1, 0}, {}, {0}}, {1, 3}), "must be sorted in increasing order");
-  Params bad_mode{{"offset_dims", Ints{1}}, {"collapsed_slice_dims", Ints{0}}, {"start_index_map", Ints{0}},
-                  {"slice_sizes", Ints{1, 3}}, {"mode", std::string("wrap")}, {"fill_value", 0.0}};
+  Params bad_mode{{"offset_dims", Ints{1}},    {"collapsed_slice_dims", Ints{0}}, {"start_index_map", Ints{0}},
+                  {"slice_sizes", Ints{1, 3}}, {"mode", std::string("wrap")},     {"fill_value", 0.0}};
   EXPECT_PAX_ERROR(bind1(Prim::gather, {x, idx}, bad_mode), "mode must be \"clip\" or \"fill\"");
 }
 
@@ -418,8 +418,8 @@ TEST(ScatterAdd, ZeroSize) {
   Array got = lax::scatter_add(x, make({}, {0, 1}, DType::i32), make({}, {0, 3}, DType::f32), rows_sdn());
   EXPECT_TRUE(same(got, x.to_vector<double>()));
   Array empty = make({}, {0, 3}, DType::f32);
-  Array into_empty = lax::scatter_add(empty, array<int32_t>({0}, {1, 1}), make({}, {1, 0, 3}, DType::f32),
-                                      {{1, 2}, {}, {0}});
+  Array into_empty =
+      lax::scatter_add(empty, array<int32_t>({0}, {1, 1}), make({}, {1, 0, 3}, DType::f32), {{1, 2}, {}, {0}});
   EXPECT_EQ(into_empty.shape(), (Shape{0, 3}));
 }
 

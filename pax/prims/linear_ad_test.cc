@@ -20,6 +20,7 @@ Array rnd(const Shape& s, uint32_t seed) { return testing::random_array(s, DType
 
 std::vector<Case> cases() {
   const Array x = rnd({2, 3, 4}, 1);
+  // clang-format off
   return {
       {"reduce_sum_1", [](const std::vector<Array>& a) { return lax::reduce_sum(a[0], {1}); }, {x}},
       {"reduce_sum_02", [](const std::vector<Array>& a) { return lax::reduce_sum(a[0], {0, 2}); }, {x}},
@@ -69,6 +70,7 @@ std::vector<Case> cases() {
       {"dot_vector", [](const std::vector<Array>& a) { return lax::dot_general(a[0], a[1], {{0}, {0}, {}, {}}); },
        {rnd({5}, 18), rnd({5}, 19)}},
   };
+  // clang-format on
 }
 
 TEST(LinearAD, VjpMatchesFiniteDifferences) {
@@ -89,6 +91,7 @@ TEST(LinearAD, JitMatchesEager) {
 
 TEST(LinearAD, MaxSharesTiesAndProdHandlesZeros) {
   Array x = array<double>({1, 3, 3, 2});
+  // clang-format off
   EXPECT_TRUE(testing::all_close(grad([](const Array& v) { return lax::reduce_max(v, {0}); })(x), {0, 0.5, 0.5, 0}));
   EXPECT_TRUE(testing::all_close(grad([](const Array& v) { return lax::reduce_prod(v, {0}); })(array<double>({2, 0, 3})),
                                  {0, 6, 0}));
@@ -96,6 +99,7 @@ TEST(LinearAD, MaxSharesTiesAndProdHandlesZeros) {
       grad([](const Array& v) { return lax::reduce_prod(v, {0}); })(array<double>({0, 0, 3})), {0, 0, 0}));
   EXPECT_TRUE(testing::all_close(grad([](const Array& v) { return lax::reduce_prod(v, {0}); })(array<double>({2, 5, 3})),
                                  {15, 6, 10}));
+  // clang-format on
 }
 
 TEST(LinearAD, Bf16OperandsWithF32Output) {

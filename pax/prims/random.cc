@@ -31,8 +31,8 @@ std::vector<AVal> threefry2x32_rule(std::span<const AVal> in, const Params&) {
   PAX_CHECK(in[3].shape == x0.shape, "threefry2x32: counters x0 ", x0.str(), " and x1 ", in[3].str(),
             " must have the same shape");
   for (size_t i = 0; i < 2; ++i) {
-    PAX_CHECK(in[i].shape.rank() == 0 || in[i].shape == x0.shape, "threefry2x32: key ", kNames[i], " ",
-              in[i].str(), " must be a scalar (u32[]) or have the counters' shape ", x0.str());
+    PAX_CHECK(in[i].shape.rank() == 0 || in[i].shape == x0.shape, "threefry2x32: key ", kNames[i], " ", in[i].str(),
+              " must be a scalar (u32[]) or have the counters' shape ", x0.str());
   }
   AVal out{x0.shape, DType::u32, false};
   return {out, out};
@@ -57,8 +57,8 @@ std::vector<AVal> random_bits_rule(std::span<const AVal> in, const Params& p) {
       n = 0;
       break;
     }
-    PAX_CHECK(n <= kMaxRandomBits / d, "random_bits: shape ", ints_str(dims), " has more than ",
-              kMaxRandomBits, " (2^32 - 2) elements, the largest size supported");
+    PAX_CHECK(n <= kMaxRandomBits / d, "random_bits: shape ", ints_str(dims), " has more than ", kMaxRandomBits,
+              " (2^32 - 2) elements, the largest size supported");
     n *= d;
   }
   return {AVal{Shape(dims), DType::u32, false}};

@@ -11,7 +11,6 @@
 namespace pax {
 namespace {
 
-
 // threefry2x32(k0, k1, x0, x1): everything on axis 0; a key that is a scalar
 // per example stays one when it is shared, and takes the counters' shape when
 // it is batched.

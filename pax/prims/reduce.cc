@@ -16,9 +16,9 @@ namespace {
 std::string context(Prim p, const AVal& x) { return std::string(prim_name(p)) + " of " + x.str(); }
 
 template <Prim P>
-constexpr Accepts kReduceAccepts = P == Prim::reduce_sum || P == Prim::reduce_prod   ? Accepts::numeric
+constexpr Accepts kReduceAccepts = P == Prim::reduce_sum || P == Prim::reduce_prod  ? Accepts::numeric
                                    : P == Prim::reduce_max || P == Prim::reduce_min ? Accepts::any
-                                                                                     : Accepts::int_or_bool;
+                                                                                    : Accepts::int_or_bool;
 
 // ---------------------------------------------------------------------------
 // shape rules
@@ -51,8 +51,8 @@ std::vector<AVal> arg_rule(std::span<const AVal> in, const Params& p) {
   const int64_t n = x.shape[axis];
   PAX_CHECK(n > 0, prim_name(P), " of ", x.str(), ": axis ", axis,
             " has size 0; the reduced axis must have at least one element");
-  PAX_CHECK(index_dtype == DType::i64 || n - 1 <= int64_t(INT32_MAX), prim_name(P), " of ", x.str(), ": axis ",
-            axis, " of size ", n, " does not fit index_dtype int32; use int64");
+  PAX_CHECK(index_dtype == DType::i64 || n - 1 <= int64_t(INT32_MAX), prim_name(P), " of ", x.str(), ": axis ", axis,
+            " of size ", n, " does not fit index_dtype int32; use int64");
   std::vector<int64_t> dims = x.shape.dims();
   dims.erase(dims.begin() + axis);
   return {AVal{Shape(std::move(dims)), index_dtype, false}};

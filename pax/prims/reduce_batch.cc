@@ -12,7 +12,8 @@ int64_t past_batch(int64_t axis, int64_t bdim) { return axis < bdim ? axis : axi
 
 // reduce_sum / max / min / prod / and / or
 template <Prim P>
-Batched reduce_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p, const BatchInfo& info) {
+Batched reduce_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p,
+                     const BatchInfo& info) {
   const int64_t d = bdims[0];
   const AVal& a = info.in_avals[0];
   Ints axes = normalize_axes(p.ints("axes"), a.shape.rank(), prim_name(P));
@@ -28,7 +29,8 @@ Batched reduce_batch(std::span<const Array> values, std::span<const int64_t> bdi
 
 // argmax / argmin remove their axis; cumsum keeps it.
 template <Prim P>
-Batched axis_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p, const BatchInfo& info) {
+Batched axis_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p,
+                   const BatchInfo& info) {
   const int64_t d = bdims[0];
   const AVal& a = info.in_avals[0];
   const int64_t axis = normalize_axis(p.i("axis"), a.shape.rank(), prim_name(P));

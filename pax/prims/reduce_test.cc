@@ -109,10 +109,10 @@ std::vector<T> ref_int(Op op, const Array& x, const Ints& axes) {
   const std::vector<int64_t> map = output_index(x.shape(), axes, &out_shape);
   using L = std::numeric_limits<T>;
   const T init = op == Op::sum || op == Op::or_ ? T(0)
-                 : op == Op::prod              ? T(1)
-                 : op == Op::and_              ? T(~T(0))
-                 : op == Op::max               ? L::lowest()
-                                               : L::max();
+                 : op == Op::prod               ? T(1)
+                 : op == Op::and_               ? T(~T(0))
+                 : op == Op::max                ? L::lowest()
+                                                : L::max();
   std::vector<T> out(size_t(out_shape.numel()), init);
   const std::vector<T> v = x.to_vector<T>();
   for (size_t i = 0; i < v.size(); ++i) {
@@ -189,8 +189,8 @@ std::vector<Case> large_cases() {
 }
 
 void check_float(DType dtype, Op op, const Case& c, uint32_t seed, double rtol, double atol_per_elem) {
-  SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " op " << int(op) << " shape " << c.shape
-                                    << " axes " << ints_str(c.axes));
+  SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " op " << int(op) << " shape " << c.shape << " axes "
+                                    << ints_str(c.axes));
   const bool prod = op == Op::prod;
   Array x = random_array(c.shape, dtype, seed, prod ? 0.999 : -1.0, prod ? 1.001 : 1.0);
   Array y = apply(op, x, c.axes);
@@ -239,8 +239,8 @@ TEST(ReducePrims, HalfPrecisionVsReference) {
 
 template <class T>
 void check_int(Op op, const Case& c, uint32_t seed, double lo, double hi) {
-  SCOPED_TRACE(::testing::Message() << dtype_name(dtype_v<T>) << " op " << int(op) << " shape " << c.shape
-                                    << " axes " << ints_str(c.axes));
+  SCOPED_TRACE(::testing::Message() << dtype_name(dtype_v<T>) << " op " << int(op) << " shape " << c.shape << " axes "
+                                    << ints_str(c.axes));
   Array x = random_array(c.shape, dtype_v<T>, seed, lo, hi);
   Array y = apply(op, x, c.axes);
   ASSERT_EQ(y.dtype(), dtype_v<T>);
@@ -421,9 +421,9 @@ void check_arg(const Array& x, int64_t axis, DType index_dtype = DType::i32) {
 
 TEST(ReducePrims, ArgMaxArgMinVsReference) {
   const std::vector<std::pair<Shape, int64_t>> cases = {
-      {{7}, 0},          {{5, 6}, 0},       {{5, 6}, 1},       {{5, 6}, -1},       {{3, 4, 5}, 0},
-      {{3, 4, 5}, 1},    {{3, 4, 5}, 2},    {{1, 9, 1}, 1},    {{6, 100}, 1},      {{3, 70001}, 1},
-      {{2100, 33}, 0},   {{3, 1500, 5}, 1}, {{2, 9000}, 1},    {{3000, 2}, 0},     {{4, 5000}, 0},
+      {{7}, 0},        {{5, 6}, 0},       {{5, 6}, 1},    {{5, 6}, -1},   {{3, 4, 5}, 0},
+      {{3, 4, 5}, 1},  {{3, 4, 5}, 2},    {{1, 9, 1}, 1}, {{6, 100}, 1},  {{3, 70001}, 1},
+      {{2100, 33}, 0}, {{3, 1500, 5}, 1}, {{2, 9000}, 1}, {{3000, 2}, 0}, {{4, 5000}, 0},
   };
   uint32_t seed = 9000;
   for (const auto& [shape, axis] : cases) {
@@ -495,9 +495,9 @@ std::vector<T> ref_cumsum_int(const Array& x, int64_t axis, bool reverse) {
 
 TEST(ReducePrims, CumsumVsReference) {
   const std::vector<std::pair<Shape, int64_t>> cases = {
-      {{7}, 0},         {{5, 6}, 0},      {{5, 6}, 1},        {{5, 6}, -1},      {{3, 4, 5}, 1},
-      {{3, 4, 5}, 2},   {{1, 1}, 0},      {{100001}, 0},      {{3, 70001}, 1},   {{2100, 33}, 0},
-      {{3, 1500, 5}, 1}, {{2, 9000}, 1},  {{3000, 2}, 0},     {{4, 3, 1100}, 1},
+      {{7}, 0},          {{5, 6}, 0},    {{5, 6}, 1},    {{5, 6}, -1},      {{3, 4, 5}, 1},
+      {{3, 4, 5}, 2},    {{1, 1}, 0},    {{100001}, 0},  {{3, 70001}, 1},   {{2100, 33}, 0},
+      {{3, 1500, 5}, 1}, {{2, 9000}, 1}, {{3000, 2}, 0}, {{4, 3, 1100}, 1},
   };
   uint32_t seed = 20000;
   for (const auto& [shape, axis] : cases) {
@@ -517,8 +517,7 @@ TEST(ReducePrims, CumsumVsReference) {
       EXPECT_EQ(yb.dtype(), DType::bf16);
       EXPECT_TRUE(all_close(yb, ref_cumsum(b, axis, reverse), 1.0 / 256 + 1e-5, 1e-6 * n));
       Array h = random_array(shape, DType::f16, seed++, 0, 0.5);
-      EXPECT_TRUE(all_close(lax::cumsum(h, axis, reverse), ref_cumsum(h, axis, reverse), 1.0 / 2048 + 1e-5,
-                            1e-6 * n));
+      EXPECT_TRUE(all_close(lax::cumsum(h, axis, reverse), ref_cumsum(h, axis, reverse), 1.0 / 2048 + 1e-5, 1e-6 * n));
       const int64_t ax = axis < 0 ? axis + shape.rank() : axis;
       Array i = random_array(shape, DType::i32, seed++, -2e9, 2e9);
       EXPECT_EQ(lax::cumsum(i, axis, reverse).to_vector<int32_t>(), ref_cumsum_int<int32_t>(i, ax, reverse));
@@ -547,9 +546,11 @@ TEST(ReducePrims, Errors) {
   Array b = bool_array({1, 0}, Shape{2});
   EXPECT_PAX_ERROR(lax::reduce_sum(b, {0}), "reduce_sum: operand bool[2] has dtype bool; it requires a numeric dtype");
   EXPECT_PAX_ERROR(lax::reduce_prod(b, {0}), "requires a numeric dtype");
-  EXPECT_PAX_ERROR(lax::reduce_and(x, {0}), "reduce_and: operand f32[2,3] has dtype float32; it requires bool or an integer");
+  EXPECT_PAX_ERROR(lax::reduce_and(x, {0}),
+                   "reduce_and: operand f32[2,3] has dtype float32; it requires bool or an integer");
   EXPECT_PAX_ERROR(lax::reduce_or(cast(x, DType::bf16), {0}), "requires bool or an integer");
-  EXPECT_PAX_ERROR(lax::argmax(x, 0, DType::f32), "argmax of f32[2,3]: index_dtype must be int32 or int64, got float32");
+  EXPECT_PAX_ERROR(lax::argmax(x, 0, DType::f32),
+                   "argmax of f32[2,3]: index_dtype must be int32 or int64, got float32");
   EXPECT_PAX_ERROR(lax::argmin(x, 0, DType::u32), "index_dtype must be int32 or int64");
   EXPECT_PAX_ERROR(lax::argmax(x, 2), "argmax of f32[2,3]: axis 2 is out of range");
   EXPECT_PAX_ERROR(lax::argmin(x, -3), "out of range");
@@ -576,11 +577,10 @@ TEST(ReducePrims, BitIdenticalAcrossThreadCounts) {
   Array narrow = lax::reshape(big, {1 << 19, 6});
   Array hb = cast(lax::reshape(big, {1536, 2048}), DType::bf16);
   auto run = [&] {
-    return std::vector<Array>{lax::reduce_sum(big, {0}),     lax::reduce_sum(rows, {1}),
-                              lax::reduce_sum(cols, {0}),    lax::reduce_sum(narrow, {0}),
-                              lax::reduce_sum(hb, {0}),      lax::reduce_prod(cols, {0}),
-                              lax::cumsum(big, 0),           lax::cumsum(narrow, 0, true),
-                              lax::argmax(big, 0),           lax::argmin(cols, 0)};
+    return std::vector<Array>{lax::reduce_sum(big, {0}),    lax::reduce_sum(rows, {1}),   lax::reduce_sum(cols, {0}),
+                              lax::reduce_sum(narrow, {0}), lax::reduce_sum(hb, {0}),     lax::reduce_prod(cols, {0}),
+                              lax::cumsum(big, 0),          lax::cumsum(narrow, 0, true), lax::argmax(big, 0),
+                              lax::argmin(cols, 0)};
   };
   omp_set_num_threads(1);
   const std::vector<Array> one = run();

@@ -49,8 +49,7 @@ const PrimDef& prim_def(Prim p) {
 
 std::vector<AVal> infer_avals(Prim p, std::span<const AVal> in, const Params& params) {
   int arity = prim_arity(p);
-  PAX_CHECK(arity < 0 || int(in.size()) == arity, prim_name(p), ": takes ", arity, " operand(s), got ",
-            in.size());
+  PAX_CHECK(arity < 0 || int(in.size()) == arity, prim_name(p), ": takes ", arity, " operand(s), got ", in.size());
   const PrimDef& def = prim_def(p);
   PAX_CHECK(def.shape_rule, prim_name(p), ": primitive has no shape rule registered");
   return def.shape_rule(in, params);

@@ -69,7 +69,7 @@ using BatchRule = Batched (*)(std::span<const Array> values, std::span<const int
 // Under grad, the outputs and the residuals the primitive's VJP rule reads
 // (the tape entry holds the residuals after the outputs): custom_vjp's fwd.
 using VjpForwardRule = std::pair<std::vector<Array>, std::vector<Array>> (*)(std::span<const Array> in,
-                                                                            const Params& params);
+                                                                             const Params& params);
 
 struct PrimDef {
   ShapeRule shape_rule = nullptr;

@@ -29,14 +29,31 @@ TEST(Registry, EveryPrimitiveIsComplete) {
 // the interpreter levels themselves) need no VJP / JVP rule.
 bool non_differentiable(Prim p) {
   switch (p) {
-    case Prim::is_finite: case Prim::not_: case Prim::bitcast_convert_type: case Prim::and_: case Prim::or_:
-    case Prim::xor_: case Prim::eq: case Prim::ne: case Prim::lt: case Prim::le: case Prim::gt: case Prim::ge:
-    case Prim::shift_left: case Prim::shift_right_logical: case Prim::shift_right_arithmetic:
-    case Prim::reduce_and: case Prim::reduce_or: case Prim::argmax: case Prim::argmin: case Prim::iota:
-    case Prim::threefry2x32: case Prim::random_bits: case Prim::axis_index: case Prim::jit_call:
-      return true;
-    default:
-      return false;
+    case Prim::is_finite:
+    case Prim::not_:
+    case Prim::bitcast_convert_type:
+    case Prim::and_:
+    case Prim::or_:
+    case Prim::xor_:
+    case Prim::eq:
+    case Prim::ne:
+    case Prim::lt:
+    case Prim::le:
+    case Prim::gt:
+    case Prim::ge:
+    case Prim::shift_left:
+    case Prim::shift_right_logical:
+    case Prim::shift_right_arithmetic:
+    case Prim::reduce_and:
+    case Prim::reduce_or:
+    case Prim::argmax:
+    case Prim::argmin:
+    case Prim::iota:
+    case Prim::threefry2x32:
+    case Prim::random_bits:
+    case Prim::axis_index:
+    case Prim::jit_call: return true;
+    default: return false;
   }
 }
 

@@ -63,8 +63,8 @@ std::vector<AVal> transpose_rule(std::span<const AVal> in, const Params& p) {
   std::sort(sorted.begin(), sorted.end());
   bool ok = int64_t(perm.size()) == s.rank();
   for (size_t i = 0; ok && i < sorted.size(); ++i) ok = sorted[i] == int64_t(i);
-  PAX_CHECK(ok, "transpose: permutation ", ints_str(perm), " is not a permutation of the ", s.rank(),
-            " axes of ", in[0].str());
+  PAX_CHECK(ok, "transpose: permutation ", ints_str(perm), " is not a permutation of the ", s.rank(), " axes of ",
+            in[0].str());
   std::vector<int64_t> out;
   for (int64_t a : perm) out.push_back(s[a]);
   return {AVal{Shape(out), in[0].dtype, in[0].weak_type}};
@@ -84,9 +84,9 @@ std::vector<AVal> broadcast_in_dim_rule(std::span<const AVal> in, const Params& 
               " out of range for target shape ", out);
     PAX_CHECK(i == 0 || bdims[i] > bdims[i - 1], "broadcast_in_dim: broadcast_dimensions ", ints_str(bdims),
               " must be strictly increasing");
-    PAX_CHECK(s[int64_t(i)] == 1 || s[int64_t(i)] == out[bdims[i]], "broadcast_in_dim: cannot broadcast ",
-              in[0].str(), " to shape ", out, ": operand dimension ", i, " has size ", s[int64_t(i)],
-              " but target dimension ", bdims[i], " has size ", out[bdims[i]], " (must be equal or 1)");
+    PAX_CHECK(s[int64_t(i)] == 1 || s[int64_t(i)] == out[bdims[i]], "broadcast_in_dim: cannot broadcast ", in[0].str(),
+              " to shape ", out, ": operand dimension ", i, " has size ", s[int64_t(i)], " but target dimension ",
+              bdims[i], " has size ", out[bdims[i]], " (must be equal or 1)");
   }
   for (int64_t d : out) PAX_CHECK(d >= 0, "broadcast_in_dim: negative dimension in target shape ", out);
   return {AVal{out, in[0].dtype, in[0].weak_type}};
@@ -108,15 +108,15 @@ std::vector<AVal> slice_rule(std::span<const AVal> in, const Params& p) {
   const Ints& start = p.ints("start_indices");
   const Ints& limit = p.ints("limit_indices");
   Ints strides = slice_strides(p, size_t(s.rank()));
-  PAX_CHECK(int64_t(start.size()) == s.rank() && int64_t(limit.size()) == s.rank() &&
-                int64_t(strides.size()) == s.rank(),
-            "slice: start_indices ", ints_str(start), ", limit_indices ", ints_str(limit), " and strides ",
-            ints_str(strides), " must each have one entry per dimension of ", in[0].str());
+  PAX_CHECK(
+      int64_t(start.size()) == s.rank() && int64_t(limit.size()) == s.rank() && int64_t(strides.size()) == s.rank(),
+      "slice: start_indices ", ints_str(start), ", limit_indices ", ints_str(limit), " and strides ", ints_str(strides),
+      " must each have one entry per dimension of ", in[0].str());
   std::vector<int64_t> out;
   for (int64_t d = 0; d < s.rank(); ++d) {
     const size_t i = size_t(d);
-    PAX_CHECK(0 <= start[i] && start[i] <= limit[i] && limit[i] <= s[d], "slice: dimension ", d, " of ",
-              in[0].str(), ": need 0 <= start <= limit <= ", s[d], ", got start ", start[i], ", limit ", limit[i]);
+    PAX_CHECK(0 <= start[i] && start[i] <= limit[i] && limit[i] <= s[d], "slice: dimension ", d, " of ", in[0].str(),
+              ": need 0 <= start <= limit <= ", s[d], ", got start ", start[i], ", limit ", limit[i]);
     PAX_CHECK(strides[i] >= 1, "slice: strides must be positive, got ", ints_str(strides));
     out.push_back((limit[i] - start[i] + strides[i] - 1) / strides[i]);
   }
@@ -131,8 +131,7 @@ void check_start_indices(const char* op, std::span<const AVal> starts, const AVa
   PAX_CHECK(int64_t(starts.size()) == operand.shape.rank(), op, ": needs ", operand.shape.rank(),
             " scalar start indices for operand ", operand.str(), ", got ", starts.size());
   for (const AVal& a : starts) {
-    PAX_CHECK(a.shape.rank() == 0 && is_integer(a.dtype), op, ": start indices must be integer scalars, got ",
-              a.str());
+    PAX_CHECK(a.shape.rank() == 0 && is_integer(a.dtype), op, ": start indices must be integer scalars, got ", a.str());
   }
 }
 
@@ -144,8 +143,8 @@ std::vector<AVal> dynamic_slice_rule(std::span<const AVal> in, const Params& p) 
   PAX_CHECK(int64_t(sizes.size()) == x.shape.rank(), "dynamic_slice: slice_sizes ", ints_str(sizes),
             " needs one entry per dimension of ", x.str());
   for (int64_t d = 0; d < x.shape.rank(); ++d) {
-    PAX_CHECK(sizes[size_t(d)] >= 0 && sizes[size_t(d)] <= x.shape[d], "dynamic_slice: slice_sizes ",
-              ints_str(sizes), " exceed operand ", x.str(), " in dimension ", d);
+    PAX_CHECK(sizes[size_t(d)] >= 0 && sizes[size_t(d)] <= x.shape[d], "dynamic_slice: slice_sizes ", ints_str(sizes),
+              " exceed operand ", x.str(), " in dimension ", d);
   }
   return {AVal{Shape(sizes), x.dtype, x.weak_type}};
 }
@@ -158,8 +157,8 @@ std::vector<AVal> dynamic_update_slice_rule(std::span<const AVal> in, const Para
   PAX_CHECK(u.dtype == x.dtype && u.shape.rank() == x.shape.rank(), "dynamic_update_slice: update ", u.str(),
             " must have the dtype and rank of operand ", x.str());
   for (int64_t d = 0; d < x.shape.rank(); ++d) {
-    PAX_CHECK(u.shape[d] <= x.shape[d], "dynamic_update_slice: update ", u.str(), " is larger than operand ",
-              x.str(), " in dimension ", d);
+    PAX_CHECK(u.shape[d] <= x.shape[d], "dynamic_update_slice: update ", u.str(), " is larger than operand ", x.str(),
+              " in dimension ", d);
   }
   return {x};
 }
@@ -172,16 +171,15 @@ std::vector<AVal> concatenate_rule(std::span<const AVal> in, const Params& p) {
   const AVal& first = in[0];
   const int64_t dim = p.i("dimension");
   PAX_CHECK(first.shape.rank() > 0, "concatenate: operands must have rank >= 1, got ", first.str());
-  PAX_CHECK(dim >= 0 && dim < first.shape.rank(), "concatenate: dimension ", dim, " is out of range for ",
-            first.str());
+  PAX_CHECK(dim >= 0 && dim < first.shape.rank(), "concatenate: dimension ", dim, " is out of range for ", first.str());
   Shape out = first.shape;
   bool weak = first.weak_type;
   for (size_t i = 1; i < in.size(); ++i) {
     const AVal& a = in[i];
     PAX_CHECK(a.dtype == first.dtype, "concatenate: operand ", i, " is ", a.str(), " but operand 0 is ", first.str(),
               "; dtypes must match");
-    PAX_CHECK(a.shape.rank() == first.shape.rank(), "concatenate: operand ", i, " is ", a.str(),
-              " but operand 0 is ", first.str(), "; ranks must match");
+    PAX_CHECK(a.shape.rank() == first.shape.rank(), "concatenate: operand ", i, " is ", a.str(), " but operand 0 is ",
+              first.str(), "; ranks must match");
     for (int64_t d = 0; d < out.rank(); ++d) {
       PAX_CHECK(d == dim || a.shape[d] == first.shape[d], "concatenate: operand ", i, " is ", a.str(),
                 " but operand 0 is ", first.str(), "; shapes may differ only in dimension ", dim);

@@ -50,8 +50,8 @@ std::vector<Array> broadcast_vjp(std::span<const Array> in, std::span<const Arra
   return {ad::unbroadcast(ct[0], in[0].shape(), p.ints("broadcast_dimensions"))};
 }
 
-std::vector<Array> rev_vjp(std::span<const Array>, std::span<const Array>, std::span<const Array> ct,
-                           const Params& p, const CotangentMask& needs) {
+std::vector<Array> rev_vjp(std::span<const Array>, std::span<const Array>, std::span<const Array> ct, const Params& p,
+                           const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array()};
   return {lax::rev(ct[0], p.ints("dimensions"))};
 }
@@ -91,8 +91,8 @@ std::vector<Array> dynamic_update_slice_vjp(std::span<const Array> in, std::span
   return out;
 }
 
-std::vector<Array> dynamic_update_slice_jvp(std::span<const Array> in, std::span<const Array> t,
-                                            std::span<const Array>, const Params&) {
+std::vector<Array> dynamic_update_slice_jvp(std::span<const Array> in, std::span<const Array> t, std::span<const Array>,
+                                            const Params&) {
   if (!t[0].defined() && !t[1].defined()) return {Array()};
   std::vector<Array> starts(in.begin() + 2, in.end());
   return {lax::dynamic_update_slice(ad::instantiate(t[0], in[0]), ad::instantiate(t[1], in[1]), starts)};

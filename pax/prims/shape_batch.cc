@@ -19,7 +19,6 @@ namespace {
 using Values = std::span<const Array>;
 using Bdims = std::span<const int64_t>;
 
-
 // The axis of the batched operand that holds per-example axis `axis`.
 int64_t past_batch(int64_t axis, int64_t bdim) { return axis < bdim ? axis : axis + 1; }
 
@@ -54,8 +53,8 @@ Batched reshape_batch(Values values, Bdims bdims, const Params& p, const BatchIn
   const AVal& a = info.in_avals[0];
   Ints sizes = p.ints("new_sizes");
   const int64_t d = bdims[0];
-  const bool keeps_prefix =
-      int64_t(sizes.size()) >= d && std::equal(sizes.begin(), sizes.begin() + d, a.shape.dims().begin());
+  const bool keeps_prefix = int64_t(sizes.size()) >= d &&
+                            std::equal(sizes.begin(), sizes.begin() + d, a.shape.dims().begin());
   const int64_t to = keeps_prefix ? d : 0;
   sizes.insert(sizes.begin() + to, info.axis_size);
   return {{lax::reshape(move_batch_axis(values[0], d, to, info.axis_size), sizes)}, {to}};

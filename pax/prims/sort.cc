@@ -29,14 +29,13 @@ std::vector<AVal> sort_rule(std::span<const AVal> in, const Params& p) {
   const Shape& shape = in[0].shape;
   PAX_CHECK(shape.rank() >= 1, ctx, "cannot sort a 0-d array; operands need rank >= 1");
   for (const AVal& a : in) {
-    PAX_CHECK(a.shape == shape, ctx, "all operands must have the same shape; ", a.str(), " differs from ",
-              in[0].str());
+    PAX_CHECK(a.shape == shape, ctx, "all operands must have the same shape; ", a.str(), " differs from ", in[0].str());
   }
   PAX_CHECK(dim >= 0 && dim < shape.rank(), ctx, "dimension ", dim, " is out of range [0, ", shape.rank(), ")");
   PAX_CHECK(num_keys >= 1 && num_keys <= int64_t(in.size()), ctx, "num_keys is ", num_keys, "; it must lie in [1, ",
             in.size(), "] (the number of operands)");
-  PAX_CHECK(shape[dim] <= int64_t(std::numeric_limits<uint32_t>::max()), ctx, "dimension ", dim, " has ",
-            shape[dim], " elements; at most 2^32 - 1 can be sorted");
+  PAX_CHECK(shape[dim] <= int64_t(std::numeric_limits<uint32_t>::max()), ctx, "dimension ", dim, " has ", shape[dim],
+            " elements; at most 2^32 - 1 can be sorted");
   return std::vector<AVal>(in.begin(), in.end());
 }
 
@@ -46,7 +45,8 @@ std::vector<AVal> sort_rule(std::span<const AVal> in, const Params& p) {
 std::vector<AVal> top_k_rule(std::span<const AVal> in, const Params& p) {
   const AVal& x = in[0];
   const int64_t k = p.i("k");
-  PAX_CHECK(x.shape.rank() >= 1, "top_k: operand ", x.str(), " is 0-d; it needs rank >= 1 (top_k works along the last axis)");
+  PAX_CHECK(x.shape.rank() >= 1, "top_k: operand ", x.str(),
+            " is 0-d; it needs rank >= 1 (top_k works along the last axis)");
   const int64_t n = x.shape[x.shape.rank() - 1];
   PAX_CHECK(k >= 0 && k <= n, "top_k: k = ", k, " for operand ", x.str(), "; k must lie in [0, ", n,
             "] (the size of the last axis)");

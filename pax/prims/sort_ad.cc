@@ -14,9 +14,7 @@ namespace {
 // ---------------------------------------------------------------------------
 // sort
 
-DType index_dtype(int64_t n) {
-  return n <= std::numeric_limits<int32_t>::max() ? DType::i32 : DType::i64;
-}
+DType index_dtype(int64_t n) { return n <= std::numeric_limits<int32_t>::max() ? DType::i32 : DType::i64; }
 
 // Sorting the tangents as extra non-key operands moves them exactly as the
 // primal operands moved (the sort is stable and the keys are the same), which

@@ -32,11 +32,15 @@ std::vector<Case> cases() {
        {rnd({2, 5}, 4), rnd({2, 5}, 5)}},
       // Integer keys with ties (the stable order decides) carrying floats.
       {"sort_int_keys",
-       [](const std::vector<Array>& a) { return lax::sort({a[0], a[1]}, 0, true, 1)[1]; },
+       [](const std::vector<Array>& a) {
+         return lax::sort({a[0], a[1]}, 0, true, 1)[1];
+       },
        {array<int32_t>({2, 0, 2, 1, 0, 0, 1, 2}, {4, 2}), rnd({4, 2}, 6)}},
       // Ties of the integer first key are broken by the floating second key.
       {"sort_two_keys",
-       [](const std::vector<Array>& a) { return lax::sort({a[0], a[1], a[2]}, 1, true, 2)[2]; },
+       [](const std::vector<Array>& a) {
+         return lax::sort({a[0], a[1], a[2]}, 1, true, 2)[2];
+       },
        {array<int32_t>({1, 0, 1, 0, 1, 1}, {1, 6}), rnd({1, 6}, 7), rnd({1, 6}, 8)}},
       {"top_k", [](const std::vector<Array>& a) { return lax::top_k(a[0], 3).first; }, {rnd({3, 6}, 9)}},
       {"top_k_1d", [](const std::vector<Array>& a) { return lax::top_k(a[0], 2).first; }, {rnd({5}, 10)}},
@@ -89,8 +93,8 @@ TEST(SortAD, TopKGradientScattersIntoTheInput) {
   Array g = grad([&](const Array& v) { return sum(w * lax::top_k(v, 3).first); })(x);
   // Row 0: 3 (index 1), 3 (index 4), 2 (index 3); row 1: 6, 5, 4.
   EXPECT_TRUE(testing::all_close(g, {0, 1, 0, 100, 10, 0, 0, 0, 0, 200, 20, 2}, 0, 0));
-  auto [out, t] = jvp([](const Array& v) { return lax::top_k(v, 3).first; }, x,
-                      lax::reshape(lax::iota(DType::f64, {12}), {2, 6}));
+  auto [out, t] =
+      jvp([](const Array& v) { return lax::top_k(v, 3).first; }, x, lax::reshape(lax::iota(DType::f64, {12}), {2, 6}));
   EXPECT_TRUE(testing::all_close(t, {1, 4, 3, 11, 10, 9}, 0, 0));
   // k = 0: nothing selected, a zero gradient.
   Array g0 = grad([](const Array& v) { return sum(lax::top_k(v, 0).first); })(x);

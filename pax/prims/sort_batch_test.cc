@@ -37,8 +37,7 @@ TEST(SortBatch, TwoOperands) {
     for (auto [ka, va] : placements) {
       for (size_t which = 0; which < 2; ++which) {
         EXPECT_TRUE(check_vmap(sort_output(dim, which), {keys, vals}, {ka, va}))
-            << "dimension " << dim << " axes (" << ka.value_or(-1) << ", " << va.value_or(-1) << ") output "
-            << which;
+            << "dimension " << dim << " axes (" << ka.value_or(-1) << ", " << va.value_or(-1) << ") output " << which;
       }
     }
   }

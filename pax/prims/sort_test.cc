@@ -97,8 +97,8 @@ void expect_sorted_like_reference(const std::vector<Array>& ops, int64_t dim, in
   ASSERT_EQ(got.size(), ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     EXPECT_EQ(got[i].aval(), ops[i].aval());
-    EXPECT_TRUE(all_close(got[i], want[i], 0, 0)) << "operand " << i << " of " << ops[0].aval().str() << " dim "
-                                                  << dim << " num_keys " << num_keys;
+    EXPECT_TRUE(all_close(got[i], want[i], 0, 0))
+        << "operand " << i << " of " << ops[0].aval().str() << " dim " << dim << " num_keys " << num_keys;
   }
 }
 
@@ -146,8 +146,8 @@ TEST(Sort, TwoKeysThreeOperands) {
 }
 
 TEST(Sort, EveryDTypeBothAxesAndRadixRows) {
-  const DType dtypes[] = {DType::bool_, DType::u8, DType::u32, DType::i32, DType::i64,
-                          DType::bf16, DType::f16, DType::f32, DType::f64};
+  const DType dtypes[] = {DType::bool_, DType::u8,  DType::u32, DType::i32, DType::i64,
+                          DType::bf16,  DType::f16, DType::f32, DType::f64};
   uint32_t seed = 100;
   for (DType dt : dtypes) {
     // Short rows (comparison sort) and long rows (radix sort), contiguous and strided.

@@ -59,8 +59,10 @@ Window window_of(Prim prim, const AVal& x, const Params& p) {
     w.lo.push_back(pad[size_t(2 * d)]);
     w.hi.push_back(pad[size_t(2 * d + 1)]);
     PAX_CHECK(w.dims[size_t(d)] >= 1 && w.strides[size_t(d)] >= 1 && w.lo.back() >= 0 && w.hi.back() >= 0,
-              prim_name(prim), " of ", x.str(), ": window_dimensions and window_strides must be >= 1 and padding "
-              ">= 0, got ", ints_str(w.dims), ", ", ints_str(w.strides), ", ", ints_str(pad));
+              prim_name(prim), " of ", x.str(),
+              ": window_dimensions and window_strides must be >= 1 and padding "
+              ">= 0, got ",
+              ints_str(w.dims), ", ", ints_str(w.strides), ", ", ints_str(pad));
   }
   return w;
 }

@@ -14,14 +14,14 @@ lax::Window window_params(const Params& p) {
   return {p.ints("window_dimensions"), p.ints("window_strides"), p.ints("padding")};
 }
 
-std::vector<Array> reduce_window_max_vjp(std::span<const Array> in, std::span<const Array>,
-                                         std::span<const Array> ct, const Params& p, const CotangentMask& needs) {
+std::vector<Array> reduce_window_max_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
+                                         const Params& p, const CotangentMask& needs) {
   if (!ct[0].defined()) return {Array()};
   return {lax::select_and_scatter_add(ct[0], in[0], window_params(p))};
 }
 
-std::vector<Array> reduce_window_max_jvp(std::span<const Array> in, std::span<const Array> t,
-                                         std::span<const Array>, const Params& p) {
+std::vector<Array> reduce_window_max_jvp(std::span<const Array> in, std::span<const Array> t, std::span<const Array>,
+                                         const Params& p) {
   if (!t[0].defined()) return {Array()};
   return {lax::select_and_gather_add(t[0], in[0], window_params(p))};
 }

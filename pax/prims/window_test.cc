@@ -20,8 +20,8 @@ using testing::all_close;
 using testing::random_array;
 
 struct Ref {
-  std::vector<double> max;       // per output
-  std::vector<int64_t> argmax;   // flat input index per output, -1 for all padding
+  std::vector<double> max;      // per output
+  std::vector<int64_t> argmax;  // flat input index per output, -1 for all padding
   Shape out;
 };
 

@@ -11,8 +11,8 @@ namespace pax::testing {
 // Replaces every params leaf by uniform values in [-scale, scale) (biases and
 // scales too, so that they are exercised).
 inline Tree randomize_params(Tree vars, uint32_t seed, double scale = 1.0) {
-  vars["params"] =
-      tree_map([&](const Array& a) { return random_array(a.shape(), a.dtype(), seed++, -scale, scale); }, vars["params"]);
+  vars["params"] = tree_map([&](const Array& a) { return random_array(a.shape(), a.dtype(), seed++, -scale, scale); },
+                            vars["params"]);
   return vars;
 }
 

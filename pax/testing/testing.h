@@ -60,8 +60,8 @@ inline ::testing::AssertionResult all_close(const Array& actual, const std::vect
     bool ok = (std::isnan(e) && std::isnan(g)) || (std::isinf(e) && g == e) ||
               (std::isfinite(e) && std::fabs(g - e) <= atol + rtol * std::fabs(e));
     if (!ok) {
-      return ::testing::AssertionFailure() << "element " << i << ": got " << g << ", expected " << e
-                                           << " (rtol " << rtol << ", atol " << atol << ")";
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << g << ", expected " << e << " (rtol " << rtol << ", atol " << atol << ")";
     }
   }
   return ::testing::AssertionSuccess();
@@ -78,12 +78,12 @@ inline ::testing::AssertionResult all_close(const Array& actual, const Array& ex
 }  // namespace pax::testing
 
 // Expects `stmt` to throw pax::Error whose message contains `substr`.
-#define EXPECT_PAX_ERROR(stmt, substr)                                                       \
-  do {                                                                                       \
-    try {                                                                                    \
-      stmt;                                                                                  \
-      ADD_FAILURE() << "expected pax::Error containing \"" << (substr) << "\"";              \
-    } catch (const ::pax::Error& e) {                                                        \
+#define EXPECT_PAX_ERROR(stmt, substr)                                                             \
+  do {                                                                                             \
+    try {                                                                                          \
+      stmt;                                                                                        \
+      ADD_FAILURE() << "expected pax::Error containing \"" << (substr) << "\"";                    \
+    } catch (const ::pax::Error& e) {                                                              \
       EXPECT_NE(std::string(e.what()).find(substr), std::string::npos) << "message: " << e.what(); \
-    }                                                                                        \
+    }                                                                                              \
   } while (0)

@@ -122,8 +122,8 @@ inline ::testing::AssertionResult check_jvp(const ArrayFn& f, const std::vector<
 }
 
 // Second order: the VJP of x -> <vjp(f)(x)(ct), w> against finite differences.
-inline ::testing::AssertionResult check_vjp_order2(const ArrayFn& f, const std::vector<Array>& args,
-                                                   double eps = 1e-4, double tol = 1e-5, uint32_t seed = 3) {
+inline ::testing::AssertionResult check_vjp_order2(const ArrayFn& f, const std::vector<Array>& args, double eps = 1e-4,
+                                                   double tol = 1e-5, uint32_t seed = 3) {
   std::vector<size_t> pos = detail::float_positions(args);
   if (pos.empty()) return ::testing::AssertionSuccess();
   ArrayFn g = detail::of_floats(f, args, pos);
@@ -147,8 +147,8 @@ inline ::testing::AssertionResult check_vjp_order2(const ArrayFn& f, const std::
 // applied to each variant, stacked (mapped arguments get the batch axis at
 // in_axes[i]; nullopt arguments are shared).
 inline ::testing::AssertionResult check_vmap(const ArrayFn& f, const std::vector<Array>& args,
-                                             const std::vector<std::optional<int64_t>>& in_axes,
-                                             int64_t batch = 3, double tol = 1e-12, uint32_t seed = 4) {
+                                             const std::vector<std::optional<int64_t>>& in_axes, int64_t batch = 3,
+                                             double tol = 1e-12, uint32_t seed = 4) {
   std::vector<std::vector<Array>> variants(size_t(batch), args);
   std::vector<Array> batched = args;
   for (size_t i = 0; i < args.size(); ++i) {

@@ -12,8 +12,7 @@ AsyncManager::~AsyncManager() {
     try {
       std::rethrow_exception(error_);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "paxcc: an asynchronous checkpoint save failed and was never waited for: %s\n",
-                   e.what());
+      std::fprintf(stderr, "paxcc: an asynchronous checkpoint save failed and was never waited for: %s\n", e.what());
     } catch (...) {
       std::fprintf(stderr, "paxcc: an asynchronous checkpoint save failed and was never waited for\n");
     }

@@ -33,7 +33,7 @@ class AsyncManager {
 
  private:
   std::thread thread_;
-  std::exception_ptr error_;     // written by the thread, read after join()
+  std::exception_ptr error_;         // written by the thread, read after join()
   std::atomic<bool> failed_{false};  // set by the thread after error_
 };
 

@@ -28,8 +28,8 @@ constexpr int kMaxJsonItemDepth = 600;
 constexpr int kMaxTreeDepth = 150;
 
 std::string marker_text(int64_t step, uint32_t metadata_crc) {
-  return "paxcc checkpoint committed\nstep: " + std::to_string(step) + "\nmetadata.json crc32c: " +
-         crc32c_hex(metadata_crc) + "\n";
+  return "paxcc checkpoint committed\nstep: " + std::to_string(step) +
+         "\nmetadata.json crc32c: " + crc32c_hex(metadata_crc) + "\n";
 }
 
 int tree_depth(const Tree& t) {
@@ -110,20 +110,19 @@ void check_against_target(const TreeItemRecord& rec, const Tree& target, const s
   const std::vector<Array> placeholders(rec.tensors.size(), placeholder);
   const Tree stored = tree_from_records(rec.structure, placeholders);
   const std::string diff = tree_structure_diff(stored, target);
-  PAX_CHECK(diff.empty(), "restore: '", file, "': the stored tree differs from the target ", diff,
-            "; stored ", stored.str(), ", target ", target.str());
+  PAX_CHECK(diff.empty(), "restore: '", file, "': the stored tree differs from the target ", diff, "; stored ",
+            stored.str(), ", target ", target.str());
   const std::vector<Array> leaves = tree_leaves(target);
   for (size_t i = 0; i < leaves.size(); ++i) {
     const TensorRecord& t = rec.tensors[i];
     const AVal& want = leaves[i].aval();
     PAX_CHECK(want.dtype == t.dtype && want.shape == t.shape, "restore: '", file, "': tensor '", t.name, "' is ",
-              AVal{t.shape, t.dtype, false}.str(), " in the checkpoint but ",
-              AVal{want.shape, want.dtype, false}.str(), " in the target");
+              AVal{t.shape, t.dtype, false}.str(), " in the checkpoint but ", AVal{want.shape, want.dtype, false}.str(),
+              " in the target");
   }
 }
 
-Tree read_tree_item(const std::string& path, const std::string& name, const TreeItemRecord& rec,
-                    const Tree* target) {
+Tree read_tree_item(const std::string& path, const std::string& name, const TreeItemRecord& rec, const Tree* target) {
   const std::string file = fs::join(path, name + ".safetensors");
   if (target && !target->is_none()) check_against_target(rec, *target, file);
   std::vector<Array> target_leaves;
@@ -139,9 +138,9 @@ Tree read_tree_item(const std::string& path, const std::string& name, const Tree
     const SafetensorsEntry* e = reader.find(t.name);
     PAX_CHECK(e != nullptr, "restore: safetensors file '", file, "': tensor '", t.name,
               "' is listed in metadata.json but missing from the file");
-    PAX_CHECK(e->dtype == t.dtype && e->shape == t.shape, "restore: safetensors file '", file, "': tensor '",
-              t.name, "' is ", AVal{e->shape, e->dtype, false}.str(), " in the file but ",
-              AVal{t.shape, t.dtype, false}.str(), " in metadata.json");
+    PAX_CHECK(e->dtype == t.dtype && e->shape == t.shape, "restore: safetensors file '", file, "': tensor '", t.name,
+              "' is ", AVal{e->shape, e->dtype, false}.str(), " in the file but ", AVal{t.shape, t.dtype, false}.str(),
+              " in metadata.json");
     index[t.name] = i;
   }
   // Read in file order so that the disk sees one sequential pass.
@@ -290,8 +289,7 @@ std::string write_checkpoint(const PreparedCheckpoint& p, const std::string& ckp
   }
   const std::string metadata = checkpoint_metadata_to_json(m);
   fs::write_file_synced(fs::join(tmp, kMetadataFile), metadata);
-  fs::write_file_synced(fs::join(tmp, kCommitMarkerFile),
-                        marker_text(step, crc32c(metadata.data(), metadata.size())));
+  fs::write_file_synced(fs::join(tmp, kCommitMarkerFile), marker_text(step, crc32c(metadata.data(), metadata.size())));
   fs::sync_dir(tmp);
 
   if (!fs::exists(final_path)) {
@@ -344,8 +342,8 @@ CheckpointItems read_checkpoint(const std::string& path, const std::map<std::str
   } else {
     for (const auto& [name, target] : targets) {
       auto it = m.trees.find(name);
-      PAX_CHECK(it != m.trees.end(), "restore: checkpoint '", path, "' has no item '", name, "' (its items: ",
-                item_names(), ")");
+      PAX_CHECK(it != m.trees.end(), "restore: checkpoint '", path, "' has no item '", name,
+                "' (its items: ", item_names(), ")");
       out.trees[name] = read_tree_item(path, name, it->second, &target);
     }
   }
@@ -372,8 +370,8 @@ std::string save_checkpoint(const std::string& ckpt_dir, const Tree& target, int
   remove_tmp_checkpoints(ckpt_dir, options.prefix);
   const std::vector<int64_t> steps = committed_steps(ckpt_dir, options.prefix);
   if (!options.overwrite && !steps.empty()) {
-    PAX_CHECK(!std::binary_search(steps.begin(), steps.end(), step), "save_checkpoint: a checkpoint for step ",
-              step, " already exists in '", ckpt_dir, "' (pass overwrite = true to replace it)");
+    PAX_CHECK(!std::binary_search(steps.begin(), steps.end(), step), "save_checkpoint: a checkpoint for step ", step,
+              " already exists in '", ckpt_dir, "' (pass overwrite = true to replace it)");
     PAX_CHECK(step > steps.back(), "save_checkpoint: step ", step, " is older than the latest checkpoint (step ",
               steps.back(), ") in '", ckpt_dir, "' (pass overwrite = true to replace the newer ones)");
   }

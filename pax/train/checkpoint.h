@@ -154,8 +154,7 @@ std::string write_checkpoint(const PreparedCheckpoint& checkpoint, const std::st
                              const std::string& prefix);
 // Deletes the checkpoint of a step under every spelling of its name (a
 // missing one is not an error); with keep_padded, all but the padded one.
-void remove_checkpoint(const std::string& ckpt_dir, const std::string& prefix, int64_t step,
-                       bool keep_padded = false);
+void remove_checkpoint(const std::string& ckpt_dir, const std::string& prefix, int64_t step, bool keep_padded = false);
 
 // metadata.json of a committed checkpoint, validated against its marker.
 CheckpointMetadata read_checkpoint_metadata(const std::string& path);

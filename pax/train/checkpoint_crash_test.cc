@@ -48,12 +48,13 @@ constexpr int kRounds = 60;
 // About 1.2 MB per step, every value a function of the step.
 Tree crash_tree(int64_t step) {
   const uint32_t seed = uint32_t(step) * 101u;
-  return Tree::dict({{"w", testing::random_array({256, 1024}, DType::f32, seed)},
-                     {"b", testing::random_array({8192}, DType::bf16, seed + 1)},
-                     {"m", testing::random_array({4096}, DType::f64, seed + 2)},
-                     {"count", scalar(int64_t(step))},
-                     {"layers", Tree::list({Tree::dict({{"k", testing::random_array({64}, DType::i32, seed + 3, -9, 9)}}),
-                                            Tree()})}});
+  return Tree::dict(
+      {{"w", testing::random_array({256, 1024}, DType::f32, seed)},
+       {"b", testing::random_array({8192}, DType::bf16, seed + 1)},
+       {"m", testing::random_array({4096}, DType::f64, seed + 2)},
+       {"count", scalar(int64_t(step))},
+       {"layers",
+        Tree::list({Tree::dict({{"k", testing::random_array({64}, DType::i32, seed + 3, -9, 9)}}), Tree()})}});
 }
 
 std::string input_state(int64_t step) { return "{\"position\": " + std::to_string(step * 64) + "}"; }

@@ -32,12 +32,8 @@ std::string mutate(std::string s, std::mt19937& rng) {
       case 2:
         if (!s.empty()) s[pick(s.size())] = char(rng());
         break;
-      case 3:
-        s.resize(pick(s.size() + 1));
-        break;
-      case 4:
-        s.insert(pick(s.size() + 1), std::string(1 + pick(8), kSpecial[pick(sizeof(kSpecial) - 1)]));
-        break;
+      case 3: s.resize(pick(s.size() + 1)); break;
+      case 4: s.insert(pick(s.size() + 1), std::string(1 + pick(8), kSpecial[pick(sizeof(kSpecial) - 1)])); break;
       case 5:
         if (!s.empty()) {
           const size_t at = pick(s.size()), len = 1 + pick(std::min<size_t>(32, s.size() - at));

@@ -112,8 +112,8 @@ CheckpointItems CheckpointManager::restore(std::optional<int64_t> step, const st
     PAX_CHECK(!steps_.empty(), "CheckpointManager::restore: no checkpoint in '", directory_, "'");
     step = steps_.back();
   }
-  PAX_CHECK(std::binary_search(steps_.begin(), steps_.end(), *step), "CheckpointManager::restore: no checkpoint for step ",
-            *step, " in '", directory_, "'");
+  PAX_CHECK(std::binary_search(steps_.begin(), steps_.end(), *step),
+            "CheckpointManager::restore: no checkpoint for step ", *step, " in '", directory_, "'");
   return read_checkpoint(checkpoint_path_of(directory_, kDefaultCheckpointPrefix, *step), targets);
 }
 

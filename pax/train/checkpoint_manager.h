@@ -68,8 +68,7 @@ class CheckpointManager {
   // Tree items named in `targets` are checked against them (None rebuilds
   // the tree); with no targets every tree item is restored. JSON items are
   // always returned. Waits for a save in flight first.
-  CheckpointItems restore(std::optional<int64_t> step = std::nullopt,
-                          const std::map<std::string, Tree>& targets = {});
+  CheckpointItems restore(std::optional<int64_t> step = std::nullopt, const std::map<std::string, Tree>& targets = {});
   // Steps saved or being saved, ascending.
   std::vector<int64_t> all_steps() const { return steps_; }
   std::optional<int64_t> latest_step() const;
@@ -89,7 +88,7 @@ class CheckpointManager {
 
   std::string directory_;
   CheckpointManagerOptions options_;
-  std::vector<int64_t> steps_;  // committed, plus the one in flight
+  std::vector<int64_t> steps_;   // committed, plus the one in flight
   int64_t in_flight_step_ = -1;  // the step of the latest save started
   AsyncManager async_;
 };

@@ -21,11 +21,10 @@ using testing::trees_identical;
 CheckpointItems items_at(int64_t step) {
   const uint32_t seed = uint32_t(step);
   CheckpointItems items;
-  items.trees["model"] = Tree::dict({{"w", random_array({4, 4}, DType::f32, seed)},
-                                     {"b", random_array({4}, DType::bf16, seed + 1)}});
-  items.trees["optimizer"] = Tree::list({Tree::dict({{"count", scalar(int32_t(step))},
-                                                     {"mu", random_array({4, 4}, DType::f32, seed + 2)}}),
-                                         Tree()});
+  items.trees["model"] =
+      Tree::dict({{"w", random_array({4, 4}, DType::f32, seed)}, {"b", random_array({4}, DType::bf16, seed + 1)}});
+  items.trees["optimizer"] = Tree::list(
+      {Tree::dict({{"count", scalar(int32_t(step))}, {"mu", random_array({4, 4}, DType::f32, seed + 2)}}), Tree()});
   items.json["input"] = R"({"epoch": 1, "position": )" + std::to_string(step * 32) + "}";
   return items;
 }
@@ -51,7 +50,8 @@ TEST(CheckpointManager, ShouldSaveFollowsTheInterval) {
   EXPECT_FALSE(mgr.should_save(10));
   EXPECT_TRUE(mgr.should_save(20));
   EXPECT_EQ(mgr.all_steps(), (std::vector<int64_t>{10, 15}));
-  EXPECT_PAX_ERROR(mgr.save(12, items_at(12), {.force = true}), "step 12 is not newer than the latest checkpoint (step 15)");
+  EXPECT_PAX_ERROR(mgr.save(12, items_at(12), {.force = true}),
+                   "step 12 is not newer than the latest checkpoint (step 15)");
 }
 
 TEST(CheckpointManager, MaxToKeep) {

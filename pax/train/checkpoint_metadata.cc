@@ -135,7 +135,8 @@ TensorRecord parse_tensor(const json& v, const std::string& item_ctx) {
   const json& shape = field(v, "shape", ctx);
   PAX_CHECK(shape.is_array(), ctx, ": shape must be a list, got ", shape.dump());
   std::vector<int64_t> dims;
-  for (const json& d : shape) dims.push_back(int64_t(parse_u64(d, ctx, "a dimension", std::numeric_limits<int64_t>::max())));
+  for (const json& d : shape)
+    dims.push_back(int64_t(parse_u64(d, ctx, "a dimension", std::numeric_limits<int64_t>::max())));
   t.shape = Shape(std::move(dims));
   t.crc32c = parse_hex32(field(v, "crc32c", ctx), ctx);
   return t;
@@ -156,8 +157,8 @@ TreeItemRecord parse_tree_item(const std::string& name, const json& v, const std
     PAX_CHECK(names.insert(item.tensors.back().name).second, ctx, ": tensor '", item.tensors.back().name,
               "' is listed twice");
   }
-  PAX_CHECK(leaf_names.size() == item.tensors.size(), ctx, ": the tree has ", leaf_names.size(),
-            " leaves but ", item.tensors.size(), " tensors are listed");
+  PAX_CHECK(leaf_names.size() == item.tensors.size(), ctx, ": the tree has ", leaf_names.size(), " leaves but ",
+            item.tensors.size(), " tensors are listed");
   for (size_t i = 0; i < leaf_names.size(); ++i) {
     PAX_CHECK(leaf_names[i] == item.tensors[i].name, ctx, ": leaf ", i, " of the tree is '", leaf_names[i],
               "' but tensor ", i, " is '", item.tensors[i].name, "'");
@@ -190,8 +191,8 @@ Tree build_tree(std::span<const TreeNodeRecord> s, size_t& i, std::span<const Ar
   switch (r.kind) {
     case Tree::Kind::none: return Tree();
     case Tree::Kind::leaf:
-      PAX_CHECK(leaf < leaves.size(), "tree_from_records: the structure has more leaves than the ",
-                leaves.size(), " given");
+      PAX_CHECK(leaf < leaves.size(), "tree_from_records: the structure has more leaves than the ", leaves.size(),
+                " given");
       return Tree(leaves[leaf++]);
     case Tree::Kind::list: {
       Tree::List items;

@@ -136,8 +136,9 @@ TEST(CheckpointMetadataMalformed, NotJsonOrWrongTypes) {
                    "step must be");
   EXPECT_PAX_ERROR(parse_checkpoint_metadata(replace(good_text(), "paxcc-checkpoint", "other"), "m"),
                    "format must be \"paxcc-checkpoint\"");
-  EXPECT_PAX_ERROR(parse_checkpoint_metadata(replace(good_text(), "\"format_version\": 1", "\"format_version\": 2"), "m"),
-                   "format_version 2 is not readable");
+  EXPECT_PAX_ERROR(
+      parse_checkpoint_metadata(replace(good_text(), "\"format_version\": 1", "\"format_version\": 2"), "m"),
+      "format_version 2 is not readable");
   EXPECT_PAX_ERROR(parse_checkpoint_metadata(replace(good_text(), "\"step\": 1234", "\"step\": 1, \"extra\": 0"), "m"),
                    "unexpected field \"extra\"");
   EXPECT_PAX_ERROR(parse_checkpoint_metadata(replace(good_text(), "\"step\": 1234,", ""), "m"),
@@ -158,12 +159,15 @@ TEST(CheckpointMetadataMalformed, TensorsAndLeavesDisagree) {
                    "tensor 'w' is listed twice");
   EXPECT_PAX_ERROR(parse_checkpoint_metadata(replace(good_text(), "\"dtype\":\"F32\"", "\"dtype\":\"F31\""), "m"),
                    "item 'state': tensor 'w': unknown dtype \"F31\"");
-  EXPECT_PAX_ERROR(parse_checkpoint_metadata(replace(good_text(), "\"crc32c\":\"01020304\"", "\"crc32c\":\"0102030\""), "m"),
-                   "tensor 'w': crc32c must be a string of 8 hex digits");
-  EXPECT_PAX_ERROR(parse_checkpoint_metadata(replace(good_text(), "\"crc32c\":\"01020304\"", "\"crc32c\":\"0102030G\""), "m"),
-                   "8 lowercase hex digits");
-  EXPECT_PAX_ERROR(parse_checkpoint_metadata(replace(good_text(), "\"state.safetensors\"", "\"../x.safetensors\""), "m"),
-                   "file must be \"state.safetensors\"");
+  EXPECT_PAX_ERROR(
+      parse_checkpoint_metadata(replace(good_text(), "\"crc32c\":\"01020304\"", "\"crc32c\":\"0102030\""), "m"),
+      "tensor 'w': crc32c must be a string of 8 hex digits");
+  EXPECT_PAX_ERROR(
+      parse_checkpoint_metadata(replace(good_text(), "\"crc32c\":\"01020304\"", "\"crc32c\":\"0102030G\""), "m"),
+      "8 lowercase hex digits");
+  EXPECT_PAX_ERROR(
+      parse_checkpoint_metadata(replace(good_text(), "\"state.safetensors\"", "\"../x.safetensors\""), "m"),
+      "file must be \"state.safetensors\"");
 }
 
 TEST(CheckpointMetadataMalformed, BadItemNames) {
@@ -177,7 +181,8 @@ TEST(CheckpointMetadataMalformed, BadTreeNodes) {
   const std::string text = good_text();
   const size_t at = text.find("\"tree\": ");
   const size_t end = text.find("\"tensors\"");
-  for (const char* node : {"1", "true", "{\"list\": []}", "{\"dict\": 5}", "{\"dict\": [[1, null]]}", "{\"dict\": [[\"a\"]]}"}) {
+  for (const char* node :
+       {"1", "true", "{\"list\": []}", "{\"dict\": 5}", "{\"dict\": [[1, null]]}", "{\"dict\": [[\"a\"]]}"}) {
     std::string bad = text;
     bad.replace(at, end - at, std::string("\"tree\": ") + node + ", ");
     EXPECT_THROW(parse_checkpoint_metadata(bad, "m"), Error) << node;

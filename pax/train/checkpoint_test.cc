@@ -101,9 +101,9 @@ TEST(Checkpoint, DirectoryNames) {
   // flax writes unpadded names: read too.
   EXPECT_EQ(parse_checkpoint_dir_name("checkpoint_42", "checkpoint_"), 42);
   EXPECT_EQ(parse_checkpoint_dir_name("checkpoint_000000042", "checkpoint_"), 42);
-  for (const char* bad : {"checkpoint_", "checkpoint_0000004x", "ckpt_00000042", "checkpoint_+42",
-                          "checkpoint_-0000042", "checkpoint_99999999999999999999", "tmp_checkpoint_00000042",
-                          "checkpoint_4.5"}) {
+  for (const char* bad :
+       {"checkpoint_", "checkpoint_0000004x", "ckpt_00000042", "checkpoint_+42", "checkpoint_-0000042",
+        "checkpoint_99999999999999999999", "tmp_checkpoint_00000042", "checkpoint_4.5"}) {
     EXPECT_FALSE(parse_checkpoint_dir_name(bad, "checkpoint_").has_value()) << bad;
   }
 }
@@ -218,7 +218,8 @@ TEST(Checkpoint, UncommittedDirectoriesAreNeverListedOrRestored) {
   // A complete-looking step 4 without its marker (a save killed before the commit).
   fs::make_dirs(dir / "checkpoint_00000004");
   for (const char* f : {"state.safetensors", "metadata.json"}) {
-    write_bytes(dir / ("checkpoint_00000004/" + std::string(f)), read_bytes(dir / ("checkpoint_00000003/" + std::string(f))));
+    write_bytes(dir / ("checkpoint_00000004/" + std::string(f)),
+                read_bytes(dir / ("checkpoint_00000003/" + std::string(f))));
   }
   EXPECT_EQ(available_steps(dir.path()), (std::vector<int64_t>{3}));
   EXPECT_EQ(latest_checkpoint(dir.path()), dir / "checkpoint_00000003");
@@ -238,7 +239,7 @@ TEST(Checkpoint, LeftoverTmpDirectoriesAreRemovedAtTheNextSave) {
   }
   save_checkpoint(dir.path(), small_tree(2), 2, {.keep = 5});
   EXPECT_EQ(fs::list_dir(dir.path()), (std::vector<std::string>{"checkpoint_00000001", "checkpoint_00000002",
-                                                                 "tmp_other_00000001", "tmp_unrelated"}));
+                                                                "tmp_other_00000001", "tmp_unrelated"}));
 }
 
 TEST(Checkpoint, AnOverwriteThatNeverLandedIsRolledBack) {
@@ -280,7 +281,8 @@ TEST(CheckpointTarget, StructureMismatch) {
   Tree target = small_tree(1);
   target.set("extra", scalar(1.0f));
   EXPECT_PAX_ERROR(restore_checkpoint(dir.path(), target),
-                   "'" + state_file(dir.path(), 1) + "': the stored tree differs from the target at the root: keys differ (unexpected 'extra')");
+                   "'" + state_file(dir.path(), 1) +
+                       "': the stored tree differs from the target at the root: keys differ (unexpected 'extra')");
 }
 
 TEST(CheckpointTarget, ShapeMismatch) {
@@ -289,7 +291,8 @@ TEST(CheckpointTarget, ShapeMismatch) {
   Tree target = small_tree(1);
   target["params"].set("w", random_array({4, 3}, DType::f32, 1));
   EXPECT_PAX_ERROR(restore_checkpoint(dir.path(), target),
-                   "'" + state_file(dir.path(), 1) + "': tensor 'params/w' is f32[3,4] in the checkpoint but f32[4,3] in the target");
+                   "'" + state_file(dir.path(), 1) +
+                       "': tensor 'params/w' is f32[3,4] in the checkpoint but f32[4,3] in the target");
 }
 
 TEST(CheckpointTarget, DtypeMismatch) {
@@ -304,7 +307,8 @@ TEST(CheckpointTarget, WeakTypesFollowTheTarget) {
   TempDir dir;
   save_checkpoint(dir.path(), Tree::dict({{"lr", scalar(0.5, DType::f32, true)}}), 1);
   EXPECT_FALSE(restore_checkpoint(dir.path(), Tree())["lr"].leaf().weak_type());
-  EXPECT_TRUE(restore_checkpoint(dir.path(), Tree::dict({{"lr", scalar(0.0, DType::f32, true)}}))["lr"].leaf().weak_type());
+  EXPECT_TRUE(
+      restore_checkpoint(dir.path(), Tree::dict({{"lr", scalar(0.0, DType::f32, true)}}))["lr"].leaf().weak_type());
 }
 
 // ---- corrupted files ----
@@ -376,8 +380,9 @@ TEST_F(CheckpointCorruption, DtypeChangedInTheHeader) {
   std::string bytes = read_bytes(f);
   bytes.replace(bytes.find("\"F32\""), 5, "\"I32\"");
   write_bytes(f, bytes);
-  EXPECT_PAX_ERROR(restore_checkpoint(dir_.path(), Tree()),
-                   "safetensors file '" + f + "': tensor 'params/w' is i32[3,4] in the file but f32[3,4] in metadata.json");
+  EXPECT_PAX_ERROR(
+      restore_checkpoint(dir_.path(), Tree()),
+      "safetensors file '" + f + "': tensor 'params/w' is i32[3,4] in the file but f32[3,4] in metadata.json");
 }
 
 TEST_F(CheckpointCorruption, MetadataEdited) {
@@ -386,12 +391,14 @@ TEST_F(CheckpointCorruption, MetadataEdited) {
   const size_t at = text.find("\"crc32c\":\"") + 10;
   text[at] = text[at] == '0' ? '1' : '0';
   write_bytes(f, text);
-  EXPECT_PAX_ERROR(restore_checkpoint(dir_.path(), Tree()), "'" + file("commit_success.txt") + "' does not match '" + f + "'");
+  EXPECT_PAX_ERROR(restore_checkpoint(dir_.path(), Tree()),
+                   "'" + file("commit_success.txt") + "' does not match '" + f + "'");
 }
 
 TEST_F(CheckpointCorruption, MetadataNotJson) {
   write_bytes(file("metadata.json"), "{\"step\": ");
-  EXPECT_PAX_ERROR(restore_checkpoint(dir_.path(), Tree()), "checkpoint metadata '" + file("metadata.json") + "': not valid JSON");
+  EXPECT_PAX_ERROR(restore_checkpoint(dir_.path(), Tree()),
+                   "checkpoint metadata '" + file("metadata.json") + "': not valid JSON");
 }
 
 TEST_F(CheckpointCorruption, MissingTensorFile) {
@@ -432,7 +439,7 @@ TEST(CheckpointAsync, ErrorsSurfaceAtTheNextSaveOrWait) {
   AsyncManager async;
   async.run([] { PAX_FAIL("disk full"); });
   EXPECT_PAX_ERROR(save_checkpoint(dir.path(), small_tree(1), 1, {.async_manager = &async}), "disk full");
-  EXPECT_TRUE(available_steps(dir.path()).empty());  // the failed call saved nothing
+  EXPECT_TRUE(available_steps(dir.path()).empty());                          // the failed call saved nothing
   save_checkpoint(dir.path(), small_tree(1), 1, {.async_manager = &async});  // the error was reported once
   async.run([] { PAX_FAIL("no space left"); });
   EXPECT_PAX_ERROR(async.wait_previous_save(), "no space left");

@@ -65,8 +65,8 @@ Tree stack_forest(const std::vector<Tree>& forest) {
     for (size_t i = 0; i < forest.size(); ++i) {
       const Array& x = leaves[i][leaf];
       const Array& first = leaves[0][leaf];
-      PAX_CHECK(x.shape() == first.shape() && x.dtype() == first.dtype(), "stack_forest: leaf '", paths[leaf],
-                "' is ", first.aval().str(), " in tree 0 but ", x.aval().str(), " in tree ", i);
+      PAX_CHECK(x.shape() == first.shape() && x.dtype() == first.dtype(), "stack_forest: leaf '", paths[leaf], "' is ",
+                first.aval().str(), " in tree 0 but ", x.aval().str(), " in tree ", i);
       column.push_back(x);
     }
     stacked.push_back(stack(column, 0));

@@ -43,10 +43,12 @@ TEST(CommonUtils, ShardAndUnshard) {
 
 TEST(CommonUtils, ShardErrors) {
   Tree odd = Tree::dict({{"params", Tree::dict({{"x", zeros({5, 4})}})}});
-  EXPECT_PAX_ERROR(shard(odd, 2), "shard: leaf 'params/x' is f32[5,4]; its leading (batch) axis must be divisible by the 2 shards");
+  EXPECT_PAX_ERROR(shard(odd, 2),
+                   "shard: leaf 'params/x' is f32[5,4]; its leading (batch) axis must be divisible by the 2 shards");
   EXPECT_PAX_ERROR(shard(Tree::dict({{"s", scalar<float>(1)}}), 2), "shard: leaf 's' is f32[]");
   EXPECT_PAX_ERROR(shard(odd, 0), "shard: the number of shards must be > 0, got 0");
-  EXPECT_PAX_ERROR(unshard(Tree::dict({{"v", zeros({4})}})), "unshard: leaf 'v' is f32[4]; expected [shards, per_shard_batch, ...]");
+  EXPECT_PAX_ERROR(unshard(Tree::dict({{"v", zeros({4})}})),
+                   "unshard: leaf 'v' is f32[4]; expected [shards, per_shard_batch, ...]");
 }
 
 TEST(CommonUtils, ShardPrngKey) {
@@ -67,8 +69,8 @@ Tree metrics(double loss, double acc) {
 TEST(CommonUtils, StackForest) {
   std::vector<Tree> forest;
   for (int i = 0; i < 3; ++i) {
-    forest.push_back(Tree::dict({{"a", scalar<float>(float(i))},
-                                 {"b", Tree::list({array<float>({float(i), float(10 * i)})})}}));
+    forest.push_back(
+        Tree::dict({{"a", scalar<float>(float(i))}, {"b", Tree::list({array<float>({float(i), float(10 * i)})})}}));
   }
   Tree stacked = stack_forest(forest);
   EXPECT_EQ(stacked.str(), "{'a': f32[3], 'b': [f32[3,2]]}");
@@ -107,7 +109,9 @@ TEST(CommonUtils, GetMetrics) {
   EXPECT_TRUE(all_close(r["loss"].leaf(), std::vector<double>{0, 1, 2}));
   EXPECT_TRUE(all_close(r["hist"].leaf(), std::vector<double>{0, 0, 1, 1, 2, 2}));
   EXPECT_PAX_ERROR(get_metrics({}), "get_metrics: no metrics recorded");
-  EXPECT_PAX_ERROR(get_metrics(steps, true), "get_metrics: with replicated metrics every leaf needs a leading replica axis; leaf 'loss' of step 0 is f32[]");
+  EXPECT_PAX_ERROR(
+      get_metrics(steps, true),
+      "get_metrics: with replicated metrics every leaf needs a leading replica axis; leaf 'loss' of step 0 is f32[]");
 }
 
 TEST(CommonUtils, Onehot) {

@@ -43,19 +43,18 @@ std::string format_summary_line(const StepMetrics& m, int64_t total_steps);
 // "[##########----------]  1234/10000  12.3%  3.21 steps/s  ETA 45m40s"; with
 // total_steps <= 0 only the step and the rate. A non-positive or non-finite
 // rate leaves out the rate and the ETA.
-std::string format_progress_bar(int64_t step, int64_t total_steps, double steps_per_sec,
-                                int bar_width);
+std::string format_progress_bar(int64_t step, int64_t total_steps, double steps_per_sec, int bar_width);
 
 class ConsoleProgress {
  public:
   struct Options {
-    int64_t total_steps = 0;     // the last step; 0: unknown (no fraction, no ETA)
-    std::ostream* out = nullptr; // nullptr: std::cout
+    int64_t total_steps = 0;      // the last step; 0: unknown (no fraction, no ETA)
+    std::ostream* out = nullptr;  // nullptr: std::cout
     // Whether `out` is a terminal; unset: isatty(stdout) for std::cout,
     // isatty(stderr) for std::cerr and std::clog, false for other streams.
     std::optional<bool> tty;
-    double redraw_secs = 0.2;    // terminal: the bar is redrawn at most this often
-    double plain_secs = 0;       // not a terminal: a plain progress line at most this often; 0: none
+    double redraw_secs = 0.2;  // terminal: the bar is redrawn at most this often
+    double plain_secs = 0;     // not a terminal: a plain progress line at most this often; 0: none
     int bar_width = 30;
     std::function<double()> clock;  // monotonic seconds; unset: std::chrono::steady_clock
   };

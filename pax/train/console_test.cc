@@ -29,16 +29,16 @@ struct Case {
 };
 
 TEST(ConsoleFormat, Durations) {
-  const Case cases[] = {{0, "0s"},      {42.4, "42s"},   {59.6, "1m00s"}, {185, "3m05s"},
-                        {3720, "1h02m"}, {2 * 86400 + 3 * 3600 + 100, "2d03h"},
-                        {kNaN, "?"},     {kInf, "?"},     {-1, "?"},       {1e300, "?"}};
+  const Case cases[] = {{0, "0s"},      {42.4, "42s"},   {59.6, "1m00s"},
+                        {185, "3m05s"}, {3720, "1h02m"}, {2 * 86400 + 3 * 3600 + 100, "2d03h"},
+                        {kNaN, "?"},    {kInf, "?"},     {-1, "?"},
+                        {1e300, "?"}};
   for (const Case& c : cases) EXPECT_EQ(format_duration(c.value), c.want) << c.value;
 }
 
 TEST(ConsoleFormat, Rates) {
-  const Case cases[] = {{950, "950"},    {12345, "12.3k"}, {0.5, "0.500"},   {3.214, "3.21"},
-                        {9.996, "10.0"}, {999.7, "1.00k"}, {1.5e6, "1.50M"}, {0.0123, "0.0123"},
-                        {0, "0"},        {kNaN, "?"}};
+  const Case cases[] = {{950, "950"},     {12345, "12.3k"}, {0.5, "0.500"},     {3.214, "3.21"}, {9.996, "10.0"},
+                        {999.7, "1.00k"}, {1.5e6, "1.50M"}, {0.0123, "0.0123"}, {0, "0"},        {kNaN, "?"}};
   for (const Case& c : cases) EXPECT_EQ(format_rate(c.value), c.want) << c.value;
   EXPECT_EQ(format_metric(2.345678), "2.3457");
   EXPECT_EQ(format_metric(2.4), "2.4");
@@ -80,7 +80,8 @@ TEST(ConsoleFormat, SummaryLines) {
 
 TEST(ConsoleFormat, ProgressBar) {
   // 7500 steps left at 2 steps/s: 3750 s.
-  EXPECT_EQ(format_progress_bar(2500, 10000, 2.0, 20), "[#####---------------]  2500/10000  25.0%  2.00 steps/s  ETA 1h02m");
+  EXPECT_EQ(format_progress_bar(2500, 10000, 2.0, 20),
+            "[#####---------------]  2500/10000  25.0%  2.00 steps/s  ETA 1h02m");
   EXPECT_EQ(format_progress_bar(0, 10, kNaN, 10), "[----------]  0/10  0.0%");
   EXPECT_EQ(format_progress_bar(12, 10, 1.0, 4), "[####]  12/10  100.0%  1.00 steps/s  ETA 0s");
   EXPECT_EQ(format_progress_bar(42, 0, 1.0, 10), "step 42  1.00 steps/s");
@@ -98,8 +99,8 @@ struct FakeClock {
 TEST(ConsoleProgress, TerminalRedrawsInPlaceAndClearsForSummaries) {
   std::ostringstream out;
   FakeClock clock;
-  ConsoleProgress p({.total_steps = 100, .out = &out, .tty = true, .redraw_secs = 1, .bar_width = 10,
-                     .clock = clock.fn()});
+  ConsoleProgress p(
+      {.total_steps = 100, .out = &out, .tty = true, .redraw_secs = 1, .bar_width = 10, .clock = clock.fn()});
   EXPECT_TRUE(p.tty());
   p.update(0);  // first draw at once
   EXPECT_EQ(out.str(), "\r[----------]  0/100  0.0%\x1b[K");
@@ -156,8 +157,8 @@ TEST(ConsoleProgress, LogGetsNoBarOnlyLines) {
 TEST(ConsoleProgress, LogGetsSparsePlainLines) {
   std::ostringstream out;
   FakeClock clock;
-  ConsoleProgress p({.total_steps = 100, .out = &out, .tty = false, .plain_secs = 10, .bar_width = 4,
-                     .clock = clock.fn()});
+  ConsoleProgress p(
+      {.total_steps = 100, .out = &out, .tty = false, .plain_secs = 10, .bar_width = 4, .clock = clock.fn()});
   for (int step = 0; step <= 30; ++step) {
     p.update(step);
     clock.t += 1;  // one step per second: a line every 10 steps, the first 10 s in

@@ -22,15 +22,15 @@ void check_settings(const EarlyStopping& s, const char* fn) {
 double scalar_at(const Tree& tree, const char* key) {
   PAX_CHECK(tree.contains(key), "EarlyStopping::from_tree: missing key '", key, "' in ", tree.str());
   const Tree& t = tree[key];
-  PAX_CHECK(t.is_leaf() && t.leaf().size() == 1, "EarlyStopping::from_tree: '", key,
-            "' must be a scalar array, got ", t.str());
+  PAX_CHECK(t.is_leaf() && t.leaf().size() == 1, "EarlyStopping::from_tree: '", key, "' must be a scalar array, got ",
+            t.str());
   return t.leaf().item<double>();
 }
 
 int64_t integer_at(const Tree& tree, const char* key) {
   double v = scalar_at(tree, key);
-  PAX_CHECK(std::isfinite(v) && v == std::floor(v), "EarlyStopping::from_tree: '", key,
-            "' must be an integer, got ", v);
+  PAX_CHECK(std::isfinite(v) && v == std::floor(v), "EarlyStopping::from_tree: '", key, "' must be an integer, got ",
+            v);
   return int64_t(v);
 }
 

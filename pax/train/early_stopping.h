@@ -35,12 +35,12 @@
 namespace pax::train {
 
 struct EarlyStopping {
-  double min_delta = 0;    // the least decrease of the metric that counts as an improvement
-  int64_t patience = 0;    // non-improving updates tolerated before stopping
+  double min_delta = 0;  // the least decrease of the metric that counts as an improvement
+  int64_t patience = 0;  // non-improving updates tolerated before stopping
   double best_metric = std::numeric_limits<double>::infinity();  // best value so far (+inf: none yet)
-  int64_t patience_count = 0;  // updates since the last improvement
-  bool should_stop = false;    // whether training should stop
-  bool has_improved = false;   // whether the last update improved on best_metric by more than min_delta
+  int64_t patience_count = 0;                                    // updates since the last improvement
+  bool should_stop = false;                                      // whether training should stop
+  bool has_improved = false;  // whether the last update improved on best_metric by more than min_delta
 
   // The state after seeing `metric`.
   EarlyStopping update(double metric) const;

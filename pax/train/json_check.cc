@@ -50,8 +50,7 @@ class StrictSax : public nlohmann::json_sax<json> {
       error_ = "nested deeper than " + std::to_string(max_depth_) + " levels" + where();
       return false;
     }
-    open_.emplace_back(object ? std::optional<std::unordered_set<std::string>>(std::in_place)
-                              : std::nullopt);
+    open_.emplace_back(object ? std::optional<std::unordered_set<std::string>>(std::in_place) : std::nullopt);
     path_.emplace_back();
     return true;
   }

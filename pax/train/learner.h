@@ -24,7 +24,8 @@ struct Learner : BaseHParams {
               (skip_nonfinite_steps, "Skip updates whose gradients contain NaN or infinity."),
               (skip_step_gradient_norm_value, "Skip updates whose gradient norm exceeds this (0: never)."),
               (max_consecutive_nonfinite_steps,
-               "Stop the run (exit 1) after this many consecutive steps with a non-finite loss or gradients (0: never)."));
+               "Stop the run (exit 1) after this many consecutive steps with a non-finite loss or gradients (0: "
+               "never)."));
 
   const optim::OptimizerHParams& optimizer_hparams() const;
   // Clipping followed by the optimizer.

@@ -45,8 +45,10 @@ std::optional<double> env_override() {
   if (!text || !*text) return std::nullopt;
   char* end = nullptr;
   const double v = std::strtod(text, &end);
-  PAX_CHECK(end && *end == '\0' && usable(v), "peak_flops: PAX_PEAK_FLOPS must be a positive number of FLOP/s "
-            "(e.g. 2.2e11), got '", text, "'");
+  PAX_CHECK(end && *end == '\0' && usable(v),
+            "peak_flops: PAX_PEAK_FLOPS must be a positive number of FLOP/s "
+            "(e.g. 2.2e11), got '",
+            text, "'");
   return v;
 }
 

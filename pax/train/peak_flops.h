@@ -49,8 +49,8 @@
 namespace pax::train {
 
 struct TheoreticalPeak {
-  double flops = 0;          // FLOP/s
-  int cores = 0;             // physical cores counted
+  double flops = 0;  // FLOP/s
+  int cores = 0;     // physical cores counted
   double clock_hz = 0;
   std::string clock_source;  // "cpufreq" or "timed"
   int flops_per_cycle = 0;   // per core

@@ -28,8 +28,8 @@ class PeakFlopsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / (std::string("pax_peak_flops_") + info->name() + "_" +
-                                        std::to_string(std::rand()));
+    dir_ =
+        fs::temp_directory_path() / (std::string("pax_peak_flops_") + info->name() + "_" + std::to_string(std::rand()));
     fs::remove_all(dir_);
     unsetenv("PAX_PEAK_FLOPS");
   }

@@ -83,8 +83,7 @@ std::vector<std::string> tick_labels(const Axis& axis) {
   const bool tiny = big < 1e-3;
   const int decimals = std::max(0, int(-std::floor(std::log10(axis.step / div) + 1e-9)));
   // Tiny axes: one mantissa precision for all labels, enough for the largest.
-  const int digits =
-      tiny ? std::clamp(int(std::floor(std::log10(big)) - std::floor(std::log10(axis.step))), 0, 3) : 0;
+  const int digits = tiny ? std::clamp(int(std::floor(std::log10(big)) - std::floor(std::log10(axis.step))), 0, 3) : 0;
   std::vector<std::string> out;
   for (int i = 0; i < axis.ticks(); ++i) {
     double v = axis.tick(i);
@@ -102,8 +101,8 @@ std::vector<std::string> tick_labels(const Axis& axis) {
 // The points drawn for a series on `width` pixels over `x_axis`: all of them
 // when few, else each pixel column's first, lowest, highest and last point
 // (in their original order), with non-finite values kept as gaps.
-std::vector<std::pair<double, double>> decimate(const std::vector<std::pair<double, double>>& pts,
-                                                const Axis& x_axis, double width) {
+std::vector<std::pair<double, double>> decimate(const std::vector<std::pair<double, double>>& pts, const Axis& x_axis,
+                                                double width) {
   if (pts.size() <= size_t(2 * width)) return pts;
   std::vector<std::pair<double, double>> out;
   size_t i = 0;
@@ -144,8 +143,8 @@ struct ExtraChart {
   double scale;
 };
 constexpr ExtraChart kExtraCharts[] = {
-    {kTagLearningRate, "learning rate", "", 1},    {kTagGradNorm, "gradient norm", "", 1},
-    {kTagStepsPerSec, "steps/s", "steps/s", 1},    {kTagTokensPerSec, "tokens/s", "tokens/s", 1},
+    {kTagLearningRate, "learning rate", "", 1},          {kTagGradNorm, "gradient norm", "", 1},
+    {kTagStepsPerSec, "steps/s", "steps/s", 1},          {kTagTokensPerSec, "tokens/s", "tokens/s", 1},
     {kTagExamplesPerSec, "examples/s", "examples/s", 1}, {kTagMfu, "MFU", "%", 100}};
 
 const ExtraChart* extra_chart(std::string_view tag) {
@@ -247,8 +246,9 @@ std::string render_chart_svg(const Chart& chart, int width, int height) {
   svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">step</text>\n", kLeft + pw / 2,
                      double(height) - 6);
   if (!chart.y_label.empty()) {
-    svg += fmt::format("<text x=\"12\" y=\"{0:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 12 {0:.1f})\">{1}</text>\n",
-                       kTop + ph / 2, escape(chart.y_label));
+    svg += fmt::format(
+        "<text x=\"12\" y=\"{0:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 12 {0:.1f})\">{1}</text>\n",
+        kTop + ph / 2, escape(chart.y_label));
   }
   svg += "</g>\n";
 
@@ -267,14 +267,16 @@ std::string render_chart_svg(const Chart& chart, int width, int height) {
       d += fmt::format("{}{:.1f} {:.1f} ", pen_down ? "L" : "M", px(x), py(y));
       pen_down = true;
     }
-    svg += fmt::format("<path class=\"series\" data-series=\"{}\" d=\"{}\" fill=\"none\" stroke=\"{}\" "
-                       "stroke-width=\"1.6\" stroke-linejoin=\"round\"/>\n",
-                       escape(s.name), d, color);
+    svg += fmt::format(
+        "<path class=\"series\" data-series=\"{}\" d=\"{}\" fill=\"none\" stroke=\"{}\" "
+        "stroke-width=\"1.6\" stroke-linejoin=\"round\"/>\n",
+        escape(s.name), d, color);
     if (s.points.size() <= 60) {
       for (auto [x, y] : s.points) {
         if (!std::isfinite(x) || !std::isfinite(y)) continue;
-        svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"{}\"><title>{} step {}: {}</title></circle>\n",
-                           px(x), py(y), color, escape(s.name), format_value(x), format_value(y));
+        svg += fmt::format(
+            "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"{}\"><title>{} step {}: {}</title></circle>\n", px(x),
+            py(y), color, escape(s.name), format_value(x), format_value(y));
       }
     }
   }
@@ -348,7 +350,8 @@ std::string render_report_html(const std::vector<StepMetrics>& history, const st
     html += "<table>\n<tr><th>split</th><th>step</th>";
     for (const std::string& c : columns) {
       const ExtraChart* e = extra_chart(c);
-      html += "<th>" + escape(e ? (e->scale == 100 ? std::string(e->title) + " (%)" : std::string(e->title)) : c) + "</th>";
+      html +=
+          "<th>" + escape(e ? (e->scale == 100 ? std::string(e->title) + " (%)" : std::string(e->title)) : c) + "</th>";
     }
     html += "</tr>\n";
     for (size_t i = 0; i < resolved.size(); ++i) {
@@ -359,7 +362,8 @@ std::string render_report_html(const std::vector<StepMetrics>& history, const st
       for (const std::string& c : columns) {
         auto it = std::find_if(scalars.begin(), scalars.end(), [&](const auto& p) { return p.first == c; });
         const ExtraChart* e = extra_chart(c);
-        html += "<td>" + (it == scalars.end() ? std::string() : format_value(it->second * (e ? e->scale : 1))) + "</td>";
+        html +=
+            "<td>" + (it == scalars.end() ? std::string() : format_value(it->second * (e ? e->scale : 1))) + "</td>";
       }
       html += "</tr>\n";
     }

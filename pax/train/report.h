@@ -21,7 +21,7 @@ struct ChartSeries {
 };
 
 struct Chart {
-  std::string title;   // e.g. "loss", "learning rate"
+  std::string title;  // e.g. "loss", "learning rate"
   std::string y_label;
   std::vector<ChartSeries> series;
 };
@@ -49,7 +49,6 @@ std::string render_report_html(const std::vector<StepMetrics>& history, const st
 
 // Writes the page to `path` through a temporary file and a rename, so that a
 // reader never sees half a page; pax::Error naming the file on failure.
-void write_report_file(const std::string& path, const std::vector<StepMetrics>& history,
-                       const std::string& title);
+void write_report_file(const std::string& path, const std::vector<StepMetrics>& history, const std::string& title);
 
 }  // namespace pax::train

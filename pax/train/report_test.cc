@@ -98,9 +98,9 @@ std::vector<PathPoint> path_points(const std::string& svg, const std::string& se
 TEST(ReportHistory, RestartsReplaceReplayedSteps) {
   // Run 1 reaches step 40; run 2 resumes from the step-20 checkpoint and
   // summarises 30 again; eval splits are resolved on their own.
-  const std::vector<StepMetrics> h = {record("eval_test_a", 10, 5), record("train", 10, 4), record("train", 20, 3),
-                                      record("train", 30, 2.5),     record("train", 40, 2),  record("eval_test_a", 40, 3),
-                                      record("train", 30, 2.4),     record("train", 50, 1.5)};
+  const std::vector<StepMetrics> h = {
+      record("eval_test_a", 10, 5), record("train", 10, 4),       record("train", 20, 3),   record("train", 30, 2.5),
+      record("train", 40, 2),       record("eval_test_a", 40, 3), record("train", 30, 2.4), record("train", 50, 1.5)};
   const std::vector<StepMetrics> r = resolve_history(h);
   EXPECT_EQ(steps_of(r, "train"), (std::vector<int64_t>{10, 20, 30, 50}));
   EXPECT_EQ(steps_of(r, "eval_test_a"), (std::vector<int64_t>{10, 40}));
@@ -118,8 +118,8 @@ TEST(ReportHistory, RestartsReplaceReplayedSteps) {
 
 // A report that cannot be written says why and leaves no temporary file.
 TEST(ReportFile, AFailedWriteSaysWhyAndCleansUp) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("pax_report_fail_test_" + std::to_string(::getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pax_report_fail_test_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir / "report.html" / "child");  // a directory in the way
   const std::vector<StepMetrics> history = {StepMetrics{.step = 1, .metrics = {{"loss", 1.0}}}};
@@ -210,7 +210,9 @@ TEST(ReportSvg, LargeAndTinyValuesGetCompactLabels) {
 TEST(ReportSvg, NonFiniteValuesLeaveGaps) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const std::string svg = render_chart_svg(
-      {"loss", "", {{"train", {{0, 1}, {1, 2}, {2, nan}, {3, 3}, {4, std::numeric_limits<double>::infinity()}, {5, 2}}}}});
+      {"loss",
+       "",
+       {{"train", {{0, 1}, {1, 2}, {2, nan}, {3, 3}, {4, std::numeric_limits<double>::infinity()}, {5, 2}}}}});
   const std::vector<PathPoint> p = path_points(svg, "train");
   ASSERT_EQ(p.size(), 4u);
   EXPECT_EQ(std::string({p[0].cmd, p[1].cmd, p[2].cmd, p[3].cmd}), "MLMM");
@@ -228,14 +230,12 @@ TEST(ReportSvg, LongSeriesAreDecimatedKeepingSpikes) {
   EXPECT_GT(p.size(), 484u);
   double top = 1e9, bottom = -1e9;
   for (const PathPoint& q : p) top = std::min(top, q.y), bottom = std::max(bottom, q.y);
-  EXPECT_NEAR(top, 34, 0.05);      // the spike at 1.0, the axis top
-  EXPECT_NEAR(bottom, 242, 0.05);  // the last point at 0.0, the axis bottom
+  EXPECT_NEAR(top, 34, 0.05);            // the spike at 1.0, the axis top
+  EXPECT_NEAR(bottom, 242, 0.05);        // the last point at 0.0, the axis bottom
   EXPECT_EQ(count(svg, "<circle"), 0u);  // no markers on long series
 }
 
-TEST(ReportSvg, Errors) {
-  EXPECT_PAX_ERROR(render_chart_svg({"loss", "", {}}, 50, 300), "needs width >= 120");
-}
+TEST(ReportSvg, Errors) { EXPECT_PAX_ERROR(render_chart_svg({"loss", "", {}}, 50, 300), "needs width >= 120"); }
 
 // --- the page ---
 
@@ -292,8 +292,7 @@ TEST(ReportHtml, EmptyHistory) {
 }
 
 TEST(ReportHtml, WriteReportFileReplacesThePage) {
-  const std::string dir =
-      (fs::temp_directory_path() / ("pax_report_test_" + std::to_string(::getpid()))).string();
+  const std::string dir = (fs::temp_directory_path() / ("pax_report_test_" + std::to_string(::getpid()))).string();
   fs::create_directories(dir);
   const std::string path = dir + "/report.html";
   write_report_file(path, {}, "first");

@@ -33,7 +33,7 @@ struct DTypeName {
   const char* name;
 };
 constexpr DTypeName kDTypeNames[] = {
-    {DType::bool_, "BOOL"}, {DType::u8, "U8"},     {DType::u32, "U32"}, {DType::i32, "I32"}, {DType::i64, "I64"},
+    {DType::bool_, "BOOL"}, {DType::u8, "U8"},   {DType::u32, "U32"}, {DType::i32, "I32"}, {DType::i64, "I64"},
     {DType::bf16, "BF16"},  {DType::f16, "F16"}, {DType::f32, "F32"}, {DType::f64, "F64"},
 };
 // Valid safetensors dtypes that paxcc has no array type for.
@@ -57,8 +57,8 @@ void store_le64(uint64_t v, char* p) {
 // The header length N from the first 8 bytes, checked against the file size.
 uint64_t checked_header_length(const unsigned char* first8, uint64_t file_size, const std::string& file) {
   const uint64_t n = load_le64(first8);
-  PAX_CHECK(n <= kSafetensorsMaxHeaderBytes, file_context(file), ": header length ", n,
-            " is over the 100 MB limit (", kSafetensorsMaxHeaderBytes, " bytes); the length field is corrupted");
+  PAX_CHECK(n <= kSafetensorsMaxHeaderBytes, file_context(file), ": header length ", n, " is over the 100 MB limit (",
+            kSafetensorsMaxHeaderBytes, " bytes); the length field is corrupted");
   PAX_CHECK(n <= file_size - 8, file_context(file), ": header length ", n, " runs past the end of the file (",
             file_size, " bytes); the file is truncated or the length field is corrupted");
   return n;
@@ -110,8 +110,8 @@ SafetensorsEntry parse_entry(const std::string& name, const json& v, const std::
   }
   e.shape = Shape(std::move(dims));
   uint64_t nbytes = 0;
-  PAX_CHECK(!__builtin_mul_overflow(uint64_t(empty ? 0 : nonzero_product), uint64_t(itemsize(e.dtype)), &nbytes),
-            ctx, ": shape ", shape.dump(), " has more bytes than fit in 64 bits");
+  PAX_CHECK(!__builtin_mul_overflow(uint64_t(empty ? 0 : nonzero_product), uint64_t(itemsize(e.dtype)), &nbytes), ctx,
+            ": shape ", shape.dump(), " has more bytes than fit in 64 bits");
 
   const json& off = v["data_offsets"];
   PAX_CHECK(off.is_array() && off.size() == 2, ctx, ": data_offsets must be [begin, end], got ", off.dump());
@@ -134,8 +134,8 @@ void check_layout(std::vector<SafetensorsEntry>& tensors, uint64_t data_size, co
     PAX_CHECK(e.end <= data_size, tensor_context(file, e.name), ": data_offsets [", e.begin, ", ", e.end,
               "] extend past the end of the data (", data_size, " bytes); the file is truncated or corrupted");
     PAX_CHECK(e.begin >= expect, tensor_context(file, e.name), ": data_offsets [", e.begin, ", ", e.end,
-              "] overlap tensor '", prev ? prev->name : "", "' [", prev ? prev->begin : 0, ", ",
-              prev ? prev->end : 0, "]");
+              "] overlap tensor '", prev ? prev->name : "", "' [", prev ? prev->begin : 0, ", ", prev ? prev->end : 0,
+              "]");
     PAX_CHECK(e.begin == expect, tensor_context(file, e.name), ": data_offsets [", e.begin, ", ", e.end,
               "] leave bytes [", expect, ", ", e.begin, ") of the data unused");
     expect = e.end;

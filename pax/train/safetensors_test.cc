@@ -31,13 +31,13 @@ SafetensorsContents read_image(const std::string& bytes, const std::string& what
 
 std::vector<NamedArray> every_dtype() {
   std::vector<NamedArray> t;
-  const DType dtypes[] = {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i32,
+  const DType dtypes[] = {DType::f32, DType::bf16, DType::f16, DType::f64,  DType::i32,
                           DType::i64, DType::u8,   DType::u32, DType::bool_};
   uint32_t seed = 1;
   for (DType d : dtypes) {
     const std::string n = dtype_short_name(d);
     t.push_back({"m/" + n, random_array({3, 5}, d, seed++, 0, 100)});
-    t.push_back({"s/" + n, random_array({}, d, seed++, 0, 100)});     // 0-d
+    t.push_back({"s/" + n, random_array({}, d, seed++, 0, 100)});      // 0-d
     t.push_back({"z/" + n, random_array({0, 4}, d, seed++, 0, 100)});  // zero-size
   }
   return t;
@@ -46,7 +46,8 @@ std::vector<NamedArray> every_dtype() {
 void expect_same(const std::vector<NamedArray>& want, const SafetensorsContents& got) {
   ASSERT_EQ(got.tensors.size(), want.size());
   for (const NamedArray& w : want) {
-    auto it = std::find_if(got.tensors.begin(), got.tensors.end(), [&](const NamedArray& g) { return g.name == w.name; });
+    auto it =
+        std::find_if(got.tensors.begin(), got.tensors.end(), [&](const NamedArray& g) { return g.name == w.name; });
     ASSERT_NE(it, got.tensors.end()) << w.name;
     EXPECT_EQ(it->array.aval(), w.array.aval()) << w.name;
     EXPECT_EQ(std::memcmp(it->array.data(), w.array.data(), w.array.nbytes()), 0) << w.name;
@@ -143,7 +144,8 @@ TEST(Safetensors, WriterRejectsBadNames) {
 const std::string kGoodHeader = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
 
 TEST(SafetensorsMalformed, FileShorterThanTheLengthField) {
-  EXPECT_PAX_ERROR(read_image("abcde", "short.safetensors"), "safetensors file 'short.safetensors': the file is 5 bytes");
+  EXPECT_PAX_ERROR(read_image("abcde", "short.safetensors"),
+                   "safetensors file 'short.safetensors': the file is 5 bytes");
 }
 
 TEST(SafetensorsMalformed, HeaderLengthPastTheEnd) {
@@ -153,7 +155,8 @@ TEST(SafetensorsMalformed, HeaderLengthPastTheEnd) {
 
 TEST(SafetensorsMalformed, HeaderOver100MB) {
   const std::string bytes = le64(100'000'001) + kGoodHeader;
-  EXPECT_PAX_ERROR(read_image(bytes, "big.safetensors"), "'big.safetensors': header length 100000001 is over the 100 MB");
+  EXPECT_PAX_ERROR(read_image(bytes, "big.safetensors"),
+                   "'big.safetensors': header length 100000001 is over the 100 MB");
   EXPECT_PAX_ERROR(read_image(le64(~uint64_t(0)) + kGoodHeader), "over the 100 MB");
 }
 
@@ -186,14 +189,16 @@ TEST(SafetensorsMalformed, OutOfRangeOffsets) {
                              R"("b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})";
   EXPECT_PAX_ERROR(read_image(image(header, std::string(12, '\0')), "oor.safetensors"),
                    "'oor.safetensors': tensor 'b': data_offsets [8, 24] extend past the end of the data (12 bytes)");
-  const std::string huge = R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[18446744073709551615,18446744073709551615]}})";
+  const std::string huge =
+      R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[18446744073709551615,18446744073709551615]}})";
   EXPECT_PAX_ERROR(read_image(image(huge, "")), "tensor 'a': data_offsets [18446744073709551615");
 }
 
 TEST(SafetensorsMalformed, GapBetweenTensors) {
   const std::string header = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
                              R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})";
-  EXPECT_PAX_ERROR(read_image(image(header, std::string(12, '\0'))), "tensor 'b': data_offsets [8, 12] leave bytes [4, 8)");
+  EXPECT_PAX_ERROR(read_image(image(header, std::string(12, '\0'))),
+                   "tensor 'b': data_offsets [8, 12] leave bytes [4, 8)");
 }
 
 TEST(SafetensorsMalformed, TrailingBytes) {
@@ -208,8 +213,9 @@ TEST(SafetensorsMalformed, TruncatedFile) {
   write_safetensors(dir / "t.safetensors", t);
   std::string bytes = testing::read_bytes(dir / "t.safetensors");
   testing::write_bytes(dir / "t.safetensors", bytes.substr(0, bytes.size() - 1));
-  EXPECT_PAX_ERROR(SafetensorsReader(dir / "t.safetensors"),
-                   "safetensors file '" + (dir / "t.safetensors") + "': tensor 'last': data_offsets [400, 800] extend past");
+  EXPECT_PAX_ERROR(
+      SafetensorsReader(dir / "t.safetensors"),
+      "safetensors file '" + (dir / "t.safetensors") + "': tensor 'last': data_offsets [400, 800] extend past");
   testing::write_bytes(dir / "t.safetensors", bytes.substr(0, 20));  // inside the header
   EXPECT_PAX_ERROR(SafetensorsReader(dir / "t.safetensors"), "runs past the end of the file (20 bytes)");
 }
@@ -222,7 +228,8 @@ TEST(SafetensorsMalformed, OffsetsDisagreeWithShape) {
 
 TEST(SafetensorsMalformed, ShapeOverflow) {
   const std::string header = R"({"w":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})";
-  EXPECT_PAX_ERROR(read_image(image(header, "")), "tensor 'w': shape [4611686018427387904,4] has more elements than fit");
+  EXPECT_PAX_ERROR(read_image(image(header, "")),
+                   "tensor 'w': shape [4611686018427387904,4] has more elements than fit");
   const std::string bytes_overflow = R"({"w":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,0]}})";
   EXPECT_PAX_ERROR(read_image(image(bytes_overflow, "")), "has more bytes than fit in 64 bits");
   const std::string empty_but_huge = R"({"w":{"dtype":"F32","shape":[0,4611686018427387904,4],"data_offsets":[0,0]}})";
@@ -232,7 +239,8 @@ TEST(SafetensorsMalformed, ShapeOverflow) {
 TEST(SafetensorsMalformed, BadShapeValues) {
   for (const char* shape : {"[-1]", "[1.5]", "[\"2\"]", "3", "[9223372036854775808]"}) {
     const std::string header = std::string(R"({"w":{"dtype":"F32","shape":)") + shape + R"(,"data_offsets":[0,4]}})";
-    EXPECT_PAX_ERROR(read_image(image(header, std::string(4, '\0'))), "tensor 'w': shape must be a list of non-negative");
+    EXPECT_PAX_ERROR(read_image(image(header, std::string(4, '\0'))),
+                     "tensor 'w': shape must be a list of non-negative");
   }
 }
 

@@ -87,14 +87,15 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
   optim::GradientTransformation tx = tx_;
   const std::string axis = options.data_parallel_axis;
   auto step = [m, tx, loss_name, skip_nonfinite, max_norm, axis](const TrainState& state, const Tree& batch,
-                                                                const Array& key) {
+                                                                 const Array& key) {
     std::vector<std::string> collections = mutable_collections(state);
     auto loss_fn = [&](const Tree& params) {
       TrainState with_params = state;
       with_params.params = params;
       nn::ApplyOptions options{.rngs = {{"dropout", key}}, .mutable_collections = collections, .train = true};
-      auto out = nn::apply_with(*m, model_variables(with_params),
-                                [&](const nn::BaseModel& model) { return model.fprop_batch(batch).first; }, options);
+      auto out = nn::apply_with(
+          *m, model_variables(with_params), [&](const nn::BaseModel& model) { return model.fprop_batch(batch).first; },
+          options);
       const Tree& metrics = out.output;
       PAX_CHECK(metrics.is_dict() && metrics.contains(loss_name), "learner.loss_name '", loss_name,
                 "' is not a metric of ", m->type_name(), "; its metrics: ", metrics.str());
@@ -189,13 +190,21 @@ std::pair<Tree, Tree> EvalStep::operator()(const Tree& variables, const Tree& ba
 
 Tree decode_batch(const nn::BaseModel& model, const Tree& variables, const Tree& batch, const Array& key) {
   nn::ApplyOptions options{.rngs = {{"decode", key}}, .mutable_collections = {nn::kDecoderCache}};
-  return nn::apply_with(model, variables, [&](const nn::BaseModel& m) { return m.decode(batch); }, options).output;
+  return nn::apply_with(
+             model, variables, [&](const nn::BaseModel& m) { return m.decode(batch); }, options)
+      .output;
 }
 
 Tree decode_state_shapes(const nn::BaseModel& model, const Tree& variables, const Tree& batch) {
   return eval_shape([&](const Tree& vars, const Tree& b) {
     nn::ApplyOptions options{.mutable_collections = {nn::kDecoderCache}};
-    return nn::apply_with(model, vars, [&](const nn::BaseModel& m) { m.init_decode_states(b); return 0; }, options)
+    return nn::apply_with(
+               model, vars,
+               [&](const nn::BaseModel& m) {
+                 m.init_decode_states(b);
+                 return 0;
+               },
+               options)
         .updates;
   })(variables, batch);
 }

@@ -46,8 +46,8 @@ std::unique_ptr<nn::ClassificationModel> classifier(bool batch_norm) {
 }
 
 Tree batch(uint32_t seed) {
-  return Tree::dict({{"inputs", testing::random_array({6, 4}, DType::f32, seed)},
-                     {"labels", array<int32_t>({0, 1, 2, 1, 0, 2})}});
+  return Tree::dict(
+      {{"inputs", testing::random_array({6, 4}, DType::f32, seed)}, {"labels", array<int32_t>({0, 1, 2, 1, 0, 2})}});
 }
 
 Learner adam_learner(double lr) {
@@ -84,7 +84,8 @@ TEST(EvalStep, IntermediateBytesFromAbstractArguments) {
   auto model = classifier(false);
   TrainStep train(*model, adam_learner(0.01));
   EvalStep step(*model);
-  const Tree variables = eval_shape([&](const Array& k) { return model_variables(train.init_state(k)); })(random::key(0));
+  const Tree variables =
+      eval_shape([&](const Array& k) { return model_variables(train.init_state(k)); })(random::key(0));
   auto abstract_batch = [](int64_t n) {
     return eval_shape([n](const Array&) {
       return Tree::dict({{"inputs", zeros(Shape{n, 4})}, {"labels", zeros(Shape{n}, DType::i32)}});
@@ -111,8 +112,9 @@ TEST(TrainStep, JittedStepEqualsAnEagerAdamStep) {
   std::vector<float> losses;
   for (int i = 0; i < 3; ++i) {
     auto loss_fn = [&](const Tree& p) {
-      auto out = nn::apply_with(*model, Tree::dict({{"params", p}}),
-                                [&](const nn::ClassificationModel& m) { return m.fprop_batch(batch(uint32_t(i))).first; });
+      auto out = nn::apply_with(*model, Tree::dict({{"params", p}}), [&](const nn::ClassificationModel& m) {
+        return m.fprop_batch(batch(uint32_t(i))).first;
+      });
       return nn::metric_value(out.output, "total_loss");
     };
     auto [loss, grads] = value_and_grad(loss_fn)(params);

@@ -74,16 +74,16 @@ void put_float(std::string& out, int field, float v) {
 }
 
 // tensorflow/core/util/event.proto and framework/summary.proto field numbers.
-constexpr int kEventWallTime = 1;     // double
-constexpr int kEventStep = 2;         // int64
+constexpr int kEventWallTime = 1;          // double
+constexpr int kEventStep = 2;              // int64
 constexpr int kEventFileVersionField = 3;  // string
-constexpr int kEventSummary = 5;      // Summary
-constexpr int kEventSessionLog = 7;   // SessionLog
-constexpr int kSessionLogStatus = 1;  // enum SessionStatus
-constexpr int kSessionStart = 1;      // SessionStatus.START
-constexpr int kSummaryValue = 1;      // repeated Summary.Value
-constexpr int kValueTag = 1;          // string
-constexpr int kValueSimpleValue = 2;  // float
+constexpr int kEventSummary = 5;           // Summary
+constexpr int kEventSessionLog = 7;        // SessionLog
+constexpr int kSessionLogStatus = 1;       // enum SessionStatus
+constexpr int kSessionStart = 1;           // SessionStatus.START
+constexpr int kSummaryValue = 1;           // repeated Summary.Value
+constexpr int kValueTag = 1;               // string
+constexpr int kValueSimpleValue = 2;       // float
 
 // proto3's canonical encoding leaves out fields at their default value (a
 // zero step), so that these bytes are what protobuf itself would write.
@@ -179,13 +179,12 @@ SummaryWriter::SummaryWriter(std::string dir, Options options) : options_(option
   const double wall = unix_now();
   // TensorBoard finds files by the "tfevents" in their name; the pid and a
   // counter keep writers started within the same second apart.
-  const std::string stem = "events.out.tfevents." + std::to_string(int64_t(wall)) + "." + hostname() +
-                           "." + std::to_string(::getpid()) + ".";
+  const std::string stem = "events.out.tfevents." + std::to_string(int64_t(wall)) + "." + hostname() + "." +
+                           std::to_string(::getpid()) + ".";
   for (int n = 0; fd_ < 0; ++n) {
     path_ = (std::filesystem::path(dir) / (stem + std::to_string(n))).string();
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    PAX_CHECK(fd_ >= 0 || errno == EEXIST, "SummaryWriter: cannot create '", path_, "': ",
-              std::strerror(errno));
+    PAX_CHECK(fd_ >= 0 || errno == EEXIST, "SummaryWriter: cannot create '", path_, "': ", std::strerror(errno));
   }
   append_event(file_version_event(wall));
   flush();
@@ -406,13 +405,9 @@ JobSummaries::~JobSummaries() {
   }
 }
 
-std::string JobSummaries::metrics_path() const {
-  return (std::filesystem::path(job_dir_) / "metrics.jsonl").string();
-}
+std::string JobSummaries::metrics_path() const { return (std::filesystem::path(job_dir_) / "metrics.jsonl").string(); }
 
-std::string JobSummaries::report_path() const {
-  return (std::filesystem::path(job_dir_) / "report.html").string();
-}
+std::string JobSummaries::report_path() const { return (std::filesystem::path(job_dir_) / "report.html").string(); }
 
 std::string JobSummaries::summary_dir(const std::string& split) const {
   check_split(split);
@@ -435,8 +430,7 @@ void JobSummaries::write(const StepMetrics& metrics) {
   }
   write_fully(jsonl_fd_, metrics_json_line(m) + "\n", metrics_path());
   history_.push_back(std::move(m));
-  if (options_.report &&
-      (last_report_time_ < 0 || steady_now() - last_report_time_ >= options_.report_interval_secs))
+  if (options_.report && (last_report_time_ < 0 || steady_now() - last_report_time_ >= options_.report_interval_secs))
     write_report();
 }
 

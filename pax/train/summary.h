@@ -83,8 +83,8 @@ class SummaryWriter {
   std::string path_;
   Options options_;
   int fd_ = -1;
-  std::string pending_;       // framed records not yet written
-  double last_flush_ = 0;     // steady-clock seconds
+  std::string pending_;    // framed records not yet written
+  double last_flush_ = 0;  // steady-clock seconds
 };
 
 // Tag names shared by the event files, metrics.jsonl, the report and the console.
@@ -106,9 +106,9 @@ std::string eval_split(std::string_view eval_name);
 struct StepMetrics {
   int64_t step = 0;
   std::string split = std::string(kTrainSplit);  // kTrainSplit, eval_split(name), ...: a directory name
-  std::map<std::string, double> metrics;   // "loss", "log_pplx", "accuracy", ...
+  std::map<std::string, double> metrics;         // "loss", "log_pplx", "accuracy", ...
   std::optional<double> learning_rate;
-  std::optional<double> grad_norm;         // global L2 norm of the gradients
+  std::optional<double> grad_norm;  // global L2 norm of the gradients
   std::optional<double> steps_per_sec;
   std::optional<double> tokens_per_sec;    // language models
   std::optional<double> examples_per_sec;  // everything else
@@ -147,7 +147,7 @@ class JobSummaries {
     // close() always do): each regeneration renders the whole history, so a
     // long run must not do it at every summary step.
     double report_interval_secs = 10;
-    std::string title;        // the report's title; empty: the job directory's name
+    std::string title;  // the report's title; empty: the job directory's name
     // The step a training run continues from (its restored checkpoint, 0 for
     // a new run): lines of later steps in an existing metrics.jsonl, written
     // by a run cut short after its last checkpoint, are dropped, since this

@@ -112,7 +112,7 @@ struct DecodedEvent {
   std::optional<double> wall_time;
   std::optional<int64_t> step;
   std::optional<std::string> file_version;
-  std::optional<int64_t> session_status;  // SessionLog.status
+  std::optional<int64_t> session_status;              // SessionLog.status
   std::vector<std::pair<std::string, float>> values;  // (tag, simple_value)
 };
 
@@ -240,7 +240,9 @@ TEST(SummaryWriter, FileNameAndFileVersionEvent) {
   // protobuf leaves out proto3 defaults.
   ASSERT_EQ(r.size(), 9u + 2 + 13);
   EXPECT_EQ(uint8_t(r[0]), 0x09);
-  EXPECT_EQ(r.substr(9), "\x1a\x0d" "brain.Event:2");
+  EXPECT_EQ(r.substr(9),
+            "\x1a\x0d"
+            "brain.Event:2");
   DecodedEvent e = decode_event(r);
   ASSERT_TRUE(e.wall_time && e.file_version);
   EXPECT_EQ(*e.file_version, "brain.Event:2");
@@ -393,7 +395,7 @@ StepMetrics sample_metrics() {
 TEST(StepMetrics, ScalarsListMetricsThenPresentFields) {
   const auto scalars = sample_metrics().scalars();
   const std::vector<std::pair<std::string, double>> want = {
-      {"accuracy", 0.5},   {"loss", 2.345678},       {"learning_rate", 1e-3}, {"grad_norm", 0.75},
+      {"accuracy", 0.5},       {"loss", 2.345678},        {"learning_rate", 1e-3}, {"grad_norm", 0.75},
       {"steps_per_sec", 3.25}, {"tokens_per_sec", 13312}, {"mfu", 0.3125}};
   EXPECT_EQ(scalars, want);
 }
@@ -461,7 +463,10 @@ TEST(MetricsJsonl, ReadSkipsTornLines) {
   EXPECT_TRUE(read_metrics_jsonl(path).empty());  // missing file: no history
   StepMetrics a = sample_metrics(), b = sample_metrics();
   b.step = 1300;
-  std::ofstream(path) << metrics_json_line(a) << "\n\n" << "{\"step\": 12" << "\n" << metrics_json_line(b) << "\n"
+  std::ofstream(path) << metrics_json_line(a) << "\n\n"
+                      << "{\"step\": 12"
+                      << "\n"
+                      << metrics_json_line(b) << "\n"
                       << "{\"step\":";
   int64_t skipped = -1;
   const std::vector<StepMetrics> h = read_metrics_jsonl(path, &skipped);
@@ -569,7 +574,7 @@ TEST(JobSummaries, ARestartAppendsHistoryAndStartsNewEventFiles) {
   std::ofstream(job + "/metrics.jsonl", std::ios::app) << "{\"step\": 30, \"spl";
   {
     JobSummaries s(job, {.title = "resumed"});  // no first step (eval, decode): everything is kept
-    ASSERT_EQ(s.history().size(), 2u);        // the history so far, without the torn line
+    ASSERT_EQ(s.history().size(), 2u);          // the history so far, without the torn line
     s.write(train_step(30, 2.0));
     EXPECT_EQ(s.history().size(), 3u);
   }

@@ -65,10 +65,8 @@ Tree TrainState::to_tree() const {
 TrainState TrainState::from_tree(const Tree& tree) {
   bool ok = tree.is_dict() && tree.size() == 4;
   for (const char* key : kKeys) ok = ok && tree.contains(key);
-  PAX_CHECK(ok, "TrainState::from_tree: expected a dict with keys {step, params, opt_state, extra}, got ",
-            tree.str());
-  PAX_CHECK(tree["step"].is_leaf(), "TrainState::from_tree: 'step' must be a scalar array, got ",
-            tree["step"].str());
+  PAX_CHECK(ok, "TrainState::from_tree: expected a dict with keys {step, params, opt_state, extra}, got ", tree.str());
+  PAX_CHECK(tree["step"].is_leaf(), "TrainState::from_tree: 'step' must be a scalar array, got ", tree["step"].str());
   TrainState s;
   s.step = tree["step"].leaf();
   s.params = tree["params"];

@@ -21,7 +21,7 @@
 
 #include "pax/api/tree_convert.h"
 #include "pax/core/tree.h"
-#include "pax/optim/transform.h"
+#include "pax/optim/gradient_transformation.h"
 
 namespace pax::train {
 

@@ -36,9 +36,7 @@ GradientTransformation momentum_sgd(ScalarOrSchedule learning_rate, double beta)
   return tx;
 }
 
-Tree make_params() {
-  return Tree::dict({{"w", array<float>({1.0f, -2.0f, 0.5f})}, {"b", scalar<float>(0.25f)}});
-}
+Tree make_params() { return Tree::dict({{"w", array<float>({1.0f, -2.0f, 0.5f})}, {"b", scalar<float>(0.25f)}}); }
 
 // Mean squared error of a linear model.
 Array loss(const Tree& params, const Array& x, const Array& y) {

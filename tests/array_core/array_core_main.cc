@@ -40,8 +40,8 @@ int main() {
   const std::vector<float> g = pax::jit(pax::grad(f))(x).to_vector<float>();
   for (size_t i = 0; i < xs.size(); ++i) expect_near("grad f", g[i], want_g[i]);
   // vmap of grad over a batch of two rows, the second doubled.
-  const pax::Array batch = pax::array(std::vector<float>{-1.5f, -0.25f, 0.0f, 0.5f, 2.0f, -3.0f, -0.5f, 0.0f, 1.0f, 4.0f},
-                                      pax::Shape{2, 5});
+  const pax::Array batch =
+      pax::array(std::vector<float>{-1.5f, -0.25f, 0.0f, 0.5f, 2.0f, -3.0f, -0.5f, 0.0f, 1.0f, 4.0f}, pax::Shape{2, 5});
   const std::vector<float> gb = pax::jit(pax::vmap(pax::grad(f)))(batch).to_vector<float>();
   for (size_t i = 0; i < xs.size(); ++i) {
     const double v = 2.0 * xs[i], t = std::tanh(v);

@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   app.add_option("--config", config_file, "Run this resolved config (a job's config.json) instead of the experiment's");
   app.add_option("--restore_step", restore_step, "eval / decode: the checkpoint step to restore (default: latest)");
   app.add_option("--data_dir", data_dir, "Data directory (default: $PAX_DATA_DIR or ./data)");
-  app.add_option("--peak_flops", peak_flops, "Peak FLOP/s of this machine for MFU (default: the cores' theoretical peak)")
+  app.add_option("--peak_flops", peak_flops, "Peak FLOP/s of this machine for MFU (default: the theoretical peak)")
       ->check(number_between(1e6, 1e21, "FLOP/s"));
   app.add_option("--dist_timeout", dist_timeout,
                  "Under mpirun: seconds any process waits for the others before failing with the missing ones' "
@@ -142,7 +142,9 @@ int main(int argc, char** argv) {
   std::string tok_input, tok_out, tok_type = "unigram";
   int64_t tok_vocab = 8000;
   tok->add_option("--input", tok_input, "Text file (plain or .gz), one sentence or document per line")->required();
-  tok->add_option("--vocab_size", tok_vocab, "Vocabulary size")->required()->check(CLI::Range(int64_t(16), int64_t(1) << 20));
+  tok->add_option("--vocab_size", tok_vocab, "Vocabulary size")
+      ->required()
+      ->check(CLI::Range(int64_t(16), int64_t(1) << 20));
   tok->add_option("--out", tok_out, "Where to write the model file")->required();
   tok->add_option("--model_type", tok_type, "unigram or bpe")->check(CLI::IsMember({"unigram", "bpe"}));
 
@@ -188,8 +190,8 @@ int main(int argc, char** argv) {
     pax::Config config;
     if (!config_file.empty()) {
       config = pax::Config::from_json(pax::data::read_file(config_file));
-      PAX_CHECK(std::string(config.type_name()) == "Experiment", "--config ", config_file,
-                " holds a ", config.type_name(), " config; expected a job's config.json (an Experiment)");
+      PAX_CHECK(std::string(config.type_name()) == "Experiment", "--config ", config_file, " holds a ",
+                config.type_name(), " config; expected a job's config.json (an Experiment)");
     } else {
       config = pax::experiments::make_experiment(exp_name)->config();
     }

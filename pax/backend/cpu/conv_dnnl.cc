@@ -39,8 +39,7 @@ dnnl::memory::desc weights_md(const ConvTensor& w, int64_t groups) {
   if (groups == 1) return tensor_md(w);
   const auto& d = w.dims;
   const auto& s = w.strides;
-  return strided_md({groups, d[0] / groups, d[1], d[2], d[3]}, {d[0] / groups * s[0], s[0], s[1], s[2], s[3]},
-                    w.dtype);
+  return strided_md({groups, d[0] / groups, d[1], d[2], d[3]}, {d[0] / groups * s[0], s[0], s[1], s[2], s[3]}, w.dtype);
 }
 
 dnnl::memory::desc any_md(const dnnl::memory::desc& md) {
@@ -74,8 +73,7 @@ ConvEntry finish(const PrimitiveDesc& pd, const dnnl::memory::desc& src, const d
   return e;
 }
 
-ConvEntry make_conv(const ConvGeometry& g, const ConvTensor& src, const ConvTensor& weights,
-                    const ConvTensor& dst) {
+ConvEntry make_conv(const ConvGeometry& g, const ConvTensor& src, const ConvTensor& weights, const ConvTensor& dst) {
   const dnnl::memory::desc src_md = tensor_md(src), weights_md_ = weights_md(weights, g.groups),
                            dst_md = tensor_md(dst);
   const dnnl::memory::dims strides{g.strides[0], g.strides[1]};
@@ -83,15 +81,15 @@ ConvEntry make_conv(const ConvGeometry& g, const ConvTensor& src, const ConvTens
   const dnnl::memory::dims pad_l{g.pad_lo[0], g.pad_lo[1]}, pad_r{g.pad_hi[0], g.pad_hi[1]};
   try {
     if (g.transposed) {
-      dnnl::deconvolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                             dnnl::algorithm::deconvolution_direct, any_md(src_md),
-                                             any_md(weights_md_), any_md(dst_md), strides, dilates, pad_l, pad_r);
+      dnnl::deconvolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct,
+                                             any_md(src_md), any_md(weights_md_), any_md(dst_md), strides, dilates,
+                                             pad_l, pad_r);
       dnnl::deconvolution_forward::primitive_desc pd(desc, user_scratchpad_attr(), dnnl_engine());
       return finish<decltype(pd), dnnl::deconvolution_forward>(pd, src_md, weights_md_, dst_md);
     }
     dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                         any_md(src_md), any_md(weights_md_), any_md(dst_md), strides, dilates,
-                                         pad_l, pad_r);
+                                         any_md(src_md), any_md(weights_md_), any_md(dst_md), strides, dilates, pad_l,
+                                         pad_r);
     dnnl::convolution_forward::primitive_desc pd(desc, user_scratchpad_attr(), dnnl_engine());
     return finish<decltype(pd), dnnl::convolution_forward>(pd, src_md, weights_md_, dst_md);
   } catch (const dnnl::error& e) {
@@ -122,8 +120,8 @@ void append(DnnlKey& key, const ConvTensor& t) {
 }  // namespace
 
 bool conv2d_dnnl(const ConvGeometry& g, const ConvTensor& src, const ConvTensor& weights, const ConvTensor& dst) {
-  DnnlKey key{kConvTag, g.groups, g.strides[0], g.strides[1], g.dilation[0], g.dilation[1],
-              g.pad_lo[0], g.pad_lo[1], g.pad_hi[0], g.pad_hi[1], int64_t(g.transposed)};
+  DnnlKey key{kConvTag,    g.groups,    g.strides[0], g.strides[1], g.dilation[0],        g.dilation[1],
+              g.pad_lo[0], g.pad_lo[1], g.pad_hi[0],  g.pad_hi[1],  int64_t(g.transposed)};
   append(key, src);
   append(key, weights);
   append(key, dst);
@@ -170,11 +168,10 @@ WeightGradientEntry make_weight_gradient(const dnnl::memory::dims& strides, cons
   const dnnl::memory::desc src_md = tensor_md(src), dst_md = tensor_md(diff_dst), wei_md = tensor_md(diff_weights);
   try {
     dnnl::convolution_forward::desc fwd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                        any_md(src_md), any_md(wei_md), any_md(dst_md), strides, dilates, pad_l,
-                                        pad_r);
+                                        any_md(src_md), any_md(wei_md), any_md(dst_md), strides, dilates, pad_l, pad_r);
     dnnl::convolution_forward::primitive_desc hint(fwd, dnnl_engine());
-    dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_direct, any_md(src_md),
-                                                 any_md(wei_md), any_md(dst_md), strides, dilates, pad_l, pad_r);
+    dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_direct, any_md(src_md), any_md(wei_md),
+                                                 any_md(dst_md), strides, dilates, pad_l, pad_r);
     dnnl::convolution_backward_weights::primitive_desc pd(bwd, user_scratchpad_attr(), dnnl_engine(), hint);
     if (is_reference_impl(pd)) return e;
     e.prim = dnnl::convolution_backward_weights(pd);
@@ -191,8 +188,7 @@ WeightGradientEntry make_weight_gradient(const dnnl::memory::dims& strides, cons
 
 }  // namespace
 
-bool conv2d_weight_gradient_dnnl(const ConvGeometry& g, const ConvTensor& x, const ConvTensor& w,
-                                 const ConvTensor& y) {
+bool conv2d_weight_gradient_dnnl(const ConvGeometry& g, const ConvTensor& x, const ConvTensor& w, const ConvTensor& y) {
   if (g.transposed || g.groups != 1) return false;
   // The forward convolution y = x * w (x: (B, C, H, W), w: (O, C, KH, KW))
   // sums over C and the window. As the weight gradient of a convolution of
@@ -210,8 +206,8 @@ bool conv2d_weight_gradient_dnnl(const ConvGeometry& g, const ConvTensor& x, con
                src.dims[2 + i] - g.pad_lo[i];
     if (pad_l[i] < 0 || pad_r[i] < 0) return false;
   }
-  DnnlKey key{kConvWeightGradientTag, strides[0], strides[1], dilates[0], dilates[1], pad_l[0], pad_l[1], pad_r[0],
-              pad_r[1]};
+  DnnlKey key{
+      kConvWeightGradientTag, strides[0], strides[1], dilates[0], dilates[1], pad_l[0], pad_l[1], pad_r[0], pad_r[1]};
   append(key, src);
   append(key, diff_dst);
   append(key, diff_weights);

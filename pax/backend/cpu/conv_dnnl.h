@@ -23,7 +23,7 @@ struct ConvTensor {
 struct ConvGeometry {
   int64_t groups = 1;
   std::array<int64_t, 2> strides{1, 1};
-  std::array<int64_t, 2> dilation{1, 1};  // kernel dilation, XLA's convention (1 = dense)
+  std::array<int64_t, 2> dilation{1, 1};              // kernel dilation, XLA's convention (1 = dense)
   std::array<int64_t, 2> pad_lo{0, 0}, pad_hi{0, 0};  // >= 0
   // Transposed convolution (oneDNN deconvolution): dst[o] += src[i] * w[k] for
   // o = i * stride - pad_lo + k * dilation; otherwise the forward convolution
@@ -37,8 +37,7 @@ struct ConvGeometry {
 // Returns false, writing nothing, when oneDNN has no optimised kernel for
 // bf16 operands of these shapes on this CPU (asked once per shape, cached);
 // pax::Error when it cannot create an f32 one.
-bool conv2d_dnnl(const ConvGeometry& geometry, const ConvTensor& src, const ConvTensor& weights,
-                 const ConvTensor& dst);
+bool conv2d_dnnl(const ConvGeometry& geometry, const ConvTensor& src, const ConvTensor& weights, const ConvTensor& dst);
 
 // The same convolution y = conv(x, w) when it is the weight gradient of
 // another one (the form a convolution's VJP gives it: a window as large as

@@ -103,22 +103,21 @@ void copy_typed(const std::vector<Dim>& dims, const T* src, T* dst) {
     const int64_t row_tiles = (row.size + kTile - 1) / kTile;
     const int64_t work = rest_count * row_tiles;
     const int64_t tile_bytes = kTile * inner.size * int64_t(sizeof(T));
-    parallel_for(work, std::max<int64_t>(1, (256 << 10) / std::max<int64_t>(1, tile_bytes)),
-                 [&](int64_t b, int64_t e) {
-                   for (int64_t w = b; w < e; ++w) {
-                     Odometer od(rest, rest.size(), w / row_tiles);
-                     const int64_t r0 = (w % row_tiles) * kTile;
-                     const int64_t r1 = std::min(row.size, r0 + kTile);
-                     for (int64_t c0 = 0; c0 < inner.size; c0 += kTile) {
-                       const int64_t c1 = std::min(inner.size, c0 + kTile);
-                       for (int64_t r = r0; r < r1; ++r) {
-                         const T* s = src + od.src + r * row.src;
-                         T* t = dst + od.dst + r * row.dst;
-                         for (int64_t c = c0; c < c1; ++c) t[c] = s[c * inner.src];
-                       }
-                     }
-                   }
-                 });
+    parallel_for(work, std::max<int64_t>(1, (256 << 10) / std::max<int64_t>(1, tile_bytes)), [&](int64_t b, int64_t e) {
+      for (int64_t w = b; w < e; ++w) {
+        Odometer od(rest, rest.size(), w / row_tiles);
+        const int64_t r0 = (w % row_tiles) * kTile;
+        const int64_t r1 = std::min(row.size, r0 + kTile);
+        for (int64_t c0 = 0; c0 < inner.size; c0 += kTile) {
+          const int64_t c1 = std::min(inner.size, c0 + kTile);
+          for (int64_t r = r0; r < r1; ++r) {
+            const T* s = src + od.src + r * row.src;
+            T* t = dst + od.dst + r * row.dst;
+            for (int64_t c = c0; c < c1; ++c) t[c] = s[c * inner.src];
+          }
+        }
+      }
+    });
     return;
   }
 
@@ -193,8 +192,8 @@ bool dnnl_transpose(size_t width, const std::vector<Dim>& dims, const void* src,
     return e;
   });
   if (!entry->ok) return false;
-  dnnl_execute(entry->prim, {{DNNL_ARG_FROM, user_memory(entry->from, src)}, {DNNL_ARG_TO, user_memory(entry->to, dst)}},
-               0);
+  dnnl_execute(entry->prim,
+               {{DNNL_ARG_FROM, user_memory(entry->from, src)}, {DNNL_ARG_TO, user_memory(entry->to, dst)}}, 0);
   return true;
 }
 
@@ -211,8 +210,8 @@ bool is_transpose(const std::vector<Dim>& dims) {
 
 }  // namespace
 
-void strided_copy(size_t width, std::span<const int64_t> dims, const void* src,
-                  std::span<const int64_t> src_strides, void* dst, std::span<const int64_t> dst_strides) {
+void strided_copy(size_t width, std::span<const int64_t> dims, const void* src, std::span<const int64_t> src_strides,
+                  void* dst, std::span<const int64_t> dst_strides) {
   std::vector<Dim> simple;
   if (!simplify(dims, src_strides, dst_strides, simple)) return;
   if (is_transpose(simple) && dnnl_transpose(width, simple, src, dst)) return;
@@ -225,9 +224,8 @@ void strided_copy(size_t width, std::span<const int64_t> dims, const void* src,
 void fill(size_t width, const void* value, void* dst, int64_t n) {
   PAX_CHECK(width == 1 || width == 2 || width == 4 || width == 8, "fill: invalid element width ", width);
   char* out = static_cast<char*>(dst);
-  parallel_for(n, grain_for(int64_t(width)), [&](int64_t b, int64_t e) {
-    fill_block(width, value, out + size_t(b) * width, size_t(e - b));
-  });
+  parallel_for(n, grain_for(int64_t(width)),
+               [&](int64_t b, int64_t e) { fill_block(width, value, out + size_t(b) * width, size_t(e - b)); });
 }
 
 void copy_bytes(void* dst, const void* src, size_t nbytes) {

@@ -16,8 +16,8 @@ namespace pax::cpu {
 // Strides are in elements of `width` bytes and may be zero (broadcast) or
 // negative (reversal; `src` then points at the element of index 0).
 // Runs in parallel over the outer dimensions.
-void strided_copy(size_t width, std::span<const int64_t> dims, const void* src,
-                  std::span<const int64_t> src_strides, void* dst, std::span<const int64_t> dst_strides);
+void strided_copy(size_t width, std::span<const int64_t> dims, const void* src, std::span<const int64_t> src_strides,
+                  void* dst, std::span<const int64_t> dst_strides);
 
 // dst[0..n) = *value (an element of `width` bytes), in parallel.
 void fill(size_t width, const void* value, void* dst, int64_t n);

@@ -57,7 +57,7 @@ template <class T>
 void all_cases() {
   expect_transpose<T>({37, 53}, {1, 0});
   expect_transpose<T>({512, 300}, {1, 0});
-  expect_transpose<T>({8, 4, 256, 64}, {0, 2, 1, 3});   // attention heads: (B, N, T, H) -> (B, T, N, H)
+  expect_transpose<T>({8, 4, 256, 64}, {0, 2, 1, 3});  // attention heads: (B, N, T, H) -> (B, T, N, H)
   expect_transpose<T>({8, 4, 64, 256}, {0, 3, 1, 2});
   expect_transpose<T>({3, 200, 130}, {2, 1, 0});
   expect_transpose<T>({16, 9, 11, 33}, {3, 2, 0, 1});

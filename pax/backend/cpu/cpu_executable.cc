@@ -55,19 +55,22 @@ class StepProfile {
     double seconds = 0;
     int64_t calls = 0;
   };
-  StepProfile() { std::atexit([] { get()->print(); }); }
+  StepProfile() {
+    std::atexit([] { get()->print(); });
+  }
   void print() {
     std::lock_guard<std::mutex> lock(mu_);
     if (entries_.empty()) return;
     std::vector<std::pair<std::string, Entry>> rows(entries_.begin(), entries_.end());
-    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
     double total = 0;
     for (const auto& [label, e] : rows) total += e.seconds;
     std::fprintf(stderr, "PAX_PROFILE: %.3f s in executable steps\n%10s %6s %8s  %s\n", total, "ms", "%", "calls",
                  "step");
     for (const auto& [label, e] : rows) {
-      std::fprintf(stderr, "%10.2f %6.2f %8lld  %s\n", e.seconds * 1e3, 100.0 * e.seconds / total,
-                   (long long)e.calls, label.c_str());
+      std::fprintf(stderr, "%10.2f %6.2f %8lld  %s\n", e.seconds * 1e3, 100.0 * e.seconds / total, (long long)e.calls,
+                   label.c_str());
     }
     entries_.clear();
   }
@@ -86,7 +89,8 @@ std::string avals_str(const Jaxpr& j, const std::vector<Var>& vars) {
 std::string step_label(const Jaxpr& j, const StepSchedule& schedule, const Step& step) {
   std::string name;
   if (step.kind == Step::Kind::fused) {
-    for (size_t e : schedule.groups[step.index].eqns) name += (name.empty() ? "" : ", ") + std::string(prim_name(j.eqns[e].prim));
+    for (size_t e : schedule.groups[step.index].eqns)
+      name += (name.empty() ? "" : ", ") + std::string(prim_name(j.eqns[e].prim));
     name = "fusion{" + name + "}";
   } else {
     const Eqn& eqn = j.eqns[step.index];
@@ -112,7 +116,7 @@ class CpuExecutable : public Executable {
     // the compiler thread (or now, with PAX_COMPILE=sync), and they run
     // interpreted until it is published.
     for (const FusionGroup& g : schedule_.groups) {
-      auto program = std::make_shared<cpu::FusedProgram>(*g.program);
+      auto program = std::make_shared<cpu::FusedLoop>(*g.program);
       program->finalize();
       fused_.push_back(std::move(program));
     }
@@ -189,17 +193,17 @@ class CpuExecutable : public Executable {
   // Per step: the strides its output is written with (a product whose
   // transpose was folded into it), or empty.
   std::vector<std::vector<int64_t>> out_strides_;
-  std::vector<std::shared_ptr<const cpu::FusedProgram>> fused_;  // per fusion group, prepared
-  std::vector<bool> donor_;  // per program input: some output may take its buffer
+  std::vector<std::shared_ptr<const cpu::FusedLoop>> fused_;  // per fusion group, prepared
+  std::vector<bool> donor_;                                   // per program input: some output may take its buffer
   std::vector<KernelFn> kernels_;
-  std::vector<AVal> out_avals_;  // of the source program's outputs
+  std::vector<AVal> out_avals_;      // of the source program's outputs
   std::vector<std::string> labels_;  // per step, when profiling
-  std::vector<int> sweep_at_;  // per step: the row sweep it belongs to, or -1
+  std::vector<int> sweep_at_;        // per step: the row sweep it belongs to, or -1
   // Per row sweep: its loops and row reductions, and where they read and
   // write its sweep-local values (cpu::SweepLoop).
   struct SweepPlan {
-    std::vector<size_t> loops;  // steps: fused loops and row reductions
-    std::vector<ReduceShape> reductions;  // per loop: a row reduction step's operation
+    std::vector<size_t> loops;                                // steps: fused loops and row reductions
+    std::vector<ReduceShape> reductions;                      // per loop: a row reduction step's operation
     std::vector<std::vector<int>> input_local, output_local;  // per loop
     std::vector<size_t> local_widths;
   };

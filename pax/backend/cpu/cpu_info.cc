@@ -58,13 +58,13 @@ void read_proc_cpuinfo(CpuInfo& c) {
     else if (key == "CPU part") c.part = parse_int(value);
     else if (key == "flags" || key == "Features") flags = value;
   }
-  c.identity = c.model_name + " | " + c.vendor + " " + std::to_string(c.family) + " " + std::to_string(c.model) +
-               " " + std::to_string(c.part) + " | " + flags;
+  c.identity = c.model_name + " | " + c.vendor + " " + std::to_string(c.family) + " " + std::to_string(c.model) + " " +
+               std::to_string(c.part) + " | " + flags;
   std::set<std::string> f;
   std::istringstream words(flags);
   for (std::string w; words >> w;) f.insert(w);
-  // Only the flags of the architecture this library runs on (an emulator
-  // may show its host's /proc/cpuinfo).
+    // Only the flags of the architecture this library runs on (an emulator
+    // may show its host's /proc/cpuinfo).
 #if defined(__x86_64__) || defined(__i386__)
   c.avx = f.count("avx");
   c.avx2 = f.count("avx2");
@@ -148,8 +148,8 @@ CoreRate core_flops_per_cycle(const CpuInfo& c) {
   if (c.arch == "aarch64") {
     // Arm Ltd cores with two 128-bit FMA pipes: Cortex-A72 to A78, A710, Neoverse N1 / N2.
     const int two_pipes[] = {0xd08, 0xd09, 0xd0a, 0xd0b, 0xd0c, 0xd0d, 0xd41, 0xd47, 0xd49};
-    const bool narrow = c.vendor == "0x41" && std::find(std::begin(two_pipes), std::end(two_pipes), c.part) !=
-                                                  std::end(two_pipes);
+    const bool narrow = c.vendor == "0x41" &&
+                        std::find(std::begin(two_pipes), std::end(two_pipes), c.part) != std::end(two_pipes);
     CoreRate r = narrow ? CoreRate{16, 16, "NEON, two 128-bit FMA pipes"}
                         : CoreRate{32, 32, "NEON, four 128-bit FMA pipes"};
     const int sve = 4 * c.sve_bits / 32;  // two pipes of the SVE vector length
@@ -173,11 +173,12 @@ double measure_clock_hz() {
     for (int i = 0; i < kIterations; ++i) {
       // Each addition waits for the previous one: one a cycle. The empty asm
       // statements (no instructions) keep the compiler from merging them.
-#define PAX_DEPENDENT_ADD asm volatile("" : "+r"(x), "+r"(y)); x += y;
-      PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD
-      PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD
-      PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD
-      PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD
+#define PAX_DEPENDENT_ADD              \
+  asm volatile("" : "+r"(x), "+r"(y)); \
+  x += y;
+      PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD
+          PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD
+              PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD PAX_DEPENDENT_ADD
 #undef PAX_DEPENDENT_ADD
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

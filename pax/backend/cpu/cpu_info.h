@@ -14,18 +14,18 @@
 namespace pax::cpu {
 
 struct CpuInfo {
-  std::string arch;        // "x86_64", "aarch64" or another uname machine
-  std::string model_name;  // "AMD EPYC 9R14", "Neoverse-V1", ...
-  std::string vendor;      // x86: "GenuineIntel" / "AuthenticAMD"; aarch64: the implementer ("0x41")
+  std::string arch;           // "x86_64", "aarch64" or another uname machine
+  std::string model_name;     // "AMD EPYC 9R14", "Neoverse-V1", ...
+  std::string vendor;         // x86: "GenuineIntel" / "AuthenticAMD"; aarch64: the implementer ("0x41")
   int family = 0, model = 0;  // x86
   int part = 0;               // aarch64 part number (0xd40: Neoverse V1, ...)
   // Features (after PAX_MAX_ISA).
   bool avx = false, avx2 = false, fma = false, avx512f = false, avx512_bf16 = false, amx_bf16 = false;
   bool neon = false, sve = false, arm_bf16 = false;
-  int sve_bits = 0;          // SVE vector length
-  int physical_cores = 0;    // distinct cores among the CPUs this process may run on
+  int sve_bits = 0;        // SVE vector length
+  int physical_cores = 0;  // distinct cores among the CPUs this process may run on
   int logical_cpus = 0;
-  double max_clock_hz = 0;   // cpufreq's cpuinfo_max_freq, 0 when /sys does not say
+  double max_clock_hz = 0;  // cpufreq's cpuinfo_max_freq, 0 when /sys does not say
   // The model name and the kernel's whole feature line: what -march=native
   // resolves from (the code generator keys its cache by it).
   std::string identity;

@@ -13,11 +13,13 @@ namespace pax::cpu {
 using pax::visit_dtype;
 
 // The unsigned integer type of the same width (for byte-moving kernels).
+// clang-format off
 template <size_t N> struct bits_of;
 template <> struct bits_of<1> { using type = uint8_t; };
 template <> struct bits_of<2> { using type = uint16_t; };
 template <> struct bits_of<4> { using type = uint32_t; };
 template <> struct bits_of<8> { using type = uint64_t; };
+// clang-format on
 
 // Visits by element width only: f(uint8_t{}), f(uint16_t{}), f(uint32_t{}) or f(uint64_t{}).
 template <class F>

@@ -29,8 +29,7 @@ dnnl::memory::data_type dnnl_dtype(DType dtype) {
   PAX_FAIL("oneDNN: no data type for ", dtype_name(dtype));
 }
 
-dnnl::memory::desc strided_md(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
-                              DType dtype) {
+dnnl::memory::desc strided_md(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, DType dtype) {
   return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()), dnnl_dtype(dtype),
                             dnnl::memory::dims(strides.begin(), strides.end()));
 }
@@ -39,9 +38,7 @@ dnnl::memory user_memory(const dnnl::memory::desc& md, const void* data) {
   return dnnl::memory(md, dnnl_engine(), const_cast<void*>(data));
 }
 
-bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
-  return std::strncmp(pd.impl_info_str(), "ref", 3) == 0;
-}
+bool is_reference_impl(const dnnl::primitive_desc_base& pd) { return std::strncmp(pd.impl_info_str(), "ref", 3) == 0; }
 
 dnnl::primitive_attr user_scratchpad_attr() {
   dnnl::primitive_attr attr;
@@ -49,8 +46,7 @@ dnnl::primitive_attr user_scratchpad_attr() {
   return attr;
 }
 
-void dnnl_execute(const dnnl::primitive& prim, std::unordered_map<int, dnnl::memory> args,
-                  size_t scratchpad_bytes) {
+void dnnl_execute(const dnnl::primitive& prim, std::unordered_map<int, dnnl::memory> args, size_t scratchpad_bytes) {
   std::shared_ptr<Buffer> scratchpad;
   if (scratchpad_bytes > 0) {
     scratchpad = Buffer::allocate(scratchpad_bytes);

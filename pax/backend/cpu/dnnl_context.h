@@ -30,8 +30,7 @@ dnnl::stream& dnnl_stream();
 dnnl::memory::data_type dnnl_dtype(DType dtype);
 
 // Plain strided memory descriptor (dims and strides in elements).
-dnnl::memory::desc strided_md(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
-                              DType dtype);
+dnnl::memory::desc strided_md(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, DType dtype);
 
 // Wraps user memory (never owned by oneDNN).
 dnnl::memory user_memory(const dnnl::memory::desc& md, const void* data);
@@ -45,8 +44,7 @@ dnnl::primitive_attr user_scratchpad_attr();
 // Executes `prim` on this thread's stream and waits. A scratchpad of
 // `scratchpad_bytes` (from the primitive descriptor) comes from paxcc's caching
 // allocator, so concurrent executions of one primitive never share one.
-void dnnl_execute(const dnnl::primitive& prim, std::unordered_map<int, dnnl::memory> args,
-                  size_t scratchpad_bytes);
+void dnnl_execute(const dnnl::primitive& prim, std::unordered_map<int, dnnl::memory> args, size_t scratchpad_bytes);
 
 // A flat integer description of one primitive: a kind tag first, then every
 // shape, stride, dtype and attribute it depends on.

@@ -31,8 +31,8 @@ void convert(DType from, const void* x, DType to, void* y, size_t n);
 // convert() over n elements split across threads.
 void convert_parallel(DType from, const void* x, DType to, void* y, int64_t n);
 // y[i] = cases[which[i]][i]; `which` is bool or i32, cases have element width `width`.
-void select_n(DType which_dtype, const void* which, const void* const* cases, size_t num_cases,
-              size_t width, void* y, size_t n);
+void select_n(DType which_dtype, const void* which, const void* const* cases, size_t num_cases, size_t width, void* y,
+              size_t n);
 
 // bf16 values held as f32 (fused loops): y[i] = x[i] rounded to bf16
 // precision, as f32 (float_to_bf16's rounding, widened; x may be y); and the

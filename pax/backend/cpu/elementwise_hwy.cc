@@ -52,8 +52,7 @@ HWY_INLINE void Map2(const T* a, const T* b, T* y, size_t n, const Op& op) {
   const size_t N = hn::Lanes(d);
   size_t i = 0;
   // Large outputs bypass the cache (no read-for-ownership of the destination).
-  const bool stream = n * sizeof(T) >= (size_t(4) << 20) &&
-                      (reinterpret_cast<uintptr_t>(y) % 64) == 0;
+  const bool stream = n * sizeof(T) >= (size_t(4) << 20) && (reinterpret_cast<uintptr_t>(y) % 64) == 0;
   if (stream) {
     for (; i + N <= n; i += N) hn::Stream(op(d, hn::LoadU(d, a + i), hn::LoadU(d, b + i)), d, y + i);
     hwy::FlushStream();
@@ -147,25 +146,38 @@ void StoreF32(DType dtype, const float* x, void* y, size_t n) {
   else F32ToF16(x, static_cast<uint16_t*>(y), n);
 }
 
-struct IdentityOp { template <class D, class V> V operator()(D, V x) const { return x; } };
+struct IdentityOp {
+  template <class D, class V>
+  V operator()(D, V x) const {
+    return x;
+  }
+};
 
 // An operation whose results are rounded to bf16 precision.
 template <class Op>
 struct RoundedOp {
   Op op;
   template <class D, class... V>
-  auto operator()(D d, V... v) const { return RoundBf16(d, op(d, v...)); }
+  auto operator()(D d, V... v) const {
+    return RoundBf16(d, op(d, v...));
+  }
 };
 
 // Kernels are written once over a wrapper of their vector operations: Plain
 // leaves them as they are, RoundBf16Results rounds each result.
 struct Plain {
   static constexpr bool kRound = false;
-  template <class Op> Op operator()(Op op) const { return op; }
+  template <class Op>
+  Op operator()(Op op) const {
+    return op;
+  }
 };
 struct RoundBf16Results {
   static constexpr bool kRound = true;
-  template <class Op> RoundedOp<Op> operator()(Op op) const { return {op}; }
+  template <class Op>
+  RoundedOp<Op> operator()(Op op) const {
+    return {op};
+  }
 };
 
 void RoundToBf16(const float* x, float* y, size_t n) { Map1(x, y, n, RoundedOp<IdentityOp>{}); }
@@ -244,9 +256,7 @@ void UnaryF32With(UnaryOp op, const float* x, float* y, size_t n, Wrap w) {
 }
 
 void UnaryF32(UnaryOp op, const float* x, float* y, size_t n) { UnaryF32With(op, x, y, n, Plain()); }
-void UnaryRoundBf16(UnaryOp op, const float* x, float* y, size_t n) {
-  UnaryF32With(op, x, y, n, RoundBf16Results());
-}
+void UnaryRoundBf16(UnaryOp op, const float* x, float* y, size_t n) { UnaryF32With(op, x, y, n, RoundBf16Results()); }
 
 // erf_inv in f64: f32 estimate refined by Newton steps on the C library's erf.
 double ErfInvF64(double x) {
@@ -318,8 +328,7 @@ void UnaryInt(UnaryOp op, const T* x, T* y, size_t n) {
     case UnaryOp::not_:
       for (size_t i = 0; i < n; ++i) y[i] = T(~x[i]);
       return;
-    default:
-      break;
+    default: break;
   }
   PAX_FAIL("unary kernel: op not defined for integers");
 }
@@ -368,8 +377,7 @@ void BinaryFloat(BinaryOp op, const T* a, const T* b, T* y, size_t n, Wrap w = {
     case BinaryOp::pow:
       for (size_t i = 0; i < n; ++i) y[i] = std::pow(a[i], b[i]);
       break;
-    default:
-      PAX_FAIL("binary kernel: op not defined for floats");
+    default: PAX_FAIL("binary kernel: op not defined for floats");
   }
   if constexpr (Wrap::kRound) RoundToBf16(y, y, n);
 }
@@ -420,17 +428,39 @@ void BinaryInt(BinaryOp op, const T* a, const T* b, T* y, size_t n) {
   using U = std::make_unsigned_t<T>;
   constexpr U kBits = U(sizeof(T) * 8);
   switch (op) {
-    case BinaryOp::add: for (size_t i = 0; i < n; ++i) y[i] = T(U(a[i]) + U(b[i])); return;
-    case BinaryOp::sub: for (size_t i = 0; i < n; ++i) y[i] = T(U(a[i]) - U(b[i])); return;
-    case BinaryOp::mul: for (size_t i = 0; i < n; ++i) y[i] = T(U(a[i]) * U(b[i])); return;
-    case BinaryOp::div: for (size_t i = 0; i < n; ++i) y[i] = IntDiv(a[i], b[i]); return;
-    case BinaryOp::rem: for (size_t i = 0; i < n; ++i) y[i] = IntRem(a[i], b[i]); return;
-    case BinaryOp::pow: for (size_t i = 0; i < n; ++i) y[i] = IntPow(a[i], b[i]); return;
-    case BinaryOp::max: for (size_t i = 0; i < n; ++i) y[i] = std::max(a[i], b[i]); return;
-    case BinaryOp::min: for (size_t i = 0; i < n; ++i) y[i] = std::min(a[i], b[i]); return;
-    case BinaryOp::and_: for (size_t i = 0; i < n; ++i) y[i] = T(a[i] & b[i]); return;
-    case BinaryOp::or_: for (size_t i = 0; i < n; ++i) y[i] = T(a[i] | b[i]); return;
-    case BinaryOp::xor_: for (size_t i = 0; i < n; ++i) y[i] = T(a[i] ^ b[i]); return;
+    case BinaryOp::add:
+      for (size_t i = 0; i < n; ++i) y[i] = T(U(a[i]) + U(b[i]));
+      return;
+    case BinaryOp::sub:
+      for (size_t i = 0; i < n; ++i) y[i] = T(U(a[i]) - U(b[i]));
+      return;
+    case BinaryOp::mul:
+      for (size_t i = 0; i < n; ++i) y[i] = T(U(a[i]) * U(b[i]));
+      return;
+    case BinaryOp::div:
+      for (size_t i = 0; i < n; ++i) y[i] = IntDiv(a[i], b[i]);
+      return;
+    case BinaryOp::rem:
+      for (size_t i = 0; i < n; ++i) y[i] = IntRem(a[i], b[i]);
+      return;
+    case BinaryOp::pow:
+      for (size_t i = 0; i < n; ++i) y[i] = IntPow(a[i], b[i]);
+      return;
+    case BinaryOp::max:
+      for (size_t i = 0; i < n; ++i) y[i] = std::max(a[i], b[i]);
+      return;
+    case BinaryOp::min:
+      for (size_t i = 0; i < n; ++i) y[i] = std::min(a[i], b[i]);
+      return;
+    case BinaryOp::and_:
+      for (size_t i = 0; i < n; ++i) y[i] = T(a[i] & b[i]);
+      return;
+    case BinaryOp::or_:
+      for (size_t i = 0; i < n; ++i) y[i] = T(a[i] | b[i]);
+      return;
+    case BinaryOp::xor_:
+      for (size_t i = 0; i < n; ++i) y[i] = T(a[i] ^ b[i]);
+      return;
     case BinaryOp::shift_left:
       for (size_t i = 0; i < n; ++i) y[i] = U(b[i]) >= kBits ? T(0) : T(U(a[i]) << U(b[i]));
       return;
@@ -449,9 +479,17 @@ void BinaryInt(BinaryOp op, const T* a, const T* b, T* y, size_t n) {
 
 void BinaryBool(BinaryOp op, const bool* a, const bool* b, bool* y, size_t n) {
   switch (op) {
-    case BinaryOp::and_: case BinaryOp::min: for (size_t i = 0; i < n; ++i) y[i] = a[i] && b[i]; return;
-    case BinaryOp::or_: case BinaryOp::max: for (size_t i = 0; i < n; ++i) y[i] = a[i] || b[i]; return;
-    case BinaryOp::xor_: for (size_t i = 0; i < n; ++i) y[i] = a[i] != b[i]; return;
+    case BinaryOp::and_:
+    case BinaryOp::min:
+      for (size_t i = 0; i < n; ++i) y[i] = a[i] && b[i];
+      return;
+    case BinaryOp::or_:
+    case BinaryOp::max:
+      for (size_t i = 0; i < n; ++i) y[i] = a[i] || b[i];
+      return;
+    case BinaryOp::xor_:
+      for (size_t i = 0; i < n; ++i) y[i] = a[i] != b[i];
+      return;
     default: break;
   }
   PAX_FAIL("binary kernel: op not defined for bool");
@@ -476,7 +514,8 @@ void Binary(BinaryOp op, DType dtype, const void* a, const void* b, void* y, siz
     case DType::u8:
       return BinaryInt(op, static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), static_cast<uint8_t*>(y), n);
     case DType::u32:
-      return BinaryInt(op, static_cast<const uint32_t*>(a), static_cast<const uint32_t*>(b), static_cast<uint32_t*>(y), n);
+      return BinaryInt(op, static_cast<const uint32_t*>(a), static_cast<const uint32_t*>(b), static_cast<uint32_t*>(y),
+                       n);
     case DType::bool_:
       return BinaryBool(op, static_cast<const bool*>(a), static_cast<const bool*>(b), static_cast<bool*>(y), n);
   }
@@ -508,9 +547,8 @@ void Compare(CompareOp op, DType dtype, const void* a, const void* b, bool* y, s
     case DType::f64: return CompareTyped(op, static_cast<const double*>(a), static_cast<const double*>(b), y, n);
     case DType::bf16:
     case DType::f16:
-      return ForEachWidenedBlock(dtype, a, b, n, [&](float* ba, float* bb, size_t i, size_t m) {
-        CompareTyped(op, ba, bb, y + i, m);
-      });
+      return ForEachWidenedBlock(dtype, a, b, n,
+                                 [&](float* ba, float* bb, size_t i, size_t m) { CompareTyped(op, ba, bb, y + i, m); });
     case DType::i32: return CompareTyped(op, static_cast<const int32_t*>(a), static_cast<const int32_t*>(b), y, n);
     case DType::i64: return CompareTyped(op, static_cast<const int64_t*>(a), static_cast<const int64_t*>(b), y, n);
     case DType::u8: return CompareTyped(op, static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), y, n);
@@ -539,8 +577,7 @@ void IsFinite(DType dtype, const void* x, bool* y, size_t n) {
       for (size_t i = 0; i < n; ++i) y[i] = (xh[i] & mask) != mask;
       return;
     }
-    default:
-      break;
+    default: break;
   }
   PAX_FAIL("is_finite kernel: dtype ", dtype_name(dtype), " is not floating");
 }
@@ -598,8 +635,7 @@ void IntegerPow(DType dtype, int64_t e, const void* x, void* y, size_t n) {
       for (size_t i = 0; i < n; ++i) yi[i] = e < 0 ? uint32_t(xi[i] == 1) : IntPow<uint32_t>(xi[i], uint32_t(e));
       return;
     }
-    case DType::bool_:
-      break;
+    case DType::bool_: break;
   }
   PAX_FAIL("integer_pow kernel: dtype ", dtype_name(dtype), " is not numeric");
 }
@@ -631,8 +667,8 @@ void SelectTyped(const W* which, const void* const* cases, size_t num_cases, T* 
   }
 }
 
-void SelectN(DType which_dtype, const void* which, const void* const* cases, size_t num_cases, size_t width,
-             void* y, size_t n) {
+void SelectN(DType which_dtype, const void* which, const void* const* cases, size_t num_cases, size_t width, void* y,
+             size_t n) {
   auto run = [&](auto t) {
     using T = decltype(t);
     if (which_dtype == DType::bool_) {
@@ -762,8 +798,8 @@ void integer_pow(DType dtype, int64_t exponent, const void* x, void* y, size_t n
 void convert(DType from, const void* x, DType to, void* y, size_t n) {
   HWY_DYNAMIC_DISPATCH(Convert)(from, x, to, y, n);
 }
-void select_n(DType which_dtype, const void* which, const void* const* cases, size_t num_cases, size_t width,
-              void* y, size_t n) {
+void select_n(DType which_dtype, const void* which, const void* const* cases, size_t num_cases, size_t width, void* y,
+              size_t n) {
   HWY_DYNAMIC_DISPATCH(SelectN)(which_dtype, which, cases, num_cases, width, y, n);
 }
 

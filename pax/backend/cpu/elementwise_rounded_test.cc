@@ -56,8 +56,8 @@ std::vector<float> via_bf16(size_t n, const std::function<void(const void*, cons
 void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(bits_of(got[i]), bits_of(want[i])) << what << " element " << i << " of " << got.size() << ": got "
-                                                 << got[i] << ", want " << want[i];
+    ASSERT_EQ(bits_of(got[i]), bits_of(want[i]))
+        << what << " element " << i << " of " << got.size() << ": got " << got[i] << ", want " << want[i];
   }
 }
 
@@ -73,10 +73,10 @@ TEST(RoundedKernels, RoundToBf16MatchesFloatToBf16) {
 }
 
 TEST(RoundedKernels, UnaryMatchesTheBf16Kernels) {
-  const UnaryOp ops[] = {UnaryOp::neg, UnaryOp::abs, UnaryOp::sign, UnaryOp::exp, UnaryOp::expm1, UnaryOp::log,
-                         UnaryOp::log1p, UnaryOp::sqrt, UnaryOp::rsqrt, UnaryOp::tanh, UnaryOp::logistic,
-                         UnaryOp::erf, UnaryOp::erf_inv, UnaryOp::sin, UnaryOp::cos, UnaryOp::floor, UnaryOp::ceil,
-                         UnaryOp::round_away, UnaryOp::round_even};
+  const UnaryOp ops[] = {UnaryOp::neg,      UnaryOp::abs,   UnaryOp::sign,       UnaryOp::exp,       UnaryOp::expm1,
+                         UnaryOp::log,      UnaryOp::log1p, UnaryOp::sqrt,       UnaryOp::rsqrt,     UnaryOp::tanh,
+                         UnaryOp::logistic, UnaryOp::erf,   UnaryOp::erf_inv,    UnaryOp::sin,       UnaryOp::cos,
+                         UnaryOp::floor,    UnaryOp::ceil,  UnaryOp::round_away, UnaryOp::round_even};
   for (UnaryOp op : ops) {
     for (size_t n : kSizes) {
       const std::vector<float> x = values(n, 2 + uint32_t(op), true);
@@ -93,8 +93,8 @@ TEST(RoundedKernels, UnaryMatchesTheBf16Kernels) {
 }
 
 TEST(RoundedKernels, BinaryMatchesTheBf16Kernels) {
-  const BinaryOp ops[] = {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div, BinaryOp::max,
-                          BinaryOp::min, BinaryOp::rem, BinaryOp::pow};
+  const BinaryOp ops[] = {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div,
+                          BinaryOp::max, BinaryOp::min, BinaryOp::rem, BinaryOp::pow};
   for (BinaryOp op : ops) {
     for (size_t n : kSizes) {
       const std::vector<float> a = values(n, 30 + uint32_t(op), true), b = values(n, 60 + uint32_t(op), true);

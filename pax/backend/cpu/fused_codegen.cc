@@ -56,9 +56,9 @@ const LoopDialect& hwy_dialect() {
     // As C++ compares: unordered operands are unequal and nothing else.
     d.compare_float = {"hn::Eq({0}, {1})", "hn::Not(hn::Eq({0}, {1}))", "hn::Lt({0}, {1})",
                        "hn::Le({0}, {1})", "hn::Gt({0}, {1})",          "hn::Ge({0}, {1})"};
-    d.compare_int = {"hn::RebindMask(d, hn::Eq({0}, {1}))",          "hn::RebindMask(d, hn::Not(hn::Eq({0}, {1})))",
-                     "hn::RebindMask(d, hn::Lt({0}, {1}))",          "hn::RebindMask(d, hn::Not(hn::Gt({0}, {1})))",
-                     "hn::RebindMask(d, hn::Gt({0}, {1}))",          "hn::RebindMask(d, hn::Not(hn::Lt({0}, {1})))"};
+    d.compare_int = {"hn::RebindMask(d, hn::Eq({0}, {1}))", "hn::RebindMask(d, hn::Not(hn::Eq({0}, {1})))",
+                     "hn::RebindMask(d, hn::Lt({0}, {1}))", "hn::RebindMask(d, hn::Not(hn::Gt({0}, {1})))",
+                     "hn::RebindMask(d, hn::Gt({0}, {1}))", "hn::RebindMask(d, hn::Not(hn::Lt({0}, {1})))"};
     d.round_bf16 = "RoundBf16(d, {0})";
     d.is_finite = "hn::IsFinite({0})";
     d.integer_pow = "IntegerPowVec(d, {0}, int64_t({1}))";
@@ -92,7 +92,7 @@ SlotFormat format_of(DType dtype, size_t reg_width) {
 }
 
 // Each slot's memory format in the registers and inputs the runs see.
-std::vector<SlotFormat> formats(const FusedProgram& p, bool narrow) {
+std::vector<SlotFormat> formats(const FusedLoop& p, bool narrow) {
   std::vector<SlotFormat> f;
   for (const FusedSlot& s : p.slots) f.push_back(format_of(s.dtype, narrow ? itemsize(s.dtype) : p.reg_width(s)));
   return f;
@@ -114,13 +114,13 @@ bool codegen_enabled() {
   return enabled;
 }
 
-void render_program(std::string& out, const FusedProgram& p, size_t k) {
+void render_program(std::string& out, const FusedLoop& p, size_t k) {
   const std::vector<SlotFormat> f = formats(p, false);
   for (size_t r = 0; r < p.compiled_runs.size(); ++r) {
     const auto [begin, end] = p.compiled_runs[r];
     const RenderedRun run = render_run(p, begin, end, f, hwy_dialect());
-    out += fmt::format("\n// loop {}, instructions [{}, {})\nstatic void run_{}_{}(void* const* s, int64_t m) {{\n",
-                       k, begin, end, k, r);
+    out += fmt::format("\n// loop {}, instructions [{}, {})\nstatic void run_{}_{}(void* const* s, int64_t m) {{\n", k,
+                       begin, end, k, r);
     out += "  const hn::ScalableTag<float> d;\n";
     for (const std::string& line : run.splats) out += "  " + line + "\n";
     out += "  const auto body = [&](void* const* p, size_t i) __attribute__((always_inline)) {\n";
@@ -149,7 +149,7 @@ void render_program(std::string& out, const FusedProgram& p, size_t k) {
 
 }  // namespace
 
-bool codegen_compiles_every_instruction(const FusedProgram& p) {
+bool codegen_compiles_every_instruction(const FusedLoop& p) {
   if (int(p.instrs.size()) < kMinRun || !codegen_enabled()) return false;
   const std::vector<SlotFormat> f = formats(p, true);
   for (const FusedInstr& ins : p.instrs) {
@@ -158,7 +158,7 @@ bool codegen_compiles_every_instruction(const FusedProgram& p) {
   return true;
 }
 
-std::vector<std::pair<int, int>> codegen_runs(const FusedProgram& p) {
+std::vector<std::pair<int, int>> codegen_runs(const FusedLoop& p) {
   std::vector<std::pair<int, int>> runs;
   if (!codegen_enabled()) return runs;
   const std::vector<SlotFormat> f = formats(p, false);
@@ -172,7 +172,7 @@ std::vector<std::pair<int, int>> codegen_runs(const FusedProgram& p) {
   return runs;
 }
 
-std::string render_fused_source(std::span<const FusedProgram* const> programs) {
+std::string render_fused_source(std::span<const FusedLoop* const> programs) {
   std::string out = "// paxcc fused loops, generated (pax/backend/cpu/fused_codegen.h)\n";
   out += kFusedCodegenHeaders;
   out += "\nHWY_BEFORE_NAMESPACE();\nnamespace pax::cpu {\nnamespace HWY_NAMESPACE {\n";
@@ -181,21 +181,21 @@ std::string render_fused_source(std::span<const FusedProgram* const> programs) {
   out += "long long pax_codegen_target() { return HWY_STATIC_TARGET; }\n";
   for (size_t k = 0; k < programs.size(); ++k) {
     for (size_t r = 0; r < programs[k]->compiled_runs.size(); ++r) {
-      out += fmt::format("void pax_run_{0}_{1}(void* const* s, int64_t m) {{ pax::cpu::HWY_NAMESPACE::run_{0}_{1}(s, m); }}\n",
-                         k, r);
+      out += fmt::format(
+          "void pax_run_{0}_{1}(void* const* s, int64_t m) {{ pax::cpu::HWY_NAMESPACE::run_{0}_{1}(s, m); }}\n", k, r);
     }
   }
   out += "}  // extern \"C\"\n";
   return out;
 }
 
-void compile_fused_programs(std::vector<std::shared_ptr<const FusedProgram>> programs) {
-  std::erase_if(programs, [](const std::shared_ptr<const FusedProgram>& p) {
+void compile_fused_programs(std::vector<std::shared_ptr<const FusedLoop>> programs) {
+  std::erase_if(programs, [](const std::shared_ptr<const FusedLoop>& p) {
     return !p || p->compiled_runs.empty() || p->code.load(std::memory_order_acquire) != nullptr;
   });
   if (programs.empty() || !codegen_enabled()) return;
   run_compile_job([programs = std::move(programs)] {
-    std::vector<const FusedProgram*> raw;
+    std::vector<const FusedLoop*> raw;
     for (const auto& p : programs) raw.push_back(p.get());
     std::vector<std::string> flags = codegen_isa_flags();
 #ifdef PAX_HWY_INCLUDE_DIR
@@ -207,12 +207,14 @@ void compile_fused_programs(std::vector<std::shared_ptr<const FusedProgram>> pro
     static std::atomic<bool> told{false};
     if (!target || target() != hwy_target()) {
       if (told.exchange(true)) return;
-      std::fprintf(stderr, "paxcc: generated code was built for Highway target %s, the kernels run %s: fused loops "
-                   "run interpreted\n", target ? hwy::TargetName(target()) : "?", hwy_target_name().c_str());
+      std::fprintf(stderr,
+                   "paxcc: generated code was built for Highway target %s, the kernels run %s: fused loops "
+                   "run interpreted\n",
+                   target ? hwy::TargetName(target()) : "?", hwy_target_name().c_str());
       return;
     }
     for (size_t k = 0; k < programs.size(); ++k) {
-      const FusedProgram& p = *programs[k];
+      const FusedLoop& p = *programs[k];
       auto code = std::make_shared<FusedCode>();
       code->library = lib;
       for (size_t r = 0; r < p.compiled_runs.size(); ++r) {

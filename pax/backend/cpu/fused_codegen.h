@@ -29,7 +29,7 @@ namespace pax::cpu {
 
 using FusedRunFn = void (*)(void* const* slots, int64_t m);
 
-// The compiled runs of one program (FusedProgram::compiled_runs, in order).
+// The compiled runs of one program (FusedLoop::compiled_runs, in order).
 struct FusedCode {
   std::vector<FusedRunFn> runs;
   std::shared_ptr<NativeLibrary> library;  // keeps the functions loaded
@@ -38,19 +38,19 @@ struct FusedCode {
 // Whether generated code would compute every instruction of `p` with its bf16
 // slots narrow (finalize asks before it lays out registers: such a loop needs
 // no wide bf16 registers). False when nothing can be compiled here.
-bool codegen_compiles_every_instruction(const FusedProgram& p);
+bool codegen_compiles_every_instruction(const FusedLoop& p);
 
 // The runs of finalized `p` that generated code computes ([begin, end) of
 // two instructions or more).
-std::vector<std::pair<int, int>> codegen_runs(const FusedProgram& p);
+std::vector<std::pair<int, int>> codegen_runs(const FusedLoop& p);
 
 // One C++ translation unit with the runs of every program: run r of program
 // k is the C function pax_run_<k>_<r>(slots, m).
-std::string render_fused_source(std::span<const FusedProgram* const> programs);
+std::string render_fused_source(std::span<const FusedLoop* const> programs);
 
 // Builds the runs of `programs` (on the compiler thread, or at once with
 // PAX_COMPILE=sync) and publishes each program's FusedCode when loaded.
 // Programs already published, or with no runs, are left as they are.
-void compile_fused_programs(std::vector<std::shared_ptr<const FusedProgram>> programs);
+void compile_fused_programs(std::vector<std::shared_ptr<const FusedLoop>> programs);
 
 }  // namespace pax::cpu

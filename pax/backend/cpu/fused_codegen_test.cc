@@ -25,7 +25,7 @@ namespace pax::cpu {
 namespace {
 
 struct Builder {
-  FusedProgram p;
+  FusedLoop p;
   int slot(FusedSlot::Kind kind, DType dtype, int arg = -1) {
     FusedSlot s;
     s.kind = kind;
@@ -55,8 +55,8 @@ struct Builder {
 // Values that exercise every special case, repeated over the domain.
 std::vector<float> specials(size_t n, int shift) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> base = {0.0f, -0.0f, 1.0f, -1.5f, 2.75f, inf, -inf, nan, 1e-40f, -3e-39f, 3.4e38f,
-                                   1e-20f, 0.3333f, -7.0f, 65504.0f, 0.5f, 1e30f, -2.0f, 3.0f};
+  const std::vector<float> base = {0.0f,    -0.0f,  1.0f,    -1.5f, 2.75f,    inf,  -inf,  nan,   1e-40f, -3e-39f,
+                                   3.4e38f, 1e-20f, 0.3333f, -7.0f, 65504.0f, 0.5f, 1e30f, -2.0f, 3.0f};
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = base[(i * 7 + size_t(shift)) % base.size()] * (1.0f + float(i % 5) * 0.125f);
   return v;
@@ -86,15 +86,15 @@ bool is_nan_at(const unsigned char* data, DType dtype, size_t i) {
 // operation of two NaNs returns is up to the instruction order the C++
 // compiler picked for the kernel. Returns whether any run was compiled.
 // p with its runs compiled now (waiting for the compiler thread).
-FusedProgram compiled(const FusedProgram& p) {
-  auto shared = std::make_shared<const FusedProgram>(p);
+FusedLoop compiled(const FusedLoop& p) {
+  auto shared = std::make_shared<const FusedLoop>(p);
   compile_fused_programs({shared});
   wait_for_compile_jobs();
   return *shared;  // the copy shares the published code
 }
 
-bool same_both_ways(const FusedProgram& program, std::span<const void* const> in, const std::vector<Output>& outs) {
-  FusedProgram p = program.code.load() ? program : compiled(program);
+bool same_both_ways(const FusedLoop& program, std::span<const void* const> in, const std::vector<Output>& outs) {
+  FusedLoop p = program.code.load() ? program : compiled(program);
   std::vector<std::vector<unsigned char>> a(outs.size()), b(outs.size());
   std::vector<void*> pa, pb;
   for (size_t k = 0; k < outs.size(); ++k) {
@@ -146,7 +146,8 @@ TEST(FusedCodegen, F32ArithmeticMatchesTheInterpreter) {
     const int q = b.binary(BinaryOp::div, b.binary(BinaryOp::mul, x, y), y);
     const int r = b.unary(UnaryOp::neg, b.unary(UnaryOp::sqrt, b.unary(UnaryOp::abs, q)));
     const int cube = b.instr(FusedInstr::Kind::integer_pow, 0, DType::f32, DType::f32, {r}, 3);
-    const int inv = b.instr(FusedInstr::Kind::integer_pow, 0, DType::f32, DType::f32, {b.binary(BinaryOp::sub, x, c)}, -2);
+    const int inv =
+        b.instr(FusedInstr::Kind::integer_pow, 0, DType::f32, DType::f32, {b.binary(BinaryOp::sub, x, c)}, -2);
     const int lt = b.instr(FusedInstr::Kind::compare, uint8_t(CompareOp::lt), DType::f32, DType::bool_, {x, y});
     const int ne = b.instr(FusedInstr::Kind::compare, uint8_t(CompareOp::ne), DType::f32, DType::bool_, {x, x});
     const int sel = b.instr(FusedInstr::Kind::select_n, 0, DType::bool_, DType::f32, {lt, cube, inv});
@@ -159,7 +160,12 @@ TEST(FusedCodegen, F32ArithmeticMatchesTheInterpreter) {
     const std::vector<float> xv = specials(size_t(n), 0), yv = specials(size_t(n), 5);
     const float cv = 0.75f;
     const void* in[] = {xv.data(), yv.data(), &cv};
-    EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * 4, DType::f32}, {size_t(n) * 4, DType::f32}, {size_t(n), DType::bool_}, {size_t(n), DType::bool_}})) << n;
+    EXPECT_TRUE(same_both_ways(b.p, in,
+                               {{size_t(n) * 4, DType::f32},
+                                {size_t(n) * 4, DType::f32},
+                                {size_t(n), DType::bool_},
+                                {size_t(n), DType::bool_}}))
+        << n;
   }
 }
 
@@ -167,7 +173,7 @@ TEST(FusedCodegen, F32ArithmeticMatchesTheInterpreter) {
 // against interpreted; the programs of all ops are built as one source.
 void expect_unary_matches(std::vector<UnaryOp> ops, const std::vector<float>& xv) {
   const int64_t n = int64_t(xv.size());
-  std::vector<std::shared_ptr<const FusedProgram>> programs;
+  std::vector<std::shared_ptr<const FusedLoop>> programs;
   std::vector<DType> dtypes;
   for (UnaryOp op : ops) {
     for (DType t : {DType::f32, DType::bf16}) {
@@ -180,7 +186,7 @@ void expect_unary_matches(std::vector<UnaryOp> ops, const std::vector<float>& xv
       b.p.num_inputs = 1;
       b.p.num_outputs = 2;
       b.p.finalize();
-      programs.push_back(std::make_shared<const FusedProgram>(b.p));
+      programs.push_back(std::make_shared<const FusedLoop>(b.p));
       dtypes.push_back(t);
     }
   }
@@ -276,7 +282,7 @@ TEST(FusedCodegen, WideBf16RoundsEveryResult) {
   b.p.stores = {{sel, 0}, {g, 1}, {lg, 2}};
   b.p.num_inputs = 2;
   b.p.num_outputs = 3;
-  FusedProgram narrow = b.p;
+  FusedLoop narrow = b.p;
   narrow.instrs.pop_back();
   narrow.stores.pop_back();
   narrow.num_outputs = 2;
@@ -306,8 +312,10 @@ TEST(FusedCodegen, WideBf16RoundsEveryResult) {
   for (size_t k = 0; k < 2; ++k) {
     for (size_t i = 0; i < size_t(n); ++i) {
       const size_t w = itemsize(outs[k].dtype);
-      if (is_nan_at(wide_out[k].data(), outs[k].dtype, i) && is_nan_at(narrow_out[k].data(), outs[k].dtype, i)) continue;
-      ASSERT_EQ(std::memcmp(wide_out[k].data() + i * w, narrow_out[k].data() + i * w, w), 0) << "output " << k << " at " << i;
+      if (is_nan_at(wide_out[k].data(), outs[k].dtype, i) && is_nan_at(narrow_out[k].data(), outs[k].dtype, i))
+        continue;
+      ASSERT_EQ(std::memcmp(wide_out[k].data() + i * w, narrow_out[k].data() + i * w, w), 0)
+          << "output " << k << " at " << i;
     }
   }
 }
@@ -429,9 +437,12 @@ TEST(FusedCodegen, ConversionsAndIsFinite) {
   std::vector<int32_t> kv(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) kv[size_t(i)] = int32_t(i * 2654435761u);  // large values round in bf16
   const void* in[] = {xv.data(), kv.data()};
-  EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * 4, DType::f32}, {size_t(n), DType::bool_},
-                                       {size_t(n) * 2, DType::bf16}, {size_t(n) * 2, DType::bf16},
-                                       {size_t(n), DType::bool_}}));
+  EXPECT_TRUE(same_both_ways(b.p, in,
+                             {{size_t(n) * 4, DType::f32},
+                              {size_t(n), DType::bool_},
+                              {size_t(n) * 2, DType::bf16},
+                              {size_t(n) * 2, DType::bf16},
+                              {size_t(n), DType::bool_}}));
 }
 
 // With PAX_COMPILE=async (the default) a build returns at once, loops run
@@ -448,7 +459,7 @@ TEST(FusedCodegen, AsynchronousBuildsArePublishedLater) {
   b.p.stores = {{b.binary(BinaryOp::sub, t, x), 0}};
   b.p.num_inputs = b.p.num_outputs = 1;
   b.p.finalize();
-  auto shared = std::make_shared<const FusedProgram>(b.p);
+  auto shared = std::make_shared<const FusedLoop>(b.p);
   const std::vector<float> xv = specials(size_t(n), 2);
   const void* in[] = {xv.data()};
   std::vector<float> before(static_cast<size_t>(n)), after(static_cast<size_t>(n));
@@ -483,10 +494,10 @@ TEST(FusedCodegen, ViewsReadPerSegment) {
     Builder b;
     b.p.size = n;
     const int x = b.slot(FusedSlot::Kind::input, DType::f32, 0);
-    const int per_row = view(b, 1, {rows, 1, 0});            // f32[3, 37] along rows
-    const int per_col = view(b, 2, {0, len, 1});             // f32[37, 100] for every batch
-    const int per_batch = view(b, 3, {1, 0, 0});             // f32[3]
-    const int per_row_t = view(b, 4, {1, batch, 0});         // f32[37, 3] along rows
+    const int per_row = view(b, 1, {rows, 1, 0});              // f32[3, 37] along rows
+    const int per_col = view(b, 2, {0, len, 1});               // f32[37, 100] for every batch
+    const int per_batch = view(b, 3, {1, 0, 0});               // f32[3]
+    const int per_row_t = view(b, 4, {1, batch, 0});           // f32[37, 3] along rows
     const int gathered = view(b, 5, {rows, 1, batch * rows});  // f32[100, 3, 37] transposed
     int z = b.binary(BinaryOp::mul, b.binary(BinaryOp::sub, x, per_row), per_col);
     z = b.binary(BinaryOp::mul, b.binary(BinaryOp::add, z, per_batch), per_row_t);

@@ -37,9 +37,9 @@ void fill_block(size_t width, const void* value, void* y, size_t n);
 // when leaf_first, or op(acc) for a unary step.
 struct ChainStep {
   bool binary = true;
-  uint8_t op = 0;           // UnaryOp (neg, abs) or BinaryOp (add, sub, mul, div, max, min)
+  uint8_t op = 0;  // UnaryOp (neg, abs) or BinaryOp (add, sub, mul, div, max, min)
   bool leaf_first = false;
-  bool scalar = false;      // the leaf is one element, the same for every i
+  bool scalar = false;  // the leaf is one element, the same for every i
   const void* leaf = nullptr;
 };
 

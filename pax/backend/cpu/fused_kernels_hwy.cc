@@ -75,10 +75,12 @@ void NarrowToBf16(const float* x, uint16_t* y, size_t n, bool stream) {
 // kernels in elementwise_hwy.cc (max / min propagate NaN, the first NaN
 // operand winning), applied to the same values.
 
+// clang-format off
 struct Add { template <class D, class V> V operator()(D, V a, V b) const { return hn::Add(a, b); } };
 struct Sub { template <class D, class V> V operator()(D, V a, V b) const { return hn::Sub(a, b); } };
 struct Mul { template <class D, class V> V operator()(D, V a, V b) const { return hn::Mul(a, b); } };
 struct Div { template <class D, class V> V operator()(D, V a, V b) const { return hn::Div(a, b); } };
+// clang-format on
 struct Max {
   template <class D, class V>
   V operator()(D, V a, V b) const {
@@ -207,12 +209,14 @@ bool chain_supports(bool binary, uint8_t op, DType dtype) {
   if (dtype != DType::f32 && dtype != DType::f64) return false;
   if (!binary) return UnaryOp(op) == UnaryOp::neg || UnaryOp(op) == UnaryOp::abs;
   switch (BinaryOp(op)) {
+    // clang-format off
     case BinaryOp::add: case BinaryOp::sub: case BinaryOp::mul: case BinaryOp::div: case BinaryOp::max:
     case BinaryOp::min:
       return true;
     default:
       return false;
   }
+  // clang-format on
 }
 
 void chain(DType dtype, const void* first, bool first_scalar, std::span<const ChainStep> steps, void* y, size_t n,

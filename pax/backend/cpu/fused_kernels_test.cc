@@ -27,8 +27,8 @@ std::vector<T> values(size_t n, uint32_t seed) {
 
 template <class T>
 void check_random_chains(DType dtype) {
-  const BinaryOp binary_ops[] = {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div, BinaryOp::max,
-                                 BinaryOp::min};
+  const BinaryOp binary_ops[] = {BinaryOp::add, BinaryOp::sub, BinaryOp::mul,
+                                 BinaryOp::div, BinaryOp::max, BinaryOp::min};
   std::mt19937 gen(7);
   for (size_t n : {size_t(1), size_t(3), size_t(16), size_t(31), size_t(64), size_t(65), size_t(200), size_t(1000)}) {
     for (int trial = 0; trial < 20; ++trial) {
@@ -68,8 +68,8 @@ void check_random_chains(DType dtype) {
       for (size_t i = 0; i < n; ++i) {
         auto same = [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0 || (std::isnan(a) && std::isnan(b)); };
         ASSERT_TRUE(same(got[i], want[i]) && same(s[i], want[i]))
-            << "n " << n << " trial " << trial << " element " << i << ": got " << got[i] << " / " << s[i]
-            << ", want " << want[i];
+            << "n " << n << " trial " << trial << " element " << i << ": got " << got[i] << " / " << s[i] << ", want "
+            << want[i];
       }
     }
   }

@@ -1,7 +1,7 @@
 // The fused loop executor (see fused_loop.h): the per-block interpreter, the
 // per-segment calls of compiled code, and the task structure of plain loops,
 // of loops ending in a row or column reduction and of row sweeps. Preparing a
-// program (registers, stores, chains, segments) is fused_program.cc.
+// program (registers, stores, chains, segments) is fused_loop_prepare.cc.
 #include "pax/backend/cpu/fused_loop.h"
 
 #include <algorithm>
@@ -21,9 +21,9 @@ namespace {
 
 constexpr int64_t kWindow = 512;                 // see kFusedBlock
 constexpr int64_t kMinChunk = 16 * kFusedBlock;  // fewest elements per task of a plain loop
-constexpr int64_t kChunks = 128;                  // tasks a large plain loop is cut into
+constexpr int64_t kChunks = 128;                 // tasks a large plain loop is cut into
 constexpr int64_t kRowBlock = kReduceRowBlock;
-constexpr int64_t kRowTile = int64_t(1) << 14;   // elements of whole short rows per task
+constexpr int64_t kRowTile = int64_t(1) << 14;  // elements of whole short rows per task
 constexpr int64_t kColTaskElems = int64_t(1) << 16;
 constexpr int64_t kMaxColTasks = 64;
 constexpr size_t kMaxViewRank = kMaxFusedViewRank;
@@ -166,10 +166,9 @@ void exec(const FusedInstr& ins, void* const* ptr, size_t m, bool wide_bf16) {
 // The state of one task: its registers and the current pointer of every slot.
 class Task {
  public:
-  Task(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out, bool apart,
-       size_t tile_bytes, size_t extra_bytes)
-      : p_(p), in_(in), out_(out), apart_(apart), code_(p.code.load(std::memory_order_acquire)),
-        steps_(p.chain_steps) {
+  Task(const FusedLoop& p, std::span<const void* const> in, std::span<void* const> out, bool apart, size_t tile_bytes,
+       size_t extra_bytes)
+      : p_(p), in_(in), out_(out), apart_(apart), code_(p.code.load(std::memory_order_acquire)), steps_(p.chain_steps) {
     const size_t reg_total = size_t(p.num_regs) * p.reg_bytes;
     // Wide bf16 loops stage gathered views before widening them.
     const size_t stage_bytes = p.wide_bf16 ? round64(size_t(p.block) * sizeof(uint16_t)) : 0;
@@ -297,8 +296,8 @@ class Task {
   // moving to the next segment takes no division.
   void run_segments(int64_t start, int64_t m) {
     struct Cursor {
-      int64_t run_at;  // input element of the run's first element
-      int64_t into;    // position in the run
+      int64_t run_at;             // input element of the run's first element
+      int64_t into;               // position in the run
       int64_t idx[kMaxViewRank];  // the run's index over the other dimensions
     };
     const std::vector<int>& views = p_.segment_views;
@@ -357,10 +356,10 @@ class Task {
   }
 
  private:
-  const FusedProgram& p_;
+  const FusedLoop& p_;
   std::span<const void* const> in_;
   std::span<void* const> out_;
-  bool apart_;  // no input shares memory with an output
+  bool apart_;             // no input shares memory with an output
   const FusedCode* code_;  // the compiled runs, once published (read once per task)
   char* regs_;
   void** ptr_;
@@ -373,7 +372,7 @@ class Task {
   std::vector<ChainStep> steps_;  // the program's chain, with this block's leaves
 };
 
-void run_plain(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out, bool apart) {
+void run_plain(const FusedLoop& p, std::span<const void* const> in, std::span<void* const> out, bool apart) {
   // Tasks of whole blocks: they see the kernels' windows, and each ends
   // with one fence for its streamed stores (so tasks are not too short).
   const int64_t chunk = std::max(kMinChunk, ceil_div(ceil_div(p.size, kChunks), p.block) * p.block);
@@ -385,7 +384,7 @@ void run_plain(const FusedProgram& p, std::span<const void* const> in, std::span
 
 // Rows of n elements are cut into segments of min(n, kRowBlock) (units), as
 // cpu::reduce cuts them; tasks hold one segment, or several whole rows.
-void run_row_reduce(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out, bool apart) {
+void run_row_reduce(const FusedLoop& p, std::span<const void* const> in, std::span<void* const> out, bool apart) {
   const FusedReduce& r = *p.reduce;
   const DType dt = p.slots[size_t(r.slot)].dtype;
   const DType acc = accumulator_dtype(dt);
@@ -419,7 +418,7 @@ void run_row_reduce(const FusedProgram& p, std::span<const void* const> in, std:
 
 // Each task accumulates a run of rows into a partial row (accumulator dtype);
 // the partial rows are then reduced in order.
-void run_col_reduce(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out, bool apart) {
+void run_col_reduce(const FusedLoop& p, std::span<const void* const> in, std::span<void* const> out, bool apart) {
   const FusedReduce& r = *p.reduce;
   const DType dt = p.slots[size_t(r.slot)].dtype;
   const DType acc = accumulator_dtype(dt);
@@ -471,7 +470,7 @@ void run_col_reduce(const FusedProgram& p, std::span<const void* const> in, std:
 // Whether no output a store writes shares a byte with an input the loop
 // reads (then stores may be written by their instructions in place). Null
 // arrays (a row sweep's local values, in buffers of their own) share none.
-bool outputs_apart(const FusedProgram& p, std::span<const void* const> in, std::span<void* const> out) {
+bool outputs_apart(const FusedLoop& p, std::span<const void* const> in, std::span<void* const> out) {
   bool any = false;
   for (const FusedStore& st : p.stores) any = any || st.write == FusedStore::Write::apart;
   if (!any) return false;
@@ -524,14 +523,18 @@ void run_row_sweep(std::span<const SweepLoop> loops, int64_t rows, int64_t row_l
                 "row sweep: reduction ", k, " takes one array of rows");
       continue;
     }
-    const FusedProgram& p = *loop.program;
+    const FusedLoop& p = *loop.program;
     PAX_CHECK(int(loop.inputs.size()) == p.num_inputs && int(loop.outputs.size()) == p.num_outputs &&
                   loop.input_local.size() == loop.inputs.size() && loop.output_local.size() == loop.outputs.size(),
               "row sweep: loop ", k, " takes ", p.num_inputs, " inputs and ", p.num_outputs, " outputs");
-    PAX_CHECK(p.size == rows * row_len || p.size == rows, "row sweep: loop ", k, " of ", p.size,
-              " elements over ", rows, " rows of ", row_len);
-    for (int l : loop.input_local) PAX_CHECK(l < 0 || (p.size != rows && size_t(l) < local_widths.size()), "row sweep: loop ", k, " reads local ", l);
-    for (int l : loop.output_local) PAX_CHECK(l < 0 || (p.size != rows && size_t(l) < local_widths.size()), "row sweep: loop ", k, " writes local ", l);
+    PAX_CHECK(p.size == rows * row_len || p.size == rows, "row sweep: loop ", k, " of ", p.size, " elements over ",
+              rows, " rows of ", row_len);
+    for (int l : loop.input_local)
+      PAX_CHECK(l < 0 || (p.size != rows && size_t(l) < local_widths.size()), "row sweep: loop ", k, " reads local ",
+                l);
+    for (int l : loop.output_local)
+      PAX_CHECK(l < 0 || (p.size != rows && size_t(l) < local_widths.size()), "row sweep: loop ", k, " writes local ",
+                l);
     apart[k] = outputs_apart(p, loop.inputs, loop.outputs);
     if (p.reduce) {
       const FusedReduce& r = *p.reduce;
@@ -543,7 +546,8 @@ void run_row_sweep(std::span<const SweepLoop> loops, int64_t rows, int64_t row_l
   }
   // Offsets of the sweep-local values in a thread's buffer.
   std::vector<size_t> local_at(local_widths.size() + 1, 0);
-  for (size_t l = 0; l < local_widths.size(); ++l) local_at[l + 1] = local_at[l] + round64(size_t(tile_elems) * local_widths[l]);
+  for (size_t l = 0; l < local_widths.size(); ++l)
+    local_at[l + 1] = local_at[l] + round64(size_t(tile_elems) * local_widths[l]);
   parallel_for(ceil_div(rows, tile_rows), 1, [&](int64_t t0, int64_t t1) {
     thread_local std::vector<char> local_mem;
     if (local_mem.size() < local_at.back() + 64) local_mem.resize(local_at.back() + 64);
@@ -562,13 +566,13 @@ void run_row_sweep(std::span<const SweepLoop> loops, int64_t rows, int64_t row_l
         const SweepLoop& loop = loops[k];
         if (!loop.program) {
           const size_t w = itemsize(loop.reduce_dtype);
-          const char* x = static_cast<const char*>(loop.input_local[0] >= 0 ? local_base(loop.input_local[0])
-                                                                             : loop.inputs[0]);
-          reduce_rows(loop.reduce_op, loop.reduce_dtype, x + size_t(r0 * row_len) * w, size_t(r1 - r0),
-                      size_t(row_len), static_cast<char*>(loop.outputs[0]) + size_t(r0) * w);
+          const char* x =
+              static_cast<const char*>(loop.input_local[0] >= 0 ? local_base(loop.input_local[0]) : loop.inputs[0]);
+          reduce_rows(loop.reduce_op, loop.reduce_dtype, x + size_t(r0 * row_len) * w, size_t(r1 - r0), size_t(row_len),
+                      static_cast<char*>(loop.outputs[0]) + size_t(r0) * w);
           continue;
         }
-        const FusedProgram& p = *loop.program;
+        const FusedLoop& p = *loop.program;
         in.assign(loop.inputs.begin(), loop.inputs.end());
         out.assign(loop.outputs.begin(), loop.outputs.end());
         for (size_t i = 0; i < in.size(); ++i) {
@@ -591,7 +595,7 @@ void run_row_sweep(std::span<const SweepLoop> loops, int64_t rows, int64_t row_l
   });
 }
 
-void run_fused(const FusedProgram& p, std::span<const void* const> inputs, std::span<void* const> outputs) {
+void run_fused(const FusedLoop& p, std::span<const void* const> inputs, std::span<void* const> outputs) {
   PAX_CHECK(int(inputs.size()) == p.num_inputs && int(outputs.size()) == p.num_outputs, "fused loop: takes ",
             p.num_inputs, " inputs and ", p.num_outputs, " outputs, got ", inputs.size(), " and ", outputs.size());
   const bool apart = outputs_apart(p, inputs, outputs);

@@ -93,9 +93,9 @@ struct FusedCode;  // fused_codegen.h
 // A loop program prepared for the CPU: registers laid out, stores planned, an
 // accumulator chain found, and (from fused_codegen.h) compiled code for runs
 // of its instructions once it is ready.
-struct FusedProgram : LoopProgram {
+struct FusedLoop : LoopProgram {
   // Set by finalize:
-  std::vector<int> per_block;   // input and view slots, resolved per block
+  std::vector<int> per_block;  // input and view slots, resolved per block
   // When every instruction combines the previous result with an input or a
   // constant (f32 / f64), the instructions run as one accumulator chain in
   // vector registers (fused_kernels.h): the first operand's slot, the steps
@@ -105,7 +105,7 @@ struct FusedProgram : LoopProgram {
   std::vector<int> chain_leaves;
   int num_regs = 0;
   int64_t block = kFusedBlock;  // elements per block
-  size_t reg_bytes = 0;  // bytes of one register
+  size_t reg_bytes = 0;         // bytes of one register
   // bf16 slots are held as f32 in registers (inputs then take a register
   // too), and bf16 operations run as f32 ones rounded to bf16.
   bool wide_bf16 = false;
@@ -128,12 +128,12 @@ struct FusedProgram : LoopProgram {
   std::vector<int> segment_views, segment_moved;
   mutable std::shared_ptr<const FusedCode> code_owner;  // keeps `code` alive
 
-  FusedProgram() = default;
+  FusedLoop() = default;
   // The compiler's loop, to be prepared with finalize().
-  explicit FusedProgram(const LoopProgram& loop) : LoopProgram(loop) {}
+  explicit FusedLoop(const LoopProgram& loop) : LoopProgram(loop) {}
   // Copies share the compiled code published so far.
-  FusedProgram(const FusedProgram& other);
-  FusedProgram& operator=(const FusedProgram& other);
+  FusedLoop(const FusedLoop& other);
+  FusedLoop& operator=(const FusedLoop& other);
 
   // Assigns registers to view / splat / reg slots (liveness over the
   // instruction order; stored slots live to the end of the block), finds an
@@ -156,7 +156,7 @@ bool fusable_reduction(ReduceOp op, DType dtype, int64_t outer, int64_t n, int64
 
 // Runs the program. inputs[k] / outputs[k] point at the loop's input and
 // output arrays (outputs of `size` elements, or the reduction's result).
-void run_fused(const FusedProgram& program, std::span<const void* const> inputs, std::span<void* const> outputs);
+void run_fused(const FusedLoop& program, std::span<const void* const> inputs, std::span<void* const> outputs);
 
 // One loop (or row reduction) of a row sweep (pax/compile/fusion.h,
 // RowSweep) with its arrays.
@@ -164,7 +164,7 @@ void run_fused(const FusedProgram& program, std::span<const void* const> inputs,
 // value it is (-1: none): a value of whole rows that only the sweep's loops
 // read, kept in a per-thread buffer of one tile instead of its array.
 struct SweepLoop {
-  const FusedProgram* program;  // null: a reduction of input 0's rows into output 0
+  const FusedLoop* program;            // null: a reduction of input 0's rows into output 0
   ReduceOp reduce_op = ReduceOp::sum;  // program == null: the reduction
   DType reduce_dtype = DType::f32;
   std::span<const void* const> inputs;

@@ -24,7 +24,7 @@ FusedSlot slot(FusedSlot::Kind kind, int arg = -1, DType dtype = DType::f32) {
   return s;
 }
 
-int add_binary(FusedProgram& p, BinaryOp op, int a, int b) {
+int add_binary(FusedLoop& p, BinaryOp op, int a, int b) {
   p.slots.push_back(slot(FusedSlot::Kind::reg));
   FusedInstr ins;
   ins.kind = FusedInstr::Kind::binary;
@@ -36,8 +36,8 @@ int add_binary(FusedProgram& p, BinaryOp op, int a, int b) {
 }
 
 // y = ((x * c) + row) - x over a (rows, cols) domain; row is broadcast over rows.
-FusedProgram chain(int64_t rows, int64_t cols) {
-  FusedProgram p;
+FusedLoop chain(int64_t rows, int64_t cols) {
+  FusedLoop p;
   p.size = rows * cols;
   p.slots.push_back(slot(FusedSlot::Kind::input, 0));  // x
   p.slots.push_back(slot(FusedSlot::Kind::splat, 1));  // c
@@ -57,7 +57,7 @@ FusedProgram chain(int64_t rows, int64_t cols) {
 
 TEST(FusedLoop, ChainWithBroadcastMatchesReference) {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {3, 700}, {257, 1031}, {4096, 1024}}) {
-    FusedProgram p = chain(rows, cols);
+    FusedLoop p = chain(rows, cols);
     std::vector<float> x(static_cast<size_t>(rows * cols)), r(static_cast<size_t>(cols)), y(x.size());
     for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 97) * 0.25f - 3.0f;
     for (size_t j = 0; j < r.size(); ++j) r[j] = float(j % 13) - 6.0f;
@@ -73,7 +73,7 @@ TEST(FusedLoop, ChainWithBroadcastMatchesReference) {
 }
 
 TEST(FusedLoop, OutputMayOverwriteItsContiguousInput) {
-  FusedProgram p = chain(33, 1000);
+  FusedLoop p = chain(33, 1000);
   std::vector<float> x(33 * 1000), r(1000, 0.5f);
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) * 1e-3f;
   const std::vector<float> x0 = x;
@@ -86,8 +86,8 @@ TEST(FusedLoop, OutputMayOverwriteItsContiguousInput) {
 
 // a = x * x and b = a + x are both stored, then their sum over rows of
 // `cols` (reduce: the row reduction ends the loop).
-FusedProgram two_stores(int64_t rows, int64_t cols, bool reduce) {
-  FusedProgram p;
+FusedLoop two_stores(int64_t rows, int64_t cols, bool reduce) {
+  FusedLoop p;
   p.size = rows * cols;
   p.slots.push_back(slot(FusedSlot::Kind::input, 0));
   const int a = add_binary(p, BinaryOp::mul, 0, 0);
@@ -107,12 +107,12 @@ TEST(FusedLoop, StoresAreWrittenInPlaceUnlessAnInputSharesTheirMemory) {
     // Rows of 300: row-reduction tasks start inside blocks, whose stores are
     // then copied by their owner.
     const int64_t rows = 97, cols = 300, n = rows * cols;
-    auto program = std::make_shared<const FusedProgram>(two_stores(rows, cols, reduce));
+    auto program = std::make_shared<const FusedLoop>(two_stores(rows, cols, reduce));
     if (compiled) {
       compile_fused_programs({program});
       wait_for_compile_jobs();
     }
-    const FusedProgram& p = *program;
+    const FusedLoop& p = *program;
     EXPECT_EQ(p.stores[0].write, FusedStore::Write::apart);  // not the last instruction's result
     std::vector<float> x(static_cast<size_t>(n)), a(x.size()), b(x.size()), sums(static_cast<size_t>(rows));
     for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 89) * 0.125f - 5.0f;
@@ -125,7 +125,8 @@ TEST(FusedLoop, StoresAreWrittenInPlaceUnlessAnInputSharesTheirMemory) {
       }
       for (int64_t r = 0; r < rows && reduce; ++r) {
         float want = 0;
-        for (int64_t c = 0; c < cols; ++c) want += 2 * x0[size_t(r * cols + c)] * x0[size_t(r * cols + c)] + x0[size_t(r * cols + c)];
+        for (int64_t c = 0; c < cols; ++c)
+          want += 2 * x0[size_t(r * cols + c)] * x0[size_t(r * cols + c)] + x0[size_t(r * cols + c)];
         ASSERT_NEAR(sums[size_t(r)], want, 1e-4 * std::abs(want) + 1e-3) << what << " row " << r;
       }
     };
@@ -141,7 +142,7 @@ TEST(FusedLoop, StoresAreWrittenInPlaceUnlessAnInputSharesTheirMemory) {
 }
 
 TEST(FusedLoop, RegistersAreReused) {
-  FusedProgram p;
+  FusedLoop p;
   p.size = 10;
   p.slots.push_back(slot(FusedSlot::Kind::input, 0));
   int t = 0;
@@ -159,15 +160,15 @@ TEST(FusedLoop, RegistersAreReused) {
 }
 
 TEST(FusedLoop, RejectsMalformedPrograms) {
-  FusedProgram empty;
+  FusedLoop empty;
   EXPECT_PAX_ERROR(empty.finalize(), "fused loop: no domain or no instruction");
-  FusedProgram bad = chain(2, 3);
+  FusedLoop bad = chain(2, 3);
   bad.instrs[0].result = 0;  // an input slot
   EXPECT_PAX_ERROR(bad.finalize(), "writes a slot that is not a register");
-  FusedProgram reduce = chain(2, 3);
+  FusedLoop reduce = chain(2, 3);
   reduce.reduce = FusedReduce{ReduceOp::sum, 0, 1, 6, 1, DType::f32, 1};
   EXPECT_PAX_ERROR(reduce.finalize(), "the reduced value must be an instruction result");
-  FusedProgram p = chain(2, 3);
+  FusedLoop p = chain(2, 3);
   std::vector<float> x(6), y(6);
   const void* in[] = {x.data()};
   void* out[] = {y.data()};

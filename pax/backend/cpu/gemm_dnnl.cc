@@ -54,15 +54,14 @@ dnnl::memory::desc operand_md(const GemmShape& g, int64_t rows, int64_t cols, co
   return strided_md({rows, cols}, {s.rows, s.cols}, dtype);
 }
 
-MatmulEntry make_matmul(const GemmShape& g, const Strides3& sa, const Strides3& sb, const Strides3& sc,
-                        DType ab_dtype, DType c_dtype) {
+MatmulEntry make_matmul(const GemmShape& g, const Strides3& sa, const Strides3& sb, const Strides3& sc, DType ab_dtype,
+                        DType c_dtype) {
   MatmulEntry e;
   e.a_md = operand_md(g, g.m, g.k, sa, ab_dtype);
   e.b_md = operand_md(g, g.k, g.n, sb, ab_dtype);
   e.c_md = operand_md(g, g.m, g.n, sc, c_dtype);
   try {
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e.a_md, e.b_md, e.c_md), user_scratchpad_attr(),
-                                    dnnl_engine());
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e.a_md, e.b_md, e.c_md), user_scratchpad_attr(), dnnl_engine());
     if (is_reference_impl(pd)) return e;
     e.prim = dnnl::matmul(pd);
     e.scratchpad_bytes = pd.scratchpad_desc().get_size();
@@ -82,9 +81,26 @@ std::shared_ptr<const MatmulEntry> matmul_entry(const GemmShape& g, const Matrix
   const Strides3 sa = canonical(g.batch, g.m, g.k, a);
   const Strides3 sb = canonical(g.batch, g.k, g.n, b);
   const Strides3 sc = canonical(g.batch, g.m, g.n, c);
-  const DnnlKey key{kMatmulTag, g.batch, g.m, g.n, g.k, g.inner_batch,
-                    sa.batch, sa.rows, sa.cols, sa.inner_batch, sb.batch, sb.rows, sb.cols, sb.inner_batch,
-                    sc.batch, sc.rows, sc.cols, sc.inner_batch, int64_t(a.dtype), int64_t(c.dtype)};
+  const DnnlKey key{kMatmulTag,
+                    g.batch,
+                    g.m,
+                    g.n,
+                    g.k,
+                    g.inner_batch,
+                    sa.batch,
+                    sa.rows,
+                    sa.cols,
+                    sa.inner_batch,
+                    sb.batch,
+                    sb.rows,
+                    sb.cols,
+                    sb.inner_batch,
+                    sc.batch,
+                    sc.rows,
+                    sc.cols,
+                    sc.inner_batch,
+                    int64_t(a.dtype),
+                    int64_t(c.dtype)};
   return dnnl_cached<MatmulEntry>(key, [&] { return make_matmul(g, sa, sb, sc, a.dtype, c.dtype); });
 }
 
@@ -138,7 +154,8 @@ MatrixView repacked(const GemmShape& g, int64_t rows, int64_t cols, const Matrix
 }  // namespace
 
 int64_t gemm_preferred_row_stride(DType dtype, int64_t m, int64_t cols) {
-  if (dtype != DType::f32 || m < kRepackBMinRows || !sgemm_reads_in_place() || !bad_row_stride(cols, dtype)) return cols;
+  if (dtype != DType::f32 || m < kRepackBMinRows || !sgemm_reads_in_place() || !bad_row_stride(cols, dtype))
+    return cols;
   return cols + kRowPadBytes / int64_t(itemsize(dtype));
 }
 
@@ -223,7 +240,8 @@ void gemm_blocked(DType dtype, const GemmShape& g, const void* a, const void* b,
   if (g.batch * g.m * g.n == 0) return;
   switch (dtype) {
     case DType::u8: return gemm_blocked_as<uint8_t>(g, a, b, c);
-    case DType::u32: case DType::i32: return gemm_blocked_as<uint32_t>(g, a, b, c);
+    case DType::u32:
+    case DType::i32: return gemm_blocked_as<uint32_t>(g, a, b, c);
     case DType::i64: return gemm_blocked_as<uint64_t>(g, a, b, c);
     case DType::f32: return gemm_blocked_as<float>(g, a, b, c);
     case DType::f64: return gemm_blocked_as<double>(g, a, b, c);

@@ -63,8 +63,7 @@ void lower_to(std::optional<AvailableMemory>& best, const std::string& cgroup, c
   const double headroom = std::max(0.0, limit - used);
   if (best && best->bytes <= headroom) return;
   best = AvailableMemory{headroom, "the memory limit of cgroup " + (cgroup.empty() ? std::string("/") : cgroup) + " (" +
-                                       limit_name + " " + format_bytes(limit) + ", " + format_bytes(used) +
-                                       " in use)"};
+                                       limit_name + " " + format_bytes(limit) + ", " + format_bytes(used) + " in use)"};
 }
 
 }  // namespace
@@ -83,8 +82,8 @@ std::optional<AvailableMemory> cgroup_memory_headroom(const std::string& proc_se
       for (const char* mount : {"", "/unified"})
         layouts.push_back({cgroup_root + mount, "memory.max", "memory.current", "inactive_file", 1e30});
     } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
-      layouts.push_back({cgroup_root + "/memory", "memory.limit_in_bytes", "memory.usage_in_bytes",
-                         "total_inactive_file", 1e18});
+      layouts.push_back(
+          {cgroup_root + "/memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file", 1e18});
     }
     for (const Layout& l : layouts) {
       for (const std::string& cgroup : path_and_ancestors(path)) {

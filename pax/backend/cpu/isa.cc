@@ -73,8 +73,8 @@ const bool kApplied = [] {
 std::string isa_cap() {
   (void)kApplied;
   const std::optional<Cap> cap = parse_cap();
-  PAX_CHECK(cap.has_value(), "PAX_MAX_ISA='", std::getenv("PAX_MAX_ISA"), "' is not an ISA cap; valid: ",
-            valid_names(), " (or unset)");
+  PAX_CHECK(cap.has_value(), "PAX_MAX_ISA='", std::getenv("PAX_MAX_ISA"), "' is not an ISA cap; valid: ", valid_names(),
+            " (or unset)");
   for (const CapName& c : kCaps) {
     if (c.cap == *cap) return c.name;
   }

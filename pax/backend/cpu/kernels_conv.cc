@@ -73,7 +73,9 @@ cpu::ConvTensor relayout(const cpu::ConvTensor& t, std::array<int64_t, 4> order,
 // feature b * C + c, in a (N / G, H, W, G * C) buffer.
 cpu::ConvTensor batch_groups_to_features(const cpu::ConvTensor& x, int64_t groups, Scratch& scratch) {
   const int64_t n = x.dims[0] / groups, c = x.dims[1], h = x.dims[2], w = x.dims[3];
-  cpu::ConvTensor out{scratch.allocate(numel(x), x.dtype), x.dtype, {n, groups * c, h, w},
+  cpu::ConvTensor out{scratch.allocate(numel(x), x.dtype),
+                      x.dtype,
+                      {n, groups * c, h, w},
                       {h * w * groups * c, 1, w * groups * c, groups * c}};
   const std::array<int64_t, 5> dims{n, groups, c, h, w};
   const std::array<int64_t, 5> src{x.strides[0], n * x.strides[0], x.strides[1], x.strides[2], x.strides[3]};
@@ -105,8 +107,7 @@ cpu::ConvTensor dilate_and_pad(const cpu::ConvTensor& x, const ConvParams& c, Sc
   const int64_t src_offset = first[0] * x.strides[2] + first[1] * x.strides[3];
   const int64_t dst_offset = (first[0] * c.lhs_dilation[0] + c.lo(0)) * out.strides[2] +
                              (first[1] * c.lhs_dilation[1] + c.lo(1)) * out.strides[3];
-  cpu::strided_copy(itemsize(x.dtype), dims, element(x, src_offset), x.strides, element(out, dst_offset),
-                    dst_strides);
+  cpu::strided_copy(itemsize(x.dtype), dims, element(x, src_offset), x.strides, element(out, dst_offset), dst_strides);
   return out;
 }
 

@@ -55,7 +55,8 @@ std::optional<int64_t> merged_stride(const AxisGroup& g) {
 
 // The first `count` axes of g (from the front), or the rest (from `count` on).
 AxisGroup axes_before(const AxisGroup& g, size_t count) {
-  return {{g.sizes.begin(), g.sizes.begin() + ptrdiff_t(count)}, {g.strides.begin(), g.strides.begin() + ptrdiff_t(count)}};
+  return {{g.sizes.begin(), g.sizes.begin() + ptrdiff_t(count)},
+          {g.strides.begin(), g.strides.begin() + ptrdiff_t(count)}};
 }
 AxisGroup axes_from(const AxisGroup& g, size_t count) {
   return {{g.sizes.begin() + ptrdiff_t(count), g.sizes.end()}, {g.strides.begin() + ptrdiff_t(count), g.strides.end()}};
@@ -84,13 +85,14 @@ struct Operand {
 
 // Orders the contracting pairs so that the contracting axes of both operands
 // merge when their layouts allow (the pairing itself is fixed, the order is free).
-void order_contracting(Ints& lc, Ints& rc, const TensorView& lhs, const std::vector<int64_t>& ls,
-                       const TensorView& rhs, const std::vector<int64_t>& rs) {
+void order_contracting(Ints& lc, Ints& rc, const TensorView& lhs, const std::vector<int64_t>& ls, const TensorView& rhs,
+                       const std::vector<int64_t>& rs) {
   if (lc.size() < 2) return;
   std::vector<size_t> idx(lc.size());
   auto try_order = [&](const std::vector<int64_t>& s, const Ints& axes) {
     std::iota(idx.begin(), idx.end(), size_t(0));
-    std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return s[size_t(axes[x])] > s[size_t(axes[y])]; });
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](size_t x, size_t y) { return s[size_t(axes[x])] > s[size_t(axes[y])]; });
     Ints l, r;
     for (size_t i : idx) {
       l.push_back(lc[i]);
@@ -189,8 +191,8 @@ bool dot_into(const Params& p, std::span<const TensorView> in, const TensorView&
   if (is_integer(native) || native == DType::f64) {
     if (c_strides) return false;
     std::shared_ptr<Buffer> abuf, bbuf;
-    cpu::gemm_blocked(native, shape, packed_operand(a, native, shape.k, abuf),
-                      packed_operand(b, native, shape.n, bbuf), o.data);
+    cpu::gemm_blocked(native, shape, packed_operand(a, native, shape.k, abuf), packed_operand(b, native, shape.n, bbuf),
+                      o.data);
     return true;
   }
 
@@ -218,8 +220,8 @@ bool dot_into(const Params& p, std::span<const TensorView> in, const TensorView&
   }
   std::shared_ptr<Buffer> cbuf;
   if (!direct_out) cbuf = Buffer::allocate(size_t(o.numel()) * sizeof(float));
-  const cpu::MatrixView c{direct_out ? o.data : cbuf->data(), direct_out ? o.dtype : DType::f32,
-                          shape.m * shape.n, shape.n, 1};
+  const cpu::MatrixView c{direct_out ? o.data : cbuf->data(), direct_out ? o.dtype : DType::f32, shape.m * shape.n,
+                          shape.n, 1};
 
   // First with the operands in place where their axes merge into a strided
   // view (the batch axes into one stride, or two when the split allows),
@@ -248,8 +250,8 @@ bool dot_into(const Params& p, std::span<const TensorView> in, const TensorView&
       auto sr = merged_stride(op.rows), sc = merged_stride(op.cols);
       const bool in_place = !force_contiguous && op.view->dtype == cd && sr && sc;
       if (in_place && g.inner_batch > 1) {
-        return cpu::MatrixView{op.view->data, cd, *merged_stride(axes_before(op.batch, *split)), *sr, *sc,
-                               *merged_stride(axes_from(op.batch, *split))};
+        return cpu::MatrixView{op.view->data, cd,  *merged_stride(axes_before(op.batch, *split)),
+                               *sr,           *sc, *merged_stride(axes_from(op.batch, *split))};
       }
       if (auto sb = merged_stride(op.batch); in_place && sb) return cpu::MatrixView{op.view->data, cd, *sb, *sr, *sc};
       const int64_t ld = &op == &b ? cpu::gemm_preferred_row_stride(cd, shape.m, cols) : cols;

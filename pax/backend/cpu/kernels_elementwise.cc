@@ -37,8 +37,7 @@ void binary_kernel(const Params&, std::span<const TensorView> in, std::span<cons
   const TensorView& a = in[0];
   const size_t w = itemsize(a.dtype);
   parallel_for(a.numel(), grain(a.dtype), [&](int64_t b, int64_t e) {
-    cpu::binary(Op, a.dtype, a.as<char>() + b * w, in[1].as<char>() + b * w, out[0].as<char>() + b * w,
-                size_t(e - b));
+    cpu::binary(Op, a.dtype, a.as<char>() + b * w, in[1].as<char>() + b * w, out[0].as<char>() + b * w, size_t(e - b));
   });
 }
 
@@ -47,8 +46,7 @@ void compare_kernel(const Params&, std::span<const TensorView> in, std::span<con
   const TensorView& a = in[0];
   const size_t w = itemsize(a.dtype);
   parallel_for(a.numel(), grain(a.dtype), [&](int64_t b, int64_t e) {
-    cpu::compare(Op, a.dtype, a.as<char>() + b * w, in[1].as<char>() + b * w, out[0].as<bool>() + b,
-                 size_t(e - b));
+    cpu::compare(Op, a.dtype, a.as<char>() + b * w, in[1].as<char>() + b * w, out[0].as<bool>() + b, size_t(e - b));
   });
 }
 
@@ -94,8 +92,7 @@ void select_n_kernel(const Params&, std::span<const TensorView> in, std::span<co
       ptrs = many.data();
     }
     for (size_t c = 0; c < num_cases; ++c) ptrs[c] = in[c + 1].as<char>() + b * w;
-    cpu::select_n(which.dtype, which.as<char>() + b * ww, ptrs, num_cases, w, y.as<char>() + b * w,
-                  size_t(e - b));
+    cpu::select_n(which.dtype, which.as<char>() + b * ww, ptrs, num_cases, w, y.as<char>() + b * w, size_t(e - b));
   });
 }
 

@@ -17,9 +17,8 @@ void threefry2x32_kernel(const Params&, std::span<const TensorView> in, std::spa
   // A 0-d key with 0-d counters is also "broadcast"; either reading is right.
   const bool b0 = k0.rank() == 0, b1 = k1.rank() == 0;
   parallel_for(n, grain_for(4 * sizeof(uint32_t)), [&](int64_t b, int64_t e) {
-    cpu::threefry2x32(k0.as<uint32_t>() + (b0 ? 0 : b), b0, k1.as<uint32_t>() + (b1 ? 0 : b), b1,
-                      x0.as<uint32_t>() + b, x1.as<uint32_t>() + b, out[0].as<uint32_t>() + b,
-                      out[1].as<uint32_t>() + b, size_t(e - b));
+    cpu::threefry2x32(k0.as<uint32_t>() + (b0 ? 0 : b), b0, k1.as<uint32_t>() + (b1 ? 0 : b), b1, x0.as<uint32_t>() + b,
+                      x1.as<uint32_t>() + b, out[0].as<uint32_t>() + b, out[1].as<uint32_t>() + b, size_t(e - b));
   });
 }
 

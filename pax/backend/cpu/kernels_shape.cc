@@ -159,15 +159,14 @@ void iota_kernel(const Params& p, std::span<const TensorView>, std::span<const T
   cpu::visit_dtype(y.dtype, [&](auto t) {
     using T = decltype(t);
     T* data = y.as<T>();
-    parallel_for(outer * n, std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(1, inner)),
-                      [&](int64_t b, int64_t e) {
-                        for (int64_t r = b; r < e; ++r) {
-                          T v;
-                          if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) v = T(float(r % n));
-                          else v = T(r % n);
-                          std::fill(data + r * inner, data + (r + 1) * inner, v);
-                        }
-                      });
+    parallel_for(outer * n, std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(1, inner)), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        T v;
+        if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) v = T(float(r % n));
+        else v = T(r % n);
+        std::fill(data + r * inner, data + (r + 1) * inner, v);
+      }
+    });
   });
 }
 

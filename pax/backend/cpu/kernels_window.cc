@@ -43,7 +43,8 @@ Layout layout_of(const Shape& in, const Shape& out, const Window& w) {
   int64_t in_stride = l.inner, out_stride = l.inner;
   l.outer.resize(size_t(r));
   for (int64_t d = r; d-- > 0;) {
-    l.outer[size_t(d)] = {in[d], out[d], w.dims[size_t(d)], w.strides[size_t(d)], w.lo[size_t(d)], in_stride, out_stride};
+    l.outer[size_t(d)] = {in[d],           out[d],    w.dims[size_t(d)], w.strides[size_t(d)],
+                          w.lo[size_t(d)], in_stride, out_stride};
     in_stride *= in[d];
     out_stride *= out[d];
     l.out_count *= out[d];
@@ -302,8 +303,7 @@ void reduce_window_max_kernel(const Params& p, std::span<const TensorView> in, s
   });
 }
 
-void select_and_scatter_add_kernel(const Params& p, std::span<const TensorView> in,
-                                   std::span<const TensorView> out) {
+void select_and_scatter_add_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
   const TensorView &s = in[0], &x = in[1], &y = out[0];
   if (y.numel() == 0) return;
   const Layout l = layout_of(*x.shape, *s.shape, window_params(x, p, Prim::select_and_scatter_add));
@@ -314,8 +314,7 @@ void select_and_scatter_add_kernel(const Params& p, std::span<const TensorView> 
   });
 }
 
-void select_and_gather_add_kernel(const Params& p, std::span<const TensorView> in,
-                                  std::span<const TensorView> out) {
+void select_and_gather_add_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
   const TensorView &t = in[0], &x = in[1], &y = out[0];
   if (y.numel() == 0) return;
   const Layout l = layout_of(*x.shape, *y.shape, window_params(x, p, Prim::select_and_gather_add));

@@ -409,7 +409,8 @@ std::shared_ptr<NativeLibrary> build_native(const std::string& source, const std
     ++stats().cache_hits;
     return lib;
   }
-  const std::string tag = std::to_string(::getpid()) + "-" + std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()) % 100000);
+  const std::string tag = std::to_string(::getpid()) + "-" +
+                          std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()) % 100000);
   const fs::path tmp_cc = dir / ("tmp-" + key + "-" + tag + ".cc");
   const fs::path tmp_so = dir / ("tmp-" + key + "-" + tag + ".so");
   const fs::path log = dir / (key + ".log");
@@ -420,8 +421,8 @@ std::shared_ptr<NativeLibrary> build_native(const std::string& source, const std
       std::lock_guard<std::mutex> guard(stats_mutex());
       ++stats().failed;
     }
-    notice_once("build:" + key, "building generated code failed (" + why + "; log " + log.string() +
-                                    "): that code runs interpreted");
+    notice_once("build:" + key,
+                "building generated code failed (" + why + "; log " + log.string() + "): that code runs interpreted");
     return nullptr;
   };
   // Removed by the process's exit only while this build is in flight.

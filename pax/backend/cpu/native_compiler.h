@@ -67,9 +67,9 @@ void run_compile_job(std::function<void()> job);
 void wait_for_compile_jobs();
 
 struct NativeBuildStats {
-  int compiled = 0;    // sources compiled by this process
-  int cache_hits = 0;  // sources loaded from the cache
-  int failed = 0;      // builds or loads that failed
+  int compiled = 0;            // sources compiled by this process
+  int cache_hits = 0;          // sources loaded from the cache
+  int failed = 0;              // builds or loads that failed
   double compile_seconds = 0;  // spent in the compiler
 };
 NativeBuildStats native_build_stats();

@@ -23,9 +23,9 @@ namespace {
 
 constexpr int64_t kTaskElems = int64_t(1) << 15;  // input elements a task should cover
 constexpr int64_t kRowBlock = kReduceRowBlock;
-constexpr int64_t kColChunk = 4096;               // columns per task
-constexpr int64_t kColBlock = 1024;               // most rows accumulated into one column partial
-constexpr int64_t kMinTasks = 16;                 // independent tasks wanted before splitting n further
+constexpr int64_t kColChunk = 4096;  // columns per task
+constexpr int64_t kColBlock = 1024;  // most rows accumulated into one column partial
+constexpr int64_t kMinTasks = 16;    // independent tasks wanted before splitting n further
 
 // How (outer, n, inner) is cut: n into nb blocks of rb rows, inner into nc
 // chunks of cw columns; one task per (outer, block, chunk). Depends on the
@@ -87,7 +87,9 @@ struct Scratch {
   std::shared_ptr<Buffer> buf;
   explicit Scratch(size_t nbytes) : buf(Buffer::allocate(nbytes)) {}
   template <class T>
-  T* as() const { return static_cast<T*>(buf->data()); }
+  T* as() const {
+    return static_cast<T*>(buf->data());
+  }
 };
 
 // Calls f(o, b, c) for every task, in parallel.
@@ -171,9 +173,7 @@ void exclusive_block_prefix(const Plan& p, bool reverse, A* part) {
 
 }  // namespace
 
-DType accumulator_dtype(DType dtype) {
-  return dtype == DType::bf16 || dtype == DType::f16 ? DType::f32 : dtype;
-}
+DType accumulator_dtype(DType dtype) { return dtype == DType::bf16 || dtype == DType::f16 ? DType::f32 : dtype; }
 
 void reduce_identity(ReduceOp op, DType dtype, void* out) {
   const bool bitwise = op == ReduceOp::and_ || op == ReduceOp::or_;
@@ -186,7 +186,8 @@ void reduce_identity(ReduceOp op, DType dtype, void* out) {
     } else if constexpr (std::is_integral_v<T>) {
       using L = std::numeric_limits<T>;
       switch (op) {
-        case ReduceOp::sum: case ReduceOp::or_: v = T(0); break;
+        case ReduceOp::sum:
+        case ReduceOp::or_: v = T(0); break;
         case ReduceOp::prod: v = T(1); break;
         case ReduceOp::and_: v = T(~T(0)); break;
         case ReduceOp::max: v = L::lowest(); break;
@@ -246,8 +247,8 @@ void reduce(ReduceOp op, DType dtype, const void* x, DType out_dtype, void* y, i
 
 void argreduce(bool is_max, DType dtype, DType index_dtype, const void* x, void* y, int64_t outer, int64_t n,
                int64_t inner) {
-  PAX_CHECK(index_dtype == DType::i32 || index_dtype == DType::i64, "argreduce: index dtype must be int32 or int64, got ",
-            dtype_name(index_dtype));
+  PAX_CHECK(index_dtype == DType::i32 || index_dtype == DType::i64,
+            "argreduce: index dtype must be int32 or int64, got ", dtype_name(index_dtype));
   const int64_t m = outer * inner;
   if (m == 0) return;
   PAX_CHECK(n > 0, "argreduce: cannot reduce an axis of size 0");

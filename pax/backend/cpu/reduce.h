@@ -34,8 +34,7 @@ using ::pax::ReduceOp;
 // true, or 0 / false). Floating max / min propagate NaN. y has out_dtype:
 // the dtype of x, or, to chain reductions without intermediate rounding, any
 // dtype with the same accumulator dtype (bf16 -> f32 -> bf16).
-void reduce(ReduceOp op, DType dtype, const void* x, DType out_dtype, void* y, int64_t outer, int64_t n,
-            int64_t inner);
+void reduce(ReduceOp op, DType dtype, const void* x, DType out_dtype, void* y, int64_t outer, int64_t n, int64_t inner);
 
 // y[o, i] = index along r of the first maximum (minimum) of x[o, r, i]; a NaN
 // counts as the extreme (the first NaN wins). index_dtype is i32 or i64; n >= 1.
@@ -61,8 +60,7 @@ void reduce_cols(ReduceOp op, DType dtype, const void* x, size_t rows, size_t st
 // idx[r] = position of the first extreme of row r (as in reduce_rows).
 void argreduce_rows(bool is_max, DType dtype, const void* x, size_t rows, size_t len, int32_t* idx);
 // idx[j] = row of the first extreme of column j (as in reduce_cols); rows < 2^31.
-void argreduce_cols(bool is_max, DType dtype, const void* x, size_t rows, size_t stride, size_t width,
-                    int32_t* idx);
+void argreduce_cols(bool is_max, DType dtype, const void* x, size_t rows, size_t stride, size_t width, int32_t* idx);
 // Running sums along rows / columns (as above), starting from `init` (one
 // accumulator per row / column, or nullptr for zero).
 void cumsum_rows(DType dtype, const void* x, void* y, size_t rows, size_t len, bool reverse, const void* init);

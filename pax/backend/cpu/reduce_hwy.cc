@@ -49,8 +49,8 @@ constexpr bool kIsHalf = std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
 // arithmetic and bit operations, the storage type for comparisons (and for
 // floating types).
 template <ReduceOp kOp, class T>
-using IntAcc = typename std::conditional_t<kMinMax<kOp> || kIsFloat<T>, std::type_identity<T>,
-                                           std::make_unsigned<T>>::type;
+using IntAcc =
+    typename std::conditional_t<kMinMax<kOp> || kIsFloat<T>, std::type_identity<T>, std::make_unsigned<T>>::type;
 
 template <ReduceOp kOp, class T>
 constexpr T Identity() {
@@ -517,17 +517,15 @@ void ArgReduceRows(bool is_max, DType dtype, const void* x, size_t rows, size_t 
     constexpr bool kMax = decltype(m)::value;
     if constexpr (kIsFloat<T>) ArgRowsFloat<kMax>(static_cast<const T*>(x), rows, len, idx);
     else if constexpr (kIsHalf<T>) {
-      HalfRows(dtype, static_cast<const T*>(x), rows, len, [&](const auto* p, size_t m, size_t r) HWY_ATTR {
-        ArgRowsFloat<kMax>(p, m, len, idx + r);
-      });
+      HalfRows(dtype, static_cast<const T*>(x), rows, len,
+               [&](const auto* p, size_t m, size_t r) HWY_ATTR { ArgRowsFloat<kMax>(p, m, len, idx + r); });
     } else {
       ArgRowsInt<kMax>(static_cast<const T*>(x), rows, len, idx);
     }
   });
 }
 
-void ArgReduceCols(bool is_max, DType dtype, const void* x, size_t rows, size_t stride, size_t width,
-                   int32_t* idx) {
+void ArgReduceCols(bool is_max, DType dtype, const void* x, size_t rows, size_t stride, size_t width, int32_t* idx) {
   VisitArg(is_max, dtype, [&](auto t, auto m) HWY_ATTR {
     using T = decltype(t);
     constexpr bool kMax = decltype(m)::value;
@@ -634,8 +632,8 @@ void ScanColsChunked(const T* x, T* y, size_t rows, size_t stride, size_t width,
   }
 }
 
-void ScanColsHalf(DType dtype, const uint16_t* x, uint16_t* y, size_t rows, size_t stride, size_t width,
-                  bool reverse, const float* init) {
+void ScanColsHalf(DType dtype, const uint16_t* x, uint16_t* y, size_t rows, size_t stride, size_t width, bool reverse,
+                  const float* init) {
   HWY_ALIGN float stage[kStage];
   HWY_ALIGN float acc[kStage];
   for (size_t j0 = 0; j0 < width; j0 += kStage) {
@@ -685,8 +683,8 @@ void CumsumCols(DType dtype, const void* x, void* y, size_t rows, size_t stride,
     using T = decltype(t);
     using A = decltype(a);
     if constexpr (kIsHalf<T>) {
-      ScanColsHalf(dtype, static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y), rows, stride, width,
-                   reverse, static_cast<const float*>(init));
+      ScanColsHalf(dtype, static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y), rows, stride, width, reverse,
+                   static_cast<const float*>(init));
     } else {
       ScanColsChunked(static_cast<const T*>(x), static_cast<T*>(y), rows, stride, width, reverse,
                       static_cast<const A*>(init));
@@ -717,8 +715,7 @@ void reduce_cols(ReduceOp op, DType dtype, const void* x, size_t rows, size_t st
 void argreduce_rows(bool is_max, DType dtype, const void* x, size_t rows, size_t len, int32_t* idx) {
   HWY_DYNAMIC_DISPATCH(ArgReduceRows)(is_max, dtype, x, rows, len, idx);
 }
-void argreduce_cols(bool is_max, DType dtype, const void* x, size_t rows, size_t stride, size_t width,
-                    int32_t* idx) {
+void argreduce_cols(bool is_max, DType dtype, const void* x, size_t rows, size_t stride, size_t width, int32_t* idx) {
   HWY_DYNAMIC_DISPATCH(ArgReduceCols)(is_max, dtype, x, rows, stride, width, idx);
 }
 void cumsum_rows(DType dtype, const void* x, void* y, size_t rows, size_t len, bool reverse, const void* init) {

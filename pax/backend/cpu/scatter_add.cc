@@ -125,7 +125,8 @@ Buckets bucket_by_region(const Windows& w, const Split& reg) {
   parallel_for(segs, 1, [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
       int64_t* c = pos.data() + s * reg.blocks;
-      for (int64_t b = s * kSegment; b < std::min(n, (s + 1) * kSegment); ++b) for_blocks(b, [&](int64_t r) { ++c[r]; });
+      for (int64_t b = s * kSegment; b < std::min(n, (s + 1) * kSegment); ++b)
+        for_blocks(b, [&](int64_t r) { ++c[r]; });
     }
   });
   Buckets out;
@@ -154,8 +155,8 @@ Buckets bucket_by_region(const Windows& w, const Split& reg) {
 
 // Restricts dims[split.dim] to the part of a window (starting at `coord` along
 // the split axis) inside [c0, c1); false when nothing is left.
-inline bool restrict_to(const Split& split, int64_t coord, int64_t c0, int64_t c1, std::vector<Dim2>& dims,
-                        int64_t& o, int64_t& u, int64_t& outer_count, int64_t outer_dims) {
+inline bool restrict_to(const Split& split, int64_t coord, int64_t c0, int64_t c1, std::vector<Dim2>& dims, int64_t& o,
+                        int64_t& u, int64_t& outer_count, int64_t outer_dims) {
   const int64_t p0 = std::max<int64_t>(c0 - coord, 0);
   const int64_t p1 = std::min(c1 - coord, split.window);
   if (p0 >= p1) return false;

@@ -75,8 +75,8 @@ HWY_INLINE V LoadKey(D d, const uint32_t* k, size_t i) {
 }
 
 template <bool kB0, bool kB1>
-void Threefry2x32Loop(const uint32_t* k0, const uint32_t* k1, const uint32_t* x0, const uint32_t* x1,
-                      uint32_t* y0, uint32_t* y1, size_t n) {
+void Threefry2x32Loop(const uint32_t* k0, const uint32_t* k1, const uint32_t* x0, const uint32_t* x1, uint32_t* y0,
+                      uint32_t* y1, size_t n) {
   const D d;
   const size_t N = hn::Lanes(d);
   size_t i = 0;
@@ -120,8 +120,8 @@ void Threefry2x32Loop(const uint32_t* k0, const uint32_t* k1, const uint32_t* x0
   }
 }
 
-void Threefry2x32(const uint32_t* k0, bool k0_broadcast, const uint32_t* k1, bool k1_broadcast,
-                  const uint32_t* x0, const uint32_t* x1, uint32_t* y0, uint32_t* y1, size_t n) {
+void Threefry2x32(const uint32_t* k0, bool k0_broadcast, const uint32_t* k1, bool k1_broadcast, const uint32_t* x0,
+                  const uint32_t* x1, uint32_t* y0, uint32_t* y1, size_t n) {
   if (k0_broadcast && k1_broadcast) Threefry2x32Loop<true, true>(k0, k1, x0, x1, y0, y1, n);
   else if (k0_broadcast) Threefry2x32Loop<true, false>(k0, k1, x0, x1, y0, y1, n);
   else if (k1_broadcast) Threefry2x32Loop<false, true>(k0, k1, x0, x1, y0, y1, n);
@@ -188,8 +188,8 @@ namespace pax::cpu {
 HWY_EXPORT(Threefry2x32);
 HWY_EXPORT(ThreefryRandomBits);
 
-void threefry2x32(const uint32_t* k0, bool k0_broadcast, const uint32_t* k1, bool k1_broadcast,
-                  const uint32_t* x0, const uint32_t* x1, uint32_t* y0, uint32_t* y1, size_t n) {
+void threefry2x32(const uint32_t* k0, bool k0_broadcast, const uint32_t* k1, bool k1_broadcast, const uint32_t* x0,
+                  const uint32_t* x1, uint32_t* y0, uint32_t* y1, size_t n) {
   HWY_DYNAMIC_DISPATCH(Threefry2x32)(k0, k0_broadcast, k1, k1_broadcast, x0, x1, y0, y1, n);
 }
 

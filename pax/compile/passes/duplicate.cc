@@ -46,8 +46,7 @@ constexpr size_t kTooLong = size_t(1) << 20;
 
 class Duplicator {
  public:
-  Duplicator(const Jaxpr& j, const StepSchedule& s)
-      : j_(j), producer_(j.avals.size(), -1), loop_(j.eqns.size(), -1) {
+  Duplicator(const Jaxpr& j, const StepSchedule& s) : j_(j), producer_(j.avals.size(), -1), loop_(j.eqns.size(), -1) {
     for (size_t k = 0; k < j.eqns.size(); ++k) {
       for (Var o : j.eqns[k].outputs) producer_[size_t(o)] = int(k);
     }
@@ -147,9 +146,9 @@ class Duplicator {
   }
 
   const Jaxpr& j_;
-  std::vector<int> producer_;  // per var: the equation computing it, or -1
-  std::vector<int> loop_;      // per equation: the fused loop running it, or -1
-  std::vector<bool> stored_;   // per var: an output, or read outside the loops
+  std::vector<int> producer_;                                     // per var: the equation computing it, or -1
+  std::vector<int> loop_;                                         // per equation: the fused loop running it, or -1
+  std::vector<bool> stored_;                                      // per var: an output, or read outside the loops
   std::unordered_map<int, std::unordered_map<Var, Var>> copies_;  // per loop: original -> copy
 };
 

@@ -20,13 +20,26 @@ constexpr int64_t kMaxHoistedElements = kDefaultFoldLimit;
 // Pure, cheap equations that are safe to run earlier.
 bool hoistable(Prim p) {
   switch (p) {
-    case Prim::convert_element_type: case Prim::reshape: case Prim::squeeze: case Prim::expand_dims:
-    case Prim::broadcast_in_dim: case Prim::transpose:
-    case Prim::neg: case Prim::add: case Prim::sub: case Prim::mul: case Prim::div: case Prim::max: case Prim::min:
-    case Prim::sqrt: case Prim::rsqrt: case Prim::exp: case Prim::log: case Prim::pow: case Prim::integer_pow:
-      return true;
-    default:
-      return false;
+    case Prim::convert_element_type:
+    case Prim::reshape:
+    case Prim::squeeze:
+    case Prim::expand_dims:
+    case Prim::broadcast_in_dim:
+    case Prim::transpose:
+    case Prim::neg:
+    case Prim::add:
+    case Prim::sub:
+    case Prim::mul:
+    case Prim::div:
+    case Prim::max:
+    case Prim::min:
+    case Prim::sqrt:
+    case Prim::rsqrt:
+    case Prim::exp:
+    case Prim::log:
+    case Prim::pow:
+    case Prim::integer_pow: return true;
+    default: return false;
   }
 }
 

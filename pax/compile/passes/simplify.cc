@@ -117,8 +117,7 @@ class Simplifier {
       case Prim::neg:
         if (const Eqn* p = producer(a); p && p->prim == Prim::neg) return replace(e, p->inputs[0]);
         break;
-      case Prim::stop_gradient:
-        return replace(e, a);
+      case Prim::stop_gradient: return replace(e, a);
       case Prim::integer_pow:
         if (e.params.i("y") == 1) return replace(e, a);
         break;
@@ -127,8 +126,7 @@ class Simplifier {
         break;
       case Prim::reshape:
       case Prim::squeeze:
-      case Prim::expand_dims:
-        return emit_reshape(e, a);
+      case Prim::expand_dims: return emit_reshape(e, a);
       case Prim::transpose: {
         Ints perm = e.params.ints("permutation");
         Var x = a;
@@ -147,7 +145,9 @@ class Simplifier {
           const Ints& outer = e.params.ints("broadcast_dimensions");
           Ints dims = p->params.ints("broadcast_dimensions");
           for (int64_t& d : dims) d = outer[size_t(d)];
-          return emit(Eqn{Prim::broadcast_in_dim, {p->inputs[0]}, e.outputs,
+          return emit(Eqn{Prim::broadcast_in_dim,
+                          {p->inputs[0]},
+                          e.outputs,
                           Params{{"shape", aval(o).shape.dims()}, {"broadcast_dimensions", dims}}});
         }
         break;

@@ -28,8 +28,8 @@ Jaxpr widen_products(const Jaxpr& j, const NativeProduct& native) {
     }
     changed = true;
     auto convert = [&](Var x, DType to, Var result) {
-      out.eqns.push_back(Eqn{Prim::convert_element_type, {x}, {result},
-                             Params{{"new_dtype", to}, {"weak_type", false}}});
+      out.eqns.push_back(
+          Eqn{Prim::convert_element_type, {x}, {result}, Params{{"new_dtype", to}, {"weak_type", false}}});
     };
     auto widened = [&](Var x) {
       AVal a = j.aval(x);

@@ -81,8 +81,8 @@ Datasets kjv_datasets(const KjvSettings& k) {
   prompts->name = "samples";
   prompts->tokenizer = k.tokenizer;
   prompts->batch_size = 4;
-  prompts->prompts = {"In the beginning", "And God said", "The LORD is my shepherd", "Blessed are the",
-                      "And Jesus answered", "For God so loved"};
+  prompts->prompts = {"In the beginning", "And God said",       "The LORD is my shepherd",
+                      "Blessed are the",  "And Jesus answered", "For God so loved"};
   d.decode = {prompts};
   return d;
 }

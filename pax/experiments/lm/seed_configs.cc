@@ -94,18 +94,22 @@ TransformerLmShape spmd_shape(int64_t vocab, int64_t dims, int64_t layers, int64
 
 // lm_cloud.LmCloudSpmd2B: 18 x 3072, 24 heads, 8 per core x 4 chips.
 SeedConfig lm_cloud_2b() {
+  // clang-format off
   return {.shape = spmd_shape(32000, 3072, 18, 24), .seq_length = 1024, .global_batch = 32,
           .learning_rate = 2.5e-4, .beta1 = 0.9, .beta2 = 0.99, .epsilon = 1e-6, .weight_decay = 1e-3,
           .clip_gradient_norm = 5.0, .cosine_decay = false, .warmup_steps = 4000, .decay_end = 300000,
           .checkpoint_every = 5000, .summary_every = 100, .eval_every = 100};
+  // clang-format on
 }
 
 // c4.C4Spmd1BAdam4Replicas: 13 x 2560, 20 heads, 32 per core x 4 chips.
 SeedConfig c4_1b() {
+  // clang-format off
   return {.shape = spmd_shape(32000, 2560, 13, 20), .seq_length = 1024, .global_batch = 128,
           .learning_rate = 1e-3, .beta1 = 0.9, .beta2 = 0.99, .epsilon = 1e-6, .weight_decay = 1e-3,
           .clip_gradient_norm = 5.0, .cosine_decay = false, .warmup_steps = 4000, .decay_end = 300000,
           .checkpoint_every = 1000, .summary_every = 10, .eval_every = 100};
+  // clang-format on
 }
 
 // c4.C4Spmd16BAdam32Replicas: 36 x 6144, 48 heads, 16 per core x 32 chips.
@@ -125,10 +129,12 @@ SeedConfig c4_gpt3() {
   s.soft_cap_logits = 30.0, s.atten_logit_cap = 0.0;
   s.trainable_position_emb_length = 16384;
   s.fprop_dtype = DType::f32;
+  // clang-format off
   return {.shape = s, .seq_length = 2048, .global_batch = 1536, .learning_rate = 6e-5, .beta1 = 0.9,
           .beta2 = 0.95, .epsilon = 1e-8, .weight_decay = 0.1, .clip_gradient_norm = 1.0, .cosine_decay = true,
           .warmup_steps = 265, .decay_end = 108600, .checkpoint_every = 100, .summary_every = 10,
           .eval_every = 100};
+  // clang-format on
 }
 
 }  // namespace

@@ -40,8 +40,7 @@ HParamsPtr transformer_lm_model(const TransformerLmShape& s) {
   if (s.activation == "GELU") {
     ff->activation_tpl = nn::tpl<nn::GELU>();
   } else {
-    PAX_CHECK(s.activation == "ReLU", "transformer_lm_model: activation must be ReLU or GELU, got ",
-              s.activation);
+    PAX_CHECK(s.activation == "ReLU", "transformer_lm_model: activation must be ReLU or GELU, got ", s.activation);
   }
   model->lm_tpl = lm;
   return model;

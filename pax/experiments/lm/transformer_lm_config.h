@@ -15,13 +15,13 @@ struct TransformerLmShape {
   int64_t model_dims = 0;
   int64_t num_layers = 0;
   int64_t num_heads = 0;
-  int64_t hidden_dims = 0;     // 0: 4 * model_dims
-  int64_t dim_per_head = 0;    // 0: model_dims / num_heads
+  int64_t hidden_dims = 0;          // 0: 4 * model_dims
+  int64_t dim_per_head = 0;         // 0: model_dims / num_heads
   std::string activation = "ReLU";  // ReLU | GELU
   bool combine_qkv = true;
   int64_t trainable_position_emb_length = 0;  // > 0: learnt position embeddings of this length
-  double atten_logit_cap = 0.0;     // 0: none
-  double soft_cap_logits = 0.0;     // 0: none
+  double atten_logit_cap = 0.0;               // 0: none
+  double soft_cap_logits = 0.0;               // 0: none
   DType fprop_dtype = DType::f32;
   int64_t max_decode_length = 64;
 };

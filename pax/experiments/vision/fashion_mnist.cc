@@ -105,7 +105,7 @@ class FashionMnistMlp : public BaseExperiment {
 class FashionMnistCnn : public BaseExperiment {
  public:
   Task task() const override {
-    return classifier_task(classifier({conv(1, 32), nn::tpl<nn::ReLU>(), nn::tpl<nn::MaxPool>(),  // 14x14x32
+    return classifier_task(classifier({conv(1, 32), nn::tpl<nn::ReLU>(), nn::tpl<nn::MaxPool>(),   // 14x14x32
                                        conv(32, 64), nn::tpl<nn::ReLU>(), nn::tpl<nn::MaxPool>(),  // 7x7x64
                                        nn::tpl<nn::Flatten>(), dropout(0.75), feed_forward(7 * 7 * 64, 256, true),
                                        dropout(0.6), feed_forward(256, kClasses, false)}),

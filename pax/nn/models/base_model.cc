@@ -35,9 +35,7 @@ std::pair<Tree, Tree> BaseModel::fprop_batch(const Tree& input_batch) const {
 
 void BaseModel::init_decode_states(const Tree&) const {}
 
-Tree BaseModel::decode(const Tree&) const {
-  PAX_FAIL(type_name(), " '", path(), "' does not support decoding");
-}
+Tree BaseModel::decode(const Tree&) const { PAX_FAIL(type_name(), " '", path(), "' does not support decoding"); }
 
 double BaseModel::flops_per_example(const Tree& input_batch) const {
   auto leaves = tree_leaves(input_batch);

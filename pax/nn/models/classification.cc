@@ -17,8 +17,8 @@ void ClassificationModel::setup() {
 
 Tree ClassificationModel::compute_predictions(const Tree& input_batch) const {
   const auto& hp = hparams<HParams>();
-  PAX_CHECK(input_batch.contains(hp.inputs_key), "ClassificationModel: the batch has no '", hp.inputs_key,
-            "'; it has ", input_batch.str());
+  PAX_CHECK(input_batch.contains(hp.inputs_key), "ClassificationModel: the batch has no '", hp.inputs_key, "'; it has ",
+            input_batch.str());
   Array logits = network_->fprop(input_batch[hp.inputs_key].leaf());
   PAX_CHECK(logits.ndim() == 2 && logits.dim(1) == hp.num_classes, "ClassificationModel '", path(),
             "': the network gives ", logits.aval().str(), " but logits must be (batch, num_classes = ", hp.num_classes,
@@ -31,15 +31,17 @@ std::pair<Tree, Tree> ClassificationModel::compute_loss(const Tree& predictions,
   PAX_CHECK(input_batch.contains(hp.labels_key), "ClassificationModel: the batch has no '", hp.labels_key, "'");
   Array logits = predictions["logits"].leaf();  // (B, C), in at least f32
   if (logits.dtype() != DType::f64) logits = logits.astype(DType::f32);
-  Array labels = input_batch[hp.labels_key].leaf();                // (B,)
+  Array labels = input_batch[hp.labels_key].leaf();  // (B,)
   PAX_CHECK(labels.ndim() == 1 && labels.dim(0) == logits.dim(0) && is_integer(labels.dtype()),
-            "ClassificationModel: labels must be integers (batch,) = (", logits.dim(0), ",), got ", labels.aval().str());
+            "ClassificationModel: labels must be integers (batch,) = (", logits.dim(0), ",), got ",
+            labels.aval().str());
   const int64_t b = logits.dim(0), c = logits.dim(1);
   Array weights = input_batch.contains("weights") ? input_batch["weights"].leaf().astype(logits.dtype())
                                                   : ones({b}, logits.dtype());
   Array log_probs = pax::nn::log_softmax(logits);
   Array onehot = pax::nn::one_hot(labels, c);
-  Array targets = hp.label_smoothing > 0 ? onehot * (1.0 - hp.label_smoothing) + hp.label_smoothing / double(c) : onehot;
+  Array targets = hp.label_smoothing > 0 ? onehot * (1.0 - hp.label_smoothing) + hp.label_smoothing / double(c)
+                                         : onehot;
   Array xent = -sum(targets * log_probs, -1);  // (B,)
   Tree metrics = cross_entropy_metrics(xent, logits, labels, weights, "accuracy");
   if (c >= 5) {

@@ -76,7 +76,8 @@ TEST(ClassificationModel, GradientsFlopsAndErrors) {
   cfg.set("fprop_dtype", "float64");
   auto model = build<ClassificationModel>(cfg);
   Tree vars = init(*model, random::key(0));
-  Tree batch = Tree::dict({{"inputs", testing::random_array({2, 3}, DType::f64, 2)}, {"labels", array<int32_t>({1, 4})}});
+  Tree batch =
+      Tree::dict({{"inputs", testing::random_array({2, 3}, DType::f64, 2)}, {"labels", array<int32_t>({1, 4})}});
   EXPECT_TRUE(testing::check_layer_vjp(*model, vars, {}, [&](const ClassificationModel& m, const std::vector<Array>&) {
     return metric_value(m.fprop_batch(batch).first, "total_loss");
   }));
@@ -84,15 +85,19 @@ TEST(ClassificationModel, GradientsFlopsAndErrors) {
   const double flops = model->flops_per_example(batch);
   EXPECT_GE(flops, 90);
   EXPECT_LT(flops, 90 + 3 * 40);
-  EXPECT_PAX_ERROR(apply_with(*model, vars, [](const ClassificationModel& m) {
-    return m.compute_predictions(Tree::dict({{"image", zeros({2, 3}, DType::f64)}}));
-  }), "the batch has no 'inputs'");
+  EXPECT_PAX_ERROR(apply_with(*model, vars,
+                              [](const ClassificationModel& m) {
+                                return m.compute_predictions(Tree::dict({{"image", zeros({2, 3}, DType::f64)}}));
+                              }),
+                   "the batch has no 'inputs'");
   Config bad = classifier(3, 4);
   bad.set("num_classes", "5");
   auto mismatched = build<ClassificationModel>(bad);
-  EXPECT_PAX_ERROR(apply_with(*mismatched, init(*mismatched, random::key(0)), [&](const ClassificationModel& m) {
-    return m.compute_predictions(Tree::dict({{"inputs", zeros({2, 3})}}));
-  }), "logits must be (batch, num_classes = 5)");
+  EXPECT_PAX_ERROR(apply_with(*mismatched, init(*mismatched, random::key(0)),
+                              [&](const ClassificationModel& m) {
+                                return m.compute_predictions(Tree::dict({{"inputs", zeros({2, 3})}}));
+                              }),
+                   "logits must be (batch, num_classes = 5)");
 }
 
 }  // namespace

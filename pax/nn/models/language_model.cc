@@ -57,18 +57,20 @@ std::pair<Tree, Tree> LanguageModel::compute_loss(const Tree& predictions, const
 Tree LanguageModel::decode(const Tree& batch) const {
   const auto& hp = hparams<HParams>();
   const Array& prefix = need(batch, "prefix", "decode");  // (B, P)
-  PAX_CHECK(prefix.ndim() == 2 && is_integer(prefix.dtype()), "LanguageModel decode: prefix must be integer ids "
-            "(batch, length), got ", prefix.aval().str());
+  PAX_CHECK(prefix.ndim() == 2 && is_integer(prefix.dtype()),
+            "LanguageModel decode: prefix must be integer ids "
+            "(batch, length), got ",
+            prefix.aval().str());
   const int64_t b = prefix.dim(0), p = prefix.dim(1), length = hp.max_decode_length;
-  PAX_CHECK(p >= 1 && p <= length, "LanguageModel decode: the prefix length ", p, " must be in [1, max_decode_length = ",
-            length, "]");
+  PAX_CHECK(p >= 1 && p <= length, "LanguageModel decode: the prefix length ", p,
+            " must be in [1, max_decode_length = ", length, "]");
   Array prefix_lengths = batch.contains("prefix_lengths") ? batch["prefix_lengths"].leaf().astype(DType::i32)
                                                           : full({b}, double(p), DType::i32);
   PAX_CHECK(prefix_lengths.shape() == Shape{b}, "LanguageModel decode: prefix_lengths must be (", b, ",), got ",
             prefix_lengths.aval().str());
   Array padded_prefix = pad(prefix.astype(DType::i32), {{0, 0}, {0, length - p}});  // (B, L)
   init_decode_states(batch);
-  std::vector<Array> tokens;             // each (B,)
+  std::vector<Array> tokens;  // each (B,)
   Array token = slice_along(padded_prefix, 1, 0, 1).astype(DType::i32);
   token = reshape(token, {b});
   Array done = zeros({b}, DType::bool_);
@@ -102,7 +104,8 @@ Tree LanguageModel::decode(const Tree& batch) const {
     tokens.push_back(next);
     token = next;
   }
-  return Tree::dict({{"output_ids", stack(tokens, 1)}, {"decode_lengths", lengths}, {"prefix_lengths", prefix_lengths}});
+  return Tree::dict(
+      {{"output_ids", stack(tokens, 1)}, {"decode_lengths", lengths}, {"prefix_lengths", prefix_lengths}});
 }
 
 void LanguageModel::init_decode_states(const Tree& batch) const {

@@ -100,8 +100,8 @@ TEST(LanguageModel, CausalAndPackedInputs) {
 TEST(LanguageModel, GradientsMatchFiniteDifferences) {
   auto model = build<LanguageModel>(tiny_lm(7, 4, 1, DType::f64));
   Tree vars = random_vars(*model, 3);
-  Tree batch = lm_batch(array<int32_t>({1, 2, 3, 4}, {1, 4}), array<int32_t>({2, 3, 4, 5}, {1, 4}),
-                        zeros({1, 4}, DType::f64));
+  Tree batch =
+      lm_batch(array<int32_t>({1, 2, 3, 4}, {1, 4}), array<int32_t>({2, 3, 4, 5}, {1, 4}), zeros({1, 4}, DType::f64));
   EXPECT_TRUE(testing::check_layer_vjp(*model, vars, {}, [&](const LanguageModel& m, const std::vector<Array>&) {
     return metric_value(m.fprop_batch(batch).first, "total_loss");
   }));
@@ -115,10 +115,12 @@ TEST(LanguageModel, KvCacheDecodingEqualsTheFullPass) {
   cfg.set("eos_id", "-1");
   auto model = build<LanguageModel>(cfg);
   Tree vars = random_vars(*model, 4, 1.0);
-  Tree batch = Tree::dict({{"prefix", array<int32_t>({3, 5, 7, 2, 0, 0}, {2, 3})},
-                           {"prefix_lengths", array<int32_t>({3, 1})}});
+  Tree batch =
+      Tree::dict({{"prefix", array<int32_t>({3, 5, 7, 2, 0, 0}, {2, 3})}, {"prefix_lengths", array<int32_t>({3, 1})}});
   ApplyOptions decoding{.mutable_collections = {"decoder_cache"}};
-  Tree out = apply_with(*model, vars, [&](const LanguageModel& m) { return m.decode(batch); }, decoding).output;
+  Tree out = apply_with(
+                 *model, vars, [&](const LanguageModel& m) { return m.decode(batch); }, decoding)
+                 .output;
   Array tokens = out["output_ids"].leaf();  // (2, 8)
   EXPECT_EQ(tokens.shape(), (Shape{2, 8}));
   std::vector<int> t = tokens.to_vector<int>();
@@ -126,9 +128,12 @@ TEST(LanguageModel, KvCacheDecodingEqualsTheFullPass) {
   EXPECT_EQ(t[1], 5);
   EXPECT_EQ(t[2], 7);  // the first example's whole prefix
   EXPECT_EQ(t[8], 2);  // the second's single prefix token
-  Array full = apply_with(*model, vars, [&](const LanguageModel& m) {
-                 return m.compute_predictions(Tree::dict({{"ids", tokens}, {"paddings", zeros({2, 8})}}));
-               }).output["logits"].leaf();
+  Array full = apply_with(*model, vars,
+                          [&](const LanguageModel& m) {
+                            return m.compute_predictions(Tree::dict({{"ids", tokens}, {"paddings", zeros({2, 8})}}));
+                          })
+                   .output["logits"]
+                   .leaf();
   std::vector<int> want = argmax(full, -1).to_vector<int>();
   for (int b = 0; b < 2; ++b) {
     const int prefix = b == 0 ? 3 : 1;
@@ -138,7 +143,9 @@ TEST(LanguageModel, KvCacheDecodingEqualsTheFullPass) {
   // EOS: stop the first example at the token it produces at position 4.
   cfg.set("eos_id", std::to_string(t[4]));
   auto with_eos = build<LanguageModel>(cfg);
-  Tree out2 = apply_with(*with_eos, vars, [&](const LanguageModel& m) { return m.decode(batch); }, decoding).output;
+  Tree out2 = apply_with(
+                  *with_eos, vars, [&](const LanguageModel& m) { return m.decode(batch); }, decoding)
+                  .output;
   std::vector<int> t2 = out2["output_ids"].leaf().to_vector<int>();
   int stop = 3;  // the first generated position holding the EOS token
   while (t[size_t(stop)] != t[4]) ++stop;
@@ -156,7 +163,10 @@ TEST(LanguageModel, SamplingIsKeyedAndTopOneIsGreedy) {
   Tree batch = Tree::dict({{"prefix", array<int32_t>({4}, {1, 1})}});
   auto run = [&](const LanguageModel& m, uint64_t seed) {
     ApplyOptions o{.rngs = {{"decode", random::key(int64_t(seed))}}, .mutable_collections = {"decoder_cache"}};
-    return apply_with(m, vars, [&](const LanguageModel& l) { return l.decode(batch); }, o).output["output_ids"].leaf();
+    return apply_with(
+               m, vars, [&](const LanguageModel& l) { return l.decode(batch); }, o)
+        .output["output_ids"]
+        .leaf();
   };
   cfg.set("sampling", "top_k");
   cfg.set("top_k", "1");
@@ -221,9 +231,12 @@ TEST(LanguageModel, RepeatStackFlopsAndJsonRoundTrip) {
   Tree trained = vars;
   for (int i = 0; i < 5; ++i) trained = step(trained);
   EXPECT_LT(loss(*model, trained).item<float>(), loss(*model, vars).item<float>());
-  EXPECT_PAX_ERROR(apply_with(*model, vars, [&](const LanguageModel& l) {
-    return l.compute_loss(l.compute_predictions(batch), Tree::dict({{"ids", batch["ids"]}}));
-  }), "the batch has no 'labels'");
+  EXPECT_PAX_ERROR(
+      apply_with(*model, vars,
+                 [&](const LanguageModel& l) {
+                   return l.compute_loss(l.compute_predictions(batch), Tree::dict({{"ids", batch["ids"]}}));
+                 }),
+      "the batch has no 'labels'");
 }
 
 }  // namespace

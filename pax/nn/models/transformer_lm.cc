@@ -7,7 +7,8 @@
 namespace pax::nn {
 
 Array segment_mask(const Array& segment_ids, DType dtype) {
-  PAX_CHECK(segment_ids.ndim() == 2, "segment_mask: segment_ids must be (batch, length), got ", segment_ids.aval().str());
+  PAX_CHECK(segment_ids.ndim() == 2, "segment_mask: segment_ids must be (batch, length), got ",
+            segment_ids.aval().str());
   Array same = equal(expand_dims(segment_ids, {2}), expand_dims(segment_ids, {1}));  // (B, T, T)
   Array mask = where(same, 0.0, large_negative_number(dtype)).astype(dtype);
   return expand_dims(mask, {1});
@@ -33,8 +34,8 @@ void set_stack_dims(BaseHParams& stack, int64_t model_dims) {
 void TransformerLm::setup() {
   const auto& hp = hparams<HParams>();
   const std::string where = std::string("TransformerLm '") + path() + "': ";
-  PAX_CHECK(hp.model_dims > 0 && hp.vocab_size > 0, where, "model_dims and vocab_size must be > 0, got ",
-            hp.model_dims, " and ", hp.vocab_size);
+  PAX_CHECK(hp.model_dims > 0 && hp.vocab_size > 0, where, "model_dims and vocab_size must be > 0, got ", hp.model_dims,
+            " and ", hp.vocab_size);
   auto softmax = clone_template<SharedEmbeddingSoftmax::HParams>(hp.softmax_tpl, "softmax_tpl", where);
   softmax->num_classes = hp.vocab_size;
   softmax->input_dims = hp.model_dims;
@@ -114,14 +115,16 @@ namespace {
 // x_times copies of its body (which may itself be a stack or a Repeat).
 int64_t count_blocks(const Layer& stack) {
   if (auto* s = dynamic_cast<const StackedTransformer*>(&stack)) return int64_t(s->x_layers().size());
-  if (auto* r = dynamic_cast<const Repeat*>(&stack)) return r->hparams<Repeat::HParams>().x_times * count_blocks(r->sub());
+  if (auto* r = dynamic_cast<const Repeat*>(&stack))
+    return r->hparams<Repeat::HParams>().x_times * count_blocks(r->sub());
   return dynamic_cast<const Transformer*>(&stack) ? 1 : 0;
 }
 
 // The first Transformer block of a stack (nullptr when there is none).
 const Transformer* first_block(const Layer& stack) {
   if (auto* t = dynamic_cast<const Transformer*>(&stack)) return t;
-  if (auto* s = dynamic_cast<const StackedTransformer*>(&stack)) return s->x_layers().empty() ? nullptr : s->x_layers()[0];
+  if (auto* s = dynamic_cast<const StackedTransformer*>(&stack))
+    return s->x_layers().empty() ? nullptr : s->x_layers()[0];
   if (auto* r = dynamic_cast<const Repeat*>(&stack)) return first_block(r->sub());
   return nullptr;
 }

@@ -21,13 +21,16 @@ class TransformerLm : public Layer {
     HParamsPtr softmax_tpl = tpl<SharedEmbeddingSoftmax>();
     HParamsPtr separate_embedding_tpl;
     PAX_HPARAMS(TransformerLm, Layer::HParams, (model_dims, "Model depth D."), (vocab_size, "Vocabulary size V."),
-                (position_emb_tpl, "Position embedding (PositionalEmbedding, TrainablePositionalEmbedding, or None "
-                                   "when the attention uses rotary embeddings)."),
-                (stacked_transformer_tpl, "The blocks: a StackedTransformer or a Repeat (causal attention is "
-                                          "switched on here)."),
+                (position_emb_tpl,
+                 "Position embedding (PositionalEmbedding, TrainablePositionalEmbedding, or None "
+                 "when the attention uses rotary embeddings)."),
+                (stacked_transformer_tpl,
+                 "The blocks: a StackedTransformer or a Repeat (causal attention is "
+                 "switched on here)."),
                 (final_ln_tpl, "Normalisation after the stack (LayerNorm or RmsNorm)."),
-                (softmax_tpl, "Logits layer (SharedEmbeddingSoftmax; it also embeds ids unless a separate "
-                              "embedding is given)."),
+                (softmax_tpl,
+                 "Logits layer (SharedEmbeddingSoftmax; it also embeds ids unless a separate "
+                 "embedding is given)."),
                 (separate_embedding_tpl, "Untied input embedding (an Embedding), or None for tied weights."));
   };
 

@@ -15,7 +15,7 @@
 
 #include "pax/core/tree.h"
 #include "pax/ops/numpy.h"
-#include "pax/optim/transform.h"
+#include "pax/optim/gradient_transformation.h"
 #include "pax/testing/testing.h"
 
 namespace pax::optim::test {

@@ -1,7 +1,7 @@
 // The basic transformations against hand values and f64 host loops: scaling
 // by constants and schedules, momentum (plain and Nesterov), clipping, weight
 // decay with masks and schedules, dtypes, and the error messages.
-#include "pax/optim/transforms.h"
+#include "pax/optim/basic_transforms.h"
 
 #include <gtest/gtest.h>
 

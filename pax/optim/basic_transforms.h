@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-#include "pax/optim/transform.h"
+#include "pax/optim/gradient_transformation.h"
 
 namespace pax::optim {
 

@@ -1,4 +1,4 @@
-// The eval and decode programs (paxml's programs.py): one run over an input
+// The eval and decode runs (paxml's programs.py): one run over an input
 // with Pax's eval semantics (data::for_each_eval_batch: N batches or one
 // epoch, reset afterwards), metrics averaged by their weights, and decoded
 // samples as text.
@@ -38,8 +38,7 @@ struct EvalResult {
 // One eval run of `input` (see data::for_each_eval_batch). across_processes:
 // each process evaluates its own shard and the metrics are the weighted means
 // over all of them (every process calls it).
-EvalResult run_eval(const EvalStep& step, const Tree& variables, data::BaseInput& input,
-                    bool across_processes = false);
+EvalResult run_eval(const EvalStep& step, const Tree& variables, data::BaseInput& input, bool across_processes = false);
 
 struct DecodeResult {
   std::vector<std::string> prompts;  // the prefix of each real (weight > 0) example

@@ -1,5 +1,5 @@
 // GradientTransformation basics: hyperparameter values, apply_updates, chain.
-#include "pax/optim/transform.h"
+#include "pax/optim/gradient_transformation.h"
 
 #include <memory>
 
@@ -41,8 +41,8 @@ GradientTransformation chain(std::vector<GradientTransformation> transforms) {
     return Tree::list(std::move(states));
   };
   out.update = [shared](const Tree& updates, const Tree& state, const Tree& params) {
-    PAX_CHECK(state.is_list() && state.size() == shared->size(), "chain: the state must be a list of ",
-              shared->size(), " states (one per transformation), got ", state.str());
+    PAX_CHECK(state.is_list() && state.size() == shared->size(), "chain: the state must be a list of ", shared->size(),
+              " states (one per transformation), got ", state.str());
     Tree u = updates;
     Tree::List states;
     for (size_t i = 0; i < shared->size(); ++i) {

@@ -1,4 +1,4 @@
-// Preparing a fused loop program for the CPU (see fused_loop.h): register
+// Preparing a fused loop for the CPU (see fused_loop.h): register
 // allocation, how each store is written and whether it streams, accumulator
 // chains, the runs to compile and the views compiled code reads per segment.
 #include <algorithm>
@@ -60,7 +60,6 @@ std::pair<FusedSlot::Segment, int64_t> view_run(const FusedSlot& s) {
   return {FusedSlot::Segment::contiguous, contiguous};
 }
 
-
 // A view compiled code could read per segment: not stored (a store copies
 // its gathered register), with a run of kMinSegment elements or more.
 struct SegmentCandidate {
@@ -73,7 +72,8 @@ std::vector<SegmentCandidate> segment_candidates(const LoopProgram& p) {
   std::vector<SegmentCandidate> out;
   for (size_t i = 0; i < p.slots.size(); ++i) {
     if (p.slots[i].kind != FusedSlot::Kind::view) continue;
-    const bool stored = std::any_of(p.stores.begin(), p.stores.end(), [&](const FusedStore& st) { return st.slot == int(i); });
+    const bool stored =
+        std::any_of(p.stores.begin(), p.stores.end(), [&](const FusedStore& st) { return st.slot == int(i); });
     const auto [kind, run] = view_run(p.slots[i]);
     if (!stored && run >= kMinSegment) out.push_back({run, int(i), kind});
   }
@@ -91,14 +91,15 @@ bool fusable_reduction(ReduceOp op, DType dtype, int64_t outer, int64_t n, int64
   return inner == 1 || (outer == 1 && inner <= kMaxColInner);
 }
 
-void FusedProgram::finalize() {
+void FusedLoop::finalize() {
   PAX_CHECK(size > 0 && !instrs.empty(), "fused loop: no domain or no instruction");
   std::vector<int> last_use(slots.size(), -1);
   const int kEnd = INT_MAX;
   for (size_t i = 0; i < instrs.size(); ++i) {
     const FusedInstr& ins = instrs[i];
-    PAX_CHECK(ins.result >= 0 && size_t(ins.result) < slots.size() && slots[size_t(ins.result)].kind ==
-                  FusedSlot::Kind::reg, "fused loop: instruction ", i, " writes a slot that is not a register");
+    PAX_CHECK(
+        ins.result >= 0 && size_t(ins.result) < slots.size() && slots[size_t(ins.result)].kind == FusedSlot::Kind::reg,
+        "fused loop: instruction ", i, " writes a slot that is not a register");
     PAX_CHECK(!ins.args.empty() && ins.args.size() <= kMaxCases + 1, "fused loop: instruction ", i, " has ",
               ins.args.size(), " operands");
     for (int a : ins.args) {
@@ -126,8 +127,8 @@ void FusedProgram::finalize() {
     FusedSlot& s = slots[i];
     s.width = uint8_t(itemsize(s.dtype));
     if (s.kind == FusedSlot::Kind::input || s.kind == FusedSlot::Kind::view) per_block.push_back(int(i));
-    PAX_CHECK(s.kind != FusedSlot::Kind::view || (!s.dims.empty() && s.dims.size() <= kMaxViewRank &&
-                                                   s.dims.size() == s.strides.size()),
+    PAX_CHECK(s.kind != FusedSlot::Kind::view ||
+                  (!s.dims.empty() && s.dims.size() <= kMaxViewRank && s.dims.size() == s.strides.size()),
               "fused loop: a view needs 1 to ", kMaxViewRank, " dimensions");
     if (s.kind == FusedSlot::Kind::view) coalesce_view(s.dims, s.strides);
     if (s.kind != FusedSlot::Kind::input || wide(s)) max_width = std::max(max_width, reg_width(s));
@@ -204,7 +205,7 @@ void FusedProgram::finalize() {
   choose_segments();
 }
 
-void FusedProgram::choose_segments() {
+void FusedLoop::choose_segments() {
   segment = 0;
   segment_views.clear();
   segment_moved.clear();
@@ -213,7 +214,8 @@ void FusedProgram::choose_segments() {
   // interpreter reads the gathered registers.
   if (wide_bf16 || !compiled_whole()) return;
   std::vector<SegmentCandidate> views = segment_candidates(*this);
-  std::stable_sort(views.begin(), views.end(), [](const SegmentCandidate& a, const SegmentCandidate& b) { return a.run > b.run; });
+  std::stable_sort(views.begin(), views.end(),
+                   [](const SegmentCandidate& a, const SegmentCandidate& b) { return a.run > b.run; });
   for (const SegmentCandidate& v : views) {
     const int64_t common = std::gcd(segment, v.run);
     // Too short a segment: left to the per-block gather.
@@ -228,9 +230,9 @@ void FusedProgram::choose_segments() {
   }
 }
 
-FusedProgram::FusedProgram(const FusedProgram& other) : LoopProgram(other) { *this = other; }
+FusedLoop::FusedLoop(const FusedLoop& other) : LoopProgram(other) { *this = other; }
 
-FusedProgram& FusedProgram::operator=(const FusedProgram& other) {
+FusedLoop& FusedLoop::operator=(const FusedLoop& other) {
   if (this == &other) return *this;
   static_cast<LoopProgram&>(*this) = other;
   per_block = other.per_block;
@@ -252,7 +254,7 @@ FusedProgram& FusedProgram::operator=(const FusedProgram& other) {
   return *this;
 }
 
-void FusedProgram::find_chain() {
+void FusedLoop::find_chain() {
   chain_first = -1;
   chain_steps.clear();
   chain_leaves.clear();

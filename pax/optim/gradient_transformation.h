@@ -30,13 +30,13 @@ using Schedule = std::function<Array(const Array& count)>;
 // ScalarOrSchedule). Constants convert implicitly: scale_by_learning_rate(1e-3).
 class ScalarOrSchedule {
  public:
-  ScalarOrSchedule(double value);  // NOLINT(google-explicit-constructor)
+  ScalarOrSchedule(double value);       // NOLINT(google-explicit-constructor)
   ScalarOrSchedule(Schedule schedule);  // NOLINT(google-explicit-constructor)
   // Any callable Array(const Array&) is a schedule: adam([](const Array& c) { ... }).
   template <class F>
-    requires(std::is_invocable_r_v<Array, F&, const Array&> && !std::is_same_v<std::decay_t<F>, Schedule> &&
-             !std::is_same_v<std::decay_t<F>, ScalarOrSchedule>)
-  ScalarOrSchedule(F&& f)  // NOLINT(google-explicit-constructor)
+  requires(std::is_invocable_r_v<Array, F&, const Array&> && !std::is_same_v<std::decay_t<F>, Schedule> &&
+           !std::is_same_v<std::decay_t<F>, ScalarOrSchedule>)
+      ScalarOrSchedule(F&& f)  // NOLINT(google-explicit-constructor)
       : ScalarOrSchedule(Schedule(std::forward<F>(f))) {}
   // The value at step `count` (f32 scalar).
   Array operator()(const Array& count) const;

@@ -1,5 +1,5 @@
-// The basic gradient transformations (see transforms.h).
-#include "pax/optim/transforms.h"
+// The basic gradient transformations (see basic_transforms.h).
+#include "pax/optim/basic_transforms.h"
 
 #include <cmath>
 #include <memory>

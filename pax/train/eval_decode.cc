@@ -1,5 +1,5 @@
-// Eval and decode programs.
-#include "pax/train/programs.h"
+// Eval and decode runs over an input (run_eval, run_decode).
+#include "pax/train/eval_decode.h"
 
 #include <cmath>
 #include <limits>
