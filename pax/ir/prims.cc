@@ -11,25 +11,25 @@ namespace pax {
 namespace {
 
 constexpr std::array<const char*, kNumPrims> kNames = {
-#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) name,
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute, wrapper) name,
 #include "pax/ir/prims.def"
 #undef PAX_PRIM
 };
 
 constexpr std::array<int, kNumPrims> kArities = {
-#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) arity,
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute, wrapper) arity,
 #include "pax/ir/prims.def"
 #undef PAX_PRIM
 };
 
 constexpr std::array<PrimFamily, kNumPrims> kFamilies = {
-#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) PrimFamily::family,
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute, wrapper) PrimFamily::family,
 #include "pax/ir/prims.def"
 #undef PAX_PRIM
 };
 
 constexpr std::array<PrimCost, kNumPrims> kCosts = {
-#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) PrimCost::cost,
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute, wrapper) PrimCost::cost,
 #include "pax/ir/prims.def"
 #undef PAX_PRIM
 };
@@ -41,14 +41,14 @@ constexpr std::array<PrimCost, kNumPrims> kCosts = {
 #define PAX_ACCEPTS_any Accepts::any
 #define PAX_ACCEPTS_rule std::nullopt
 constexpr std::array<std::optional<Accepts>, kNumPrims> kAccepts = {
-#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) \
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute, wrapper) \
   std::optional<Accepts>(PAX_ACCEPTS_##accepts),
 #include "pax/ir/prims.def"
 #undef PAX_PRIM
 };
 
 constexpr std::array<bool, kNumPrims> kRecomputable = {
-#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) recompute,
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute, wrapper) recompute,
 #include "pax/ir/prims.def"
 #undef PAX_PRIM
 };

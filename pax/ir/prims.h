@@ -13,13 +13,13 @@
 namespace pax {
 
 enum class Prim : uint16_t {
-#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) id,
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute, wrapper) id,
 #include "pax/ir/prims.def"
 #undef PAX_PRIM
 };
 
 inline constexpr int kNumPrims = 0
-#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) +1
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute, wrapper) +1
 #include "pax/ir/prims.def"
 #undef PAX_PRIM
     ;
@@ -40,7 +40,7 @@ enum class PrimFamily : uint8_t {
   control,     // cond, while, scan, remat
 };
 
-// What an equation of a primitive costs (compile/cost.cc).
+// What an equation of a primitive costs (ir/cost.cc).
 enum class PrimCost : uint8_t {
   none,            // moves or reshapes data only
   elementwise,     // a flop per output element
@@ -75,7 +75,7 @@ int prim_arity(Prim p);  // -1: variadic
 #define PAX_KERNEL_none \
   ElementwiseKernel {}
 inline constexpr std::array<ElementwiseKernel, kNumPrims> kPrimKernels = {
-#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) PAX_KERNEL_##kernel,
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute, wrapper) PAX_KERNEL_##kernel,
 #include "pax/ir/prims.def"
 #undef PAX_PRIM
 };

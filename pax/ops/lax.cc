@@ -15,28 +15,19 @@ Array Array::astype(DType dtype) const { return lax::convert_element_type(*this,
 
 namespace pax::lax {
 
-#define PAX_UNARY_FN(fn, prim) \
-  Array fn(const Array& x) { return bind1(Prim::prim, {x}); }
-PAX_UNARY_FN(neg, neg)
-PAX_UNARY_FN(abs, abs)
-PAX_UNARY_FN(sign, sign)
-PAX_UNARY_FN(exp, exp)
-PAX_UNARY_FN(expm1, expm1)
-PAX_UNARY_FN(log, log)
-PAX_UNARY_FN(log1p, log1p)
-PAX_UNARY_FN(sqrt, sqrt)
-PAX_UNARY_FN(rsqrt, rsqrt)
-PAX_UNARY_FN(tanh, tanh)
-PAX_UNARY_FN(logistic, logistic)
-PAX_UNARY_FN(erf, erf)
-PAX_UNARY_FN(erf_inv, erf_inv)
-PAX_UNARY_FN(sin, sin)
-PAX_UNARY_FN(cos, cos)
-PAX_UNARY_FN(floor, floor)
-PAX_UNARY_FN(ceil, ceil)
-PAX_UNARY_FN(is_finite, is_finite)
-PAX_UNARY_FN(bitwise_not, not_)
-#undef PAX_UNARY_FN
+// The functions that bind a primitive to its operands alone: prims.def's
+// lax1 / lax2 lines.
+#define PAX_LAX_none(id)
+#define PAX_LAX_lax1(id) \
+  Array id(const Array& x) { return bind1(Prim::id, {x}); }
+#define PAX_LAX_lax2(id) \
+  Array id(const Array& a, const Array& b) { return bind1(Prim::id, {a, b}); }
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute, wrapper) PAX_LAX_##wrapper(id)
+#include "pax/ir/prims.def"
+#undef PAX_PRIM
+#undef PAX_LAX_none
+#undef PAX_LAX_lax1
+#undef PAX_LAX_lax2
 
 Array round(const Array& x, RoundingMethod method) {
   return bind1(Prim::round, {x}, Params{{"rounding_method", int64_t(method)}});
@@ -49,30 +40,6 @@ Array convert_element_type(const Array& x, DType dtype, bool weak_type) {
 Array bitcast_convert_type(const Array& x, DType dtype) {
   return bind1(Prim::bitcast_convert_type, {x}, Params{{"new_dtype", dtype}});
 }
-
-#define PAX_BINARY_FN(fn, prim) \
-  Array fn(const Array& a, const Array& b) { return bind1(Prim::prim, {a, b}); }
-PAX_BINARY_FN(add, add)
-PAX_BINARY_FN(sub, sub)
-PAX_BINARY_FN(mul, mul)
-PAX_BINARY_FN(div, div)
-PAX_BINARY_FN(rem, rem)
-PAX_BINARY_FN(pow, pow)
-PAX_BINARY_FN(max, max)
-PAX_BINARY_FN(min, min)
-PAX_BINARY_FN(bitwise_and, and_)
-PAX_BINARY_FN(bitwise_or, or_)
-PAX_BINARY_FN(bitwise_xor, xor_)
-PAX_BINARY_FN(eq, eq)
-PAX_BINARY_FN(ne, ne)
-PAX_BINARY_FN(lt, lt)
-PAX_BINARY_FN(le, le)
-PAX_BINARY_FN(gt, gt)
-PAX_BINARY_FN(ge, ge)
-PAX_BINARY_FN(shift_left, shift_left)
-PAX_BINARY_FN(shift_right_logical, shift_right_logical)
-PAX_BINARY_FN(shift_right_arithmetic, shift_right_arithmetic)
-#undef PAX_BINARY_FN
 
 Array select_n(const Array& which, const std::vector<Array>& cases) {
   std::vector<Array> operands{which};

@@ -15,53 +15,31 @@
 
 namespace pax::lax {
 
-// ---- elementwise unary
-Array neg(const Array& x);
-Array abs(const Array& x);
-Array sign(const Array& x);
-Array exp(const Array& x);
-Array expm1(const Array& x);
-Array log(const Array& x);
-Array log1p(const Array& x);
-Array sqrt(const Array& x);
-Array rsqrt(const Array& x);
-Array tanh(const Array& x);
-Array logistic(const Array& x);
-Array erf(const Array& x);
-Array erf_inv(const Array& x);
-Array sin(const Array& x);
-Array cos(const Array& x);
-Array floor(const Array& x);
-Array ceil(const Array& x);
+// ---- elementwise: one function per line of pax/ir/prims.def whose wrapper
+// is lax1 (neg, abs, sign, exp, expm1, log, log1p, sqrt, rsqrt, tanh,
+// logistic, erf, erf_inv, sin, cos, floor, ceil, is_finite, bitwise_not:
+// logical not for bool) or lax2 (add, sub, mul, div: integers round toward
+// zero, rem: the sign of the dividend as C's fmod, pow, max: NaN-propagating,
+// min, bitwise_and / or / xor, eq, ne, lt, le, gt, ge, shift_left,
+// shift_right_logical, shift_right_arithmetic), named as the primitive.
+// Binary operands have equal shapes and dtypes.
+#define PAX_LAX_none(id)
+#define PAX_LAX_lax1(id) Array id(const Array& x);
+#define PAX_LAX_lax2(id) Array id(const Array& a, const Array& b);
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute, wrapper) PAX_LAX_##wrapper(id)
+#include "pax/ir/prims.def"
+#undef PAX_PRIM
+#undef PAX_LAX_none
+#undef PAX_LAX_lax1
+#undef PAX_LAX_lax2
+
+// ---- elementwise with parameters
 enum class RoundingMethod : int64_t { away_from_zero = 0, to_nearest_even = 1 };
 Array round(const Array& x, RoundingMethod method = RoundingMethod::away_from_zero);
-Array is_finite(const Array& x);
-Array bitwise_not(const Array& x);  // logical not for bool
 Array integer_pow(const Array& x, int64_t y);
 Array convert_element_type(const Array& x, DType dtype, bool weak_type = false);
 Array bitcast_convert_type(const Array& x, DType dtype);
 
-// ---- elementwise binary (equal shapes and dtypes)
-Array add(const Array& a, const Array& b);
-Array sub(const Array& a, const Array& b);
-Array mul(const Array& a, const Array& b);
-Array div(const Array& a, const Array& b);  // integers round toward zero
-Array rem(const Array& a, const Array& b);  // sign of the dividend (C fmod)
-Array pow(const Array& a, const Array& b);
-Array max(const Array& a, const Array& b);  // NaN-propagating
-Array min(const Array& a, const Array& b);
-Array bitwise_and(const Array& a, const Array& b);
-Array bitwise_or(const Array& a, const Array& b);
-Array bitwise_xor(const Array& a, const Array& b);
-Array eq(const Array& a, const Array& b);
-Array ne(const Array& a, const Array& b);
-Array lt(const Array& a, const Array& b);
-Array le(const Array& a, const Array& b);
-Array gt(const Array& a, const Array& b);
-Array ge(const Array& a, const Array& b);
-Array shift_left(const Array& a, const Array& b);
-Array shift_right_logical(const Array& a, const Array& b);
-Array shift_right_arithmetic(const Array& a, const Array& b);
 // cases[which]; `which` is bool (two cases) or int32, scalar or of the case shape.
 Array select_n(const Array& which, const std::vector<Array>& cases);
 

@@ -113,7 +113,7 @@ void register_elementwise_prims(PrimTable& t) {
   // Primitives computed by one elementwise operation (prims.def's kernel
   // column) share the unary and binary rules; the special ones (kernels with
   // parameters) follow by hand.
-#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) set_rule<Prim::id>(t);
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute, wrapper) set_rule<Prim::id>(t);
 #include "pax/ir/prims.def"
 #undef PAX_PRIM
   t[size_t(Prim::round)] = PrimDef{unary_rule<Prim::round>};

@@ -58,7 +58,7 @@ void set_elementwise_batch(PrimTable& t) {
 
 void register_elementwise_batching(PrimTable& t) {
   // Every primitive of the unary and binary families of prims.def.
-#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) \
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute, wrapper) \
   set_elementwise_batch<Prim::id, PrimFamily::family>(t);
 #include "pax/ir/prims.def"
 #undef PAX_PRIM

@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include "pax/api/transforms.h"
 #include "pax/backend/backend.h"
 #include "pax/core/error.h"
+#include "pax/ops/lax.h"
 
 namespace pax {
 namespace {
@@ -20,7 +22,7 @@ TEST(Registry, EveryPrimitiveIsComplete) {
         << prim_name(p);
     EXPECT_EQ(prim_from_name(prim_name(p)), p);
   }
-  EXPECT_STREQ(prim_name(Prim::not_), "not");
+  EXPECT_STREQ(prim_name(Prim::bitwise_not), "not");
   EXPECT_EQ(prim_arity(Prim::select_n), -1);
   EXPECT_THROW(prim_from_name("nonexistent"), Error);
 }
@@ -30,11 +32,11 @@ TEST(Registry, EveryPrimitiveIsComplete) {
 bool non_differentiable(Prim p) {
   switch (p) {
     case Prim::is_finite:
-    case Prim::not_:
+    case Prim::bitwise_not:
     case Prim::bitcast_convert_type:
-    case Prim::and_:
-    case Prim::or_:
-    case Prim::xor_:
+    case Prim::bitwise_and:
+    case Prim::bitwise_or:
+    case Prim::bitwise_xor:
     case Prim::eq:
     case Prim::ne:
     case Prim::lt:
@@ -84,6 +86,44 @@ TEST(Backend, ThreadCountIsAdjustable) {
   EXPECT_EQ(num_threads(), before);
   EXPECT_THROW(set_num_threads(0), Error);
   EXPECT_STREQ(default_backend().name, "cpu");
+}
+
+}  // namespace
+}  // namespace pax
+
+namespace pax {
+namespace {
+
+// An operand `p` accepts (prims.def's accepts column).
+Array operand_for(Prim p) {
+  const std::optional<Accepts> a = prim_accepts(p);
+  const bool integral = a && (*a == Accepts::integer || *a == Accepts::int_or_bool);
+  return integral ? array<int32_t>({1, 2, 3}) : array<float>({0.5f, 1.5f, 2.5f});
+}
+
+// prims.def's wrapper column: each generated lax1 / lax2 function traces to
+// exactly its own primitive (a wrong expansion binds another one or fails
+// its dtype check).
+TEST(Registry, LaxWrappersBindTheirOwnPrimitive) {
+  int checked = 0;
+  auto expect_binds = [&](Prim p, const JaxprPtr& jaxpr) {
+    ASSERT_EQ(jaxpr->eqns.size(), 1u) << prim_name(p);
+    EXPECT_EQ(jaxpr->eqns[0].prim, p) << prim_name(p);
+    ++checked;
+  };
+#define PAX_LAX_none(id)
+#define PAX_LAX_lax1(id) \
+  expect_binds(Prim::id, make_jaxpr([](const Array& x) { return lax::id(x); })(operand_for(Prim::id)));
+#define PAX_LAX_lax2(id)                                                                           \
+  expect_binds(Prim::id, make_jaxpr([](const Array& a, const Array& b) { return lax::id(a, b); })( \
+                             operand_for(Prim::id), operand_for(Prim::id)));
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute, wrapper) PAX_LAX_##wrapper(id)
+#include "pax/ir/prims.def"
+#undef PAX_PRIM
+#undef PAX_LAX_none
+#undef PAX_LAX_lax1
+#undef PAX_LAX_lax2
+  EXPECT_EQ(checked, 39);  // 19 unary (with is_finite and bitwise_not) and 20 binary functions
 }
 
 }  // namespace

@@ -111,7 +111,7 @@ void set_kernel(CpuKernelTable& t) {
 }  // namespace
 
 void register_elementwise_kernels(CpuKernelTable& t) {
-#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute) set_kernel<Prim::id>(t);
+#define PAX_PRIM(id, name, arity, family, accepts, cost, kernel, recompute, wrapper) set_kernel<Prim::id>(t);
 #include "pax/ir/prims.def"
 #undef PAX_PRIM
   t[size_t(Prim::round)] = round_kernel;
