@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <csignal>
+#include <functional>
 
 #include "pax/api/jit.h"
 #include "pax/ops/numpy.h"
@@ -275,32 +276,30 @@ TEST(Checkpoint, SaveRejectsBadInput) {
 
 // ---- validation against the target ----
 
-TEST(CheckpointTarget, StructureMismatch) {
+// A target that differs from the stored tree in its structure, a shape or a
+// dtype is refused with the file and the path of the difference.
+TEST(CheckpointTarget, MismatchesNameTheFileAndThePath) {
+  struct Case {
+    std::function<void(Tree&)> change;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](Tree& t) { t.set("extra", scalar(1.0f)); },
+       "': the stored tree differs from the target at the root: keys differ (unexpected 'extra')"},
+      {[](Tree& t) {
+         t["params"].set("w", random_array({4, 3}, DType::f32, 1));
+       },
+       "': tensor 'params/w' is f32[3,4] in the checkpoint but f32[4,3] in the target"},
+      {[](Tree& t) { t["params"].set("b", random_array({4}, DType::f32, 1)); },
+       "': tensor 'params/b' is bf16[4] in the checkpoint but f32[4] in the target"},
+  };
   TempDir dir;
   save_checkpoint(dir.path(), small_tree(1), 1);
-  Tree target = small_tree(1);
-  target.set("extra", scalar(1.0f));
-  EXPECT_PAX_ERROR(restore_checkpoint(dir.path(), target),
-                   "'" + state_file(dir.path(), 1) +
-                       "': the stored tree differs from the target at the root: keys differ (unexpected 'extra')");
-}
-
-TEST(CheckpointTarget, ShapeMismatch) {
-  TempDir dir;
-  save_checkpoint(dir.path(), small_tree(1), 1);
-  Tree target = small_tree(1);
-  target["params"].set("w", random_array({4, 3}, DType::f32, 1));
-  EXPECT_PAX_ERROR(restore_checkpoint(dir.path(), target),
-                   "'" + state_file(dir.path(), 1) +
-                       "': tensor 'params/w' is f32[3,4] in the checkpoint but f32[4,3] in the target");
-}
-
-TEST(CheckpointTarget, DtypeMismatch) {
-  TempDir dir;
-  save_checkpoint(dir.path(), small_tree(1), 1);
-  Tree target = small_tree(1);
-  target["params"].set("b", random_array({4}, DType::f32, 1));
-  EXPECT_PAX_ERROR(restore_checkpoint(dir.path(), target), "tensor 'params/b' is bf16[4] in the checkpoint but f32[4]");
+  for (const Case& c : cases) {
+    Tree target = small_tree(1);
+    c.change(target);
+    EXPECT_PAX_ERROR(restore_checkpoint(dir.path(), target), "'" + state_file(dir.path(), 1) + c.message);
+  }
 }
 
 TEST(CheckpointTarget, WeakTypesFollowTheTarget) {
