@@ -16,14 +16,21 @@ namespace {
 // How a value computed inside a sweep is laid out over the rows.
 enum class RowShape : uint8_t { whole_rows, per_row };
 
+// Whether a sweep may run a reduction of the domain (outer, n, inner) from
+// `dtype` to `out_dtype`: whole rows (inner == 1) that the backend reduces one
+// tile at a time with the bits of the whole reduction (each row's result
+// written as it is reduced).
+bool rows_reducible(const Backend& backend, ReduceOp op, int64_t outer, int64_t n, int64_t inner, DType dtype,
+                    DType out_dtype) {
+  return inner == 1 && outer >= 2 && backend.row_reduction_in_sweep(op, dtype, out_dtype, n);
+}
+
 // The rows a loop's reduction reduces, when a sweep may start at it (or
-// take it): whole rows that the backend reduces one tile at a time with the
-// bits of the whole reduction (each row's result written as it is reduced).
+// take it).
 bool sweepable_reduction(const LoopProgram& p, const Backend& backend) {
   if (!p.reduce) return false;
   const FusedReduce& r = *p.reduce;
-  return r.inner == 1 && r.outer >= 2 &&
-         backend.row_reduction_in_sweep(r.op, p.slots[size_t(r.slot)].dtype, r.out_dtype, r.n);
+  return rows_reducible(backend, r.op, r.outer, r.n, r.inner, p.slots[size_t(r.slot)].dtype, r.out_dtype);
 }
 
 // How many steps past its last loop a sweep looks for more.
@@ -64,8 +71,7 @@ class SweepFinder {
     if (e.prim != Prim::reduce_sum && e.prim != Prim::reduce_max && e.prim != Prim::reduce_min) return std::nullopt;
     const AVal& x = j_.aval(e.inputs[0]);
     const std::optional<ReduceShape> r = reduce_shape(e, x);
-    if (!r || r->inner != 1 || r->outer < 2 ||
-        !backend_.row_reduction_in_sweep(r->op, x.dtype, j_.aval(e.outputs[0]).dtype, r->n)) {
+    if (!r || !rows_reducible(backend_, r->op, r->outer, r->n, r->inner, x.dtype, j_.aval(e.outputs[0]).dtype)) {
       return std::nullopt;
     }
     return std::make_pair(r->outer, r->n);
