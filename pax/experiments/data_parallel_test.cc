@@ -91,16 +91,29 @@ RunResult run_here(const std::vector<std::string>& overrides, const std::string&
   return run_experiment(cfg, o);
 }
 
-std::map<int64_t, double> train_losses(const std::string& job_dir) {
+// A train metric per step, from metrics.jsonl.
+std::map<int64_t, double> train_losses(const std::string& job_dir, const std::string& metric = "total_loss") {
   std::map<int64_t, double> losses;
   for (const train::StepMetrics& m : train::read_metrics_jsonl(job_dir + "/metrics.jsonl"))
-    if (m.split == train::kTrainSplit) losses[m.step] = m.metrics.at("total_loss");
+    if (m.split == train::kTrainSplit) losses[m.step] = m.metrics.at(metric);
   return losses;
 }
 
 Tree final_params(const std::string& job_dir) {
   train::CheckpointManager mgr(job_dir + "/checkpoints", {});
   return mgr.restore().trees.at("train_state")["params"];
+}
+
+// ||b - a|| / ||a|| over the elements of two arrays of one shape.
+double relative_difference(const Array& a, const Array& b) {
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  PAX_CHECK(x.size() == y.size(), "relative_difference: ", x.size(), " vs ", y.size(), " elements");
+  double diff = 0, norm = 0;
+  for (size_t k = 0; k < x.size(); ++k) {
+    diff += (y[k] - x[k]) * (y[k] - x[k]);
+    norm += x[k] * x[k];
+  }
+  return std::sqrt(diff) / std::sqrt(norm);
 }
 
 TEST(DataParallel, TwoProcessesMatchOneWithTheGlobalBatch) {
@@ -135,16 +148,53 @@ TEST(DataParallel, TwoProcessesMatchOneWithTheGlobalBatch) {
   check_same_structure(p1, p2, "params");
   const auto a = tree_leaves(p1), b = tree_leaves(p2);
   const auto paths = tree_paths(p1);
-  for (size_t i = 0; i < a.size(); ++i) {
-    const std::vector<double> x = a[i].to_vector<double>(), y = b[i].to_vector<double>();
-    ASSERT_EQ(x.size(), y.size()) << paths[i];
-    double diff = 0, norm = 0;
-    for (size_t k = 0; k < x.size(); ++k) {
-      diff += (y[k] - x[k]) * (y[k] - x[k]);
-      norm += x[k] * x[k];
-    }
-    EXPECT_LE(std::sqrt(diff), kParamTolerance * std::sqrt(norm)) << paths[i];
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(relative_difference(a[i], b[i]), kParamTolerance) << paths[i];
+}
+
+// A loss of several metrics is normalised per metric over the processes
+// before the gradient (the single-metric loss after it): 2 processes still
+// train as 1 with the global batch. A max metric is the largest of the
+// processes' values, so it is at least their weighted mean, which is what
+// one process with the global batch logs.
+TEST(DataParallel, MultiLossAndMaxMetricsAcrossProcesses) {
+  const Launcher l = launcher();
+  if (!l.available()) GTEST_SKIP() << "needs $PAX_TEST_PAXCC and $PAX_TEST_MPIRUN (ctest dist_mpirun_data_parallel)";
+  const std::string one = fresh_dir("multi_one"), two = fresh_dir("multi_two");
+  const std::string accuracy = "fraction_of_correct_next_step_preds";
+  std::vector<std::string> single = tiny_overrides(8, 8), dual = tiny_overrides(8, 4);
+  for (auto* o : {&single, &dual}) {
+    // SGD without clipping: its step scales with the loss (Adam's or a
+    // clipped one would hide a loss scaled wrongly).
+    o->push_back("learner.optimizer=Sgd");
+    o->push_back("learner.optimizer.learning_rate=0.05");
+    o->push_back("learner.clip_gradient_norm_to_value=0");
+    o->push_back("loss_aggregator=MultiLossAggregator");
+    o->push_back("loss_aggregator.loss_keys=[total_loss, log_pplx]");
+    o->push_back("loss_aggregator.loss_weights=[0.75, 0.5]");
   }
+  dual.push_back("metrics=MaxMetrics");
+  dual.push_back("metrics.metric_keys=[total_loss, " + accuracy + "]");
+  run_here(single, one);
+  auto [rc, out] = shell(paxcc_command(l, 2, two, dual), two + ".log");
+  ASSERT_EQ(rc, 0) << out;
+  // total_loss and log_pplx are the same value: the loss is 1.25 times total_loss.
+  const auto want = train_losses(one), got_max = train_losses(two);
+  ASSERT_EQ(want.size(), 8u);
+  ASSERT_EQ(got_max.size(), 8u) << out;
+  const auto want_accuracy = train_losses(one, accuracy), got_accuracy = train_losses(two, accuracy);
+  int larger = 0;
+  for (const auto& [step, loss] : want) {
+    EXPECT_GE(got_max.at(step), loss * (1 - kLossTolerance)) << "step " << step;
+    EXPECT_GE(got_accuracy.at(step), want_accuracy.at(step) - 1e-6) << "step " << step;
+    larger += got_max.at(step) > loss * (1 + 1e-3);
+  }
+  EXPECT_GT(larger, 0) << "the two halves' losses differ: their max exceeds the mean";
+  EXPECT_EQ(train::read_metrics_jsonl(two + "/metrics.jsonl").back().metrics.size(), 2u)
+      << "MaxMetrics logs its metric_keys only";
+  // The same parameters as one process: the multi-metric loss is the global batch's.
+  const Tree p1 = final_params(one), p2 = final_params(two);
+  const auto a = tree_leaves(p1), b = tree_leaves(p2);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(relative_difference(a[i], b[i]), kParamTolerance) << i;
 }
 
 TEST(DataParallel, EvalOverAnEpochMatchesOneProcess) {

@@ -5,9 +5,11 @@
 #include <map>
 #include <mutex>
 
+#include "pax/api/transforms.h"
 #include "pax/core/error.h"
 #include "pax/data/base_input.h"
 #include "pax/nn/models/base_model.h"
+#include "pax/ops/random.h"
 
 namespace pax::experiments {
 
@@ -50,6 +52,9 @@ Config BaseExperiment::config() const {
   root->train_input = d.train;
   root->eval_inputs = d.eval;
   root->decode_inputs = d.decode;
+  root->loss_aggregator = t.loss_aggregator;
+  root->metrics = t.metrics;
+  root->vn = t.vn;
   return Config(root);
 }
 
@@ -81,11 +86,19 @@ std::unique_ptr<BaseExperiment> make_experiment(const std::string& name) {
 
 void validate(const ExperimentConfig& config) {
   PAX_CHECK(config.model, "experiment config: model is None; set it to a registered model (e.g. LanguageModel)");
-  PAX_CHECK(dynamic_cast<const nn::BaseModel*>(nn::build_layer(config.model).get()),
+  const std::unique_ptr<nn::Layer> model = nn::build_layer(config.model);
+  PAX_CHECK(dynamic_cast<const nn::BaseModel*>(model.get()),
             "experiment config: model must be a model (LanguageModel, ClassificationModel), got ",
             config.model->type_name());
   const train::Learner& learner = config.learner_hparams();
   learner.make_optimizer();  // checks the optimizer and its schedule
+  train::loss_terms(config.loss_aggregator, learner.loss_name);
+  train::metric_rules(config.metrics);
+  config.vn.check();
+  if (config.vn.enabled()) {  // the regex must select a variable: checked on abstract ones
+    const Tree variables = eval_shape([&](const Array& key) { return nn::init(*model, key); })(random::key(0));
+    config.vn.selection(variables.contains("params") ? variables["params"] : Tree::dict());
+  }
   const TrainSettings& t = config.train_settings();
   PAX_CHECK(t.num_train_steps >= 0, "train.num_train_steps must be >= 0, got ", t.num_train_steps);
   PAX_CHECK(t.save_interval_steps > 0, "train.save_interval_steps must be > 0, got ", t.save_interval_steps);

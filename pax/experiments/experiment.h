@@ -19,6 +19,9 @@
 
 #include "pax/config/config.h"
 #include "pax/train/learner.h"
+#include "pax/train/loss_aggregator.h"
+#include "pax/train/metrics_aggregator.h"
+#include "pax/train/variational_noise.h"
 
 namespace pax::experiments {
 
@@ -62,21 +65,34 @@ struct ExperimentConfig : BaseHParams {
   HParamsPtr train_input;
   std::vector<HParamsPtr> eval_inputs;
   std::vector<HParamsPtr> decode_inputs;
+  HParamsPtr loss_aggregator = std::make_shared<train::LossAggregator>();
+  HParamsPtr metrics = std::make_shared<train::MeanMetrics>();
+  train::VariationalNoise vn;
   PAX_HPARAMS(Experiment, BaseHParams, (model, "The model (a registered BaseModel, e.g. LanguageModel)."),
               (learner, "Loss, optimizer and gradient handling (a Learner)."),
               (train, "Steps, checkpoint, summary, eval and decode intervals (TrainSettings)."),
               (train_input, "The training input."), (eval_inputs, "Inputs evaluated every eval_interval_steps."),
-              (decode_inputs, "Inputs decoded every decode_interval_steps."));
+              (decode_inputs, "Inputs decoded every decode_interval_steps."),
+              (loss_aggregator,
+               "Which metrics are the loss (LossAggregator: one, learner.loss_name by default; "
+               "MultiLossAggregator: a weighted sum)."),
+              (metrics, "Which metrics are logged and how they combine (MeanMetrics, MaxMetrics, CompositeMetrics)."),
+              (vn, "Variational weight noise during training (VariationalNoise)."));
 
   const train::Learner& learner_hparams() const;
   const TrainSettings& train_settings() const;
 };
 
 // What an experiment class returns.
+// (paxml's SingleTask: model, learner, train settings, loss aggregator,
+// metrics aggregator, variational noise.)
 struct Task {
   HParamsPtr model;
   std::shared_ptr<train::Learner> learner = std::make_shared<train::Learner>();
   std::shared_ptr<TrainSettings> train = std::make_shared<TrainSettings>();
+  HParamsPtr loss_aggregator = std::make_shared<train::LossAggregator>();
+  HParamsPtr metrics = std::make_shared<train::MeanMetrics>();
+  train::VariationalNoise vn;
 };
 struct Datasets {
   HParamsPtr train;

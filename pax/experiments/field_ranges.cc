@@ -126,6 +126,10 @@ const std::map<std::string, FieldRange>& rules() {
       {"clip_gradient_norm_to_value", kNonNegative},
       {"skip_step_gradient_norm_value", kNonNegative},
       {"max_consecutive_nonfinite_steps", kSteps},
+      // The task: loss coefficients, variational noise.
+      {"loss_weights", kFinite},
+      {"vn_scale", kNonNegative},
+      {"vn_start_step", kSteps},
       // Train settings.
       {"num_train_steps", kSteps},
       {"summary_interval_steps", closed(1, 1e15)},

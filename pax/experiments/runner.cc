@@ -213,11 +213,13 @@ std::map<std::string, std::map<std::string, double>> run_evals(const Job& job, c
                                                                int64_t step, train::JobSummaries* summaries,
                                                                train::ConsoleProgress* progress) {
   std::map<std::string, std::map<std::string, double>> results;
+  const train::MetricRules rules = train::metric_rules(job.exp.metrics);
   for (auto& input : inputs) {
     const std::string name = input->base_hparams().name;
     const AllocationPurpose purpose("evaluating input '" + name + "' at step " + std::to_string(step));
     // Each process evaluates its shard; the metrics cover all of them.
-    train::EvalResult r = train::run_eval(eval_step, variables, *input, /*across_processes=*/job.multi_process());
+    train::EvalResult r =
+        train::run_eval(eval_step, variables, *input, /*across_processes=*/job.multi_process(), rules);
     train::StepMetrics m;
     m.step = step;
     m.split = train::eval_split(name);
@@ -485,8 +487,12 @@ class TrainingLoop {
         settings_(exp_.train_settings()),
         learner_(exp_.learner_hparams()),
         out_(job.out),
+        metric_rules_(train::metric_rules(exp_.metrics)),
         train_step_(*job.model, learner_,
-                    {.data_parallel_axis = job.multi_process() ? dist::process_group().axis_name() : ""}),
+                    {.data_parallel_axis = job.multi_process() ? dist::process_group().axis_name() : "",
+                     .loss_aggregator = exp_.loss_aggregator,
+                     .metrics = exp_.metrics,
+                     .vn = exp_.vn}),
         eval_step_(*job.model),
         early_stopping_(!settings_.early_stopping_metric.empty()),
         stopper_{.min_delta = settings_.early_stopping_min_delta, .patience = settings_.early_stopping_patience} {}
@@ -604,6 +610,7 @@ class TrainingLoop {
     auto [next, step_out] = train_step_(std::move(state_), batch, step_key);
     state_ = std::move(next);
     ++step_;
+    if (interval_.steps == 0) interval_.metrics = train::MetricAccumulator(metric_rules_);
     interval_.metrics.add(step_out["metrics"]);
     interval_.grad_norm = step_out["grad_norm"].leaf();
     interval_.skipped += step_out["skipped"].leaf().item<float>() != 0;
@@ -620,7 +627,7 @@ class TrainingLoop {
   void summarise() {
     train::StepMetrics m;
     m.step = step_;
-    m.metrics = interval_.metrics.means();
+    m.metrics = interval_.metrics.values();
     m.learning_rate = learner_.learning_rate(step_ - 1);
     m.grad_norm = interval_.grad_norm.item<double>();
     m.skipped_steps = double(interval_.skipped);
@@ -719,6 +726,7 @@ class TrainingLoop {
   const TrainSettings& settings_;
   const train::Learner& learner_;
   std::ostream& out_;
+  const train::MetricRules metric_rules_;
   train::TrainStep train_step_;
   train::EvalStep eval_step_;
   Array dropout_key_;

@@ -1,6 +1,7 @@
 // Eval and decode runs over an input (run_eval, run_decode).
 #include "pax/train/eval_decode.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -13,44 +14,60 @@ namespace pax::train {
 void MetricAccumulator::add(const Tree& metrics) {
   PAX_CHECK(metrics.is_dict(), "MetricAccumulator: metrics must be a dict {name: [value, weight]}");
   for (const auto& [name, entry] : metrics.entries()) {
+    const std::optional<MetricReduction> reduction = rules_.rule(name);
+    if (!reduction) continue;
     const double value = nn::metric_value(metrics, name).item<double>();
     const double weight = nn::metric_weight(metrics, name).item<double>();
-    auto& [sum, total] = sums_[name];
-    if (weight > 0) sum += value * weight;  // a zero-weight NaN (an empty batch) does not poison the mean
-    total += weight;
+    Sums& s = sums_[name];
+    s.reduction = *reduction;
+    if (weight > 0) {  // a zero-weight NaN (an empty batch) does not poison the result
+      s.weighted += value * weight;
+      s.max = std::max(s.max, value);
+    }
+    s.weight += weight;
   }
 }
 
-std::map<std::string, double> MetricAccumulator::means() const {
+std::map<std::string, double> MetricAccumulator::values() const {
   std::map<std::string, double> out;
-  for (const auto& [name, st] : sums_)
-    out[name] = st.second > 0 ? st.first / st.second : std::numeric_limits<double>::quiet_NaN();
+  for (const auto& [name, s] : sums_) {
+    if (!(s.weight > 0)) {
+      out[name] = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      out[name] = s.reduction == MetricReduction::max ? s.max : s.weighted / s.weight;
+    }
+  }
   return out;
 }
 
-void MetricAccumulator::sum_across_processes() {
+void MetricAccumulator::combine_across_processes() {
   dist::ProcessGroup& group = dist::process_group();
   if (group.process_count() == 1) return;
-  std::vector<double> sums;  // (sum value * weight, sum weight) per metric, in name order
-  for (const auto& [name, st] : sums_) {
-    sums.push_back(st.first);
-    sums.push_back(st.second);
+  std::vector<double> sums, maxima;  // in name order
+  for (const auto& [name, s] : sums_) {
+    sums.push_back(s.weighted);
+    sums.push_back(s.weight);
+    maxima.push_back(s.max);
   }
-  const std::vector<double> totals =
-      group.all_reduce(from_host(sums.data(), Shape{int64_t(sums.size())}, DType::f64)).to_vector<double>();
+  auto reduce = [&](const std::vector<double>& v, dist::ReduceOp op) {
+    return group.all_reduce(from_host(v.data(), Shape{int64_t(v.size())}, DType::f64), op).to_vector<double>();
+  };
+  const std::vector<double> total = reduce(sums, dist::ReduceOp::sum), largest = reduce(maxima, dist::ReduceOp::max);
   size_t i = 0;
-  for (auto& [name, st] : sums_) {
-    st.first = totals[i++];
-    st.second = totals[i++];
+  for (auto& [name, s] : sums_) {
+    s.weighted = total[2 * i];
+    s.weight = total[2 * i + 1];
+    s.max = largest[i++];
   }
 }
 
-EvalResult run_eval(const EvalStep& step, const Tree& variables, data::BaseInput& input, bool across_processes) {
-  MetricAccumulator acc;
+EvalResult run_eval(const EvalStep& step, const Tree& variables, data::BaseInput& input, bool across_processes,
+                    const MetricRules& rules) {
+  MetricAccumulator acc(rules);
   EvalResult result;
   result.batches = data::for_each_eval_batch(input, [&](const Tree& batch) { acc.add(step(variables, batch).first); });
-  if (across_processes) acc.sum_across_processes();
-  result.metrics = acc.means();
+  if (across_processes) acc.combine_across_processes();
+  result.metrics = acc.values();
   return result;
 }
 

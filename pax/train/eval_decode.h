@@ -1,11 +1,13 @@
 // The eval and decode runs (paxml's programs.py): one run over an input
 // with Pax's eval semantics (data::for_each_eval_batch: N batches or one
-// epoch, reset afterwards), metrics averaged by their weights, and decoded
-// samples as text.
+// epoch, reset afterwards), metrics combined as the task's metrics aggregator
+// says (weighted means by default), and decoded samples as text.
 #pragma once
 
+#include <limits>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pax/core/tree.h"
@@ -15,19 +17,30 @@
 
 namespace pax::train {
 
-// Sums weighted scalar metrics ({name: [value, weight]}) over batches.
+// Combines weighted scalar metrics ({name: [value, weight]}) over batches
+// or steps, as a metrics aggregator's rules say.
 class MetricAccumulator {
  public:
+  // `rules`: which metrics are kept and how each combines (default: every
+  // metric's weighted mean).
+  explicit MetricAccumulator(MetricRules rules = {}) : rules_(std::move(rules)) {}
   void add(const Tree& metrics);
-  // sum(value * weight) / sum(weight) per metric (NaN when the weights sum to 0).
-  std::map<std::string, double> means() const;
+  // Per kept metric, sum(value * weight) / sum(weight), or the largest value
+  // of weight > 0 for a max metric (NaN when the weights sum to 0).
+  std::map<std::string, double> values() const;
   bool empty() const { return sums_.empty(); }
-  // Replaces the sums with their totals over the processes of the process
+  // Combines the sums and maxima with those of the processes of the process
   // group (a collective: every process calls it, with the same metric names).
-  void sum_across_processes();
+  void combine_across_processes();
 
  private:
-  std::map<std::string, std::pair<double, double>> sums_;  // name -> (sum value * weight, sum weight)
+  struct Sums {
+    double weighted = 0, weight = 0;  // sum value * weight, sum weight
+    double max = -std::numeric_limits<double>::infinity();
+    MetricReduction reduction = MetricReduction::mean;
+  };
+  MetricRules rules_;
+  std::map<std::string, Sums> sums_;
 };
 
 struct EvalResult {
@@ -38,7 +51,8 @@ struct EvalResult {
 // One eval run of `input` (see data::for_each_eval_batch). across_processes:
 // each process evaluates its own shard and the metrics are the weighted means
 // over all of them (every process calls it).
-EvalResult run_eval(const EvalStep& step, const Tree& variables, data::BaseInput& input, bool across_processes = false);
+EvalResult run_eval(const EvalStep& step, const Tree& variables, data::BaseInput& input, bool across_processes = false,
+                    const MetricRules& rules = {});
 
 struct DecodeResult {
   std::vector<std::string> prompts;  // the prefix of each real (weight > 0) example

@@ -3,12 +3,16 @@
 // all inside one jitted program.
 #include "pax/train/steps.h"
 
+#include <limits>
+#include <optional>
+
 #include "pax/api/jit.h"
 #include "pax/api/transforms.h"
 #include "pax/dist/jax_utils.h"
 #include "pax/interp/interpreter.h"
 #include "pax/nn/layer.h"
 #include "pax/ops/numpy.h"
+#include "pax/ops/random.h"
 #include "pax/optim/tree_utils.h"
 
 namespace pax::train {
@@ -22,6 +26,9 @@ Tree model_variables(const TrainState& state) {
 
 namespace {
 
+// fold_in data of the variational noise's stream (the step key itself is dropout's).
+constexpr uint32_t kNoiseStream = 0x766e;
+
 // Names of the collections other than params (written during training).
 std::vector<std::string> mutable_collections(const TrainState& state) {
   std::vector<std::string> names;
@@ -31,43 +38,80 @@ std::vector<std::string> mutable_collections(const TrainState& state) {
 }
 
 // The global batch's gradients, metrics and written collections from every
-// process's own: one psum of (gradient * loss weight, loss weight, metric
-// value * weight, metric weight, collections), then the weighted means.
+// process's own, in one bucketed psum: the gradients (scaled by this
+// process's loss weight when the loss is one metric, then divided by the
+// summed weights; summed as they are when the loss was normalised over the
+// processes already), the metrics (weighted means, or maxima of the values
+// whose weight is > 0, as `rules` say) and the collections (their means).
 struct Reduced {
   Tree grads, metrics, collections;
   Array loss;
 };
 
-Reduced reduce_over(const std::string& axis, const std::string& loss_name, const Tree& grads, const Tree& metrics,
-                    const Tree& collections, const Array& loss) {
-  const Array weight = nn::metric_weight(metrics, loss_name).astype(DType::f32);
-  // A process with no real example (weight 0) may have NaN gradients: it adds nothing.
+Reduced reduce_over(const std::string& axis, const std::optional<Array>& loss_weight, const MetricRules& rules,
+                    const Tree& grads, const Tree& metrics, const Tree& collections, const Array& loss) {
+  PAX_CHECK(metrics.is_dict(), "data-parallel train step: the metrics are not a dict {name: [value, weight]}");
+  // A process with no real example (weight 0) may have NaN gradients or metric values: it adds nothing.
+  const Array weight = loss_weight ? loss_weight->astype(DType::f32) : scalar(1.0f);
   auto weighted = [&](const Array& g) { return where(weight > 0.0, g * weight.astype(g.dtype()), zeros_like(g)); };
-  Tree weighted_metrics = Tree::dict();
+  Tree summed_metrics = Tree::dict();
+  Tree maxima = Tree::dict();
   for (const auto& [name, pair] : metrics.entries()) {
     const Array w = pair[1].leaf().astype(DType::f32);
-    weighted_metrics.set(name, Tree::list({Tree(pair[0].leaf().astype(DType::f32) * w), Tree(w)}));
+    const Array v = pair[0].leaf().astype(DType::f32);
+    const bool is_max = rules.rule(name) == MetricReduction::max;
+    if (is_max) maxima.set(name, where(w > 0.0, v, full_like(v, -std::numeric_limits<double>::infinity())));
+    summed_metrics.set(name,
+                       Tree::list({Tree(is_max ? zeros_like(v) : where(w > 0.0, v * w, zeros_like(v))), Tree(w)}));
   }
   Tree local = Tree::dict({{"grads", tree_map(weighted, grads)},
                            {"loss", where(weight > 0.0, loss * weight, zeros_like(loss))},
-                           {"metrics", weighted_metrics},
+                           {"metrics", summed_metrics},
                            {"collections", collections}});
+  if (loss_weight) local.set("weight", weight);
   const Tree total = dist::psum(local, axis);
-  const Array total_weight = total["metrics"][loss_name][1].leaf();  // the loss weight, summed
-  const Array inv = where(total_weight > 0.0, 1.0 / maximum(total_weight, 1e-30), zeros_like(total_weight));
+  const Array inv = loss_weight ? where(total["weight"].leaf() > 0.0, 1.0 / maximum(total["weight"].leaf(), 1e-30),
+                                        zeros_like(total["weight"].leaf()))
+                                : scalar(1.0f);
   Reduced r;
   r.grads = tree_map([&](const Array& g) { return g * inv.astype(g.dtype()); }, total["grads"]);
   r.loss = total["loss"].leaf() * inv;
   r.metrics = Tree::dict();
   for (const auto& [name, pair] : total["metrics"].entries()) {
     const Array sum_w = pair[1].leaf();
-    const Array mean = pair[0].leaf() / maximum(sum_w, 1e-30);
-    r.metrics.set(name, Tree::list({Tree(mean.astype(metrics[name][0].leaf().dtype())), Tree(sum_w)}));
+    const Array value = maxima.contains(name) ? lax::pmax(maxima[name].leaf(), axis)
+                                              : pair[0].leaf() / maximum(sum_w, 1e-30);
+    r.metrics.set(name, Tree::list({Tree(value.astype(metrics[name][0].leaf().dtype())), Tree(sum_w)}));
   }
   // The process count is known when tracing: no collective for it.
   const double count = double(axis_size(axis));
   r.collections = tree_map([&](const Array& c) { return (c / count).astype(c.dtype()); }, total["collections"]);
   return r;
+}
+
+// The loss of the learner from compute_loss's metrics: sum_k c_k * loss_k.
+// Across processes (`axis` set) with several terms, each loss_k is scaled by
+// this process's share of its summed weight, so that the psum of the losses
+// (and of their gradients) is the global batch's; *loss_weight is then
+// unset. With one term, *loss_weight is its weight and the scaling happens
+// after the gradient, in reduce_over.
+Array aggregate_loss(const std::vector<LossTerm>& terms, const Tree& metrics, const std::string& model_name,
+                     const std::string& axis, std::optional<Array>* loss_weight) {
+  Array loss = scalar(0.0f);
+  const bool normalise = !axis.empty() && terms.size() > 1;
+  for (const LossTerm& t : terms) {
+    PAX_CHECK(metrics.is_dict() && metrics.contains(t.metric), t.setting, " '", t.metric, "' is not a metric of ",
+              model_name, "; its metrics: ", metrics.str());
+    Array value = nn::metric_value(metrics, t.metric).astype(DType::f32);
+    if (normalise) {
+      const Array w = stop_gradient(nn::metric_weight(metrics, t.metric).astype(DType::f32));
+      const Array total = lax::psum(w, axis);
+      value = where(w > 0.0, value * (w / maximum(total, 1e-30)), zeros_like(value));
+    }
+    loss = loss + value * float(t.coefficient);
+  }
+  if (!axis.empty() && !normalise) *loss_weight = nn::metric_weight(metrics, terms.front().metric);
+  return loss;
 }
 
 }  // namespace
@@ -79,35 +123,37 @@ struct TrainStep::Impl {
 };
 
 TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainStepOptions options)
-    : model_(model), tx_(learner.make_optimizer()), impl_(std::make_shared<Impl>()) {
-  const std::string loss_name = learner.loss_name;
+    : model_(model), tx_(learner.make_optimizer()), vn_(options.vn), impl_(std::make_shared<Impl>()) {
+  const std::vector<LossTerm> terms = loss_terms(options.loss_aggregator, learner.loss_name);
+  const MetricRules rules = metric_rules(options.metrics);
   const bool skip_nonfinite = learner.skip_nonfinite_steps;
   const double max_norm = learner.skip_step_gradient_norm_value;
   const nn::BaseModel* m = &model_;
   optim::GradientTransformation tx = tx_;
   const std::string axis = options.data_parallel_axis;
-  auto step = [m, tx, loss_name, skip_nonfinite, max_norm, axis](const TrainState& state, const Tree& batch,
-                                                                 const Array& key) {
+  const VariationalNoise vn = options.vn;
+  auto step = [m, tx, terms, rules, vn, skip_nonfinite, max_norm, axis](const TrainState& state, const Tree& batch,
+                                                                        const Array& key) {
     std::vector<std::string> collections = mutable_collections(state);
+    std::optional<Array> loss_weight;  // set by aggregate_loss
     auto loss_fn = [&](const Tree& params) {
       TrainState with_params = state;
-      with_params.params = params;
+      with_params.params = vn.add_noise(params, state.step, random::fold_in(key, kNoiseStream));
       nn::ApplyOptions options{.rngs = {{"dropout", key}}, .mutable_collections = collections, .train = true};
       auto out = nn::apply_with(
           *m, model_variables(with_params), [&](const nn::BaseModel& model) { return model.fprop_batch(batch).first; },
           options);
       const Tree& metrics = out.output;
-      PAX_CHECK(metrics.is_dict() && metrics.contains(loss_name), "learner.loss_name '", loss_name,
-                "' is not a metric of ", m->type_name(), "; its metrics: ", metrics.str());
-      Array loss = nn::metric_value(metrics, loss_name).astype(DType::f32) + out.aux_loss.astype(DType::f32);
+      Array aux = out.aux_loss.astype(DType::f32);
+      if (!axis.empty() && terms.size() > 1) aux = aux / float(axis_size(axis));  // the losses are normalised already
+      Array loss = aggregate_loss(terms, metrics, m->type_name(), axis, &loss_weight) + aux;
       return std::make_pair(loss, std::make_pair(metrics, out.updates));
     };
     auto [loss_aux, grads] = value_and_grad(loss_fn, has_aux)(state.params);
     auto [loss, aux] = loss_aux;
     auto [metrics, updated_collections] = aux;
     if (!axis.empty()) {
-      PAX_CHECK(metrics.is_dict(), "data-parallel train step: the metrics of ", m->type_name(), " are not a dict");
-      Reduced r = reduce_over(axis, loss_name, grads, metrics, updated_collections, loss);
+      Reduced r = reduce_over(axis, loss_weight, rules, grads, metrics, updated_collections, loss);
       grads = r.grads;
       metrics = r.metrics;
       updated_collections = r.collections;
@@ -147,6 +193,7 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
 TrainState TrainStep::init_state(const Array& key) const {
   Tree variables = nn::init(model_, key);
   Tree params = variables.contains("params") ? variables["params"] : Tree::dict();
+  if (vn_.enabled()) vn_.selection(params);  // a regex that selects nothing fails before training
   Tree extra = Tree::dict();
   for (const auto& [name, collection] : variables.entries())
     if (name != "params") extra.set(name, collection);

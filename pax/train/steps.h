@@ -28,7 +28,10 @@
 #include "pax/core/tree.h"
 #include "pax/nn/models/base_model.h"
 #include "pax/train/learner.h"
+#include "pax/train/loss_aggregator.h"
+#include "pax/train/metrics_aggregator.h"
 #include "pax/train/train_state.h"
+#include "pax/train/variational_noise.h"
 
 namespace pax::train {
 
@@ -38,6 +41,14 @@ Tree model_variables(const TrainState& state);
 struct TrainStepOptions {
   // The named axis to average over (empty: this process alone).
   std::string data_parallel_axis;
+  // Which metrics are the loss: a LossAggregatorHParams (null: the learner's
+  // loss_name alone).
+  HParamsPtr loss_aggregator;
+  // How metrics combine over the processes: a MetricsAggregatorHParams
+  // (null: weighted means).
+  HParamsPtr metrics;
+  // Variational weight noise in the forward and backward passes.
+  VariationalNoise vn;
 };
 
 class TrainStep {
@@ -59,6 +70,7 @@ class TrainStep {
  private:
   const nn::BaseModel& model_;
   optim::GradientTransformation tx_;
+  VariationalNoise vn_;
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
