@@ -33,6 +33,7 @@ struct TrainSettings : BaseHParams {
   int64_t save_keep_period = 0;
   bool async_checkpoint = true;
   int64_t summary_interval_steps = 100;
+  bool layer_summaries = true;
   int64_t eval_interval_steps = 0;
   int64_t decode_interval_steps = 0;
   int64_t random_seed = 1234;
@@ -46,6 +47,9 @@ struct TrainSettings : BaseHParams {
               (save_keep_period, "Also keep every checkpoint whose step is a multiple of this (0: none)."),
               (async_checkpoint, "Write checkpoints on a background thread."),
               (summary_interval_steps, "Write train summaries and a console line every this many steps."),
+              (layer_summaries,
+               "Collect the layers' summaries (attention entropy, activation and weight norms, histograms) in "
+               "the train step."),
               (eval_interval_steps, "Evaluate on the eval inputs every this many steps and at the end (0: never)."),
               (decode_interval_steps, "Decode the decode inputs every this many steps and at the end (0: never)."),
               (random_seed, "Seed of the parameter initialisation and of dropout."),

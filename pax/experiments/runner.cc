@@ -31,6 +31,7 @@
 #include "pax/train/console.h"
 #include "pax/train/early_stopping.h"
 #include "pax/train/peak_flops.h"
+#include "pax/train/step_summaries.h"
 #include "pax/train/eval_decode.h"
 #include "pax/train/summary.h"
 
@@ -492,7 +493,8 @@ class TrainingLoop {
                     {.data_parallel_axis = job.multi_process() ? dist::process_group().axis_name() : "",
                      .loss_aggregator = exp_.loss_aggregator,
                      .metrics = exp_.metrics,
-                     .vn = exp_.vn}),
+                     .vn = exp_.vn,
+                     .summaries = settings_.layer_summaries}),
         eval_step_(*job.model),
         early_stopping_(!settings_.early_stopping_metric.empty()),
         stopper_{.min_delta = settings_.early_stopping_min_delta, .patience = settings_.early_stopping_patience} {}
@@ -529,6 +531,7 @@ class TrainingLoop {
   // What summarise() reports: the steps since the last summary.
   struct Interval {
     train::MetricAccumulator metrics;
+    train::SummaryAccumulator summaries;  // the chief's
     int64_t steps = 0, tokens = 0, examples = 0, skipped = 0;
     double seconds = 0;
     Array grad_norm;  // of the latest step
@@ -612,6 +615,7 @@ class TrainingLoop {
     ++step_;
     if (interval_.steps == 0) interval_.metrics = train::MetricAccumulator(metric_rules_);
     interval_.metrics.add(step_out["metrics"]);
+    if (job_.chief()) interval_.summaries.add(step_out["summaries"]);
     interval_.grad_norm = step_out["grad_norm"].leaf();
     interval_.skipped += step_out["skipped"].leaf().item<float>() != 0;
     check_finite_step(learner_, step_, step_out["nonfinite"].leaf().item<float>() != 0, nonfinite_run_, step_out);
@@ -628,6 +632,8 @@ class TrainingLoop {
     train::StepMetrics m;
     m.step = step_;
     m.metrics = interval_.metrics.values();
+    m.summaries = interval_.summaries.scalar_means();
+    m.histograms = interval_.summaries.histograms();
     m.learning_rate = learner_.learning_rate(step_ - 1);
     m.grad_norm = interval_.grad_norm.item<double>();
     m.skipped_steps = double(interval_.skipped);

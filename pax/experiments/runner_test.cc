@@ -71,6 +71,36 @@ TEST(Runner, TinyTrainsAndWritesItsJobDirectory) {
   EXPECT_EQ(train::available_steps(dir + "/checkpoints").back(), total);
   EXPECT_FALSE(fs::is_empty(fs::path(dir) / "summaries" / "train"));
   EXPECT_FALSE(fs::is_empty(fs::path(dir) / "summaries" / "eval_test_validation"));
+  // The layers' summaries reach metrics.jsonl (scalars) and the event file
+  // (scalars and the model's histogram of per-sequence losses).
+  const train::StepMetrics last_train = [&] {
+    train::StepMetrics last;
+    for (const train::StepMetrics& m : train::read_metrics_jsonl(dir + "/metrics.jsonl"))
+      if (m.split == train::kTrainSplit) last = m;
+    return last;
+  }();
+  int entropies = 0, grad_norms = 0, param_norms = 0;
+  for (const auto& [tag, value] : last_train.summaries) {
+    EXPECT_TRUE(std::isfinite(value)) << tag;
+    if (tag.find("attention_entropy") != std::string::npos) {
+      ++entropies;
+      EXPECT_GT(value, 0.0) << tag;
+      EXPECT_LT(value, std::log(4096.0)) << tag << ": at most the log of the keys attended to";
+    }
+    grad_norms += tag.starts_with("grad_norm/");
+    param_norms += tag.starts_with("param_norm/") && value > 0;
+  }
+  EXPECT_GE(entropies, 2) << "one per layer of the tiny model";
+  EXPECT_GT(grad_norms, 4);
+  EXPECT_EQ(param_norms, grad_norms);
+  const std::string events = [&] {
+    std::string all;
+    for (const auto& f : fs::directory_iterator(fs::path(dir) / "summaries" / "train"))
+      all += data::read_file(f.path());
+    return all;
+  }();
+  EXPECT_NE(events.find("sequence_xent"), std::string::npos) << "the histogram's tag";
+  EXPECT_NE(events.find("attention_entropy"), std::string::npos);
   ASSERT_EQ(r.eval_metrics.count("validation"), 1u);
   EXPECT_TRUE(std::isfinite(r.eval_metrics["validation"].at("log_pplx")));
   ASSERT_EQ(r.decode_files.count("samples"), 1u);

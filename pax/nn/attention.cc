@@ -260,7 +260,15 @@ Array DotProductAttention::dot_atten(const Array& q, const Array& k, const Array
     const Array allowed = atten_mask >= large_negative_number(md) * 0.5;
     logits = where(allowed, logits, full({}, large_negative_number(ld), ld));
   }
-  Array probs = atten_dropout_->fprop(attention_probs(logits, v.dtype()));  // (B, N, T, S)
+  Array probs = attention_probs(logits, v.dtype());  // (B, N, T, S)
+  if (summaries_enabled()) {
+    // Mean entropy of the attention distributions, in nats (0: each query
+    // attends to one key; log S: uniform over S keys).
+    const Array p = stop_gradient(probs).astype(DType::f32);
+    const Array plogp = where(p > 0.0, p * log(maximum(p, 1e-30)), zeros_like(p));
+    add_summary("attention_entropy", -mean(sum(plogp, -1)));
+  }
+  probs = atten_dropout_->fprop(probs);
   if (group == 1) return einsum("BNTS,BSNH->BTNH", probs, v);
   Array grouped = reshape(probs, {batch, kv_heads, group, time, source});  // (B, K, G, T, S)
   return reshape(einsum("BKGTS,BSKH->BTKGH", grouped, v), {batch, time, heads, h});

@@ -165,6 +165,28 @@ TEST(DotProductAttention, FullyMaskedRowsAttendUniformly) {
   EXPECT_TRUE(all_close(slice_along(values, 1, 0, 1), slice_along(values, 1, 2, 3), 1e-12, 1e-12));
 }
 
+// The attention_entropy summary: with zero query weights every logit is 0,
+// so under a causal mask query t attends uniformly to t + 1 keys and its
+// entropy is log(t + 1); the summary is their mean. No summary when the
+// apply collects none.
+TEST(DotProductAttention, EntropySummary) {
+  auto layer = build<DotProductAttention>(f64_hparams(4, 2, 2));
+  Tree vars = randomize(init(*layer, random::key(0)), 21);
+  vars = tree_map_with_path(
+      [](const std::string& path, const Array& v) { return path.starts_with("params/query") ? zeros_like(v) : v; },
+      vars);
+  Array x = testing::random_array({3, 4, 4}, DType::f64, 6);
+  auto run = [&](bool summaries) {
+    return apply_with(*layer, vars, [&](const DotProductAttention& l) { return l.fprop(x, causal_mask(4)); },
+                      {.summaries = summaries});
+  };
+  const auto out = run(true);
+  ASSERT_TRUE(out.summaries.contains("attention_entropy")) << out.summaries.str();
+  const double want = (std::log(1.0) + std::log(2.0) + std::log(3.0) + std::log(4.0)) / 4;
+  EXPECT_NEAR(out.summaries["attention_entropy"].leaf().item<double>(), want, 1e-6);
+  EXPECT_TRUE(run(false).summaries.is_none() || run(false).summaries.size() == 0);
+}
+
 TEST(DotProductAttention, GroupedQueryAttentionEqualsRepeatedHeads) {
   const int64_t D = 8, N = 4, K = 2, H = 2, G = N / K;
   auto gqa = build<DotProductAttention>(f64_hparams(D, N, H, K));

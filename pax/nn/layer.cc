@@ -69,6 +69,7 @@ struct ApplyState {
   std::set<std::string> mutable_collections;
   std::map<std::string, Array> rngs;
   std::map<std::string, uint32_t> counters;  // "stream|path" -> calls so far
+  bool summaries_on = true;
   Tree summaries;
   std::vector<Array> aux_losses;
 };
@@ -288,10 +289,13 @@ void Layer::update_variable(const std::string& collection, const std::string& na
   put(st.updated, variable_location(collection, *this, name), value);
 }
 
-void Layer::add_summary(const std::string& name, const Array& value) const {
+void Layer::add_summary(const std::string& name, const Array& value, SummaryType type) const {
   ApplyState& st = state("add_summary", *this);
-  st.summaries[join_path(path_, name)] = value;
+  if (!st.summaries_on) return;
+  st.summaries[join_path(path_, type == SummaryType::histogram ? name + kHistogramSuffix : name)] = value;
 }
+
+bool Layer::summaries_enabled() const { return state("summaries_enabled", *this).summaries_on; }
 
 void Layer::add_aux_loss(const Array& value, double weight) const {
   ApplyState& st = state("add_aux_loss", *this);
@@ -326,6 +330,7 @@ ApplyScope::ApplyScope(bool initializing, const Tree* variables, const ApplyOpti
   auto* st = new ApplyState();
   st->initializing = initializing;
   st->train = options.train;
+  st->summaries_on = options.summaries;
   st->variables = variables;
   st->mutable_collections.insert(options.mutable_collections.begin(), options.mutable_collections.end());
   st->rngs = options.rngs;

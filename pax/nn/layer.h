@@ -26,6 +26,11 @@
 
 namespace pax::nn {
 
+// What a summary is written as (Praxis's SummaryType, the kinds paxcc writes).
+enum class SummaryType { scalar, histogram };
+// The suffix that marks a histogram among an apply's summaries.
+inline constexpr const char* kHistogramSuffix = "_histogram";
+
 class Layer {
  public:
   // Fields every layer has; children inherit dtype and fprop_dtype from
@@ -103,7 +108,14 @@ class Layer {
   bool has_variable(const std::string& collection, const std::string& name) const;
   // Whether this apply got a key for `stream`.
   bool has_rng(const std::string& stream) const;
-  void add_summary(const std::string& name, const Array& value) const;
+  // A summary of this apply (Praxis's add_summary): a scalar, averaged over
+  // the summary interval by the trainer (an array of scalars, e.g. one per
+  // repetition of a Repeat, is one series per element), or a histogram of
+  // the value's elements. Dropped when the apply collects no summaries.
+  void add_summary(const std::string& name, const Array& value, SummaryType type = SummaryType::scalar) const;
+  // Whether this apply collects summaries (ApplyOptions::summaries): a layer
+  // asks before computing one that costs work.
+  bool summaries_enabled() const;
   void add_aux_loss(const Array& value, double weight = 1.0) const;
   // A fresh key of `stream` for this layer (a different one on every call
   // within one apply); throws when apply got no key for the stream.
@@ -176,13 +188,14 @@ struct ApplyOptions {
   std::map<std::string, Array> rngs;             // keys by stream ("dropout", ...)
   std::vector<std::string> mutable_collections;  // collections this apply may write
   bool train = false;                            // training mode
+  bool summaries = true;                         // collect add_summary values
 };
 
 template <class R>
 struct Applied {
   R output;
   Tree updates;    // the mutable collections after the call: {batch_stats: ...}
-  Tree summaries;  // {layer/path/name: value}
+  Tree summaries;  // {layer/path/name: value}; histograms' names end in kHistogramSuffix
   Array aux_loss;  // sum of weighted auxiliary losses (0 when none)
 };
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "pax/api/transforms.h"
 #include "pax/api/control_flow.h"
 #include "pax/ops/numpy.h"
 #include "pax/ops/random.h"
@@ -152,7 +153,10 @@ Array Transformer::fprop(const Array& inputs, const Array& paddings, const Array
   Array normed = hp.norm_policy == "pre" ? norm_->fprop(x) : x;
   Array atten = self_attention_->fprop(normed, mask);  // (B, T, D)
   if (hp.norm_policy == "post") atten = norm_->fprop(atten);
-  return ff_layer_->fprop(residual_dropout_->fprop(atten) + x, paddings);
+  Array out = ff_layer_->fprop(residual_dropout_->fprop(atten) + x, paddings);  // (B, T, D)
+  // The root mean square of the layer's output: activations growing or dying layer by layer.
+  if (summaries_enabled()) add_summary("output_rms", sqrt(mean(square(stop_gradient(out).astype(DType::f32)))));
+  return out;
 }
 
 Array Transformer::extend_step(const Array& inputs, const Array& time_step, const Array& atten_mask) const {
@@ -423,6 +427,7 @@ Array Repeat::run(const Array& inputs, const Step& step, const Tree& vars,
   ApplyOptions options;
   options.train = is_training();
   options.mutable_collections = mutable_collections;
+  options.summaries = summaries_enabled();
   auto body = [&](const Array& carry, const Tree& slice) -> std::pair<Array, Tree> {
     ApplyOptions o = options;
     if (slice.contains("key")) o.rngs["dropout"] = slice["key"].leaf();

@@ -27,8 +27,8 @@ std::vector<LossTerm> MultiLossAggregator::terms(const std::string&) const {
   std::vector<LossTerm> out;
   std::set<std::string> seen;
   for (size_t i = 0; i < loss_keys.size(); ++i) {
-    PAX_CHECK(!loss_keys[i].empty() && seen.insert(loss_keys[i]).second, "MultiLossAggregator.loss_keys[", i,
-              "] is ", loss_keys[i].empty() ? "empty" : "repeated ('" + loss_keys[i] + "')",
+    PAX_CHECK(!loss_keys[i].empty() && seen.insert(loss_keys[i]).second, "MultiLossAggregator.loss_keys[", i, "] is ",
+              loss_keys[i].empty() ? "empty" : "repeated ('" + loss_keys[i] + "')",
               ": each key names a different metric");
     const double c = loss_weights.empty() ? 1.0 : loss_weights[i];
     PAX_CHECK(std::isfinite(c), "MultiLossAggregator.loss_weights[", i, "] must be finite, got ", c);
@@ -40,8 +40,8 @@ std::vector<LossTerm> MultiLossAggregator::terms(const std::string&) const {
 std::vector<LossTerm> loss_terms(const HParamsPtr& hparams, const std::string& default_key, const std::string& field) {
   if (!hparams) return LossAggregator().terms(default_key);
   auto* aggregator = dynamic_cast<const LossAggregatorHParams*>(hparams.get());
-  PAX_CHECK(aggregator, field, " must be a loss aggregator (", registered_list("loss_aggregator"),
-            "), got ", hparams->type_name());
+  PAX_CHECK(aggregator, field, " must be a loss aggregator (", registered_list("loss_aggregator"), "), got ",
+            hparams->type_name());
   return aggregator->terms(default_key);
 }
 

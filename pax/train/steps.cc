@@ -4,6 +4,7 @@
 #include "pax/train/steps.h"
 
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "pax/api/jit.h"
@@ -89,6 +90,29 @@ Reduced reduce_over(const std::string& axis, const std::optional<Array>& loss_we
   return r;
 }
 
+// `summaries` plus, per group of variables (a layer: a variable's path
+// without its name), the L2 norms of its parameters and of their gradients:
+// "param_norm/<layer path>", "grad_norm/<layer path>".
+Tree with_norm_summaries(Tree summaries, const Tree& params, const Tree& grads) {
+  if (!summaries.is_dict()) summaries = Tree::dict();
+  const std::vector<std::string> paths = tree_paths(params);
+  const std::vector<Array> p = tree_leaves(params), g = tree_leaves(grads);
+  std::map<std::string, std::pair<Array, Array>> squares;  // group -> (sum p^2, sum g^2)
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const size_t slash = paths[i].rfind('/');
+    const std::string group = slash == std::string::npos ? "" : paths[i].substr(0, slash);
+    const Array p2 = sum(square(p[i].astype(DType::f32))), g2 = sum(square(g[i].astype(DType::f32)));
+    auto [it, fresh] = squares.emplace(group, std::make_pair(p2, g2));
+    if (!fresh) it->second = {it->second.first + p2, it->second.second + g2};
+  }
+  for (const auto& [group, sq] : squares) {
+    const std::string name = group.empty() ? "params" : group;
+    summaries.set("param_norm/" + name, sqrt(sq.first));
+    summaries.set("grad_norm/" + name, sqrt(sq.second));
+  }
+  return summaries;
+}
+
 // The loss of the learner from compute_loss's metrics: sum_k c_k * loss_k.
 // Across processes (`axis` set) with several terms, each loss_k is scaled by
 // this process's share of its summed weight, so that the psum of the losses
@@ -132,14 +156,16 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
   optim::GradientTransformation tx = tx_;
   const std::string axis = options.data_parallel_axis;
   const VariationalNoise vn = options.vn;
-  auto step = [m, tx, terms, rules, vn, skip_nonfinite, max_norm, axis](const TrainState& state, const Tree& batch,
-                                                                        const Array& key) {
+  const bool summaries_on = options.summaries;
+  auto step = [m, tx, terms, rules, vn, skip_nonfinite, max_norm, axis, summaries_on](
+                  const TrainState& state, const Tree& batch, const Array& key) {
     std::vector<std::string> collections = mutable_collections(state);
     std::optional<Array> loss_weight;  // set by aggregate_loss
     auto loss_fn = [&](const Tree& params) {
       TrainState with_params = state;
       with_params.params = vn.add_noise(params, state.step, random::fold_in(key, kNoiseStream));
-      nn::ApplyOptions options{.rngs = {{"dropout", key}}, .mutable_collections = collections, .train = true};
+      nn::ApplyOptions options{
+          .rngs = {{"dropout", key}}, .mutable_collections = collections, .train = true, .summaries = summaries_on};
       auto out = nn::apply_with(
           *m, model_variables(with_params), [&](const nn::BaseModel& model) { return model.fprop_batch(batch).first; },
           options);
@@ -147,11 +173,12 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
       Array aux = out.aux_loss.astype(DType::f32);
       if (!axis.empty() && terms.size() > 1) aux = aux / float(axis_size(axis));  // the losses are normalised already
       Array loss = aggregate_loss(terms, metrics, m->type_name(), axis, &loss_weight) + aux;
-      return std::make_pair(loss, std::make_pair(metrics, out.updates));
+      return std::make_pair(loss, std::make_pair(metrics, std::make_pair(out.updates, out.summaries)));
     };
     auto [loss_aux, grads] = value_and_grad(loss_fn, has_aux)(state.params);
     auto [loss, aux] = loss_aux;
-    auto [metrics, updated_collections] = aux;
+    auto [metrics, written] = aux;
+    auto [updated_collections, summaries] = written;
     if (!axis.empty()) {
       Reduced r = reduce_over(axis, loss_weight, rules, grads, metrics, updated_collections, loss);
       grads = r.grads;
@@ -173,7 +200,9 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
     next.params = optim::tree_select(ok, updated.params, state.params, "train step params");
     next.opt_state = optim::tree_select(ok, updated.opt_state, state.opt_state, "train step optimizer state");
     next.extra = optim::tree_select(ok, updated.extra, state.extra, "train step collections");
+    if (summaries_on) summaries = with_norm_summaries(summaries, state.params, grads);
     Tree out = Tree::dict({{"metrics", metrics},
+                           {"summaries", summaries},
                            {"loss", loss},
                            {"grad_norm", grad_norm.astype(DType::f32)},
                            {"skipped", logical_not(ok).astype(DType::f32)},
@@ -218,7 +247,9 @@ struct EvalStep::Impl {
 EvalStep::EvalStep(const nn::BaseModel& model) : impl_(std::make_shared<Impl>()) {
   const nn::BaseModel* m = &model;
   auto step = [m](const Tree& variables, const Tree& batch) {
-    return nn::apply_with(*m, variables, [&](const nn::BaseModel& model) { return model.fprop_batch(batch); }).output;
+    return nn::apply_with(*m, variables, [&](const nn::BaseModel& model) { return model.fprop_batch(batch); },
+                          {.summaries = false})
+        .output;
   };
   auto jitted = std::make_shared<decltype(jit(step))>(jit(step, {.name = "eval_step"}));
   impl_->step = [jitted](const Tree& variables, const Tree& batch) { return (*jitted)(variables, batch); };
@@ -236,7 +267,7 @@ std::pair<Tree, Tree> EvalStep::operator()(const Tree& variables, const Tree& ba
 }
 
 Tree decode_batch(const nn::BaseModel& model, const Tree& variables, const Tree& batch, const Array& key) {
-  nn::ApplyOptions options{.rngs = {{"decode", key}}, .mutable_collections = {nn::kDecoderCache}};
+  nn::ApplyOptions options{.rngs = {{"decode", key}}, .mutable_collections = {nn::kDecoderCache}, .summaries = false};
   return nn::apply_with(
              model, variables, [&](const nn::BaseModel& m) { return m.decode(batch); }, options)
       .output;
@@ -244,7 +275,7 @@ Tree decode_batch(const nn::BaseModel& model, const Tree& variables, const Tree&
 
 Tree decode_state_shapes(const nn::BaseModel& model, const Tree& variables, const Tree& batch) {
   return eval_shape([&](const Tree& vars, const Tree& b) {
-    nn::ApplyOptions options{.mutable_collections = {nn::kDecoderCache}};
+    nn::ApplyOptions options{.mutable_collections = {nn::kDecoderCache}, .summaries = false};
     return nn::apply_with(
                model, vars,
                [&](const nn::BaseModel& m) {

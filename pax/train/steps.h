@@ -10,6 +10,8 @@
 //   out["metrics"]  weighted scalars {name: [value, weight]} of compute_loss
 //   out["grad_norm"], out["skipped"] (1 when the update was skipped), out["loss"],
 //   out["nonfinite"] (1 when the loss or the gradients hold NaN or infinity)
+//   out["summaries"] {name: value} of the layers' add_summary calls (a
+//     histogram's name ends in nn::kHistogramSuffix) and the norms per layer
 //
 // Data parallelism: with options.data_parallel_axis set (the process axis,
 // "processes"), each process runs the step on its own batch and the step
@@ -49,6 +51,9 @@ struct TrainStepOptions {
   HParamsPtr metrics;
   // Variational weight noise in the forward and backward passes.
   VariationalNoise vn;
+  // out["summaries"]: the layers' add_summary values and, per layer, the
+  // norms of its parameters and gradients (param_norm/<path>, grad_norm/<path>).
+  bool summaries = true;
 };
 
 class TrainStep {

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -84,6 +85,9 @@ constexpr int kSessionStart = 1;           // SessionStatus.START
 constexpr int kSummaryValue = 1;           // repeated Summary.Value
 constexpr int kValueTag = 1;               // string
 constexpr int kValueSimpleValue = 2;       // float
+constexpr int kValueHisto = 5;             // HistogramProto
+constexpr int kHistoMin = 1, kHistoMax = 2, kHistoNum = 3, kHistoSum = 4, kHistoSumSquares = 5;  // double
+constexpr int kHistoBucketLimit = 6, kHistoBucket = 7;                                           // packed double
 
 // proto3's canonical encoding leaves out fields at their default value (a
 // zero step), so that these bytes are what protobuf itself would write.
@@ -112,16 +116,47 @@ std::string session_start_event(double wall_time, int64_t step) {
   return e;
 }
 
-std::string scalar_event(double wall_time, int64_t step, std::string_view tag, float value) {
-  // simple_value is a oneof member: written even when it is 0.
+// An event whose summary holds one Summary.Value: the tag, then `value_fields`.
+std::string summary_event(double wall_time, int64_t step, std::string_view tag, const std::string& value_fields) {
   std::string v;
   put_bytes(v, kValueTag, tag);
-  put_float(v, kValueSimpleValue, value);
+  v += value_fields;
   std::string summary;
   put_bytes(summary, kSummaryValue, v);
   std::string e = event_header(wall_time, step);
   put_bytes(e, kEventSummary, summary);
   return e;
+}
+
+std::string scalar_event(double wall_time, int64_t step, std::string_view tag, float value) {
+  // simple_value is a oneof member: written even when it is 0.
+  std::string value_fields;
+  put_float(value_fields, kValueSimpleValue, value);
+  return summary_event(wall_time, step, tag, value_fields);
+}
+
+std::string histogram_event(double wall_time, int64_t step, std::string_view tag, const Histogram& h) {
+  std::string histo;
+  // proto3 leaves out zero scalars; packed repeated fields are one length-delimited run.
+  for (const auto& [field, value] : {std::pair{kHistoMin, h.min},
+                                     {kHistoMax, h.max},
+                                     {kHistoNum, h.num},
+                                     {kHistoSum, h.sum},
+                                     {kHistoSumSquares, h.sum_squares}})
+    if (value != 0 || std::signbit(value)) put_double(histo, field, value);
+  for (const auto& [field, values] : {std::pair{kHistoBucketLimit, &h.bucket_limit}, {kHistoBucket, &h.bucket}}) {
+    if (values->empty()) continue;
+    std::string packed;
+    for (double v : *values) {
+      uint64_t bits;
+      std::memcpy(&bits, &v, 8);
+      put_fixed(packed, bits, 8);
+    }
+    put_bytes(histo, field, packed);
+  }
+  std::string value_fields;
+  put_bytes(value_fields, kValueHisto, histo);
+  return summary_event(wall_time, step, tag, value_fields);
 }
 
 // TFRecord: u64 length, masked CRC of those 8 bytes, data, masked CRC of data.
@@ -202,6 +237,39 @@ void SummaryWriter::scalar(std::string_view tag, double value, int64_t step, dou
   PAX_CHECK(!tag.empty(), "SummaryWriter::scalar: the tag must not be empty (step ", step, ")");
   append_event(scalar_event(wall_time < 0 ? unix_now() : wall_time, step, tag, float(value)));
   if (options_.flush_secs >= 0 && steady_now() - last_flush_ >= options_.flush_secs) flush();
+}
+
+void SummaryWriter::histogram(std::string_view tag, const Histogram& h, int64_t step, double wall_time) {
+  PAX_CHECK(fd_ >= 0, "SummaryWriter::histogram: '", path_, "' is closed");
+  PAX_CHECK(!tag.empty(), "SummaryWriter::histogram: the tag must not be empty (step ", step, ")");
+  append_event(histogram_event(wall_time < 0 ? unix_now() : wall_time, step, tag, h));
+  if (options_.flush_secs >= 0 && steady_now() - last_flush_ >= options_.flush_secs) flush();
+}
+
+Histogram Histogram::of(const std::vector<double>& values, int buckets) {
+  PAX_CHECK(buckets >= 1, "Histogram::of: buckets must be >= 1, got ", buckets);
+  Histogram h;
+  std::vector<double> finite;
+  for (double v : values)
+    if (std::isfinite(v)) finite.push_back(v);
+  if (finite.empty()) return h;
+  h.min = *std::min_element(finite.begin(), finite.end());
+  h.max = *std::max_element(finite.begin(), finite.end());
+  h.num = double(finite.size());
+  for (double v : finite) {
+    h.sum += v;
+    h.sum_squares += v * v;
+  }
+  const int n = h.max > h.min ? buckets : 1;
+  const double width = (h.max - h.min) / n;
+  for (int i = 0; i < n; ++i) h.bucket_limit.push_back(i + 1 == n ? h.max : h.min + width * (i + 1));
+  h.bucket.assign(size_t(n), 0.0);
+  for (double v : finite) {
+    // The first limit >= v: buckets are closed on the right.
+    const size_t i = size_t(std::lower_bound(h.bucket_limit.begin(), h.bucket_limit.end(), v) - h.bucket_limit.begin());
+    h.bucket[std::min(i, size_t(n - 1))] += 1;
+  }
+  return h;
 }
 
 void SummaryWriter::session_start(int64_t step, double wall_time) {
@@ -288,6 +356,11 @@ std::string metrics_json_line(const StepMetrics& m) {
   for (const auto& [key, field] : optional_fields(m)) {
     if (field->has_value()) j[std::string(key)] = number(**field);
   }
+  if (!m.summaries.empty()) {
+    Json summaries = Json::object();
+    for (const auto& [name, value] : m.summaries) summaries[name] = number(value);
+    j["summaries"] = std::move(summaries);
+  }
   // Replacement of invalid UTF-8 keeps a bad metric name from failing the write.
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
@@ -311,6 +384,10 @@ StepMetrics parse_metrics_json_line(std::string_view line) {
   if (j.contains("metrics")) {
     PAX_CHECK(j["metrics"].is_object(), "parse_metrics_json_line: 'metrics' must be an object in ", j.dump());
     for (const auto& [name, value] : j["metrics"].items()) m.metrics[name] = number_from(value, name);
+  }
+  if (j.contains("summaries")) {
+    PAX_CHECK(j["summaries"].is_object(), "parse_metrics_json_line: 'summaries' must be an object in ", j.dump());
+    for (const auto& [name, value] : j["summaries"].items()) m.summaries[name] = number_from(value, name);
   }
   for (const auto& [key, field] : optional_fields(m)) {
     const std::string k(key);
@@ -426,6 +503,8 @@ void JobSummaries::write(const StepMetrics& metrics) {
       if (options_.first_step) writer->session_start(*options_.first_step + 1, m.wall_time);
     }
     for (const auto& [tag, value] : m.scalars()) writer->scalar(tag, value, m.step, m.wall_time);
+    for (const auto& [tag, value] : m.summaries) writer->scalar(tag, value, m.step, m.wall_time);
+    for (const auto& [tag, h] : m.histograms) writer->histogram(tag, h, m.step, m.wall_time);
     writer->flush();
   }
   write_fully(jsonl_fd_, metrics_json_line(m) + "\n", metrics_path());

@@ -44,7 +44,19 @@ uint32_t unmask_crc32c(uint32_t masked);
 // The version string of the first event of every file.
 inline constexpr std::string_view kEventFileVersion = "brain.Event:2";
 
-// Appends scalar summaries to one new event file in a directory (one
+// The distribution of a set of values, as TensorBoard's HistogramProto:
+// bucket i counts the values in (bucket_limit[i-1], bucket_limit[i]] (the
+// first bucket from -infinity). Non-finite values are left out.
+struct Histogram {
+  double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
+  std::vector<double> bucket_limit, bucket;
+  // `buckets` equal-width buckets between the smallest and largest value
+  // (one bucket when they are equal; none for no finite value).
+  static Histogram of(const std::vector<double>& values, int buckets = 30);
+  bool operator==(const Histogram&) const = default;
+};
+
+// Appends scalar and histogram summaries to one new event file in a directory (one
 // TensorBoard "run"). Not thread-safe. Every I/O failure throws pax::Error
 // naming the file.
 class SummaryWriter {
@@ -67,6 +79,8 @@ class SummaryWriter {
   // One scalar event. `wall_time` is in unix seconds; < 0 means now. The
   // value is stored as float (simple_value), as TensorBoard's scalars are.
   void scalar(std::string_view tag, double value, int64_t step, double wall_time = -1);
+  // One histogram event (a Summary.Value whose histo is `h`).
+  void histogram(std::string_view tag, const Histogram& h, int64_t step, double wall_time = -1);
   // A SessionLog START event at `step`: TensorBoard then drops the events of
   // this directory's earlier files from `step` on (a run resumed from a
   // checkpoint before them writes those steps again).
@@ -115,6 +129,11 @@ struct StepMetrics {
   std::optional<double> mfu;               // model FLOPs utilisation, a fraction in [0, 1]
   std::optional<double> skipped_steps;     // train steps of the interval whose update was skipped
   double wall_time = 0;                    // unix seconds; 0: the time of the write
+  // The layers' summaries (nn::Layer::add_summary), by their path: scalars
+  // (in the event file and metrics.jsonl's "summaries") and histograms (in
+  // the event file only). The report charts neither.
+  std::map<std::string, double> summaries;
+  std::map<std::string, Histogram> histograms;
 
   bool operator==(const StepMetrics&) const = default;
 
@@ -125,7 +144,8 @@ struct StepMetrics {
 
 // One line of metrics.jsonl (no newline):
 //   {"step":100,"split":"train","wall_time":1.7e9,"metrics":{"loss":2.3},
-//    "learning_rate":0.001,"grad_norm":1.2,"steps_per_sec":3.4,...}
+//    "learning_rate":0.001,"grad_norm":1.2,"steps_per_sec":3.4,...,
+//    "summaries":{"lm/transformer/x_layers_0/output_rms":1.1,...}}
 // Absent optional fields are left out; NaN and infinities become null (JSON
 // has no such numbers) and read back as NaN.
 std::string metrics_json_line(const StepMetrics& m);

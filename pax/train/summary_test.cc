@@ -114,7 +114,31 @@ struct DecodedEvent {
   std::optional<std::string> file_version;
   std::optional<int64_t> session_status;              // SessionLog.status
   std::vector<std::pair<std::string, float>> values;  // (tag, simple_value)
+  std::vector<std::pair<std::string, Histogram>> histograms;
 };
+
+double as_double(uint64_t bits) {
+  double d;
+  std::memcpy(&d, &bits, 8);
+  return d;
+}
+
+// A HistogramProto: five doubles, two packed double lists.
+Histogram decode_histogram(const std::string& msg) {
+  Histogram h;
+  for (const Field& f : decode_fields(msg)) {
+    if (f.type == 1 && f.number >= 1 && f.number <= 5) {
+      double* scalars[] = {&h.min, &h.max, &h.num, &h.sum, &h.sum_squares};
+      *scalars[f.number - 1] = as_double(f.bits);
+    } else if (f.type == 2 && (f.number == 6 || f.number == 7)) {
+      auto& list = f.number == 6 ? h.bucket_limit : h.bucket;
+      for (size_t at = 0; at + 8 <= f.bytes.size(); at += 8) list.push_back(as_double(read_le(f.bytes, at, 8)));
+    } else {
+      throw std::runtime_error("bad HistogramProto field " + std::to_string(f.number));
+    }
+  }
+  return h;
+}
 
 DecodedEvent decode_event(const std::string& record) {
   DecodedEvent e;
@@ -136,17 +160,24 @@ DecodedEvent decode_event(const std::string& record) {
       for (const Field& v : decode_fields(f.bytes)) {
         if (v.number != 1 || v.type != 2) throw std::runtime_error("bad Summary field");
         std::pair<std::string, float> value;
+        std::optional<Histogram> histo;
         for (const Field& x : decode_fields(v.bytes)) {
           if (x.number == 1 && x.type == 2) {
             value.first = x.bytes;
           } else if (x.number == 2 && x.type == 5) {
             uint32_t bits = uint32_t(x.bits);
             std::memcpy(&value.second, &bits, 4);
+          } else if (x.number == 5 && x.type == 2) {
+            histo = decode_histogram(x.bytes);
           } else {
             throw std::runtime_error("bad Summary.Value field");
           }
         }
-        e.values.push_back(value);
+        if (histo) {
+          e.histograms.emplace_back(value.first, *histo);
+        } else {
+          e.values.push_back(value);
+        }
       }
     } else {
       throw std::runtime_error("unexpected Event field " + std::to_string(f.number));
@@ -305,6 +336,41 @@ TEST(SummaryWriter, ScalarEventsDecodeAndMatchHandEncoding) {
   EXPECT_EQ(zero.values.at(0), (std::pair<std::string, float>{"zero", 0.0f}));
 }
 
+// Buckets are closed on the right, as TensorBoard reads them; non-finite
+// values are left out.
+TEST(Histogram, BucketsSumsAndExtremes) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Histogram h = Histogram::of({4, 1, 2, 3, nan, 2.5}, 3);
+  EXPECT_EQ(h.min, 1);
+  EXPECT_EQ(h.max, 4);
+  EXPECT_EQ(h.num, 5);
+  EXPECT_EQ(h.sum, 12.5);
+  EXPECT_EQ(h.sum_squares, 36.25);
+  EXPECT_EQ(h.bucket_limit, (std::vector<double>{2, 3, 4}));
+  EXPECT_EQ(h.bucket, (std::vector<double>{2, 2, 1}));  // {1, 2}, {2.5, 3}, {4}
+  const Histogram same = Histogram::of({7, 7, 7});
+  EXPECT_EQ(same.bucket_limit, (std::vector<double>{7}));
+  EXPECT_EQ(same.bucket, (std::vector<double>{3}));
+  EXPECT_EQ(Histogram::of({nan}).num, 0);
+  EXPECT_PAX_ERROR(Histogram::of({1}, 0), "buckets must be >= 1");
+}
+
+TEST(SummaryWriter, HistogramEventsDecode) {
+  TempDir tmp;
+  SummaryWriter w(tmp.path());
+  const Histogram h = Histogram::of({-1, 0.5, 2, 2, 3}, 4);
+  w.histogram("layer/xent", h, 12, 1.5);
+  w.close();
+  const std::vector<DecodedEvent> events = read_events(w.path());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].step, 12);
+  EXPECT_EQ(events[1].wall_time, 1.5);
+  ASSERT_EQ(events[1].histograms.size(), 1u);
+  EXPECT_EQ(events[1].histograms[0].first, "layer/xent");
+  EXPECT_EQ(events[1].histograms[0].second, h);
+  EXPECT_TRUE(events[1].values.empty());
+}
+
 TEST(SummaryWriter, ACorruptedByteIsDetected) {
   TempDir tmp;
   std::string path;
@@ -389,6 +455,7 @@ StepMetrics sample_metrics() {
   m.tokens_per_sec = 13312;
   m.mfu = 0.3125;
   m.wall_time = 1700000000.125;
+  m.summaries = {{"lm/x_layers_0/attention_entropy", 1.25}};
   return m;
 }
 
@@ -417,6 +484,7 @@ TEST(MetricsJsonl, LineHasTheFieldsAndParsesBack) {
   EXPECT_EQ(j["tokens_per_sec"].get<double>(), 13312);
   EXPECT_EQ(j["mfu"].get<double>(), 0.3125);
   EXPECT_FALSE(j.contains("examples_per_sec"));  // absent stays absent
+  EXPECT_EQ(j["summaries"]["lm/x_layers_0/attention_entropy"].get<double>(), 1.25);
   EXPECT_EQ(line.rfind("{\"step\":1200,\"split\":\"train\"", 0), 0u) << line;
 
   EXPECT_EQ(parse_metrics_json_line(line), m);

@@ -2,7 +2,8 @@
 // (paxml's loss_aggregator, metrics and vn): the loss is the configured
 // weighted sum of metrics, metrics are kept and combined as the aggregator
 // says, and weight noise reaches the gradient of the selected variables only,
-// from its start step on, with the standard deviation asked for.
+// from its start step on, with the standard deviation asked for. Also the
+// step's own summaries (norms per layer).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -96,13 +97,16 @@ TEST(LossAggregator, BadSettingsNameWhatIsWrong) {
   auto multi = std::make_shared<MultiLossAggregator>();
   multi->loss_keys = {"total_loss", "w_loss"};
   multi->loss_weights = {1.0};
-  EXPECT_PAX_ERROR((void)TrainStep(*model, sgd_learner(1.0), {.loss_aggregator = multi}), "loss_weights has 1 entries for 2 loss_keys");
+  EXPECT_PAX_ERROR((void)TrainStep(*model, sgd_learner(1.0), {.loss_aggregator = multi}),
+                   "loss_weights has 1 entries for 2 loss_keys");
   multi->loss_keys = {"total_loss", "total_loss"};
   multi->loss_weights = {};
   EXPECT_PAX_ERROR((void)TrainStep(*model, sgd_learner(1.0), {.loss_aggregator = multi}), "repeated ('total_loss')");
   multi->loss_keys = {"total_loss", "w_los"};
-  EXPECT_PAX_ERROR(one_step(*model, {.loss_aggregator = multi}), "loss_aggregator.loss_keys[1] 'w_los' is not a metric of QuadraticModel");
-  EXPECT_PAX_ERROR(loss_terms(std::make_shared<MeanMetrics>(), "total_loss"), "loss_aggregator must be a loss aggregator (LossAggregator, MultiLossAggregator)");
+  EXPECT_PAX_ERROR(one_step(*model, {.loss_aggregator = multi}),
+                   "loss_aggregator.loss_keys[1] 'w_los' is not a metric of QuadraticModel");
+  EXPECT_PAX_ERROR(loss_terms(std::make_shared<MeanMetrics>(), "total_loss"),
+                   "loss_aggregator must be a loss aggregator (LossAggregator, MultiLossAggregator)");
 }
 
 Tree metrics_of(double loss, double loss_weight, double acc, double acc_weight) {
@@ -142,12 +146,14 @@ TEST(MetricsAggregator, AMetricIsCombinedOneWay) {
   max_acc->metric_keys = {"acc"};
   auto composite = std::make_shared<CompositeMetrics>();
   composite->metrics_p = {mean_acc, max_acc};
-  EXPECT_PAX_ERROR(metric_rules(composite), "MaxMetrics takes the max of metric 'acc', which another aggregator already takes the mean");
+  EXPECT_PAX_ERROR(metric_rules(composite),
+                   "MaxMetrics takes the max of metric 'acc', which another aggregator already takes the mean");
   composite->metrics_p = {std::make_shared<MeanMetrics>(), std::make_shared<MaxMetrics>()};
   EXPECT_PAX_ERROR(metric_rules(composite), "give one of them metric_keys");
   composite->metrics_p = {};
   EXPECT_PAX_ERROR(metric_rules(composite), "metrics_p must hold at least one aggregator");
-  EXPECT_PAX_ERROR(metric_rules(std::make_shared<LossAggregator>()), "metrics must be a metrics aggregator (CompositeMetrics, MaxMetrics, MeanMetrics)");
+  EXPECT_PAX_ERROR(metric_rules(std::make_shared<LossAggregator>()),
+                   "metrics must be a metrics aggregator (CompositeMetrics, MaxMetrics, MeanMetrics)");
 }
 
 TEST(VariationalNoise, SelectedVariablesSeeGaussianNoiseFromTheStartStep) {
@@ -176,13 +182,27 @@ TEST(VariationalNoise, SelectedVariablesSeeGaussianNoiseFromTheStartStep) {
   EXPECT_TRUE(testing::all_close(again["w"].leaf(), noisy["w"].leaf(), 0, 0)) << "the noise comes from the step key";
 }
 
+// The train step's summaries: per layer (here the root, "params"), the
+// norms of the parameters and of their gradients; none when turned off.
+TEST(TrainStepSummaries, NormsPerLayer) {
+  const int64_t n = 5;
+  auto model = quadratic(n);
+  auto [params, out] = one_step(*model, {});
+  // At w = v = 0 every gradient element of total_loss is -1.
+  EXPECT_NEAR(out["summaries"]["grad_norm/params"].leaf().item<float>(), std::sqrt(2.0 * n), 1e-5);
+  EXPECT_EQ(out["summaries"]["param_norm/params"].leaf().item<float>(), 0.0f);
+  auto [quiet_params, quiet] = one_step(*model, {.summaries = false});
+  EXPECT_TRUE(quiet["summaries"].is_none() || quiet["summaries"].size() == 0) << quiet["summaries"].str();
+}
+
 TEST(VariationalNoise, ARegexThatSelectsNothingIsRefused) {
   auto model = quadratic(2);
   VariationalNoise vn;
   vn.vn_scale = 0.1;
   vn.vn_regex = "decoder";
   TrainStep step(*model, sgd_learner(1.0), {.vn = vn});
-  EXPECT_PAX_ERROR(step.init_state(random::key(0)), "vn.vn_regex 'decoder' matches no variable, but vn.vn_scale is 0.1");
+  EXPECT_PAX_ERROR(step.init_state(random::key(0)),
+                   "vn.vn_regex 'decoder' matches no variable, but vn.vn_scale is 0.1");
   vn.vn_regex = "params/(w";
   EXPECT_PAX_ERROR(vn.check(), "vn.vn_regex 'params/(w' is not a valid regular expression");
   vn.vn_regex = "";

@@ -1,6 +1,7 @@
 // ClassificationModel.
 #include "pax/nn/models/classification.h"
 
+#include "pax/api/transforms.h"
 #include "pax/ops/nn.h"
 #include "pax/ops/numpy.h"
 
@@ -44,6 +45,7 @@ std::pair<Tree, Tree> ClassificationModel::compute_loss(const Tree& predictions,
                                          : onehot;
   Array xent = -sum(targets * log_probs, -1);  // (B,)
   Tree metrics = cross_entropy_metrics(xent, logits, labels, weights, "accuracy");
+  if (summaries_enabled()) add_summary("example_xent", stop_gradient(xent), SummaryType::histogram);  // (B,)
   if (c >= 5) {
     Array total_weight = metric_value(metrics, "num_predictions");
     // The label's logit is among the 5 largest: fewer than 5 logits exceed it.

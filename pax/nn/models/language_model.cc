@@ -3,6 +3,7 @@
 
 #include <limits>
 
+#include "pax/api/transforms.h"
 #include "pax/nn/losses.h"
 #include "pax/ops/nn.h"
 #include "pax/ops/numpy.h"
@@ -51,6 +52,12 @@ std::pair<Tree, Tree> LanguageModel::compute_loss(const Tree& predictions, const
   Tree metrics = cross_entropy_metrics(xent, logits, labels, weights, "fraction_of_correct_next_step_preds");
   Tree avg_xent = metrics["avg_xent"];
   metrics["log_pplx"] = avg_xent;
+  if (summaries_enabled()) {                    // the spread of the loss over the batch's sequences
+    const Array row_weight = sum(weights, -1);  // (B,)
+    add_summary("sequence_xent",
+                sum(stop_gradient(xent).astype(logits.dtype()) * weights, -1) / maximum(row_weight, 1.0),
+                SummaryType::histogram);
+  }
   return {metrics, Tree::dict({{"xent", xent}})};
 }
 
