@@ -41,15 +41,18 @@ struct Reduced {
 Reduced reduce_over(const std::string& axis, const std::string& loss_name, const Tree& grads, const Tree& metrics,
                     const Tree& collections, const Array& loss) {
   const Array weight = nn::metric_weight(metrics, loss_name).astype(DType::f32);
-  // A process with no real example (weight 0) may have NaN gradients: it adds nothing.
-  auto weighted = [&](const Array& g) { return where(weight > 0.0, g * weight.astype(g.dtype()), zeros_like(g)); };
+  // value * w, and 0 where w is 0: a process with no real example may have
+  // NaN gradients and loss, a metric of weight 0 a NaN value; they add nothing.
+  auto weighted = [](const Array& value, const Array& w) {
+    return where(w > 0.0, value * w.astype(value.dtype()), zeros_like(value));
+  };
   Tree weighted_metrics = Tree::dict();
   for (const auto& [name, pair] : metrics.entries()) {
     const Array w = pair[1].leaf().astype(DType::f32);
-    weighted_metrics.set(name, Tree::list({Tree(pair[0].leaf().astype(DType::f32) * w), Tree(w)}));
+    weighted_metrics.set(name, Tree::list({Tree(weighted(pair[0].leaf().astype(DType::f32), w)), Tree(w)}));
   }
-  Tree local = Tree::dict({{"grads", tree_map(weighted, grads)},
-                           {"loss", where(weight > 0.0, loss * weight, zeros_like(loss))},
+  Tree local = Tree::dict({{"grads", tree_map([&](const Array& g) { return weighted(g, weight); }, grads)},
+                           {"loss", weighted(loss, weight)},
                            {"metrics", weighted_metrics},
                            {"collections", collections}});
   const Tree total = dist::psum(local, axis);
