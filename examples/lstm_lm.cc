@@ -4,6 +4,7 @@
 // gradient at the state carried from one window to the next. Trained with
 // SGD + momentum (optax-style, with gradient clipping and a cosine schedule),
 // then sampled greedily.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -88,13 +89,18 @@ int main() {
   // differs between the two) fall into one window, so the gradient teaches
   // the state to tell them apart, and training ends near zero loss whatever
   // the CPU's rounding (with 5, the sample depended on it).
+  // The schedule decays over exactly the steps taken: epochs x windows, so
+  // that the last step still learns (a step at count >= decay_steps runs at
+  // learning rate 0).
   const size_t bptt = 13;
   const int epochs = 200;
   const int64_t decay_steps = epochs * int64_t((data.size() + bptt - 1) / bptt);
-  optim::GradientTransformation tx =
-      optim::chain({optim::clip_by_global_norm(2.0), optim::sgd(optim::cosine_decay_schedule(0.05, decay_steps), 0.9)});
+  const optim::Schedule learning_rate = optim::cosine_decay_schedule(0.05, decay_steps);
+  optim::GradientTransformation tx = optim::chain({optim::clip_by_global_norm(2.0), optim::sgd(learning_rate, 0.9)});
   Tree opt_state = tx.init(params);
-  for (int epoch = 0; epoch <= epochs; ++epoch) {
+  int64_t steps = 0;
+  double lowest_rate = 1.0;  // the smallest learning rate a step ran at
+  for (int epoch = 0; epoch < epochs; ++epoch) {
     Array h = zeros({kDim}), c = zeros({kDim});  // replaced by c_0 in the first window
     float total = 0;
     for (size_t start = 0; start < data.size(); start += bptt) {
@@ -104,12 +110,15 @@ int main() {
       total += loss.item<float>();
       h = stop_gradient(state[0]);
       c = stop_gradient(state[1]);
+      lowest_rate = std::min(lowest_rate, learning_rate(scalar<int32_t>(int32_t(steps++))).item<double>());
       auto [updates, new_state] = tx.update(grads, opt_state, params);
       opt_state = new_state;
       params = optim::apply_updates(params, updates);
     }
-    if (epoch % 25 == 0) std::printf("epoch %3d  loss %.4f\n", epoch, total);
+    if (epoch % 25 == 0 || epoch == epochs - 1) std::printf("epoch %3d  loss %.4f\n", epoch, total);
   }
+  std::printf("%lld steps of %lld, each at a learning rate > 0: %s\n", (long long)steps, (long long)decay_steps,
+              steps == decay_steps && lowest_rate > 0 ? "yes" : "no");
   std::printf("sample after:  \"%s\"\n", greedy_sample(params, int(text.size())).c_str());
   return 0;
 }

@@ -20,23 +20,42 @@ PrefetchInput::PrefetchInput(std::unique_ptr<BaseInput> inner, int64_t buffer_si
   start();
 }
 
-PrefetchInput::~PrefetchInput() { stop(); }
+PrefetchInput::~PrefetchInput() { halt(); }
 
 void PrefetchInput::start() {
   queue_.clear();
-  stop_ = false;
   error_ = nullptr;
+  launch();
+}
+
+void PrefetchInput::launch() {
+  stop_ = false;
   worker_ = std::thread([this] { work(); });
 }
 
-void PrefetchInput::stop() {
+void PrefetchInput::halt() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
-  queue_.clear();
+}
+
+void PrefetchInput::resume(const std::exception_ptr& reset_error) {
+  // The worker had ended at an error (queued or handed out): nothing more to read.
+  if (error_ || (!queue_.empty() && queue_.back().error)) return;
+  try {
+    // The worker may have read one batch past the queue when it was halted.
+    inner_->restore_state(queue_.empty() ? consumed_state_ : queue_.back().state);
+  } catch (...) {
+    // The position of the inner input is unknown: fail until a reset or
+    // restore_state succeeds rather than deliver batches out of order.
+    queue_.clear();
+    error_ = reset_error;
+    return;
+  }
+  launch();
 }
 
 void PrefetchInput::work() {
@@ -86,11 +105,11 @@ Tree PrefetchInput::get_next() {
 }
 
 void PrefetchInput::reset() {
-  stop();
+  halt();
   try {
     inner_->reset();
   } catch (...) {
-    start();  // never leave get_next() waiting on a stopped worker
+    resume(std::current_exception());  // the stream goes on as if reset() had not been called
     throw;
   }
   consumed_state_ = inner_->state();
@@ -100,7 +119,7 @@ void PrefetchInput::reset() {
 Tree PrefetchInput::state() const { return consumed_state_; }
 
 void PrefetchInput::restore_state(const Tree& state) {
-  stop();
+  halt();
   // The inner input validates the state; on error it is left as it was and
   // the stream restarts from the last consumed batch.
   try {

@@ -12,6 +12,12 @@
 // again on every later call until reset() / restore_state(). reset() and
 // restore_state() stop the thread, drop the queue and start afresh;
 // destruction stops the thread cleanly, even while it waits on a full queue.
+// Both are exception-safe. When the inner input's reset() throws, the error
+// propagates and the stream is left as it was: the queued batches come out,
+// then the ones after them, and state() is unchanged (should the inner input
+// fail to return to its position too, get_next() rethrows the reset's error
+// until a reset() or restore_state() succeeds). When its restore_state()
+// throws, the stream restarts from the last consumed batch.
 #pragma once
 
 #include <condition_variable>
@@ -45,8 +51,13 @@ class PrefetchInput : public BaseInput {
     Tree state;                // the inner state after this batch
     std::exception_ptr error;  // set instead of batch / state
   };
-  void start();
-  void stop();
+  void start();   // drops the queue and any error, then launches the worker
+  void launch();  // starts the worker thread, which appends to the queue
+  void halt();    // stops and joins the worker; the queue is kept
+  // After a failed inner reset: the inner input back after the last queued
+  // batch and the worker relaunched (or, if that fails too, reset_error
+  // rethrown by get_next() until a reset() / restore_state() succeeds).
+  void resume(const std::exception_ptr& reset_error);
   void work();
 
   std::unique_ptr<BaseInput> inner_;

@@ -140,6 +140,58 @@ TEST(Prefetch, OtherErrorsPropagateInOrderWithTheirType) {
   EXPECT_PAX_ERROR(prefetched.get_next(), "disk on fire");
 }
 
+// A counting input whose reset() (and, when asked, restore_state()) fails.
+class StuckInput : public BaseInput {
+ public:
+  struct HParams : BaseInput::HParams {
+    PAX_HPARAMS_NO_FIELDS(TestStuckInput, BaseInput::HParams);
+  };
+  StuckInput() : BaseInput(HParams()) {}
+  Tree get_next() override { return Tree::dict({{"step", scalar<int32_t>(step_++)}}); }
+  void reset() override {
+    if (fail_reset) throw Error("stuck: cannot rewind");
+    step_ = 0;
+  }
+  Tree state() const override { return int_state({{"step", step_}}); }
+  void restore_state(const Tree& s) override {
+    if (fail_restore) throw Error("stuck: cannot seek");
+    step_ = int(state_value(s, "step", "StuckInput"));
+  }
+  bool fail_reset = true, fail_restore = false;
+
+ private:
+  int step_ = 0;
+};
+
+std::vector<int32_t> steps(BaseInput& input, int n) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(input.get_next()["step"].leaf().item<int32_t>());
+  return out;
+}
+
+TEST(Prefetch, AFailedInnerResetKeepsTheStream) {
+  auto owned = std::make_unique<StuckInput>();
+  StuckInput& inner = *owned;
+  PrefetchInput prefetched(std::move(owned), 4);
+  EXPECT_EQ(steps(prefetched, 2), (std::vector<int32_t>{0, 1}));
+  let_worker_run();  // steps 2..5 queued, the worker waiting (or reading 6)
+  EXPECT_PAX_ERROR(prefetched.reset(), "cannot rewind");
+  EXPECT_EQ(prefetched.state()["step"].leaf().item<int64_t>(), 2);
+  // The queued batches come out, then the ones after them, none twice.
+  EXPECT_EQ(steps(prefetched, 8), (std::vector<int32_t>{2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(prefetched.state()["step"].leaf().item<int64_t>(), 10);
+  // If the inner input cannot go back either, the stream fails rather than skip.
+  let_worker_run();
+  inner.fail_restore = true;
+  EXPECT_PAX_ERROR(prefetched.reset(), "cannot rewind");
+  EXPECT_PAX_ERROR(prefetched.get_next(), "cannot rewind");
+  EXPECT_PAX_ERROR(prefetched.get_next(), "cannot rewind");
+  // A reset that succeeds starts afresh.
+  inner.fail_reset = false;
+  prefetched.reset();
+  EXPECT_EQ(steps(prefetched, 3), (std::vector<int32_t>{0, 1, 2}));
+}
+
 TEST(Prefetch, ShutsDownCleanlyWhileTheWorkerWaitsOrReads) {
   for (int i = 0; i < 20; ++i) {
     PrefetchInput full(numbers(10, params(2, true)), 1);  // worker blocks on a full queue

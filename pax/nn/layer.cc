@@ -380,7 +380,7 @@ void ApplyScope::create_variables(const Layer& root, const Array& key) {
     const Array layer_key = random::fold_in(key, hash32(l.path()));
     for (const Layer::VariableSpec& v : l.variable_specs()) {
       Array value = init_weight(v.init, random::fold_in(layer_key, hash32(v.name)), v.spec.shape, v.dtype,
-                                v.spec.fan_in_axes, v.spec.fan_out_axes);
+                                v.spec.fan_in_axes, v.spec.fan_out_axes, v.spec.repeat_prefix_axes);
       put(g_state->updated, variable_location(v.spec.collection, l, v.name), value);
     }
     for (const auto& [name, child] : l.children()) visit(*child);

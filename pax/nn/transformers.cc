@@ -244,34 +244,6 @@ void StackedTransformer::init_states(int64_t batch, int64_t max_length) const {
 
 namespace {
 
-// Fan axes of a variable once a leading axis is prepended, so that its fans
-// stay those of one repetition (fans() multiplies leading axes by default).
-std::pair<Ints, Ints> stacked_fan_axes(const WeightHParams& spec) {
-  const int64_t r = spec.shape.rank();
-  auto shift = [&](const Ints& axes) {
-    Ints out;
-    for (int64_t a : normalize_axes(axes, r, "fan axes")) out.push_back(a + 1);
-    return out;
-  };
-  Ints in, out;
-  if (!spec.fan_in_axes.empty()) {
-    in = shift(spec.fan_in_axes);
-  } else if (r == 1) {
-    in = {1};
-  } else {
-    for (int64_t i = 0; i + 1 < r; ++i) in.push_back(i + 1);  // axis r - 2 and the receptive axes
-  }
-  if (!spec.fan_out_axes.empty()) {
-    out = shift(spec.fan_out_axes);
-  } else if (r == 1) {
-    out = {1};
-  } else if (r >= 2) {
-    for (int64_t i = 0; i + 2 < r; ++i) out.push_back(i + 1);  // the receptive axes and axis r - 1
-    out.push_back(r);
-  }
-  return {in, out};
-}
-
 using VariableFn =
     std::function<void(const std::string& collection, const std::string& path, const std::string& name, const Array&)>;
 
@@ -328,7 +300,7 @@ void RepeatedVariables::setup() {
     WeightHParams spec = v.spec;
     Ints dims = spec.shape.dims();
     dims.insert(dims.begin(), hp.x_times);
-    std::tie(spec.fan_in_axes, spec.fan_out_axes) = stacked_fan_axes(v.spec);
+    ++spec.repeat_prefix_axes;  // each repetition drawn with the fans of one
     spec.shape = Shape(dims);
     spec.init = v.init;
     spec.dtype = v.dtype;

@@ -423,6 +423,44 @@ TEST(Repeat, CarriesSummariesAuxLossesAndMutableCollections) {
   EXPECT_TRUE(apply(*repeat, vars, x, Array()).updates.entries().empty());
 }
 
+// A repeatable test layer with a scalar gain drawn by a fan-dependent
+// initialiser (fans of a scalar: 1 and 1).
+class ScalarGainBlock : public RepeatableLayer {
+ public:
+  struct HParams : Layer::HParams {
+    PAX_HPARAMS_NO_FIELDS(TestScalarGainBlock, Layer::HParams);
+  };
+  Array fprop(const Array& x, const Array&, const Array&) const override { return x * theta("gain"); }
+  Array extend_step(const Array& x, const Array&, const Array&) const override { return x * theta("gain"); }
+  void init_states(int64_t, int64_t) const override {}
+
+ protected:
+  void setup() override { create_variable("gain", WeightHParams{Shape{}, WeightInit::uniform_sqrt_fan_in()}); }
+};
+PAX_REGISTER_LAYER(ScalarGainBlock);
+
+TEST(Repeat, ScalarVariablesKeepTheFansOfOneRepetition) {
+  // U(-sqrt(3 / fan_in), sqrt(3 / fan_in)) with fan_in 1 for every slice,
+  // through one Repeat and through a Repeat of a Repeat, not fan_in = x_times.
+  auto body = std::make_shared<ScalarGainBlock::HParams>();
+  auto once = build<Repeat>(repeat_hparams(64, body, DType::f32));
+  auto inner = std::make_shared<Repeat::HParams>(repeat_hparams(16, body, DType::f32));
+  auto twice = build<Repeat>(repeat_hparams(4, inner, DType::f32));
+  const double bound = std::sqrt(3.0);
+  for (const auto& [layer, shape] : {std::pair<const Repeat*, Shape>{once.get(), Shape{64}},
+                                     std::pair<const Repeat*, Shape>{twice.get(), Shape{4, 16}}}) {
+    Array gain =
+        init(*layer, random::key(13)).at_path(shape.rank() == 1 ? "params/sub/gain" : "params/sub/sub/gain").leaf();
+    EXPECT_EQ(gain.shape(), shape);
+    Array largest = max(abs(gain));
+    EXPECT_LE(largest.item<double>(), bound);
+    EXPECT_GT(largest.item<double>(), 0.5 * bound) << "drawn with the fans of the repetition axes";
+    EXPECT_NEAR(std(gain).item<double>(), 1.0, 0.25);  // the variance of U(-sqrt 3, sqrt 3)
+  }
+  EXPECT_PAX_ERROR(init_weight(WeightInit::xavier(), random::key(0), Shape{2}, DType::f32, {}, {}, 2),
+                   "repeat_prefix_axes must be in [0, 1] for shape (2,), got 2");
+}
+
 TEST(Repeat, DropoutJitAndMixedPrecision) {
   auto sub = block(8, 16, 2, DType::f32);
   sub->residual_dropout_prob = 0.2;

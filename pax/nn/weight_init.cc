@@ -29,8 +29,12 @@ std::pair<double, double> fans(const Shape& shape, const Ints& fan_in_axes, cons
 }
 
 Array init_weight(const WeightInit& init, const Array& key, const Shape& shape, DType dtype, const Ints& fan_in_axes,
-                  const Ints& fan_out_axes) {
-  auto [fan_in, fan_out] = fans(shape, fan_in_axes, fan_out_axes);
+                  const Ints& fan_out_axes, int64_t repeat_prefix_axes) {
+  PAX_CHECK(repeat_prefix_axes >= 0 && repeat_prefix_axes <= shape.rank(),
+            "init_weight: repeat_prefix_axes must be in [0, ", shape.rank(), "] for shape ", shape.str(), ", got ",
+            repeat_prefix_axes);
+  const Ints& dims = shape.dims();
+  auto [fan_in, fan_out] = fans(Shape(Ints(dims.begin() + repeat_prefix_axes, dims.end())), fan_in_axes, fan_out_axes);
   const double s = init.scale;
   const DType draw = dtype == DType::f64 ? DType::f64 : DType::f32;
   auto gauss = [&](double stddev) { return (random::normal(key, shape, draw) * stddev).astype(dtype); };

@@ -71,13 +71,18 @@ struct WeightHParams {
   std::string collection = "params";    // params (trainable), batch_stats, non_trainable, ...
   Ints fan_in_axes = {};                // default: axis -2 (times leading "receptive field" axes)
   Ints fan_out_axes = {};               // default: axis -1 (times leading axes)
+  // Leading axes of `shape` that stack independent copies (Repeat's
+  // repetitions, as praxis's repeat_prefix): each copy is drawn with the fans
+  // of shape[repeat_prefix_axes:], and the fan axes index that shape.
+  int64_t repeat_prefix_axes = 0;
 };
 
 // (fan_in, fan_out) of a weight shape.
 std::pair<double, double> fans(const Shape& shape, const Ints& fan_in_axes, const Ints& fan_out_axes);
 
-// Draws a weight of `shape` / `dtype` with `init` from `key`.
+// Draws a weight of `shape` / `dtype` with `init` from `key`; the fans are
+// those of shape without its first repeat_prefix_axes axes.
 Array init_weight(const WeightInit& init, const Array& key, const Shape& shape, DType dtype,
-                  const Ints& fan_in_axes = {}, const Ints& fan_out_axes = {});
+                  const Ints& fan_in_axes = {}, const Ints& fan_out_axes = {}, int64_t repeat_prefix_axes = 0);
 
 }  // namespace pax::nn

@@ -81,8 +81,30 @@ EarlyStopping EarlyStopping::from_tree(const Tree& tree) {
   return s;
 }
 
+namespace {
+
+// best_metric in JSON: a number, or "inf" / "-inf" / "nan", which JSON
+// numbers cannot hold. null (how +inf was written before) reads as +inf.
+nlohmann::json metric_to_json(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+}
+
+double metric_from_json(const nlohmann::json& j) {
+  if (j.is_null()) return INFINITY;
+  if (j.is_number()) return j.get<double>();
+  const std::string s = j.is_string() ? j.get<std::string>() : j.dump();
+  if (s == "inf") return INFINITY;
+  if (s == "-inf") return -INFINITY;
+  if (s == "nan") return NAN;
+  PAX_FAIL("EarlyStopping::restore_json: best_metric must be a number, \"inf\", \"-inf\", \"nan\" or null, got ",
+           j.dump());
+}
+
+}  // namespace
+
 std::string EarlyStopping::to_json() const {
-  nlohmann::json j = {{"best_metric", std::isfinite(best_metric) ? nlohmann::json(best_metric) : nlohmann::json()},
+  nlohmann::json j = {{"best_metric", metric_to_json(best_metric)},
                       {"patience_count", patience_count},
                       {"should_stop", should_stop},
                       {"has_improved", has_improved}};
@@ -91,15 +113,18 @@ std::string EarlyStopping::to_json() const {
 
 EarlyStopping EarlyStopping::restore_json(const std::string& text) const {
   EarlyStopping e = *this;
+  nlohmann::json best;
   try {
     nlohmann::json j = nlohmann::json::parse(text);
-    e.best_metric = j.at("best_metric").is_null() ? INFINITY : j.at("best_metric").get<double>();
+    best = j.at("best_metric");
     e.patience_count = j.at("patience_count").get<int64_t>();
     e.should_stop = j.at("should_stop").get<bool>();
     e.has_improved = j.at("has_improved").get<bool>();
   } catch (const nlohmann::json::exception& err) {
     PAX_FAIL("EarlyStopping::restore_json: not an early-stopping state: ", err.what());
   }
+  e.best_metric = metric_from_json(best);
+  check_settings(e, "EarlyStopping::restore_json");
   return e;
 }
 

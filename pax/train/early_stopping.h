@@ -54,10 +54,13 @@ struct EarlyStopping {
   // The inverse of to_tree(); pax::Error naming the missing key or bad value.
   static EarlyStopping from_tree(const Tree& tree);
 
-  // The progress (best_metric, with +inf as null, patience_count,
-  // should_stop, has_improved) as a JSON object, and this state with the
-  // progress read back from one (min_delta and patience kept): pax::Error
-  // naming the problem for other text.
+  // The progress (best_metric, patience_count, should_stop, has_improved)
+  // as a JSON object, and this state with the progress read back from one
+  // (min_delta and patience kept, the whole state checked as update() does):
+  // pax::Error naming the problem for other text. A non-finite best_metric
+  // is written as the string "inf", "-inf" or "nan" (JSON numbers cannot
+  // hold them), so that a resumed run keeps a -inf best; null, the older
+  // form of +inf, is read as +inf.
   std::string to_json() const;
   EarlyStopping restore_json(const std::string& text) const;
 };

@@ -175,9 +175,46 @@ TEST(EarlyStopping, JsonRoundTripKeepsTheSettings) {
   EXPECT_EQ(back.patience_count, s.patience_count);
   EXPECT_EQ(back.should_stop, s.should_stop);
   EXPECT_EQ(back.has_improved, s.has_improved);
-  EXPECT_EQ(config.restore_json(config.to_json()).best_metric, kInf);  // +inf travels as null
   EXPECT_PAX_ERROR(config.restore_json("{\"best_metric\": 1}"), "not an early-stopping state");
   EXPECT_PAX_ERROR(config.restore_json("nonsense"), "not an early-stopping state");
+}
+
+TEST(EarlyStopping, JsonRoundTripIsExactForInfiniteBests) {
+  EarlyStopping config{.min_delta = 1e-3, .patience = 3};
+  // The fresh state (+inf: nothing seen yet) resumes as fresh.
+  EarlyStopping fresh = config.restore_json(config.to_json());
+  EXPECT_EQ(fresh.best_metric, kInf);
+  EXPECT_EQ(stopping_epoch(fresh, {4, 3, 3, 3, 3, 3}), stopping_epoch(config, {4, 3, 3, 3, 3, 3}));
+  // After a -inf metric nothing improves any more, before and after a resume
+  // (read as +inf, the next metric would count as the first one seen).
+  EarlyStopping low = config.update(-kInf);
+  EarlyStopping resumed = config.restore_json(low.to_json());
+  EXPECT_EQ(resumed.best_metric, -kInf);
+  EXPECT_FALSE(resumed.update(0.0).has_improved);
+  EXPECT_EQ(resumed.update(0.0).patience_count, 1);
+  // A higher-is-better metric is stopped on its negation: a +inf accuracy is a -inf best.
+  EXPECT_EQ(config.restore_json(config.update(-kInf).update(5).to_json()).patience_count, 1);
+  EXPECT_TRUE(std::isnan(config.restore_json(EarlyStopping{.best_metric = std::nan("")}.to_json()).best_metric));
+  // null, the form +inf was written in before, still reads as +inf.
+  const std::string old_form =
+      "{\"best_metric\": null, \"patience_count\": 0, \"should_stop\": false, "
+      "\"has_improved\": false}";
+  EXPECT_EQ(config.restore_json(old_form).best_metric, kInf);
+  EXPECT_PAX_ERROR(config.restore_json("{\"best_metric\": \"-infinity\", \"patience_count\": 0, "
+                                       "\"should_stop\": false, \"has_improved\": false}"),
+                   "best_metric must be a number, \"inf\", \"-inf\", \"nan\" or null, got \"-infinity\"");
+}
+
+TEST(EarlyStopping, RestoreJsonChecksTheSettings) {
+  const std::string negative =
+      "{\"best_metric\": 1.5, \"patience_count\": -2, \"should_stop\": false, "
+      "\"has_improved\": false}";
+  EXPECT_PAX_ERROR(EarlyStopping{}.restore_json(negative),
+                   "EarlyStopping::restore_json: patience_count must be >= 0, got -2");
+  const std::string good = EarlyStopping{}.update(1.5).to_json();
+  EXPECT_PAX_ERROR((EarlyStopping{.patience = -1}.restore_json(good)),
+                   "EarlyStopping::restore_json: patience must be >= 0, got -1");
+  EXPECT_PAX_ERROR((EarlyStopping{.min_delta = -0.5}.restore_json(good)), "restore_json: min_delta must be >= 0");
 }
 
 }  // namespace

@@ -52,9 +52,12 @@ struct Reduced {
 Reduced reduce_over(const std::string& axis, const std::optional<Array>& loss_weight, const MetricRules& rules,
                     const Tree& grads, const Tree& metrics, const Tree& collections, const Array& loss) {
   PAX_CHECK(metrics.is_dict(), "data-parallel train step: the metrics are not a dict {name: [value, weight]}");
-  // A process with no real example (weight 0) may have NaN gradients or metric values: it adds nothing.
   const Array weight = loss_weight ? loss_weight->astype(DType::f32) : scalar(1.0f);
-  auto weighted = [&](const Array& g) { return where(weight > 0.0, g * weight.astype(g.dtype()), zeros_like(g)); };
+  // value * w, and 0 where w is 0: a process with no real example may have
+  // NaN gradients and loss, a metric of weight 0 a NaN value; they add nothing.
+  auto weighted = [](const Array& value, const Array& w) {
+    return where(w > 0.0, value * w.astype(value.dtype()), zeros_like(value));
+  };
   Tree summed_metrics = Tree::dict();
   Tree maxima = Tree::dict();
   for (const auto& [name, pair] : metrics.entries()) {
@@ -62,11 +65,10 @@ Reduced reduce_over(const std::string& axis, const std::optional<Array>& loss_we
     const Array v = pair[0].leaf().astype(DType::f32);
     const bool is_max = rules.rule(name) == MetricReduction::max;
     if (is_max) maxima.set(name, where(w > 0.0, v, full_like(v, -std::numeric_limits<double>::infinity())));
-    summed_metrics.set(name,
-                       Tree::list({Tree(is_max ? zeros_like(v) : where(w > 0.0, v * w, zeros_like(v))), Tree(w)}));
+    summed_metrics.set(name, Tree::list({Tree(is_max ? zeros_like(v) : weighted(v, w)), Tree(w)}));
   }
-  Tree local = Tree::dict({{"grads", tree_map(weighted, grads)},
-                           {"loss", where(weight > 0.0, loss * weight, zeros_like(loss))},
+  Tree local = Tree::dict({{"grads", tree_map([&](const Array& g) { return weighted(g, weight); }, grads)},
+                           {"loss", weighted(loss, weight)},
                            {"metrics", summed_metrics},
                            {"collections", collections}});
   if (loss_weight) local.set("weight", weight);

@@ -17,7 +17,8 @@
 // "processes"), each process runs the step on its own batch and the step
 // sums, inside the jitted program and in one bucketed all-reduce, every
 // process's gradient weighted by its loss weight, the metrics and the
-// collections the forward pass wrote. The update is then the one of the
+// collections the forward pass wrote (a gradient, loss or metric of weight
+// 0, which may be NaN, adds nothing). The update is then the one of the
 // global batch's loss (padding on one host does not tilt the average), and
 // it is the same on every process.
 #pragma once

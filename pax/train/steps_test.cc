@@ -25,7 +25,8 @@ namespace {
 
 using testing::all_close;
 
-std::unique_ptr<nn::ClassificationModel> classifier(bool batch_norm) {
+template <class Model = nn::ClassificationModel>
+std::unique_ptr<Model> classifier(bool batch_norm) {
   auto first = nn::tpl<nn::Linear>();
   first->input_dims = 4;
   first->output_dims = 8;
@@ -39,11 +40,26 @@ std::unique_ptr<nn::ClassificationModel> classifier(bool batch_norm) {
   if (batch_norm) seq->layers.push_back(bn);
   seq->layers.push_back(nn::tpl<nn::Tanh>());
   seq->layers.push_back(last);
-  nn::ClassificationModel::HParams hp;
+  typename Model::HParams hp;
   hp.network_tpl = seq;
   hp.num_classes = 3;
-  return nn::build<nn::ClassificationModel>(hp);
+  return nn::build<Model>(hp);
 }
+
+// A classifier that also reports a metric of weight 0 with a NaN value, as a
+// process whose shard holds no example a metric counts would.
+class EmptyMetricClassifier : public nn::ClassificationModel {
+ public:
+  struct HParams : nn::ClassificationModel::HParams {
+    PAX_HPARAMS_NO_FIELDS(TestEmptyMetricClassifier, nn::ClassificationModel::HParams);
+  };
+  std::pair<Tree, Tree> compute_loss(const Tree& predictions, const Tree& input_batch) const override {
+    auto [metrics, per_example] = nn::ClassificationModel::compute_loss(predictions, input_batch);
+    metrics.set("empty", Tree::list({Tree(scalar(std::nanf(""))), Tree(scalar(0.0f))}));
+    return {metrics, per_example};
+  }
+};
+PAX_REGISTER_LAYER(EmptyMetricClassifier);
 
 Tree batch(uint32_t seed) {
   return Tree::dict(
@@ -176,6 +192,27 @@ TEST(TrainStep, NonFiniteAndLargeGradientsSkipTheUpdate) {
   TrainStep clipped_step(*model, clipped);
   auto [moved, out3] = clipped_step(clipped_step.init_state(random::key(2)), batch(4), random::key(0));
   EXPECT_EQ(out3["skipped"].leaf().item<float>(), 0.0f);
+}
+
+// The data-parallel step sums value * weight over the processes: a NaN
+// value of weight 0 must add nothing (NaN * 0 is NaN), as in the loss.
+TEST(TrainStep, DataParallelMetricsSkipValuesOfWeightZero) {
+  auto model = classifier<EmptyMetricClassifier>(false);
+  TrainStep step(*model, adam_learner(0.01), {.data_parallel_axis = "processes"});
+  auto [next, out] = step(step.init_state(random::key(5)), batch(6), random::key(0));
+  const Tree& metrics = out["metrics"];
+  EXPECT_EQ(nn::metric_weight(metrics, "empty").item<float>(), 0.0f);
+  EXPECT_EQ(nn::metric_value(metrics, "empty").item<float>(), 0.0f);
+  // The other metrics, the loss and the update are those of one process.
+  TrainStep single(*model, adam_learner(0.01));
+  auto [want_state, want] = single(single.init_state(random::key(5)), batch(6), random::key(0));
+  for (const char* name : {"total_loss", "accuracy"}) {
+    EXPECT_TRUE(all_close(nn::metric_value(metrics, name), nn::metric_value(want["metrics"], name), 1e-6, 1e-6))
+        << name;
+  }
+  EXPECT_EQ(out["skipped"].leaf().item<float>(), 0.0f);
+  auto got_params = tree_leaves(next.params), want_params = tree_leaves(want_state.params);
+  for (size_t i = 0; i < got_params.size(); ++i) EXPECT_TRUE(all_close(got_params[i], want_params[i], 1e-6, 1e-6));
 }
 
 TEST(TrainStep, ErrorsNameTheLossAndTheOptimizer) {

@@ -38,6 +38,25 @@ Tree lm_batch(const Array& ids, const Array& labels, const Array& paddings) {
   return Tree::dict({{"ids", ids}, {"labels", labels}, {"paddings", paddings}});
 }
 
+// The logits (B, T, V) of `batch` ({ids, paddings, ...}).
+Array lm_logits(const LanguageModel& model, const Tree& vars, const Tree& batch) {
+  return apply_with(model, vars, [&](const LanguageModel& m) { return m.compute_predictions(batch); })
+      .output["logits"]
+      .leaf();
+}
+
+// Changing the tokens from position 3 on leaves the logits before it as they
+// were and changes those at position 3.
+void expect_causal(const LanguageModel& model, const Tree& vars) {
+  Array zeros6 = zeros({1, 6});
+  Array a =
+      lm_logits(model, vars, Tree::dict({{"ids", array<int32_t>({1, 2, 3, 4, 5, 6}, {1, 6})}, {"paddings", zeros6}}));
+  Array b =
+      lm_logits(model, vars, Tree::dict({{"ids", array<int32_t>({1, 2, 3, 9, 9, 9}, {1, 6})}, {"paddings", zeros6}}));
+  EXPECT_TRUE(all_close(slice_along(a, 1, 0, 3), slice_along(b, 1, 0, 3), 1e-6, 1e-6));
+  EXPECT_FALSE(all_close(slice_along(a, 1, 3, 4), slice_along(b, 1, 3, 4), 1e-6, 1e-6));
+}
+
 TEST(LanguageModel, LossAndMetricsFollowTheLogits) {
   auto model = build<LanguageModel>(tiny_lm());
   Tree vars = random_vars(*model, 1);
@@ -74,17 +93,10 @@ TEST(LanguageModel, LossAndMetricsFollowTheLogits) {
 TEST(LanguageModel, CausalAndPackedInputs) {
   auto model = build<LanguageModel>(tiny_lm());
   Tree vars = random_vars(*model, 2);
-  auto logits = [&](const Tree& batch) {
-    return apply_with(*model, vars, [&](const LanguageModel& m) { return m.compute_predictions(batch); })
-        .output["logits"]
-        .leaf();
-  };
+  auto logits = [&](const Tree& batch) { return lm_logits(*model, vars, batch); };
+  expect_causal(*model, vars);
   Array ids = array<int32_t>({1, 2, 3, 4, 5, 6}, {1, 6});
-  Array changed = array<int32_t>({1, 2, 3, 9, 9, 9}, {1, 6});
   Array zeros6 = zeros({1, 6});
-  Tree a = Tree::dict({{"ids", ids}, {"paddings", zeros6}}), b = Tree::dict({{"ids", changed}, {"paddings", zeros6}});
-  EXPECT_TRUE(all_close(slice_along(logits(a), 1, 0, 3), slice_along(logits(b), 1, 0, 3), 1e-6, 1e-6));
-  EXPECT_FALSE(all_close(slice_along(logits(a), 1, 3, 4), slice_along(logits(b), 1, 3, 4), 1e-6, 1e-6));
   // Packed: two segments in one row equal the two sequences run alone.
   Tree packed = Tree::dict({{"ids", ids},
                             {"paddings", zeros6},
@@ -95,6 +107,53 @@ TEST(LanguageModel, CausalAndPackedInputs) {
   Array second = logits(Tree::dict({{"ids", slice_along(ids, 1, 3, 6)}, {"paddings", zeros({1, 3})}}));
   EXPECT_TRUE(all_close(slice_along(both, 1, 0, 3), first, 1e-5, 1e-5));
   EXPECT_TRUE(all_close(slice_along(both, 1, 3, 6), second, 1e-5, 1e-5));
+}
+
+// A Repeat of a bare Transformer (Repeat's default sub_tpl), at any depth,
+// gets model_dims and the causal mask from the LM: position t does not see
+// the tokens after it, and decoding through the KV cache agrees.
+TEST(LanguageModel, RepeatOfBareTransformersIsCausal) {
+  for (const std::string& stack :
+       {std::string("lm_tpl.stacked_transformer_tpl"), std::string("lm_tpl.stacked_transformer_tpl.sub_tpl")}) {
+    Config cfg = tiny_lm();
+    cfg.set("lm_tpl.stacked_transformer_tpl", "Repeat");
+    cfg.set("lm_tpl.stacked_transformer_tpl.x_times", "2");
+    if (stack != "lm_tpl.stacked_transformer_tpl") {
+      cfg.set("lm_tpl.stacked_transformer_tpl.sub_tpl", "Repeat");
+      cfg.set(stack + ".x_times", "2");
+    }
+    cfg.set(stack + ".sub_tpl", "Transformer");  // input_dims left unset: the LM's model_dims
+    cfg.set(stack + ".sub_tpl.hidden_dims", "16");
+    cfg.set(stack + ".sub_tpl.num_heads", "2");
+    cfg.set("max_decode_length", "6");
+    cfg.set("eos_id", "-1");
+    auto model = build<LanguageModel>(cfg);
+    Tree vars = random_vars(*model, 8, 1.0);
+    SCOPED_TRACE(stack);
+    auto logits = [&](const Array& ids, const Array& paddings) {
+      return lm_logits(*model, vars, Tree::dict({{"ids", ids}, {"paddings", paddings}}));
+    };
+    expect_causal(*model, vars);
+    Array zeros6 = zeros({1, 6});
+    Array a = logits(array<int32_t>({1, 2, 3, 4, 5, 6}, {1, 6}), zeros6);
+    // Padded positions are not attended to: a padded tail changes nothing before it.
+    Array padded = array<float>({0, 0, 0, 0, 1, 1}, {1, 6});
+    Array c = logits(array<int32_t>({1, 2, 3, 4, 7, 7}, {1, 6}), padded);
+    EXPECT_TRUE(all_close(slice_along(c, 1, 0, 4), slice_along(a, 1, 0, 4), 1e-6, 1e-6));
+    // Greedy decoding through the caches equals the full pass on its output.
+    Tree decoded = apply_with(*model, vars,
+                              [&](const LanguageModel& m) {
+                                return m.decode(Tree::dict({{"prefix", array<int32_t>({3, 5}, {1, 2})},
+                                                            {"prefix_lengths", array<int32_t>({2})}}));
+                              },
+                              {.mutable_collections = {"decoder_cache"}})
+                       .output;
+    Array tokens = decoded["output_ids"].leaf();  // (1, 6)
+    std::vector<int> t = tokens.to_vector<int>();
+    Array full = argmax(logits(tokens, zeros6), -1);  // (1, 6): the greedy choice after each position
+    std::vector<int> next = full.to_vector<int>();
+    for (size_t i = 2; i < t.size(); ++i) EXPECT_EQ(t[i], next[i - 1]) << "position " << i;
+  }
 }
 
 TEST(LanguageModel, GradientsMatchFiniteDifferences) {

@@ -17,16 +17,22 @@ Array segment_mask(const Array& segment_ids, DType dtype) {
 namespace {
 
 // The LM's model_dims and causal masking for every StackedTransformer of a
-// stack, through Repeats at any depth (each level's template cloned first:
-// templates are shared with the config).
-void set_stack_dims(BaseHParams& stack, int64_t model_dims) {
+// stack, and model_dims for a bare Transformer, through Repeats at any depth
+// (each level's template cloned first: templates are shared with the config).
+// Returns true when the blocks are bare Transformers, which have no causal
+// mask of their own: the LM then passes them the whole mask.
+bool set_stack_dims(BaseHParams& stack, int64_t model_dims) {
   if (auto* s = dynamic_cast<StackedTransformer::HParams*>(&stack)) {
     s->model_dims = model_dims;
     s->mask_self_attention = true;
+  } else if (auto* t = dynamic_cast<Transformer::HParams*>(&stack)) {
+    t->input_dims = model_dims;
+    return true;
   } else if (auto* r = dynamic_cast<Repeat::HParams*>(&stack); r && r->sub_tpl) {
     r->sub_tpl = r->sub_tpl->clone();
-    set_stack_dims(*r->sub_tpl, model_dims);
+    return set_stack_dims(*r->sub_tpl, model_dims);
   }
+  return false;
 }
 
 }  // namespace
@@ -62,7 +68,7 @@ void TransformerLm::setup() {
   PAX_CHECK(stack, where, "stacked_transformer_tpl must be set");
   PAX_CHECK(dynamic_cast<StackedTransformer::HParams*>(stack.get()) || dynamic_cast<Repeat::HParams*>(stack.get()),
             where, "stacked_transformer_tpl must be a StackedTransformer or a Repeat, got ", stack->type_name());
-  set_stack_dims(*stack, hp.model_dims);
+  bare_blocks_ = set_stack_dims(*stack, hp.model_dims);
   stack_ = &create_child<RepeatableLayer>("transformer", stack);
   HParamsPtr ln = hp.final_ln_tpl ? hp.final_ln_tpl->clone() : nullptr;
   PAX_CHECK(ln, where, "final_ln_tpl must be set");
@@ -91,7 +97,12 @@ Array TransformerLm::fprop(const Array& ids, const Array& paddings, const Array&
     Array positions = segment_pos.defined() ? segment_pos : reshape(arange(ids.dim(1)), {1, ids.dim(1)});
     x = x + position_emb_->fprop(positions).astype(x.dtype());
   }
-  Array mask = segment_ids.defined() ? segment_mask(segment_ids) : Array();
+  Array mask = segment_ids.defined() ? segment_mask(segment_ids) : Array();  // (B, 1, T, T)
+  if (bare_blocks_) {
+    // What a StackedTransformer adds itself: padding and causal masks.
+    Array own = combine_masks(padding_mask(paddings), causal_mask(ids.dim(1)));  // (B, 1, T, T)
+    mask = mask.defined() ? combine_masks(own, mask) : own;
+  }
   x = stack_->fprop(x, paddings.astype(x.dtype()), mask);
   return softmax_->get_logits(final_ln_->fprop(x));
 }

@@ -25,8 +25,8 @@ class TransformerLm : public Layer {
                  "Position embedding (PositionalEmbedding, TrainablePositionalEmbedding, or None "
                  "when the attention uses rotary embeddings)."),
                 (stacked_transformer_tpl,
-                 "The blocks: a StackedTransformer or a Repeat (causal attention is "
-                 "switched on here)."),
+                 "The blocks: a StackedTransformer or a Repeat of one, or of a Transformer (model_dims and "
+                 "causal attention are set here)."),
                 (final_ln_tpl, "Normalisation after the stack (LayerNorm or RmsNorm)."),
                 (softmax_tpl,
                  "Logits layer (SharedEmbeddingSoftmax; it also embeds ids unless a separate "
@@ -57,6 +57,7 @@ class TransformerLm : public Layer {
   const Layer* final_ln_ = nullptr;
   const SharedEmbeddingSoftmax* softmax_ = nullptr;
   const Embedding* embedding_ = nullptr;  // separate (untied) embedding, if any
+  bool bare_blocks_ = false;              // Repeat(s) of a bare Transformer: the LM builds the causal mask
 };
 
 // (B, 1, T, T) additive mask letting position t attend to s only within the
