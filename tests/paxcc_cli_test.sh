@@ -52,6 +52,23 @@ expect 0 "eval validation @ step 4" -- "${tiny[@]}" --mode=eval --restore_step=4
 expect 0 "decode samples @ step 12" -- "${tiny[@]}" --mode=decode
 expect 0 "done at step 12" -- --config "$job/config.json" "--job_log_dir=$job"
 
+# Shared sub-configs: "@path" makes a field share a template; a field set
+# through either path changes the one object (the training batch follows the
+# eval path), and inspect lists every path that reaches it.
+share=(--exp=lm.KjvTransformerTiny --mode=inspect --set "eval_inputs[0]=@train_input" --set "eval_inputs[0].batch_size=3"
+       --set "eval_inputs[0].eval_loop_num_batches=2")
+expect 0 "global batch 3 x 64 tokens" -- "${share[@]}"
+expect 0 "train_input = TextLmInput  \[shared: train_input, eval_inputs\[0\]\]" -- "${share[@]}"
+
+# A partial config: fields left {"$missing": true} are all named in one error
+# before anything runs; --set fills them.
+sed -e 's/"num_train_steps": [0-9]*/"num_train_steps": {"$missing": true}/' \
+  -e 's/"model_dims": 64/"model_dims": {"$missing": true}/' "$job/config.json" >"$work/partial.json"
+expect 1 "config is partial: 2 fields are missing: model.lm_tpl.model_dims \(an integer\), train.num_train_steps \(an" -- \
+  --config "$work/partial.json" --mode=inspect
+expect 0 "parameters: 116931 " -- --config "$work/partial.json" --mode=inspect --set model.lm_tpl.model_dims=64 \
+  --set train.num_train_steps=2
+
 # Generated code: the first run builds its fused loops, a second process loads
 # them from the cache and compiles nothing; with no compiler the loops run
 # interpreted after one notice.

@@ -11,35 +11,18 @@
 #include <set>
 #include <sstream>
 
+#include "pax/config/walk.h"
+
 namespace pax {
 namespace {
 
 using json = nlohmann::ordered_json;
+using config_detail::describe_kind;
 
 std::vector<FieldRef> fields_of(const BaseHParams& h) {
   std::vector<FieldRef> out;
   h.visit_fields([&](const FieldRef& f) { out.push_back(f); });
   return out;
-}
-
-const char* kind_name(const FieldRef& f) {
-  switch (f.kind) {
-    case FieldKind::boolean: return "a bool (true or false)";
-    case FieldKind::integer: return f.int_bytes == 4 ? "an integer from -2147483648 to 2147483647" : "an integer";
-    case FieldKind::real: return "a number";
-    case FieldKind::string: return "a string";
-    case FieldKind::dtype: return "a dtype (float32, bfloat16, int32, ...)";
-    case FieldKind::integers: return "a list of integers like [1, 2]";
-    case FieldKind::reals: return "a list of numbers like [0.5, 1]";
-    case FieldKind::strings: return "a list of strings like [a, b]";
-    case FieldKind::optional_integer: return "an integer or None";
-    case FieldKind::optional_real: return "a number or None";
-    case FieldKind::enumeration: return "an enum value";
-    case FieldKind::nested: return "a nested config (set its fields)";
-    case FieldKind::hparams: return "a config template (a registered type name or None)";
-    case FieldKind::hparams_list: return "a list of config templates";
-  }
-  return "?";
 }
 
 FieldRef find_field(const BaseHParams& h, const std::string& name) {
@@ -122,7 +105,7 @@ BaseHParams* descend(BaseHParams* h, const Step& s, const std::string& path) {
       return v[*s.index].get();
     }
     default:
-      PAX_FAIL("config: '", s.field, "' in ", h->type_name(), " is ", kind_name(f),
+      PAX_FAIL("config: '", s.field, "' in ", h->type_name(), " is ", describe_kind(f),
                ", not a config with fields (path '", path, "')");
   }
 }
@@ -156,7 +139,8 @@ std::vector<std::string> split_list(const std::string& text, const char* what) {
 }
 
 [[noreturn]] void bad_value(const BaseHParams& h, const FieldRef& f, const std::string& value) {
-  PAX_FAIL("config: field '", f.name, "' of ", h.type_name(), " is ", kind_name(f), "; cannot set it to '", value, "'");
+  PAX_FAIL("config: field '", f.name, "' of ", h.type_name(), " is ", describe_kind(f), "; cannot set it to '", value,
+           "'");
 }
 
 int64_t parse_int(const BaseHParams& h, const FieldRef& f, const std::string& s) {
@@ -254,16 +238,10 @@ void set_field(BaseHParams& h, const FieldRef& f, const std::string& raw) {
       PAX_FAIL("config: field '", f.name, "' of ", h.type_name(), " is a ", f.enum_names->type_name, "; '", v,
                "' is not one of its values; ", did_you_mean(v, names), "valid: ", list);
     }
-    case FieldKind::hparams: {
-      auto& p = *static_cast<HParamsPtr*>(f.ptr);
-      const std::string name = unquote(value);
-      if (name == "None" || name == "null") p.reset();
-      else p = make_hparams(name);
-      return;
-    }
+    case FieldKind::hparams:  // Config::set swaps templates (template_slot)
     case FieldKind::nested:
     case FieldKind::hparams_list:
-      PAX_FAIL("config: field '", f.name, "' of ", h.type_name(), " is ", kind_name(f),
+      PAX_FAIL("config: field '", f.name, "' of ", h.type_name(), " is ", describe_kind(f),
                "; set its elements' fields by path instead");
   }
 }
@@ -324,68 +302,72 @@ std::string get_field(const FieldRef& f) {
 // ---------------------------------------------------------------------------
 // printing
 
-void print(const BaseHParams& h, int depth, bool docs, std::ostringstream& out) {
-  const std::string pad(size_t(depth) * 2, ' ');
-  for (const FieldRef& f : fields_of(h)) {
-    const std::string value = get_field(f);
-    out << pad << f.name << " = " << (f.kind == FieldKind::string ? '"' + value + '"' : value);
-    if (docs && f.doc && *f.doc) out << "  # " << f.doc;
-    out << "\n";
-    if (f.kind == FieldKind::nested) {
-      print(*static_cast<BaseHParams*>(f.ptr), depth + 1, docs, out);
-    } else if (f.kind == FieldKind::hparams) {
-      if (auto& p = *static_cast<HParamsPtr*>(f.ptr)) print(*p, depth + 1, docs, out);
-    } else if (f.kind == FieldKind::hparams_list) {
-      const auto& v = *static_cast<std::vector<HParamsPtr>*>(f.ptr);
-      for (size_t i = 0; i < v.size(); ++i) {
-        out << pad << "  [" << i << "] = " << (v[i] ? v[i]->type_name() : "None") << "\n";
-        if (v[i]) print(*v[i], depth + 2, docs, out);
+// Indented "name = value  # doc" lines. A shared template is printed once,
+// at its first path; each place it appears lists every path that reaches it
+// (setting a field through any of them changes the one object).
+struct Printer {
+  config_detail::TemplatePaths reach;
+  std::set<const BaseHParams*> printed;
+  bool docs;
+  std::ostringstream out;
+
+  // " [shared: a, b]" for a template reached from several fields.
+  std::string shared_note(const BaseHParams* p) const {
+    if (reach.count(p) < 2) return "";
+    std::string note;
+    for (const std::string& path : reach.paths.at(p)) note += (note.empty() ? "" : ", ") + path;
+    return "  [shared: " + note + "]";
+  }
+
+  void expand(const BaseHParams* p, int depth) {
+    if (p && printed.insert(p).second) fields(*p, depth);
+  }
+
+  void fields(const BaseHParams& h, int depth) {
+    const std::string pad(size_t(depth) * 2, ' ');
+    for (const FieldRef& f : fields_of(h)) {
+      const std::string value = h.is_missing(f.name) ? "MISSING" : get_field(f);
+      out << pad << f.name << " = "
+          << (f.kind == FieldKind::string && !h.is_missing(f.name) ? '"' + value + '"' : value);
+      if (f.kind == FieldKind::hparams) out << shared_note(static_cast<HParamsPtr*>(f.ptr)->get());
+      if (docs && f.doc && *f.doc) out << "  # " << f.doc;
+      out << "\n";
+      if (f.kind == FieldKind::nested) {
+        fields(*static_cast<BaseHParams*>(f.ptr), depth + 1);
+      } else if (f.kind == FieldKind::hparams) {
+        expand(static_cast<HParamsPtr*>(f.ptr)->get(), depth + 1);
+      } else if (f.kind == FieldKind::hparams_list) {
+        const auto& v = *static_cast<std::vector<HParamsPtr>*>(f.ptr);
+        for (size_t i = 0; i < v.size(); ++i) {
+          out << pad << "  [" << i << "] = " << (v[i] ? v[i]->type_name() : "None") << shared_note(v[i].get()) << "\n";
+          expand(v[i].get(), depth + 2);
+        }
       }
     }
   }
-}
+};
 
 // ---------------------------------------------------------------------------
 // JSON
 
-// How many fields refer to each template reachable from p, through templates,
-// lists of templates and nested structs at any depth (a template shared from
-// two places is written once, with an "$id", and referred to by "$ref").
-void count_refs(const HParamsPtr& p, std::map<const BaseHParams*, int>& counts);
-
-void count_field_refs(const BaseHParams& h, std::map<const BaseHParams*, int>& counts) {
-  for (const FieldRef& f : fields_of(h)) {
-    if (f.kind == FieldKind::hparams) {
-      count_refs(*static_cast<HParamsPtr*>(f.ptr), counts);
-    } else if (f.kind == FieldKind::hparams_list) {
-      for (const HParamsPtr& c : *static_cast<std::vector<HParamsPtr>*>(f.ptr)) count_refs(c, counts);
-    } else if (f.kind == FieldKind::nested) {
-      // Nested structs are values, never shared; the templates inside them may be.
-      count_field_refs(*static_cast<const BaseHParams*>(f.ptr), counts);
-    }
-  }
-}
-
-void count_refs(const HParamsPtr& p, std::map<const BaseHParams*, int>& counts) {
-  if (!p) return;
-  if (++counts[p.get()] > 1) return;
-  count_field_refs(*p, counts);
-}
-
+// A template shared from two places is written once, with an "$id", and
+// referred to by "$ref"; a missing field is written as {"$missing": true}.
 struct JsonWriter {
-  std::map<const BaseHParams*, int> counts;
+  config_detail::TemplatePaths reach;
   std::map<const BaseHParams*, std::string> ids;
 
   json object(const BaseHParams& h, const std::string& path, bool shareable) {
     json j;
-    if (shareable && counts[&h] > 1) {
+    if (shareable && reach.count(&h) > 1) {
       auto it = ids.find(&h);
       if (it != ids.end()) return json{{"$ref", it->second}};
       ids[&h] = path;
       j["$id"] = path;
     }
     j["type"] = h.type_name();
-    for (const FieldRef& f : fields_of(h)) j[f.name] = value(f, path.empty() ? f.name : path + "." + f.name);
+    for (const FieldRef& f : fields_of(h)) {
+      j[f.name] = h.is_missing(f.name) ? json{{"$missing", true}} : value(f, config_detail::join_path(path, f.name));
+    }
     return j;
   }
 
@@ -461,8 +443,8 @@ struct JsonReader {
   std::map<std::string, HParamsPtr> ids;
 
   [[noreturn]] void wrong(const BaseHParams& h, const FieldRef& f, const json& v, const std::string& path) {
-    PAX_FAIL("config JSON: field '", path, "' (", f.name, " of ", h.type_name(), ") must be ", kind_name(f), ", got ",
-             excerpt(v));
+    PAX_FAIL("config JSON: field '", path, "' (", f.name, " of ", h.type_name(), ") must be ", describe_kind(f),
+             ", got ", excerpt(v));
   }
 
   HParamsPtr object(const json& j, const std::string& path) {
@@ -485,7 +467,11 @@ struct JsonReader {
     for (const auto& [key, v] : j.items()) {
       if (key == "type" || key == "$id") continue;
       FieldRef f = find_field(h, key);
-      const std::string sub = path.empty() ? key : path + "." + key;
+      const std::string sub = config_detail::join_path(path, key);
+      if (v.is_object() && v.contains("$missing")) {
+        config_detail::mark_field_missing(h, f, sub);
+        continue;
+      }
       switch (f.kind) {
         case FieldKind::boolean:
           if (!v.is_boolean()) wrong(h, f, v, sub);
@@ -565,16 +551,7 @@ struct JsonReader {
 HParamsPtr clone_shared(const HParamsPtr& p, std::map<const BaseHParams*, HParamsPtr>& done);
 
 void clone_children(BaseHParams& copy, std::map<const BaseHParams*, HParamsPtr>& done) {
-  copy.visit_fields([&](const FieldRef& f) {
-    if (f.kind == FieldKind::hparams) {
-      auto& p = *static_cast<HParamsPtr*>(f.ptr);
-      p = clone_shared(p, done);
-    } else if (f.kind == FieldKind::hparams_list) {
-      for (HParamsPtr& p : *static_cast<std::vector<HParamsPtr>*>(f.ptr)) p = clone_shared(p, done);
-    } else if (f.kind == FieldKind::nested) {
-      clone_children(*static_cast<BaseHParams*>(f.ptr), done);
-    }
-  });
+  config_detail::for_each_slot(copy, "", [&](HParamsPtr& p, const std::string&) { p = clone_shared(p, done); });
 }
 
 HParamsPtr clone_shared(const HParamsPtr& p, std::map<const BaseHParams*, HParamsPtr>& done) {
@@ -585,6 +562,76 @@ HParamsPtr clone_shared(const HParamsPtr& p, std::map<const BaseHParams*, HParam
   done[p.get()] = copy;
   clone_children(*copy, done);
   return copy;
+}
+
+// ---------------------------------------------------------------------------
+// templates by path
+
+// The object holding the field that the last step names.
+BaseHParams* owner_of(const HParamsPtr& root, const std::vector<Step>& steps, const std::string& path) {
+  BaseHParams* h = root.get();
+  for (size_t i = 0; i + 1 < steps.size(); ++i) h = descend(h, steps[i], path);
+  return h;
+}
+
+// The template slot that step `s` (naming field `f` of `h`) leads to: a
+// template field or an element of a list of templates; nullptr for any
+// other field.
+HParamsPtr* template_slot(BaseHParams& h, const FieldRef& f, const Step& s, const std::string& path) {
+  if (!s.index) return f.kind == FieldKind::hparams ? static_cast<HParamsPtr*>(f.ptr) : nullptr;
+  PAX_CHECK(f.kind == FieldKind::hparams_list, "config: '", s.field, "' in ", h.type_name(),
+            " is not a list of templates (path '", path, "')");
+  auto& v = *static_cast<std::vector<HParamsPtr>*>(f.ptr);
+  PAX_CHECK(*s.index < v.size(), "config: index ", *s.index, " is out of range for '", s.field, "' (", v.size(),
+            " elements)");
+  return &v[*s.index];
+}
+
+// The template at `source` ("@source" in a value), for `path` to share.
+HParamsPtr template_at(const HParamsPtr& root, const std::string& source, const std::string& path) {
+  const std::vector<Step> steps = parse_path(source);
+  BaseHParams* owner = owner_of(root, steps, source);
+  const FieldRef f = find_field(*owner, steps.back().field);
+  HParamsPtr* slot = template_slot(*owner, f, steps.back(), source);
+  PAX_CHECK(slot, "config: cannot set '", path, "' to @", source, ": '", source, "' is ", describe_kind(f),
+            ", not a template; only a template can be shared");
+  PAX_CHECK(*slot, "config: cannot set '", path, "' to @", source, ": '", source, "' is None");
+  return *slot;
+}
+
+// Puts `repl` in every slot of the tree that holds `old`: a template swapped
+// through one of the paths that share it is swapped for all of them.
+void replace_everywhere(const HParamsPtr& root, const HParamsPtr& old, const HParamsPtr& repl) {
+  std::vector<HParamsPtr*> slots;
+  for (BaseHParams* h : config_detail::template_paths(root).order) {
+    config_detail::for_each_slot(*h, "", [&](HParamsPtr& slot, const std::string&) {
+      if (slot == old) slots.push_back(&slot);
+    });
+  }
+  for (HParamsPtr* slot : slots) *slot = repl;
+}
+
+// Sets a template slot from a value: "@other.path" makes this slot share
+// that template; a type name or None replaces the template it held wherever
+// that one is shared.
+void set_template(const HParamsPtr& root, HParamsPtr& slot, const std::string& value, const std::string& path) {
+  const std::string text = unquote(trim(value));
+  if (!text.empty() && text.front() == '@') {
+    HParamsPtr target = template_at(root, text.substr(1), path);
+    // A template that reached this slot would contain itself.
+    bool cycle = false;
+    for (BaseHParams* h : config_detail::template_paths(target).order) {
+      config_detail::for_each_slot(*h, "", [&](HParamsPtr& s, const std::string&) { cycle = cycle || &s == &slot; });
+    }
+    PAX_CHECK(!cycle, "config: cannot set '", path, "' to ", text, ": that template contains '", path,
+              "', so it would contain itself");
+    slot = target;
+    return;
+  }
+  HParamsPtr repl = text == "None" || text == "null" ? nullptr : make_hparams(text);
+  const HParamsPtr old = slot;  // kept alive while every slot is rewritten
+  if (old) replace_everywhere(root, old, repl);
+  else slot = repl;
 }
 
 }  // namespace
@@ -602,22 +649,21 @@ const char* Config::type_name() const { return root_ ? root_->type_name() : "Non
 
 void Config::set(const std::string& path, const std::string& value) {
   PAX_CHECK(root_, "config: set('", path, "') on an empty config");
-  std::vector<Step> steps = parse_path(path);
-  BaseHParams* h = root_.get();
-  for (size_t i = 0; i + 1 < steps.size(); ++i) h = descend(h, steps[i], path);
-  const Step& last = steps.back();
-  FieldRef f = find_field(*h, last.field);
-  if (last.index) {
-    PAX_CHECK(f.kind == FieldKind::hparams_list, "config: '", last.field, "' in ", h->type_name(),
-              " is not a list of templates (path '", path, "')");
-    auto& v = *static_cast<std::vector<HParamsPtr>*>(f.ptr);
-    PAX_CHECK(*last.index < v.size(), "config: index ", *last.index, " is out of range for '", last.field, "' (",
-              v.size(), " elements)");
-    const std::string name = unquote(trim(value));
-    v[*last.index] = name == "None" ? nullptr : make_hparams(name);
-    return;
-  }
-  set_field(*h, f, value);
+  const std::vector<Step> steps = parse_path(path);
+  BaseHParams* h = owner_of(root_, steps, path);
+  const FieldRef f = find_field(*h, steps.back().field);
+  if (HParamsPtr* slot = template_slot(*h, f, steps.back(), path)) set_template(root_, *slot, value, path);
+  else set_field(*h, f, value);
+  if (!steps.back().index) h->set_missing(f.name, false);
+}
+
+void Config::mark_missing(const std::string& path) {
+  PAX_CHECK(root_, "config: mark_missing('", path, "') on an empty config");
+  const std::vector<Step> steps = parse_path(path);
+  PAX_CHECK(!steps.back().index, "config: '", path,
+            "' is a list element; only a field can be missing (mark the element's fields instead)");
+  BaseHParams* h = owner_of(root_, steps, path);
+  config_detail::mark_field_missing(*h, find_field(*h, steps.back().field), path);
 }
 
 void Config::apply_overrides(const std::vector<std::string>& assignments) {
@@ -630,33 +676,44 @@ void Config::apply_overrides(const std::vector<std::string>& assignments) {
 
 std::string Config::get(const std::string& path) const {
   PAX_CHECK(root_, "config: get('", path, "') on an empty config");
-  std::vector<Step> steps = parse_path(path);
-  BaseHParams* h = root_.get();
-  for (size_t i = 0; i + 1 < steps.size(); ++i) h = descend(h, steps[i], path);
+  const std::vector<Step> steps = parse_path(path);
+  BaseHParams* h = owner_of(root_, steps, path);
   const Step& last = steps.back();
   if (last.index) return descend(h, last, path)->type_name();
+  PAX_CHECK(!h->is_missing(last.field), "config: '", path,
+            "' is missing (a partial config leaves it to fill); set it first");
   return get_field(find_field(*h, last.field));
 }
 
 HParamsPtr Config::at(const std::string& path) const {
   PAX_CHECK(root_, "config: at('", path, "') on an empty config");
-  std::vector<Step> steps = parse_path(path);
-  BaseHParams* h = root_.get();
-  for (const Step& s : steps) h = descend(h, s, path);
-  // Find the owning pointer again to return a shared handle.
-  std::vector<Step> parent(steps.begin(), steps.end() - 1);
-  BaseHParams* owner = root_.get();
-  for (const Step& s : parent) owner = descend(owner, s, path);
-  FieldRef f = find_field(*owner, steps.back().field);
-  if (f.kind == FieldKind::hparams) return *static_cast<HParamsPtr*>(f.ptr);
-  if (f.kind == FieldKind::hparams_list) return (*static_cast<std::vector<HParamsPtr>*>(f.ptr))[*steps.back().index];
+  const std::vector<Step> steps = parse_path(path);
+  BaseHParams* owner = owner_of(root_, steps, path);
+  BaseHParams* target = descend(owner, steps.back(), path);  // checks the path leads to a config
+  if (HParamsPtr* slot = template_slot(*owner, find_field(*owner, steps.back().field), steps.back(), path))
+    return *slot;
   // A nested value struct: an aliasing handle that keeps the root alive.
-  return HParamsPtr(root_, h);
+  return HParamsPtr(root_, target);
+}
+
+Config Config::partial(const std::string& type_name, const std::vector<std::string>& assignments,
+                       const std::vector<std::string>& missing) {
+  Config c = make(type_name);
+  c.apply_overrides(assignments);
+  for (const std::string& path : missing) c.mark_missing(path);
+  return c;
+}
+
+Config Config::complete(const std::vector<std::string>& assignments) const {
+  Config c = clone();
+  c.apply_overrides(assignments);
+  check_complete(c.root_, "Config::complete");
+  return c;
 }
 
 std::string Config::to_json(int indent) const {
   JsonWriter w;
-  count_refs(root_, w.counts);
+  w.reach = config_detail::template_paths(root_);
   json j = root_ ? w.object(*root_, "", true) : json(nullptr);
   return j.dump(indent);
 }
@@ -684,10 +741,10 @@ Config Config::from_json(const std::string& text) {
 
 std::string Config::str(bool with_docs) const {
   if (!root_) return "None\n";
-  std::ostringstream out;
-  out << root_->type_name() << "\n";
-  print(*root_, 1, with_docs, out);
-  return out.str();
+  Printer p{config_detail::template_paths(root_), {}, with_docs, {}};
+  p.out << root_->type_name() << "\n";
+  p.expand(root_.get(), 1);
+  return p.out.str();
 }
 
 Config Config::clone() const { return Config(deep_clone(root_)); }

@@ -1,5 +1,6 @@
 // Config: path editing, parsing, errors with suggestions, templates swapped
-// by name, sharing, JSON round trips and printing.
+// by name, sharing (set through any path, "@path"), partial configs, JSON
+// round trips and printing.
 #include "pax/config/config.h"
 
 #include <gtest/gtest.h>
@@ -201,6 +202,116 @@ TEST(Config, JsonInputIsBoundedAndChecked) {
   EXPECT_PAX_ERROR(c.set("small", "3000000000"), "from -2147483648 to 2147483647");
   c.set("small", "-7");
   EXPECT_EQ(c.as<OuterHParams>().small, -7);
+}
+
+// fdl.Partial: fields left missing until a later call fills them; one error
+// names all of them with their paths and types; completing gives a new
+// config and JSON keeps the marks.
+TEST(Config, PartialListsEveryMissingFieldUntilCompleted) {
+  Config p = Config::partial("TestOuter", {"num_layers=4"}, {"name", "nested.dims", "layers[1].scale", "limit"});
+  const std::vector<std::string> missing = {"name (a string)", "limit (an integer or None)", "nested.dims (an integer)",
+                                            "layers[1].scale (a number)"};
+  EXPECT_EQ(p.missing(), missing);
+  EXPECT_EQ(p.as<OuterHParams>().num_layers, 4);
+  EXPECT_PAX_ERROR(check_complete(p.root(), "build"),
+                   "build: the TestOuter config is partial: 4 fields are missing: name (a string), limit (an integer "
+                   "or None), nested.dims (an integer), layers[1].scale (a number); set them first");
+  EXPECT_PAX_ERROR(p.get("nested.dims"), "'nested.dims' is missing");
+  EXPECT_NE(p.str().find("  name = MISSING  # A name.\n"), std::string::npos) << p.str();
+  EXPECT_PAX_ERROR(p.complete({"name=x", "limit=1"}),
+                   "2 fields are missing: nested.dims (an integer), layers[1].scale");
+
+  // JSON keeps the marks, and the copy is as partial as the original.
+  const std::string json = p.to_json();
+  EXPECT_NE(json.find("\"name\": {\n    \"$missing\": true\n  }"), std::string::npos) << json;
+  Config back = Config::from_json(json);
+  EXPECT_EQ(back.missing(), missing);
+  EXPECT_EQ(back.to_json(), json);
+  EXPECT_EQ(p.clone().missing(), missing);
+
+  // Filled one by one with set(), or all at once by complete() (a copy).
+  p.set("name", "decoder");
+  EXPECT_EQ(p.missing().size(), 3u);
+  Config done = p.complete({"nested.dims=8", "layers[1].scale=2", "limit=None"});
+  EXPECT_TRUE(done.missing().empty());
+  check_complete(done.root(), "build");
+  EXPECT_EQ(done.as<OuterHParams>().nested.dims, 8);
+  EXPECT_EQ(done.get("name"), "decoder");
+  EXPECT_EQ(p.missing().size(), 3u);  // the partial itself is unchanged
+  EXPECT_EQ(done.to_json().find("$missing"), std::string::npos);
+}
+
+TEST(Config, PartialTemplatesAndSharedFieldsAndMistakes) {
+  Config c = Config::make("TestOuter");
+  c.mark_missing("child");  // a template left to choose: None until set
+  EXPECT_EQ(c.as<OuterHParams>().child, nullptr);
+  EXPECT_EQ(c.missing(), (std::vector<std::string>{"child (a config template (a registered type name, None, or @path "
+                                                   "of a template to share))"}));
+  c.set("child", "TestOtherInner");
+  EXPECT_TRUE(c.missing().empty());
+  // A shared template's missing field is listed once and filled through any path.
+  c.set("layers[1]", "@child");
+  c.mark_missing("child.scale");
+  EXPECT_EQ(c.missing(), (std::vector<std::string>{"child.scale (a number)"}));
+  c.set("layers[1].scale", "3");
+  EXPECT_TRUE(c.missing().empty());
+  EXPECT_EQ(c.get("child.scale"), "3");
+
+  EXPECT_PAX_ERROR(c.mark_missing("nested"), "only single fields can be missing, so mark its fields instead");
+  EXPECT_PAX_ERROR(c.mark_missing("layers"), "only single fields can be missing");
+  EXPECT_PAX_ERROR(c.mark_missing("layers[0]"), "'layers[0]' is a list element; only a field can be missing");
+  EXPECT_PAX_ERROR(c.mark_missing("num_layer"), "did you mean 'num_layers'?");
+  EXPECT_PAX_ERROR(Config::from_json("{\"type\": \"TestOuter\", \"nested\": {\"$missing\": true}}"),
+                   "'nested' (nested of TestOuter) is a nested config");
+}
+
+// A template shared by several fields is one object whichever path names
+// it: fields set through one path read back through every other, a type
+// swapped through one path is swapped for all, and "@path" shares.
+TEST(Config, SharedTemplatesAreSetThroughAnyPath) {
+  Config c = Config::make("TestOuter");
+  auto& h = c.as<OuterHParams>();
+  c.set("layers[1]", "@child");
+  EXPECT_EQ(h.layers[1], h.child);
+  c.set("layers.1.dims", "8");
+  c.set("child.scale", "0.25");
+  EXPECT_EQ(c.get("child.dims"), "8");
+  EXPECT_EQ(c.get("layers[1].scale"), "0.25");
+  EXPECT_EQ(c.get("layers[0].dims"), "4");  // not shared
+
+  c.set("layers[1]", "TestOtherInner");  // swapped everywhere it is shared
+  EXPECT_STREQ(h.child->type_name(), "TestOtherInner");
+  EXPECT_EQ(h.layers[1], h.child);
+  EXPECT_STREQ(h.layers[0]->type_name(), "TestInner");
+  c.set("child.extra", "true");
+  EXPECT_EQ(c.get("layers[1].extra"), "true");
+
+  // Printed once, each place listing every path that reaches it.
+  const std::string s = c.str(false);
+  EXPECT_NE(s.find("  child = TestOtherInner  [shared: child, layers[1]]\n    dims = 4\n"), std::string::npos) << s;
+  const std::string last = "    [1] = TestOtherInner  [shared: child, layers[1]]\n";  // not expanded again
+  EXPECT_EQ(s.substr(s.size() - last.size()), last) << s;
+  EXPECT_EQ(s.find("extra"), s.rfind("extra")) << s;
+
+  // The sharing survives a copy and JSON, and the copies stay editable as one.
+  Config back = Config::from_json(c.to_json());
+  back.set("layers[1].dims", "2");
+  EXPECT_EQ(back.get("child.dims"), "2");
+  EXPECT_EQ(c.get("child.dims"), "4");
+
+  c.set("child", "None");  // None too: no field is left with a stale copy
+  EXPECT_EQ(h.layers[1], nullptr);
+  EXPECT_PAX_ERROR(c.set("child", "@num_layers"), "'num_layers' is an integer, not a template");
+  EXPECT_PAX_ERROR(c.set("child", "@nested"), "'nested' is a nested config");
+  EXPECT_PAX_ERROR(c.set("child", "@layers[1]"), "'layers[1]' is None");
+  EXPECT_PAX_ERROR(c.set("child", "@layers[7]"), "index 7 is out of range");
+  EXPECT_PAX_ERROR(c.set("num_layers", "@child"), "is an integer; cannot set it to '@child'");
+  c.set("child", "TestTop");
+  EXPECT_PAX_ERROR(c.set("child.top", "@child"), "that template contains 'child.top', so it would contain itself");
+  EXPECT_PAX_ERROR(c.set("child.mid.deep.list[0]", "@child"), "would contain itself");
+  c.set("layers[0]", "@child.mid.deep.tpl");  // sharing from deeper down is fine
+  c.set("child.mid.deep.tpl.dims", "5");
+  EXPECT_EQ(c.get("layers[0].dims"), "5");
 }
 
 TEST(Config, PrintsReadably) {

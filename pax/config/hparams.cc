@@ -1,4 +1,5 @@
-// The HParams type registry and "did you mean" suggestions.
+// The HParams type registry, "did you mean" suggestions and the fields a
+// partial config leaves missing.
 #include "pax/config/hparams.h"
 
 #include <algorithm>
@@ -40,6 +41,16 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 }  // namespace
+
+bool BaseHParams::is_missing(const std::string& field) const {
+  return std::find(missing_.begin(), missing_.end(), field) != missing_.end();
+}
+
+void BaseHParams::set_missing(const std::string& field, bool missing) {
+  auto it = std::find(missing_.begin(), missing_.end(), field);
+  if (missing && it == missing_.end()) missing_.push_back(field);
+  if (!missing && it != missing_.end()) missing_.erase(it);
+}
 
 void register_hparams(const std::string& type_name, HParamsFactory factory, const std::string& kind) {
   std::lock_guard<std::mutex> lock(registry_mutex());

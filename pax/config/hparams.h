@@ -78,6 +78,16 @@ class BaseHParams {
   void visit_fields(const std::function<void(const FieldRef&)>& f) const {
     const_cast<BaseHParams*>(this)->visit_fields(f);
   }
+
+  // Fields left to fill, by name: a partial config, like fdl.Partial's
+  // arguments not given yet. Config::set fills them; building the config
+  // fails naming each one until then (see Config::partial).
+  bool is_missing(const std::string& field) const;
+  void set_missing(const std::string& field, bool missing);
+  const std::vector<std::string>& missing_fields() const { return missing_; }
+
+ private:
+  std::vector<std::string> missing_;
 };
 
 // ---------------------------------------------------------------------------

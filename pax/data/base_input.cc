@@ -122,6 +122,7 @@ void check_input_hparams(const HParamsPtr& hparams, const char* expected, bool m
 
 std::unique_ptr<BaseInput> build_input(const HParamsPtr& hparams) {
   PAX_CHECK(hparams, "build_input: the input config is None");
+  check_complete(hparams, "build_input");
   InputFactory factory = nullptr;
   {
     std::lock_guard<std::mutex> lock(input_registry_mutex());

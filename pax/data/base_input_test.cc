@@ -401,6 +401,12 @@ TEST(Registry, BuildsRegisteredInputsFromConfigsWithOverrides) {
   EXPECT_EQ(input->get_next()["ids"].leaf().shape(), Shape({16, 8}));
   EXPECT_EQ(dynamic_cast<PrefetchInput*>(input.get()), nullptr);
 
+  Config partial = Config::partial("SyntheticInput", {"seq_length=8"}, {"batch_size", "name"});
+  EXPECT_PAX_ERROR(build_input(partial),
+                   "build_input: the SyntheticInput config is partial: 2 fields are missing: name (a string), "
+                   "batch_size (an integer)");
+  EXPECT_EQ(build_input(partial.complete({"batch_size=2", "name=p"}))->get_next()["ids"].leaf().shape(), Shape({2, 8}));
+
   cfg.set("prefetch_batches", "2");
   auto prefetched = build_input(cfg);
   EXPECT_NE(dynamic_cast<PrefetchInput*>(prefetched.get()), nullptr);

@@ -792,6 +792,7 @@ std::string human_count(double n) {
 }  // namespace
 
 RunResult run_experiment(const Config& config, const RunOptions& options) {
+  check_complete(config.root(), "run_experiment");
   if (options.mode == Mode::inspect) {
     if (dist::process_index() == 0) (options.out ? *options.out : std::cout) << inspect_experiment(config);
     return {};

@@ -169,6 +169,7 @@ thread_local LayerBuilder* g_builder = nullptr;
 }  // namespace
 
 std::unique_ptr<Layer> build_layer(const HParamsPtr& hparams, const std::string& name) {
+  check_complete(hparams, "build_layer");
   LayerBuilder builder;
   LayerBuilder* previous = g_builder;
   g_builder = &builder;

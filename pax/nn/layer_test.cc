@@ -55,6 +55,17 @@ class Probe : public Layer {
 };
 PAX_REGISTER_LAYER(Probe);
 
+// The seed's `fdl_partial = Linear.HParams.partial(input_dims=1)` with its
+// output_dims left to fill: not buildable until complete() supplies it.
+TEST(Layer, PartialConfigBuildsOnceComplete) {
+  Config partial = Config::partial("Linear", {"input_dims=1"}, {"output_dims"});
+  EXPECT_PAX_ERROR(build<Linear>(partial),
+                   "build_layer: the Linear config is partial: 1 field is missing: output_dims (an integer)");
+  auto linear = build<Linear>(partial.complete({"output_dims=4"}));
+  EXPECT_EQ(init(*linear, random::key(0)).at_path("params/w").leaf().shape(), (Shape{1, 4}));
+  EXPECT_PAX_ERROR(build_layer(partial.root()), "output_dims (an integer)");
+}
+
 TEST(Layer, BuildInitApply) {
   auto cfg = Config::make("MLPBlock");
   cfg.apply_overrides({"input_dims=4", "hidden_dims=8", "output_dims=2", "num_layers=2"});

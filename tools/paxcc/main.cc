@@ -118,7 +118,10 @@ int main(int argc, char** argv) {
   app.add_option("--job_log_dir", job_dir, "Directory of the run: config, checkpoints, summaries, samples");
   app.add_option("--mode", mode_name, "train (resumes by itself), eval, decode, or inspect")
       ->check(CLI::IsMember(mode_names()));
-  app.add_option("--set", overrides, "Override a config field: --set path=value (repeatable)")->allow_extra_args(false);
+  app.add_option("--set", overrides,
+                 "Override a config field: --set path=value (repeatable); a template field takes a type name, None, "
+                 "or @other.path to share that template (shared templates are one object: set through any path)")
+      ->allow_extra_args(false);
   app.add_option("--config", config_file, "Run this resolved config (a job's config.json) instead of the experiment's");
   app.add_option("--restore_step", restore_step, "eval / decode: the checkpoint step to restore (default: latest)");
   app.add_option("--data_dir", data_dir, "Data directory (default: $PAX_DATA_DIR or ./data)");
