@@ -1,5 +1,6 @@
 // Crash-safe checkpoints: flax.training.checkpoints' functional API
-// (save_checkpoint, latest_checkpoint, available_steps, restore_checkpoint)
+// (save_checkpoint, save_checkpoint_multiprocess, latest_checkpoint,
+// available_steps, restore_checkpoint)
 // and the layer beneath it that CheckpointManager shares.
 //
 // On disk, one directory per step:
@@ -108,6 +109,19 @@ struct SaveCheckpointOptions {
 // checkpoint of this step's value or a larger one exists, unless overwrite.
 std::string save_checkpoint(const std::string& ckpt_dir, const Tree& target, CheckpointStep step,
                             const SaveCheckpointOptions& options = {});
+
+// flax's save_checkpoint_multiprocess over the process group
+// (pax/dist/process_group.h), for a directory every process sees: every
+// process calls it with the same ckpt_dir, step and options; process 0 alone
+// writes its (replicated) target and prunes old checkpoints, and no process
+// returns before that checkpoint is committed (the others wait at a barrier
+// up to the group's phase timeout). An error on process 0 (an existing step
+// without overwrite, a full disk) is thrown on every process; so is a
+// process that names another checkpoint. With one process it is
+// save_checkpoint; async_manager is for a single process only (as flax says).
+// Defined in checkpoint_multiprocess.cc.
+std::string save_checkpoint_multiprocess(const std::string& ckpt_dir, const Tree& target, CheckpointStep step,
+                                         const SaveCheckpointOptions& options = {});
 
 // Path of the committed checkpoint of the largest step; nullopt when there is none.
 std::optional<std::string> latest_checkpoint(const std::string& ckpt_dir,
