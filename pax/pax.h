@@ -1,6 +1,7 @@
 // Umbrella header: everything a paxcc user needs.
 #pragma once
 
+#include "pax/api/partial_eval.h"
 #include "pax/api/transforms.h"
 #include "pax/core/array.h"
 #include "pax/core/buffer.h"

@@ -226,10 +226,14 @@ Tree eval_shape_trees(const TreeFn& f, const std::vector<Tree>& args) {
   auto out_def = std::make_shared<TreeDef>();
   std::vector<AVal> avals = avals_of(leaves);
   std::shared_ptr<Jaxpr> jaxpr = trace_to_jaxpr(flatten_fn(f, defs, out_def), avals);
-  static const std::shared_ptr<Trace> shapes = std::make_shared<ShapeTrace>();
   std::vector<Array> abstract;
-  for (const AVal& a : jaxpr->out_avals()) abstract.emplace_back(a, std::make_shared<LevelTracer>(shapes));
+  for (const AVal& a : jaxpr->out_avals()) abstract.push_back(shape_dtype_array(a));
   return tree_unflatten(*out_def, abstract);
+}
+
+Array shape_dtype_array(const AVal& aval) {
+  static const std::shared_ptr<Trace> shapes = std::make_shared<ShapeTrace>();
+  return Array(aval, std::make_shared<LevelTracer>(shapes));
 }
 
 // ---------------------------------------------------------------------------

@@ -51,6 +51,9 @@ Tree vmap_trees(const TreeFn& f, const std::vector<Tree>& args, const std::vecto
 std::shared_ptr<Jaxpr> make_jaxpr_trees(const TreeFn& f, const std::vector<Tree>& args);
 // The output of f with abstract leaves (shapes and dtypes only).
 Tree eval_shape_trees(const TreeFn& f, const std::vector<Tree>& args);
+// An abstract Array of that shape and dtype, like eval_shape's results
+// (printed as ShapeDtypeStruct; any operation on it is an error).
+Array shape_dtype_array(const AVal& aval);
 
 // ---------------------------------------------------------------------------
 // jit

@@ -134,40 +134,63 @@ Tree local_slice(const Tree& stacked) {
       stacked);
 }
 
-ShardFn pad_shard_unpad(ShardFn fn, bool static_return, int64_t min_process_batch) {
-  PAX_CHECK(min_process_batch >= 0, "dist::pad_shard_unpad: min_process_batch must be >= 0, got ", min_process_batch);
-  return [fn = std::move(fn), static_return, min_process_batch](const Tree& static_args, const Tree& batch) {
-    ProcessGroup& group = process_group();
-    const int64_t count = group.process_count(), me = group.process_index();
-    const std::vector<Array> leaves = tree_leaves(batch);
-    PAX_CHECK(!leaves.empty(), "dist::pad_shard_unpad: the batch has no arrays");
-    const int64_t rows = leaves[0].ndim() >= 1 ? leaves[0].dim(0) : -1;
-    for (const Array& leaf : leaves)
-      PAX_CHECK(leaf.ndim() >= 1 && leaf.dim(0) == rows, "dist::pad_shard_unpad: every batch leaf needs the same ",
-                "leading size; got ", leaf.aval().str(), " beside ", leaves[0].aval().str());
-    const int64_t per = std::max((rows + count - 1) / count, min_process_batch);
-    const int64_t begin = std::min(me * per, rows), end = std::min((me + 1) * per, rows);
-    Tree shard = tree_map(
-        [&](const Array& x) {
-          Array part = slice_along(x, 0, begin, end);
-          if (end - begin == per) return part;
-          return pad(part, [&] {
-            std::vector<std::pair<int64_t, int64_t>> widths(size_t(x.ndim()), {0, 0});
-            widths[0].second = per - (end - begin);
-            return widths;
-          }());
-        },
-        batch);
-    Tree out = fn(static_args, shard);
-    if (static_return) return out;
-    return tree_map(
-        [&](const Array& y) {
-          PAX_CHECK(y.ndim() >= 1 && y.dim(0) == per, "dist::pad_shard_unpad: a result of ", y.aval().str(),
-                    " has no leading batch axis of the shard's size ", per, "; use static_return for reduced results");
-          return slice_along(group.all_gather(y, 0, /*tiled=*/true), 0, 0, rows);
-        },
-        out);
+PadShardUnpad::PadShardUnpad(PaddedFn fn, PadShardUnpadOptions options)
+    : fn_(std::move(fn)), options_(std::move(options)) {
+  for (int i : options_.static_argnums)
+    PAX_CHECK(i >= 0, "dist::pad_shard_unpad: static_argnums entries are argument positions (>= 0), got ", i);
+}
+
+PadShardUnpad pad_shard_unpad(PaddedFn fn, PadShardUnpadOptions options) {
+  return PadShardUnpad(std::move(fn), std::move(options));
+}
+
+Tree PadShardUnpad::operator()(const std::vector<Tree>& args, int64_t min_device_batch) const {
+  PAX_CHECK(min_device_batch >= 0, "dist::pad_shard_unpad: min_device_batch must be >= 0, got ", min_device_batch);
+  const std::vector<int>& statics = options_.static_argnums;
+  for (int i : statics)
+    PAX_CHECK(size_t(i) < args.size(), "dist::pad_shard_unpad: static_argnums entry ", i, " is out of range for ",
+              args.size(), " arguments");
+  auto is_static = [&](size_t i) { return std::find(statics.begin(), statics.end(), int(i)) != statics.end(); };
+  // The batch size: the leading size shared by every leaf of every padded argument.
+  int64_t rows = -1;
+  std::string first;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (is_static(i)) continue;
+    for (const Array& leaf : tree_leaves(args[i])) {
+      const std::string where = "argument " + std::to_string(i) + "'s " + leaf.aval().str();
+      PAX_CHECK(leaf.ndim() >= 1, "dist::pad_shard_unpad: ", where, " has no batch axis to pad and shard (list ",
+                "its position in static_argnums to pass it as it is)");
+      if (rows < 0) {
+        rows = leaf.dim(0);
+        first = where;
+      }
+      PAX_CHECK(leaf.dim(0) == rows, "dist::pad_shard_unpad: every padded leaf needs the same leading size; got ",
+                where, " beside ", first);
+    }
+  }
+  PAX_CHECK(rows >= 0, "dist::pad_shard_unpad: no argument outside static_argnums holds an array to pad and shard");
+  ProcessGroup& group = process_group();
+  const int64_t count = group.process_count(), me = group.process_index();
+  const int64_t per = std::max((rows + count - 1) / count, min_device_batch);
+  const int64_t begin = std::min(me * per, rows), end = std::min((me + 1) * per, rows);
+  auto shard = [&](const Array& x) {
+    Array part = slice_along(x, 0, begin, end);
+    if (end - begin == per) return part;
+    std::vector<std::pair<int64_t, int64_t>> widths(size_t(x.ndim()), {0, 0});
+    widths[0].second = per - (end - begin);
+    return pad(part, widths);
   };
+  std::vector<Tree> sharded;
+  for (size_t i = 0; i < args.size(); ++i) sharded.push_back(is_static(i) ? args[i] : tree_map(shard, args[i]));
+  Tree out = fn_(sharded);
+  if (options_.static_return) return out;
+  return tree_map(
+      [&](const Array& y) {
+        PAX_CHECK(y.ndim() >= 1 && y.dim(0) == per, "dist::pad_shard_unpad: a result of ", y.aval().str(),
+                  " has no leading batch axis of the shard's size ", per, "; use static_return for reduced results");
+        return slice_along(group.all_gather(y, 0, /*tiled=*/true), 0, 0, rows);
+      },
+      out);
 }
 
 std::string broadcast_string(const std::string& s, int root) {

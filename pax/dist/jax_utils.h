@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "pax/core/tree.h"
 
@@ -45,15 +46,47 @@ Tree pmean(const Tree& tree, const std::string& axis_name, int64_t bucket_bytes 
 Tree all_gather_stacked(const Tree& tree);
 Tree local_slice(const Tree& stacked);
 
-// flax's pad_shard_unpad: returns a function that pads every leaf of `batch`
-// along axis 0 (with zeros) to a multiple of process_count() — and to at
-// least min_process_batch rows per process — gives each process its
-// contiguous shard, runs fn(static_args, shard) there, then gathers the
-// results in process order and drops the padding rows (static_return: fn's
-// own result, e.g. already-reduced metrics). Every leaf of `batch` needs the
+// flax's pad_shard_unpad. The returned function takes fn's arguments; every
+// argument not in static_argnums is padded along axis 0 (with zeros) to a
+// multiple of process_count(), and to at least min_device_batch rows per
+// process when the call gives one (flax's keyword-only min_device_batch,
+// which spares the last, short batch a recompilation); each process gets its
+// contiguous shard of those arguments and runs fn on them beside the static
+// arguments, passed as they are. fn's results are gathered in process order
+// and the padding rows dropped, unless static_return (fn's own result, e.g.
+// metrics it already reduced). Every leaf of the padded arguments needs the
 // same leading size; every leaf of a gathered result a leading batch axis.
-using ShardFn = std::function<Tree(const Tree& static_args, const Tree& batch)>;
-ShardFn pad_shard_unpad(ShardFn fn, bool static_return = false, int64_t min_process_batch = 0);
+//
+//   auto eval = dist::pad_shard_unpad([&](const std::vector<Tree>& a) { return forward(a[0], a[1]); });
+//   Tree logits = eval({params, batch});                                // params (argument 0) as is
+//   Tree last = eval({params, last_batch}, /*min_device_batch=*/32);   // padded to 32 rows per process
+//
+// C++ functions have no keyword arguments, so flax's static_argnames has no
+// counterpart here: what flax passes by name is a positional argument, made
+// static by listing its position in static_argnums. A static value that is
+// not a tree (a flag, a config) is captured by fn instead.
+using PaddedFn = std::function<Tree(const std::vector<Tree>& args)>;
+
+struct PadShardUnpadOptions {
+  // Positions of the arguments forwarded as they are, neither padded nor
+  // sharded. flax's default (0,): by far the most common use passes params first.
+  std::vector<int> static_argnums = {0};
+  // Return fn's result as it is instead of gathering and unpadding it.
+  bool static_return = false;
+};
+
+class PadShardUnpad {
+ public:
+  PadShardUnpad(PaddedFn fn, PadShardUnpadOptions options);
+  // min_device_batch: the least rows per process (0: only what the batch needs).
+  Tree operator()(const std::vector<Tree>& args, int64_t min_device_batch = 0) const;
+
+ private:
+  PaddedFn fn_;
+  PadShardUnpadOptions options_;
+};
+
+PadShardUnpad pad_shard_unpad(PaddedFn fn, PadShardUnpadOptions options = {});
 
 // Process `root`'s string on every process (the others' `s` is ignored).
 std::string broadcast_string(const std::string& s, int root = 0);

@@ -104,19 +104,24 @@ TEST(JaxUtils, GatherStackedAndLocalSlice) {
   EXPECT_PAX_ERROR(local_slice(Tree::dict({{"x", zeros({p + 1})}})), "no leading process axis");
 }
 
-TEST(JaxUtils, PadShardUnpad) {
-  const int p = process_count(), me = process_index();
-  // 5 rows: not a multiple of 2 processes; rows are 10 * i + column.
+// 5 rows (not a multiple of 2 processes) of 3 columns: row i is 10 * i + column.
+Array five_rows() {
   std::vector<float> rows;
   for (int i = 0; i < 5; ++i)
     for (int j = 0; j < 3; ++j) rows.push_back(float(10 * i + j));
-  const Tree batch = Tree::dict({{"x", array(rows, Shape{5, 3})}});
+  return array(rows, Shape{5, 3});
+}
+
+TEST(JaxUtils, PadShardUnpad) {
+  const int p = process_count(), me = process_index();
+  const Tree batch = Tree::dict({{"x", five_rows()}});
   int64_t shard_rows = -1;
-  ShardFn row_sums = [&](const Tree& scale, const Tree& shard) {
-    shard_rows = shard["x"].leaf().dim(0);
-    return Tree::dict({{"sum", sum(shard["x"].leaf(), {1}) * scale.leaf()}, {"rank", full({shard_rows}, me)}});
+  PaddedFn row_sums = [&](const std::vector<Tree>& a) {
+    shard_rows = a[1]["x"].leaf().dim(0);
+    return Tree::dict({{"sum", sum(a[1]["x"].leaf(), {1}) * a[0].leaf()}, {"rank", full({shard_rows}, me)}});
   };
-  const Tree out = pad_shard_unpad(row_sums)(scalar(2.0f), batch);
+  // static_argnums defaults to flax's (0,): the scale is passed as it is.
+  const Tree out = pad_shard_unpad(row_sums)({scalar(2.0f), batch});
   EXPECT_EQ(shard_rows, (5 + p - 1) / p);
   std::vector<double> want;
   for (int i = 0; i < 5; ++i) want.push_back(2.0 * (30 * i + 3));
@@ -125,15 +130,59 @@ TEST(JaxUtils, PadShardUnpad) {
   std::vector<double> owner;
   for (int i = 0; i < 5; ++i) owner.push_back(double(i / shard_rows));
   EXPECT_TRUE(all_close(out["rank"].leaf(), owner));
-  // min_process_batch pads further; static_return hands back fn's own result.
-  const Tree local = pad_shard_unpad(row_sums, /*static_return=*/true, /*min_process_batch=*/4)(scalar(1.0f), batch);
-  const int64_t padded = std::max<int64_t>((5 + p - 1) / p, 4);
-  EXPECT_EQ(shard_rows, padded);
-  EXPECT_EQ(local["sum"].leaf().dim(0), padded);
-  EXPECT_PAX_ERROR(pad_shard_unpad(row_sums)(scalar(1.0f), Tree::dict({{"x", zeros({4})}, {"y", zeros({3})}})),
-                   "same leading size");
-  ShardFn reduced = [](const Tree&, const Tree& shard) { return Tree(sum(shard["x"].leaf())); };
-  EXPECT_PAX_ERROR(pad_shard_unpad(reduced)(Tree(), batch), "use static_return");
+  // A per-call min_device_batch pads further (the rows come back unpadded);
+  // static_return hands back fn's own result.
+  EXPECT_TRUE(all_close(pad_shard_unpad(row_sums)({scalar(2.0f), batch}, /*min_device_batch=*/8)["sum"].leaf(), want));
+  EXPECT_EQ(shard_rows, 8);
+  const Tree local = pad_shard_unpad(row_sums, {.static_return = true})({scalar(1.0f), batch}, 8);
+  EXPECT_EQ(local["sum"].leaf().dim(0), 8);
+  // The next call without it pads only as far as the batch needs.
+  pad_shard_unpad(row_sums)({scalar(1.0f), batch});
+  EXPECT_EQ(shard_rows, (5 + p - 1) / p);
+}
+
+TEST(JaxUtils, PadShardUnpadStaticArgnums) {
+  const int p = process_count();
+  // Arguments 0 and 2 static: a bias of another leading size and a matrix
+  // pass as they are; arguments 1 and 3, two batches of 5 rows, are sharded.
+  std::vector<size_t> seen;
+  PaddedFn fn = [&](const std::vector<Tree>& a) {
+    seen.clear();
+    for (const Tree& t : a) seen.push_back(size_t(tree_leaves(t)[0].dim(0)));
+    Array y = matmul(a[1].leaf(), a[2].leaf()) + a[3].leaf();  // (rows, 3) @ (3, 2) + (rows, 2)
+    return Tree(y + a[0].leaf());                              // + (2,)
+  };
+  const Array bias = array(std::vector<float>{100.0f, 200.0f}, Shape{2});
+  const Array w = array(std::vector<float>{1, 0, 0, 1, 0, 0}, Shape{3, 2});
+  const Array extra = ones({5, 2});
+  const Tree out = pad_shard_unpad(fn, {.static_argnums = {0, 2}})({bias, five_rows(), w, extra});
+  const size_t per = size_t((5 + p - 1) / p);
+  EXPECT_EQ(seen, (std::vector<size_t>{2, per, 3, per}));
+  std::vector<double> want;
+  for (int i = 0; i < 5; ++i) {
+    want.push_back(10.0 * i + 0 + 1 + 100);
+    want.push_back(10.0 * i + 1 + 1 + 200);
+  }
+  EXPECT_TRUE(all_close(out.leaf(), want));
+  // No static arguments: every argument is a batch.
+  PaddedFn first = [](const std::vector<Tree>& a) { return a[0]; };
+  EXPECT_TRUE(all_close(pad_shard_unpad(first, {.static_argnums = {}})({five_rows()}).leaf(), five_rows()));
+}
+
+TEST(JaxUtils, PadShardUnpadErrors) {
+  PaddedFn first = [](const std::vector<Tree>& a) { return a[1]; };
+  const Tree batch = Tree::dict({{"x", five_rows()}});
+  EXPECT_PAX_ERROR(pad_shard_unpad(first)({Tree(), Tree::dict({{"x", zeros({4})}, {"y", zeros({3})}})}),
+                   "every padded leaf needs the same leading size; got argument 1's f32[3] beside argument 1's f32[4]");
+  EXPECT_PAX_ERROR(pad_shard_unpad(first)({Tree(), batch, zeros({2})}), "argument 2's f32[2] beside argument 1's");
+  EXPECT_PAX_ERROR(pad_shard_unpad(first)({Tree(), scalar(1.0f)}), "argument 1's f32[] has no batch axis");
+  EXPECT_PAX_ERROR(pad_shard_unpad(first)({batch}), "no argument outside static_argnums holds an array");
+  EXPECT_PAX_ERROR(pad_shard_unpad(first, {.static_argnums = {0, 2}})({Tree(), batch}),
+                   "static_argnums entry 2 is out of range for 2 arguments");
+  EXPECT_PAX_ERROR(pad_shard_unpad(first, {.static_argnums = {-1}}), "argument positions (>= 0), got -1");
+  EXPECT_PAX_ERROR(pad_shard_unpad(first)({Tree(), batch}, -1), "min_device_batch must be >= 0, got -1");
+  PaddedFn reduced = [](const std::vector<Tree>& a) { return Tree(sum(a[1]["x"].leaf())); };
+  EXPECT_PAX_ERROR(pad_shard_unpad(reduced)({Tree(), batch}), "use static_return");
 }
 
 TEST(JaxUtils, BroadcastStringAndRunOnRoot) {

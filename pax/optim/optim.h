@@ -7,6 +7,7 @@
 #include "pax/optim/configs.h"
 #include "pax/optim/schedules.h"
 #include "pax/optim/gradient_transformation.h"
+#include "pax/optim/losses.h"
 #include "pax/optim/basic_transforms.h"
 #include "pax/optim/tree_utils.h"
 #include "pax/optim/wrappers.h"

@@ -4,7 +4,6 @@
 #include "pax/train/checkpoint.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <set>
 #include <utility>
@@ -27,9 +26,9 @@ constexpr int kMaxJsonItemDepth = 600;
 // Three JSON levels per dict level must stay under the metadata reader's limit.
 constexpr int kMaxTreeDepth = 150;
 
-std::string marker_text(int64_t step, uint32_t metadata_crc) {
-  return "paxcc checkpoint committed\nstep: " + std::to_string(step) +
-         "\nmetadata.json crc32c: " + crc32c_hex(metadata_crc) + "\n";
+std::string marker_text(const CheckpointStep& step, uint32_t metadata_crc) {
+  return "paxcc checkpoint committed\nstep: " + step.str() + "\nmetadata.json crc32c: " + crc32c_hex(metadata_crc) +
+         "\n";
 }
 
 int tree_depth(const Tree& t) {
@@ -42,44 +41,47 @@ int tree_depth(const Tree& t) {
   return d + 1;
 }
 
-std::vector<int64_t> committed_steps(const std::string& dir, const std::string& prefix) {
-  std::vector<int64_t> steps;
+// Ascending by value: the order of flax's natural sort of the names.
+std::vector<CheckpointStep> committed_steps(const std::string& dir, const std::string& prefix) {
+  std::vector<CheckpointStep> steps;
   for (const std::string& name : fs::list_dir(dir)) {
-    std::optional<int64_t> step = parse_checkpoint_dir_name(name, prefix);
+    std::optional<CheckpointStep> step = parse_checkpoint_dir_name(name, prefix);
     if (step && is_committed_checkpoint(fs::join(dir, name))) steps.push_back(*step);
   }
-  std::sort(steps.begin(), steps.end());
+  std::stable_sort(steps.begin(), steps.end());
   steps.erase(std::unique(steps.begin(), steps.end()), steps.end());  // one step under two spellings
   return steps;
 }
 
-std::string steps_str(const std::vector<int64_t>& steps) {
+std::string steps_str(const std::vector<CheckpointStep>& steps) {
   if (steps.empty()) return "none";
   std::string out;
-  for (int64_t s : steps) out += (out.empty() ? "" : ", ") + std::to_string(s);
+  for (const CheckpointStep& s : steps) out += (out.empty() ? "" : ", ") + s.str();
   return out;
 }
 
 // flax's pruning: with `overwrite`, checkpoints newer than `step` go; then all
 // but the newest `keep`, except that walking from the oldest, one is kept
 // whenever it is at least keep_every_n_steps past the last one kept.
-std::vector<int64_t> flax_steps_to_remove(std::vector<int64_t> steps, int64_t step, bool overwrite, int64_t keep,
-                                          std::optional<int64_t> keep_every_n_steps) {
+std::vector<CheckpointStep> flax_steps_to_remove(std::vector<CheckpointStep> steps, const CheckpointStep& step,
+                                                 bool overwrite, int64_t keep,
+                                                 std::optional<int64_t> keep_every_n_steps) {
   if (!std::binary_search(steps.begin(), steps.end(), step)) {
     steps.insert(std::upper_bound(steps.begin(), steps.end(), step), step);
   }
-  std::vector<int64_t> remove;
+  std::vector<CheckpointStep> remove;
   if (overwrite) {
     auto newer = std::upper_bound(steps.begin(), steps.end(), step);
     remove.assign(newer, steps.end());
     steps.erase(newer, steps.end());
   }
   if (int64_t(steps.size()) > keep) {
-    std::optional<int64_t> last_kept;
+    std::optional<long double> last_kept;
     for (size_t i = 0; i + size_t(keep) < steps.size(); ++i) {
       // flax keeps no step 0 for keep_every_n_steps (its test is `if step_number and ...`).
-      if (keep_every_n_steps && steps[i] != 0 && (!last_kept || steps[i] - *last_kept >= *keep_every_n_steps)) {
-        last_kept = steps[i];
+      const long double value = steps[i].is_integer() ? *steps[i].as_integer() : steps[i].value();
+      if (keep_every_n_steps && value != 0 && (!last_kept || value - *last_kept >= *keep_every_n_steps)) {
+        last_kept = value;
         continue;
       }
       remove.push_back(steps[i]);
@@ -174,36 +176,29 @@ std::string read_json_item(const std::string& path, const std::string& name, con
 // ---------------------------------------------------------------------------
 // Names and listing
 
-std::string checkpoint_dir_name(const std::string& prefix, int64_t step) {
-  PAX_CHECK(step >= 0, "checkpoint: step must be >= 0, got ", step);
+std::string checkpoint_dir_name(const std::string& prefix, CheckpointStep step) {
+  if (!step.is_integer() || *step.as_integer() < 0) return prefix + step.str();
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%08lld", static_cast<long long>(step));
+  std::snprintf(buf, sizeof(buf), "%08lld", static_cast<long long>(*step.as_integer()));
   return prefix + buf;
 }
 
-std::optional<int64_t> parse_checkpoint_dir_name(std::string_view name, const std::string& prefix) {
+std::optional<CheckpointStep> parse_checkpoint_dir_name(std::string_view name, const std::string& prefix) {
   if (!name.starts_with(prefix)) return std::nullopt;
-  const std::string_view digits = name.substr(prefix.size());
-  if (digits.empty() || digits.size() > 19 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) {
-    return std::nullopt;
-  }
-  int64_t step = 0;
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
-  if (ec != std::errc() || end != digits.data() + digits.size() || step < 0) return std::nullopt;
-  return step;
+  return parse_checkpoint_step(name.substr(prefix.size()));
 }
 
 bool is_committed_checkpoint(const std::string& path) { return fs::exists(fs::join(path, kCommitMarkerFile)); }
 
-std::string checkpoint_path_of(const std::string& dir, const std::string& prefix, int64_t step) {
-  const std::string padded = fs::join(dir, checkpoint_dir_name(prefix, step));
-  if (is_committed_checkpoint(padded)) return padded;
+std::string checkpoint_path_of(const std::string& dir, const std::string& prefix, CheckpointStep step) {
+  const std::string own = fs::join(dir, checkpoint_dir_name(prefix, step));
+  if (is_committed_checkpoint(own)) return own;
   for (const std::string& name : fs::list_dir(dir)) {
     if (parse_checkpoint_dir_name(name, prefix) == step && is_committed_checkpoint(fs::join(dir, name))) {
       return fs::join(dir, name);
     }
   }
-  return padded;
+  return own;
 }
 
 void remove_tmp_checkpoints(const std::string& ckpt_dir, const std::string& prefix) {
@@ -229,8 +224,8 @@ void remove_tmp_checkpoints(const std::string& ckpt_dir, const std::string& pref
 // ---------------------------------------------------------------------------
 // Saving
 
-PreparedCheckpoint prepare_checkpoint(const CheckpointItems& items, int64_t step, const std::string& config_json) {
-  PAX_CHECK(step >= 0, "save checkpoint: step must be >= 0, got ", step);
+PreparedCheckpoint prepare_checkpoint(const CheckpointItems& items, CheckpointStep step,
+                                      const std::string& config_json) {
   PreparedCheckpoint p;
   p.metadata.step = step;
   p.metadata.paxcc_version = version();
@@ -269,7 +264,7 @@ PreparedCheckpoint prepare_checkpoint(const CheckpointItems& items, int64_t step
 }
 
 std::string write_checkpoint(const PreparedCheckpoint& p, const std::string& ckpt_dir, const std::string& prefix) {
-  const int64_t step = p.metadata.step;
+  const CheckpointStep step = p.metadata.step;
   const std::string name = checkpoint_dir_name(prefix, step);
   const std::string final_path = fs::join(ckpt_dir, name);
   const std::string tmp = fs::join(ckpt_dir, kTmpPrefix + name);
@@ -277,7 +272,7 @@ std::string write_checkpoint(const PreparedCheckpoint& p, const std::string& ckp
   fs::make_dirs(tmp);
 
   CheckpointMetadata m = p.metadata;
-  const std::map<std::string, std::string> file_metadata{{"format", "paxcc"}, {"step", std::to_string(step)}};
+  const std::map<std::string, std::string> file_metadata{{"format", "paxcc"}, {"step", step.str()}};
   for (const auto& [item, tensors] : p.trees) {
     const std::vector<uint32_t> crcs = write_safetensors(fs::join(tmp, item + ".safetensors"), tensors, file_metadata);
     std::vector<TensorRecord>& records = m.trees.at(item).tensors;
@@ -309,10 +304,11 @@ std::string write_checkpoint(const PreparedCheckpoint& p, const std::string& ckp
   return final_path;
 }
 
-void remove_checkpoint(const std::string& ckpt_dir, const std::string& prefix, int64_t step, bool keep_padded) {
+void remove_checkpoint(const std::string& ckpt_dir, const std::string& prefix, CheckpointStep step,
+                       bool keep_own_name) {
   for (const std::string& name : fs::list_dir(ckpt_dir)) {
     if (parse_checkpoint_dir_name(name, prefix) != step) continue;
-    if (keep_padded && name == checkpoint_dir_name(prefix, step)) continue;
+    if (keep_own_name && name == checkpoint_dir_name(prefix, step)) continue;
     const std::string path = fs::join(ckpt_dir, name);
     // Renamed first: a crash mid-deletion leaves a tmp_ directory, never a
     // listed checkpoint with files missing.
@@ -354,7 +350,7 @@ CheckpointItems read_checkpoint(const std::string& path, const std::map<std::str
 // ---------------------------------------------------------------------------
 // Functional API
 
-std::string save_checkpoint(const std::string& ckpt_dir, const Tree& target, int64_t step,
+std::string save_checkpoint(const std::string& ckpt_dir, const Tree& target, CheckpointStep step,
                             const SaveCheckpointOptions& options) {
   if (options.async_manager) options.async_manager->wait_previous_save();
   PAX_CHECK(options.keep >= 1, "save_checkpoint: keep must be >= 1, got ", options.keep);
@@ -368,19 +364,19 @@ std::string save_checkpoint(const std::string& ckpt_dir, const Tree& target, int
 
   fs::make_dirs(ckpt_dir);
   remove_tmp_checkpoints(ckpt_dir, options.prefix);
-  const std::vector<int64_t> steps = committed_steps(ckpt_dir, options.prefix);
+  const std::vector<CheckpointStep> steps = committed_steps(ckpt_dir, options.prefix);
   if (!options.overwrite && !steps.empty()) {
     PAX_CHECK(!std::binary_search(steps.begin(), steps.end(), step), "save_checkpoint: a checkpoint for step ", step,
               " already exists in '", ckpt_dir, "' (pass overwrite = true to replace it)");
     PAX_CHECK(step > steps.back(), "save_checkpoint: step ", step, " is older than the latest checkpoint (step ",
               steps.back(), ") in '", ckpt_dir, "' (pass overwrite = true to replace the newer ones)");
   }
-  const std::vector<int64_t> remove =
+  const std::vector<CheckpointStep> remove =
       flax_steps_to_remove(steps, step, options.overwrite, options.keep, options.keep_every_n_steps);
   auto work = [prepared, ckpt_dir, prefix = options.prefix, remove, step] {
     write_checkpoint(*prepared, ckpt_dir, prefix);
-    remove_checkpoint(ckpt_dir, prefix, step, /*keep_padded=*/true);  // an unpadded one it replaced
-    for (int64_t s : remove) remove_checkpoint(ckpt_dir, prefix, s);
+    remove_checkpoint(ckpt_dir, prefix, step, /*keep_own_name=*/true);  // another spelling it replaced
+    for (const CheckpointStep& s : remove) remove_checkpoint(ckpt_dir, prefix, s);
   };
   if (options.async_manager) {
     options.async_manager->run(std::move(work));
@@ -391,13 +387,26 @@ std::string save_checkpoint(const std::string& ckpt_dir, const Tree& target, int
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& ckpt_dir, const std::string& prefix) {
-  const std::vector<int64_t> steps = committed_steps(ckpt_dir, prefix);
+  const std::vector<CheckpointStep> steps = committed_steps(ckpt_dir, prefix);
   if (steps.empty()) return std::nullopt;
   return checkpoint_path_of(ckpt_dir, prefix, steps.back());
 }
 
 std::vector<int64_t> available_steps(const std::string& ckpt_dir, const std::string& prefix) {
-  return committed_steps(ckpt_dir, prefix);
+  std::vector<int64_t> out;
+  for (const CheckpointStep& s : committed_steps(ckpt_dir, prefix)) {
+    const std::optional<int64_t> step = s.as_integer();
+    PAX_CHECK(step.has_value(), "available_steps: '", ckpt_dir, "' holds a checkpoint of the non-integer step ", s,
+              " (", prefix, s, "); available_float_steps lists float steps");
+    out.push_back(*step);
+  }
+  return out;
+}
+
+std::vector<double> available_float_steps(const std::string& ckpt_dir, const std::string& prefix) {
+  std::vector<double> out;
+  for (const CheckpointStep& s : committed_steps(ckpt_dir, prefix)) out.push_back(s.value());
+  return out;
 }
 
 Tree restore_checkpoint(const std::string& ckpt_dir_or_path, const Tree& target,

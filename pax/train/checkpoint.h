@@ -1,13 +1,18 @@
 // Crash-safe checkpoints: flax.training.checkpoints' functional API
-// (save_checkpoint, latest_checkpoint, available_steps, restore_checkpoint)
+// (save_checkpoint, save_checkpoint_multiprocess, latest_checkpoint,
+// available_steps, restore_checkpoint)
 // and the layer beneath it that CheckpointManager shares.
 //
 // On disk, one directory per step:
 //
-//   <ckpt_dir>/<prefix><step>/        prefix "checkpoint_", step zero-padded to
-//                                     8 digits ("checkpoint_00001200"; larger
-//                                     steps print more digits); unpadded
-//                                     names (flax's "checkpoint_1200") are
+//   <ckpt_dir>/<prefix><step>/        prefix "checkpoint_", an integer step
+//                                     >= 0 zero-padded to 8 digits
+//                                     ("checkpoint_00001200"; larger steps
+//                                     print more digits), other steps as flax
+//                                     spells them ("checkpoint_-3",
+//                                     "checkpoint_0.5", "checkpoint_1e-05");
+//                                     any spelling of a step (flax's unpadded
+//                                     "checkpoint_1200", "checkpoint_1e5") is
 //                                     listed and restored too
 //     <item>.safetensors              one per tree item: standard safetensors
 //                                     (see safetensors.h); tensor names are the
@@ -25,6 +30,11 @@
 //
 // The functional API saves its target as the tree item "state"
 // (kTargetItemName): <ckpt_dir>/checkpoint_00000100/state.safetensors.
+// Its steps are flax's: integers or floats (a metric value), negative ones
+// too (see checkpoint_step.h), ordered by value as flax's natural sort orders
+// the names: ckpt_0.001 < ckpt_0.01 < ckpt_0.1 and ckpt_-1.0 < ckpt_1.0 <
+// ckpt_1e5. Two spellings of one value (checkpoint_2, checkpoint_2.0) are one
+// step. CheckpointManager's steps are integers >= 0.
 //
 // A save writes everything into tmp_<prefix><step>/, fsyncs each file,
 // writes and fsyncs the marker, fsyncs the directory, renames it into place
@@ -55,6 +65,7 @@
 #include "pax/core/tree.h"
 #include "pax/train/async_manager.h"
 #include "pax/train/checkpoint_metadata.h"
+#include "pax/train/checkpoint_step.h"
 #include "pax/train/safetensors.h"
 
 namespace pax::train {
@@ -78,10 +89,11 @@ struct SaveCheckpointOptions {
   // The newest `keep` committed checkpoints are kept (>= 1).
   int64_t keep = 1;
   // Allows saving at a step <= the latest one: an existing checkpoint of that
-  // step is replaced and newer ones are removed (after the commit).
+  // step is replaced and newer ones (larger values) are removed (after the
+  // commit).
   bool overwrite = false;
   // Also keep, among the older checkpoints, one at least every n steps
-  // (walking from the oldest).
+  // (walking from the oldest; flax never keeps a step of value 0 for it).
   std::optional<int64_t> keep_every_n_steps;
   // When set, the write, commit and pruning run on its background thread and
   // save_checkpoint returns once the arrays are held (see AsyncManager).
@@ -92,20 +104,38 @@ struct SaveCheckpointOptions {
   std::string config_json;
 };
 
-// Saves `target` at `step` (>= 0) and returns the checkpoint's path. Throws
-// when a checkpoint of this step or a newer one exists, unless overwrite.
-std::string save_checkpoint(const std::string& ckpt_dir, const Tree& target, int64_t step,
+// Saves `target` at `step` (an integer or a float: save_checkpoint(dir, t,
+// 0.5) writes checkpoint_0.5) and returns the checkpoint's path. Throws when a
+// checkpoint of this step's value or a larger one exists, unless overwrite.
+std::string save_checkpoint(const std::string& ckpt_dir, const Tree& target, CheckpointStep step,
                             const SaveCheckpointOptions& options = {});
 
-// Path of the newest committed checkpoint; nullopt when there is none.
+// flax's save_checkpoint_multiprocess over the process group
+// (pax/dist/process_group.h), for a directory every process sees: every
+// process calls it with the same ckpt_dir, step and options; process 0 alone
+// writes its (replicated) target and prunes old checkpoints, and no process
+// returns before that checkpoint is committed (the others wait at a barrier
+// up to the group's phase timeout). An error on process 0 (an existing step
+// without overwrite, a full disk) is thrown on every process; so is a
+// process that names another checkpoint. With one process it is
+// save_checkpoint; async_manager is for a single process only (as flax says).
+// Defined in checkpoint_multiprocess.cc.
+std::string save_checkpoint_multiprocess(const std::string& ckpt_dir, const Tree& target, CheckpointStep step,
+                                         const SaveCheckpointOptions& options = {});
+
+// Path of the committed checkpoint of the largest step; nullopt when there is none.
 std::optional<std::string> latest_checkpoint(const std::string& ckpt_dir,
                                              const std::string& prefix = kDefaultCheckpointPrefix);
-// Steps of the committed checkpoints, ascending (empty when the directory does not exist).
+// Steps of the committed checkpoints, ascending (empty when the directory
+// does not exist): flax's available_steps with step_type int (it throws
+// naming a step that is not an integer) and with step_type float.
 std::vector<int64_t> available_steps(const std::string& ckpt_dir, const std::string& prefix = kDefaultCheckpointPrefix);
+std::vector<double> available_float_steps(const std::string& ckpt_dir,
+                                          const std::string& prefix = kDefaultCheckpointPrefix);
 
 struct RestoreCheckpointOptions {
-  // Restore this step instead of the latest; it must exist.
-  std::optional<int64_t> step;
+  // Restore this step (any spelling of its value) instead of the latest; it must exist.
+  std::optional<CheckpointStep> step;
   std::string prefix = kDefaultCheckpointPrefix;
 };
 
@@ -126,15 +156,16 @@ Tree restore_checkpoint(const std::string& ckpt_dir_or_path, const Tree& target,
 // ---------------------------------------------------------------------------
 // The layer both APIs share
 
-// prefix + step zero-padded to 8 digits (the name saves write); and back,
-// from any decimal spelling of the step (flax's unpadded "checkpoint_42" too;
-// nullopt for anything else).
-std::string checkpoint_dir_name(const std::string& prefix, int64_t step);
-std::optional<int64_t> parse_checkpoint_dir_name(std::string_view name, const std::string& prefix);
+// The name saves write: prefix + an integer step >= 0 zero-padded to 8
+// digits, or prefix + the step as Python spells it (flax's name); and back,
+// from any spelling of a number after the prefix (flax's unpadded
+// "checkpoint_42", "checkpoint_1e5"; nullopt for anything else).
+std::string checkpoint_dir_name(const std::string& prefix, CheckpointStep step);
+std::optional<CheckpointStep> parse_checkpoint_dir_name(std::string_view name, const std::string& prefix);
 bool is_committed_checkpoint(const std::string& path);
-// The directory of a step in ckpt_dir: the padded name saves write, or
-// another spelling of the step that is committed (flax's "checkpoint_42").
-std::string checkpoint_path_of(const std::string& ckpt_dir, const std::string& prefix, int64_t step);
+// The directory of a step in ckpt_dir: the name saves write, or another
+// committed spelling of the step's value (flax's "checkpoint_42").
+std::string checkpoint_path_of(const std::string& ckpt_dir, const std::string& prefix, CheckpointStep step);
 // Removes tmp_ leftovers of interrupted saves and deletions (and moves back a
 // checkpoint set aside by an overwrite that never landed).
 void remove_tmp_checkpoints(const std::string& ckpt_dir, const std::string& prefix);
@@ -148,13 +179,16 @@ struct PreparedCheckpoint {
 };
 // Validates items (names, concrete host arrays, unique tensor paths, JSON
 // documents) without touching the disk.
-PreparedCheckpoint prepare_checkpoint(const CheckpointItems& items, int64_t step, const std::string& config_json);
+PreparedCheckpoint prepare_checkpoint(const CheckpointItems& items, CheckpointStep step,
+                                      const std::string& config_json);
 // Writes and commits (replacing an existing checkpoint of that step); returns its path.
 std::string write_checkpoint(const PreparedCheckpoint& checkpoint, const std::string& ckpt_dir,
                              const std::string& prefix);
-// Deletes the checkpoint of a step under every spelling of its name (a
-// missing one is not an error); with keep_padded, all but the padded one.
-void remove_checkpoint(const std::string& ckpt_dir, const std::string& prefix, int64_t step, bool keep_padded = false);
+// Deletes the checkpoint of a step under every spelling of its value (a
+// missing one is not an error); with keep_own_name, all but the name saves
+// write for `step`.
+void remove_checkpoint(const std::string& ckpt_dir, const std::string& prefix, CheckpointStep step,
+                       bool keep_own_name = false);
 
 // metadata.json of a committed checkpoint, validated against its marker.
 CheckpointMetadata read_checkpoint_metadata(const std::string& path);

@@ -56,6 +56,7 @@ bool CheckpointManager::save(int64_t step, const CheckpointItems& items, const C
     return false;
   }
   wait_until_finished();
+  PAX_CHECK(step >= 0, "CheckpointManager::save: step must be >= 0, got ", step);
   PAX_CHECK(steps_.empty() || step > steps_.back(), "CheckpointManager::save: step ", step,
             " is not newer than the latest checkpoint (step ", steps_.back(), ") in '", directory_, "'");
   auto prepared = std::make_shared<const PreparedCheckpoint>(prepare_checkpoint(items, step, options_.config_json));

@@ -5,6 +5,8 @@
 // JSON object would not).
 #include "pax/train/checkpoint_metadata.h"
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -41,6 +43,15 @@ uint64_t parse_u64(const json& v, const std::string& ctx, const char* field, uin
   PAX_CHECK(v.is_number_unsigned() && v.get<uint64_t>() <= max, ctx, ": ", field,
             " must be a non-negative integer no larger than ", max, ", got ", v.dump());
   return v.get<uint64_t>();
+}
+
+CheckpointStep parse_step(const json& v, const std::string& ctx) {
+  if (v.is_number_integer() && (v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(INT64_MAX) : true)) {
+    return v.get<int64_t>();
+  }
+  PAX_CHECK(v.is_number_float() && std::isfinite(v.get<double>()), ctx,
+            ": step must be an integer in int64's range or a finite float, got ", v.dump());
+  return v.get<double>();
 }
 
 const json& field(const json& obj, const char* name, const std::string& ctx) {
@@ -222,7 +233,9 @@ std::string checkpoint_metadata_to_json(const CheckpointMetadata& m) {
   out += "  \"format\": " + q(kFormat) + ",\n";
   out += "  \"format_version\": " + std::to_string(m.format_version) + ",\n";
   out += "  \"paxcc_version\": " + q(m.paxcc_version) + ",\n";
-  out += "  \"step\": " + std::to_string(m.step) + ",\n";
+  // Python's spelling of a float always has a '.' or an exponent, so the
+  // reader tells a float step from an integer one.
+  out += "  \"step\": " + m.step.str() + ",\n";
   if (!m.config_hash.empty()) out += "  \"config_hash\": " + q(m.config_hash) + ",\n";
   out += "  \"items\": {";
   const char* sep = "\n";
@@ -271,7 +284,7 @@ CheckpointMetadata parse_checkpoint_metadata(std::string_view text, const std::s
   const json& pv = field(j, "paxcc_version", ctx);
   PAX_CHECK(pv.is_string(), ctx, ": paxcc_version must be a string, got ", pv.dump());
   m.paxcc_version = pv.get<std::string>();
-  m.step = int64_t(parse_u64(field(j, "step", ctx), ctx, "step", std::numeric_limits<int64_t>::max()));
+  m.step = parse_step(field(j, "step", ctx), ctx);
   if (j.contains("config_hash")) {
     const json& h = j["config_hash"];
     PAX_CHECK(h.is_string() && !h.get_ref<const std::string&>().empty(), ctx,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "pax/core/tree.h"
+#include "pax/train/checkpoint_step.h"
 
 namespace pax::train {
 
@@ -46,7 +47,7 @@ struct JsonItemRecord {
 };
 
 struct CheckpointMetadata {
-  int64_t step = 0;
+  CheckpointStep step = 0;  // an integer or a float, as saved
   int format_version = kCheckpointFormatVersion;
   std::string paxcc_version;
   std::string config_hash;  // "" when the checkpoint was saved without a config

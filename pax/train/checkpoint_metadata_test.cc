@@ -65,6 +65,21 @@ TEST(CheckpointMetadata, RoundTrip) {
   EXPECT_TRUE(testing::trees_identical(rebuilt, tree));
 }
 
+TEST(CheckpointMetadata, FloatAndNegativeStepsKeepTheirKind) {
+  // flax's steps are ints or floats: 2.0 stays a float step, -3 an integer one.
+  for (const auto& [step, written] : std::vector<std::pair<CheckpointStep, std::string>>{
+           {-3, "-3"}, {2.0, "2.0"}, {0.5, "0.5"}, {1e-5, "1e-05"}, {1.5e16, "1.5e+16"}, {-0.25, "-0.25"}}) {
+    CheckpointMetadata m = sample_metadata(Tree());
+    m.step = step;
+    const std::string text = checkpoint_metadata_to_json(m);
+    EXPECT_NE(text.find("\"step\": " + written + ",\n"), std::string::npos) << text;
+    const CheckpointStep parsed = parse_checkpoint_metadata(text, "metadata.json").step;
+    EXPECT_EQ(parsed.is_integer(), step.is_integer()) << written;
+    EXPECT_EQ(parsed.value(), step.value()) << written;
+    EXPECT_EQ(parsed.str(), written);
+  }
+}
+
 TEST(CheckpointMetadata, WrittenForm) {
   const Tree tree = Tree::dict({{"b", scalar(1.0f)}, {"a", Tree::list({Tree(), Tree::dict()})}});
   const std::string text = checkpoint_metadata_to_json(sample_metadata(tree));
@@ -130,8 +145,11 @@ std::string replace(std::string s, const std::string& from, const std::string& t
 TEST(CheckpointMetadataMalformed, NotJsonOrWrongTypes) {
   EXPECT_PAX_ERROR(parse_checkpoint_metadata("{", "m.json"), "checkpoint metadata 'm.json': not valid JSON");
   EXPECT_PAX_ERROR(parse_checkpoint_metadata("[]", "m.json"), "expected a JSON object");
-  EXPECT_PAX_ERROR(parse_checkpoint_metadata(replace(good_text(), "\"step\": 1234", "\"step\": -1"), "m"),
-                   "step must be a non-negative integer");
+  EXPECT_PAX_ERROR(parse_checkpoint_metadata(replace(good_text(), "\"step\": 1234", "\"step\": true"), "m"),
+                   "step must be an integer in int64's range or a finite float");
+  EXPECT_PAX_ERROR(
+      parse_checkpoint_metadata(replace(good_text(), "\"step\": 1234", "\"step\": 9223372036854775808"), "m"),
+      "step must be an integer in int64's range");
   EXPECT_PAX_ERROR(parse_checkpoint_metadata(replace(good_text(), "\"step\": 1234", "\"step\": \"1234\""), "m"),
                    "step must be");
   EXPECT_PAX_ERROR(parse_checkpoint_metadata(replace(good_text(), "paxcc-checkpoint", "other"), "m"),

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <csignal>
 #include <functional>
 
@@ -102,11 +103,27 @@ TEST(Checkpoint, DirectoryNames) {
   // flax writes unpadded names: read too.
   EXPECT_EQ(parse_checkpoint_dir_name("checkpoint_42", "checkpoint_"), 42);
   EXPECT_EQ(parse_checkpoint_dir_name("checkpoint_000000042", "checkpoint_"), 42);
-  for (const char* bad :
-       {"checkpoint_", "checkpoint_0000004x", "ckpt_00000042", "checkpoint_+42", "checkpoint_-0000042",
-        "checkpoint_99999999999999999999", "tmp_checkpoint_00000042", "checkpoint_4.5"}) {
+  // Every number flax's pattern reads: signs, floats, exponents.
+  EXPECT_EQ(parse_checkpoint_dir_name("checkpoint_+42", "checkpoint_"), 42);
+  EXPECT_EQ(parse_checkpoint_dir_name("checkpoint_-0000042", "checkpoint_"), -42);
+  EXPECT_EQ(parse_checkpoint_dir_name("checkpoint_4.5", "checkpoint_"), 4.5);
+  EXPECT_EQ(parse_checkpoint_dir_name("checkpoint_1e5", "checkpoint_"), 100000.0);
+  EXPECT_EQ(parse_checkpoint_dir_name("checkpoint_.5", "checkpoint_"), 0.5);
+  EXPECT_EQ(parse_checkpoint_dir_name("checkpoint_2.", "checkpoint_"), 2.0);
+  EXPECT_FALSE(parse_checkpoint_dir_name("checkpoint_2.0", "checkpoint_")->is_integer());
+  EXPECT_TRUE(parse_checkpoint_dir_name("checkpoint_42", "checkpoint_")->is_integer());
+  // Beyond int64 an integer spelling is read as flax reads it, a float.
+  EXPECT_EQ(parse_checkpoint_dir_name("checkpoint_99999999999999999999", "checkpoint_"), 1e20);
+  for (const char* bad : {"checkpoint_", "checkpoint_0000004x", "ckpt_00000042", "tmp_checkpoint_00000042",
+                          "checkpoint_tmp", "checkpoint_1e", "checkpoint_.", "checkpoint_1e999", "checkpoint_1-2",
+                          "checkpoint_nan", "checkpoint_inf", "checkpoint_ 1"}) {
     EXPECT_FALSE(parse_checkpoint_dir_name(bad, "checkpoint_").has_value()) << bad;
   }
+  // The names saves write: integers >= 0 padded, other steps as flax (Python) spells them.
+  EXPECT_EQ(checkpoint_dir_name("ckpt_", -1), "ckpt_-1");
+  EXPECT_EQ(checkpoint_dir_name("ckpt_", 0.5), "ckpt_0.5");
+  EXPECT_EQ(checkpoint_dir_name("ckpt_", 1e5), "ckpt_100000.0");
+  EXPECT_EQ(checkpoint_dir_name("ckpt_", 1e-5), "ckpt_1e-05");
 }
 
 TEST(Checkpoint, KeepNewest) {
@@ -263,7 +280,8 @@ TEST(Checkpoint, AnOverwriteThatNeverLandedIsRolledBack) {
 TEST(Checkpoint, SaveRejectsBadInput) {
   TempDir dir;
   const Array x = scalar(1.0f);
-  EXPECT_PAX_ERROR(save_checkpoint(dir.path(), small_tree(1), -1), "step must be >= 0, got -1");
+  EXPECT_PAX_ERROR(save_checkpoint(dir.path(), small_tree(1), std::nan("")), "step must be a finite number");
+  EXPECT_PAX_ERROR(save_checkpoint(dir.path(), small_tree(1), -INFINITY), "step must be a finite number");
   EXPECT_PAX_ERROR(save_checkpoint(dir.path(), small_tree(1), 1, {.keep = 0}), "keep must be >= 1");
   EXPECT_PAX_ERROR(save_checkpoint(dir.path(), small_tree(1), 1, {.keep_every_n_steps = 0}), "keep_every_n_steps");
   EXPECT_PAX_ERROR(save_checkpoint(dir.path(), small_tree(1), 1, {.prefix = "a/b"}), "prefix");
