@@ -538,16 +538,14 @@ class TrainingLoop {
     Array grad_norm;  // of the latest step
   };
 
-  // The eval inputs' warnings, the steps, the memory check, the inputs
-  // (missing data and a tokenizer with more ids than the model's vocabulary
-  // fail before anything is written; decoding is the chief's alone), the
+  // The steps, the memory check, the inputs (missing data and a tokenizer
+  // with more ids than the model's vocabulary fail before anything is
+  // written; decoding is the chief's alone), the eval inputs' warnings, the
   // checkpoint manager and the initial state.
   void set_up() {
     const Array seed_key = random::key(uint64_t(settings_.random_seed));
     const Array init_key = random::fold_in(seed_key, 0);
     dropout_key_ = random::fold_in(seed_key, 1);
-    if (settings_.eval_interval_steps > 0)
-      for (const std::string& line : eval_input_mismatches(exp_)) out_ << "warning: " << line << "\n";
     check_memory_fits(job_, train_step_, &train_step_, settings_.eval_interval_steps > 0 ? &eval_step_ : nullptr,
                       job_.chief() && settings_.decode_interval_steps > 0, init_key, random::fold_in(dropout_key_, 0));
     train_input_ = job_.build_input(exp_.train_input);
@@ -557,6 +555,8 @@ class TrainingLoop {
       check_vocabulary_fits(exp_, *eval_inputs_[i], "eval_inputs[" + std::to_string(i) + "]");
     if (job_.chief())
       for (const HParamsPtr& p : exp_.decode_inputs) decode_inputs_.push_back(data::build_input(p));
+    if (settings_.eval_interval_steps > 0)  // after the errors above, so that an error stays one line
+      for (const std::string& line : eval_input_mismatches(exp_)) out_ << "warning: " << line << "\n";
     job_.open_checkpoints(mgr_);
     const AllocationPurpose purpose("the train state (parameters, optimizer state)");
     state_ = train_step_.init_state(init_key);
