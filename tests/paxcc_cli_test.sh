@@ -69,6 +69,20 @@ expect 1 "config is partial: 2 fields are missing: model.lm_tpl.model_dims \(an 
 expect 0 "parameters: 116931 " -- --config "$work/partial.json" --mode=inspect --set model.lm_tpl.model_dims=64 \
   --set train.num_train_steps=2
 
+# Your own text: the files are the one field to give (named when missing) and
+# the eval input reads train_input's own config; overriding train_input alone
+# of a KJV experiment is a warning.
+expect 1 "1 field is missing: train_input.files" -- --exp=lm.TextTransformer --mode=inspect
+for i in $(seq 1 300); do echo "the quiet river carries light over the hills $i"; done >"$work/mine.txt"
+expect 0 "of = TextLmInput  \[shared: train_input, eval_inputs\[0\]\.of\]" -- --exp=lm.TextTransformer --mode=inspect \
+  --set "train_input.files=[$work/mine.txt]"
+expect 0 "eval validation @ step 2" -- --exp=lm.TextTransformer "--job_log_dir=$work/mine" "--data_dir=$work/data" \
+  --set "train_input.files=[$work/mine.txt]" --set train_input.tokenizer=spm:128 --set model.lm_tpl.vocab_size=128 \
+  --set model.lm_tpl.model_dims=32 --set $S.num_layers=1 --set train.num_train_steps=2 --set train.eval_interval_steps=2
+expect 0 "^warning: eval_inputs\[0\] \('validation'\) reads the KJV, but train_input \('train'\) reads files" -- \
+  --exp=lm.KjvTransformerTiny "--job_log_dir=$work/kjv_own" --set train_input.source=files \
+  --set "train_input.files=[$work/mine.txt]" --set train.num_train_steps=2 --set train.eval_interval_steps=2
+
 # Generated code: the first run builds its fused loops, a second process loads
 # them from the cache and compiles nothing; with no compiler the loops run
 # interpreted after one notice.

@@ -77,6 +77,11 @@ class BaseInput {
                 (shuffle, "Shuffle the examples, with a new order every epoch."),
                 (input_random_seed, "Seed of the shuffle; the same on every host so that the shards stay disjoint."),
                 (prefetch_batches, "Batches prepared ahead on a background thread (0: none)."));
+    // What the input reads ("files [a.txt]") and how it tokenises ("spm:4096
+    // trained on files [a.txt]"), compared between the train and eval inputs
+    // before training; "" where it does not say.
+    virtual std::string data_source() const { return ""; }
+    virtual std::string tokenizer_used() const { return ""; }
   };
 
   explicit BaseInput(const HParams& hparams);
@@ -106,6 +111,9 @@ class BaseInput {
   // Text of token ids (B, T), the first lengths[b] of row b (all of them when
   // `lengths` is undefined). Throws for inputs without a tokenizer.
   virtual std::vector<std::string> ids_to_strings(const Array& ids, const Array& lengths = Array()) const;
+  // The ids its tokenizer can give (0: no tokenizer), checked against the
+  // model's vocabulary before training.
+  virtual int64_t vocab_size() const { return 0; }
 
  private:
   std::shared_ptr<const HParams> hparams_;

@@ -160,6 +160,10 @@ std::string kjv_sentencepiece_path(int64_t vocab_size, const std::string& data_d
 }
 
 std::string resolve_tokenizer_spec(const std::string& spec, const std::string& data_dir) {
+  PAX_CHECK(spec.rfind("spm:", 0) != 0, "tokenizer '", spec,
+            "' is trained on a TextLmInput's own files and only a TextLmInput takes it; give the path of the model "
+            "it trained instead (in ",
+            resolve_data_dir(data_dir), "/text_spm/)");
   const std::string prefix = "kjv_spm:";
   if (spec.rfind(prefix, 0) != 0) return spec;
   const std::string vocab = spec.substr(prefix.size());

@@ -41,6 +41,7 @@ class PrefetchInput : public BaseInput {
   Tree state() const override;
   void restore_state(const Tree& state) override;
   std::vector<std::string> ids_to_strings(const Array& ids, const Array& lengths = Array()) const override;
+  int64_t vocab_size() const override { return inner_->vocab_size(); }
 
   const BaseInput& inner() const { return *inner_; }
   int64_t buffer_size() const { return buffer_size_; }

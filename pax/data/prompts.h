@@ -36,6 +36,7 @@ class PromptInput : public IndexedInput {
 
   explicit PromptInput(const HParams& hparams);
   std::vector<std::string> ids_to_strings(const Array& ids, const Array& lengths = Array()) const override;
+  int64_t vocab_size() const override { return tokenizer_->vocab_size(); }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
 
  protected:

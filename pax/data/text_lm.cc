@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 
 #include "pax/core/parallel.h"
 #include "pax/data/datasets.h"
 #include "pax/data/file_io.h"
 #include "pax/data/host_random.h"
+#include "pax/data/own_tokenizer.h"
 #include "pax/data/prompts.h"
 
 namespace pax::data {
@@ -20,6 +22,18 @@ bool blank(std::string_view s) {
 std::string_view strip_cr(std::string_view line) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   return line;
+}
+
+// One error naming every file of `files` that is not there.
+void check_files_exist(const std::string& who, const std::vector<std::string>& files) {
+  std::string missing;
+  int count = 0;
+  for (const std::string& f : files) {
+    std::error_code ec;
+    if (!std::filesystem::exists(f, ec)) missing += (count++ ? ", '" : "'") + f + "'";
+  }
+  PAX_CHECK(count == 0, who, ": no such file", count > 1 ? "s" : "", ": ", missing,
+            "; `files` must list existing text files");
 }
 
 }  // namespace
@@ -109,22 +123,26 @@ TextLmInput::TextLmInput(const HParams& hp) : IndexedInput(hp) {
   PAX_CHECK(hp.seq_length >= 1, who, ": seq_length must be >= 1, got ", hp.seq_length);
   PAX_CHECK(hp.split == TextSplit::all || (hp.validation_fraction > 0 && hp.validation_fraction < 1), who,
             ": validation_fraction must be in (0, 1) to split the documents, got ", hp.validation_fraction);
-  tokenizer_ = load_tokenizer(resolve_tokenizer_spec(hp.tokenizer, hp.data_dir));
+  const std::optional<int64_t> own_vocab = own_sentencepiece_vocab(hp.tokenizer);
+  if (!own_vocab) tokenizer_ = load_tokenizer(resolve_tokenizer_spec(hp.tokenizer, hp.data_dir));
 
   std::vector<std::string> files = hp.files;
   if (hp.source == TextSource::kjv) {
     files = {kjv_text_path(hp.data_dir)};
   } else {
     PAX_CHECK(!files.empty(), who, ": `files` is empty; list the text files to read (or set source = kjv)");
+    check_files_exist(who, files);
   }
-  std::vector<std::string> docs;
+  std::vector<std::string> docs, train_docs;  // train_docs: what an spm:<vocab> tokenizer trains on
   int64_t index = 0;
   for (const std::string& f : files) {
     for (std::string& d : split_documents(read_file(f), hp.document_unit)) {
       const bool held_out = is_validation_document(index++, hp.validation_fraction);
+      if (own_vocab && !held_out) train_docs.push_back(d);
       if (hp.split == TextSplit::all || held_out == (hp.split == TextSplit::validation)) docs.push_back(std::move(d));
     }
   }
+  if (own_vocab) tokenizer_ = load_tokenizer(own_sentencepiece_path(train_docs, *own_vocab, hp.data_dir));
   const char* split_name = hp.split == TextSplit::all ? "all" : hp.split == TextSplit::train ? "train" : "validation";
   PAX_CHECK(!docs.empty(), who, ": no documents in the ", split_name, " split of ", files.size(), " file(s) (first: '",
             files[0], "')");
@@ -139,6 +157,17 @@ TextLmInput::TextLmInput(const HParams& hp) : IndexedInput(hp) {
       pack_documents(tokens, hp.seq_length, hp.pack, start_id(tok), hp.add_eos ? tok.eos_id() : -1, padding_id(tok));
   PAX_CHECK(rows_.num_rows > 0, who, ": the documents hold no tokens");
   set_num_examples(rows_.num_rows);
+}
+
+std::string TextLmInput::HParams::data_source() const {
+  if (source == TextSource::kjv) return "the KJV";
+  std::string list;
+  for (const std::string& f : files) list += (list.empty() ? "" : ", ") + f;
+  return "files [" + list + "]";
+}
+
+std::string TextLmInput::HParams::tokenizer_used() const {
+  return own_sentencepiece_vocab(tokenizer) ? tokenizer + " trained on " + data_source() : tokenizer;
 }
 
 Tree TextLmInput::make_batch(const std::vector<int64_t>& indices) const {

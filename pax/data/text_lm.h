@@ -76,19 +76,23 @@ class TextLmInput : public IndexedInput {
                 (files, "Text files (plain or gzip) read in order, with source = files."),
                 (data_dir, "Data directory (empty: --data_dir, $PAX_DATA_DIR or ./data)."),
                 (tokenizer,
-                 "'bytes' (byte-level, vocab 259), the path of a SentencePiece model, or kjv_spm:<vocab> (a "
-                 "model trained on the KJV text, cached in data_dir)."),
+                 "'bytes' (byte-level, vocab 259), the path of a SentencePiece model, kjv_spm:<vocab> (a "
+                 "model trained on the KJV text, cached in data_dir), or spm:<vocab> (a model of at most that "
+                 "vocabulary trained on this input's train split on first use, cached in data_dir/text_spm)."),
                 (seq_length, "Tokens per row (T)."),
                 (pack, "Pack several documents per row (with segment_ids / segment_pos); false: one per row."),
                 (add_eos, "End every document with the tokenizer's eos id."),
                 (document_unit, "What a document is: a line, a blank-line separated paragraph, or a file."),
                 (split, "all documents, or the train / validation part of them."),
                 (validation_fraction, "Fraction of the documents held out as the validation split."));
+    std::string data_source() const override;
+    std::string tokenizer_used() const override;
   };
 
   explicit TextLmInput(const HParams& hparams);
 
   std::vector<std::string> ids_to_strings(const Array& ids, const Array& lengths = Array()) const override;
+  int64_t vocab_size() const override { return tokenizer_->vocab_size(); }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const PackedRows& rows() const { return rows_; }
   int64_t num_documents() const { return num_documents_; }

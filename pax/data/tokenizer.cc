@@ -122,10 +122,15 @@ class LineIterator : public sentencepiece::SentenceIterator {
 
 void train_sentencepiece(const std::string& input_file, const std::string& model_path,
                          const SentencePieceTrainOptions& o) {
+  train_sentencepiece_on_text(read_file(input_file), "'" + input_file + "'", model_path, o);
+}
+
+void train_sentencepiece_on_text(std::string text, const std::string& what, const std::string& model_path,
+                                 const SentencePieceTrainOptions& o) {
   PAX_CHECK(o.vocab_size >= 4, "train_sentencepiece: vocab_size must be >= 4 (3 special ids and a piece), got ",
             o.vocab_size);
-  LineIterator lines(read_file(input_file));
-  PAX_CHECK(!lines.done(), "train_sentencepiece: '", input_file, "' has no text");
+  LineIterator lines(std::move(text));
+  PAX_CHECK(!lines.done(), "train_sentencepiece: ", what, " has no text");
   const std::unordered_map<std::string, std::string> args = {
       {"model_type", o.model_type},
       {"vocab_size", std::to_string(o.vocab_size)},
@@ -134,6 +139,7 @@ void train_sentencepiece(const std::string& input_file, const std::string& model
       {"input_sentence_size", std::to_string(o.input_sentence_size)},
       {"shuffle_input_sentence", "true"},
       {"byte_fallback", o.byte_fallback ? "true" : "false"},
+      {"hard_vocab_limit", o.hard_vocab_limit ? "true" : "false"},
       {"num_threads", std::to_string(o.num_threads)},
       {"pad_id", "0"},
       {"eos_id", "1"},
@@ -144,7 +150,7 @@ void train_sentencepiece(const std::string& input_file, const std::string& model
   sentencepiece::SetRandomGeneratorSeed(o.seed);
   std::string model;
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &lines, &model);
-  PAX_CHECK(status.ok(), "train_sentencepiece: training on '", input_file, "' with vocab_size ", o.vocab_size,
+  PAX_CHECK(status.ok(), "train_sentencepiece: training on ", what, " with vocab_size ", o.vocab_size,
             " failed: ", status.ToString());
   write_file_atomic(model_path, model);
 }

@@ -79,6 +79,7 @@ struct SentencePieceTrainOptions {
   int64_t max_sentence_length = 16384;  // longer lines (bytes) are skipped
   int64_t input_sentence_size = 0;      // lines sampled for training; 0: all
   bool byte_fallback = false;           // unknown characters as byte pieces
+  bool hard_vocab_limit = true;         // false: fewer pieces than vocab_size when the text has too few
   uint32_t seed = 0;                    // of SentencePiece's sampling
   int num_threads = 4;
 };
@@ -89,6 +90,9 @@ struct SentencePieceTrainOptions {
 // vocab_size too large for the text).
 void train_sentencepiece(const std::string& input_file, const std::string& model_path,
                          const SentencePieceTrainOptions& options = {});
+// The same on the lines of `text` in memory; `what` names it in messages.
+void train_sentencepiece_on_text(std::string text, const std::string& what, const std::string& model_path,
+                                 const SentencePieceTrainOptions& options = {});
 
 // The id that pads rows: the tokenizer's pad id, or 0 when it has none.
 int32_t padding_id(const Tokenizer& tokenizer);

@@ -23,6 +23,7 @@
 #include "pax/dist/jax_utils.h"
 #include "pax/dist/process_group.h"
 #include "pax/experiments/experiment.h"
+#include "pax/experiments/input_mismatch.h"
 #include "pax/experiments/field_ranges.h"
 #include "pax/experiments/memory_check.h"
 #include "pax/nn/models/language_model.h"
@@ -537,9 +538,10 @@ class TrainingLoop {
     Array grad_norm;  // of the latest step
   };
 
-  // The steps, the memory check, the inputs (missing data fails before
-  // anything is written; decoding is the chief's alone), the checkpoint
-  // manager and the initial state.
+  // The steps, the memory check, the inputs (missing data and a tokenizer
+  // with more ids than the model's vocabulary fail before anything is
+  // written; decoding is the chief's alone), the eval inputs' warnings, the
+  // checkpoint manager and the initial state.
   void set_up() {
     const Array seed_key = random::key(uint64_t(settings_.random_seed));
     const Array init_key = random::fold_in(seed_key, 0);
@@ -547,9 +549,14 @@ class TrainingLoop {
     check_memory_fits(job_, train_step_, &train_step_, settings_.eval_interval_steps > 0 ? &eval_step_ : nullptr,
                       job_.chief() && settings_.decode_interval_steps > 0, init_key, random::fold_in(dropout_key_, 0));
     train_input_ = job_.build_input(exp_.train_input);
+    check_vocabulary_fits(exp_, *train_input_, "train_input");
     eval_inputs_ = job_.build_inputs(exp_.eval_inputs);
+    for (size_t i = 0; i < eval_inputs_.size(); ++i)
+      check_vocabulary_fits(exp_, *eval_inputs_[i], "eval_inputs[" + std::to_string(i) + "]");
     if (job_.chief())
       for (const HParamsPtr& p : exp_.decode_inputs) decode_inputs_.push_back(data::build_input(p));
+    if (settings_.eval_interval_steps > 0)  // after the errors above, so that an error stays one line
+      for (const std::string& line : eval_input_mismatches(exp_)) out_ << "warning: " << line << "\n";
     job_.open_checkpoints(mgr_);
     const AllocationPurpose purpose("the train state (parameters, optimizer state)");
     state_ = train_step_.init_state(init_key);
