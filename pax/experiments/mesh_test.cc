@@ -40,15 +40,18 @@ TEST(Mesh, AMismatchNamesTheProcessCountToUse) {
   EXPECT_NO_THROW(check_mesh(settings({1, 2, 1}, {2, 1, 1}), 4));
   EXPECT_PAX_ERROR(check_mesh(settings({1, 4, 1}), 1),
                    "needs 4 processes, but this run has 1: run it as mpirun -np 4 paxcc");
-  EXPECT_PAX_ERROR(check_mesh(settings({1, 4, 1}), 1), "--set train.ici_mesh_shape=[1,1,1] --set train.dcn_mesh_shape=[]");
+  EXPECT_PAX_ERROR(check_mesh(settings({1, 4, 1}), 1),
+                   "--set train.ici_mesh_shape=[1,1,1] --set train.dcn_mesh_shape=[]");
   EXPECT_PAX_ERROR(check_mesh(settings({1, 64, 1}, {2, 1, 1}), 64), "needs 128 processes, but this run has 64");
 }
 
 TEST(Mesh, ModelAndStageAxesAreRefused) {
   EXPECT_EQ(unsupported_mesh_reason(settings({1, 32, 1})), "");
   EXPECT_PAX_ERROR(check_mesh(settings({1, 16, 2}), 32), "tensor parallelism (parameters sharded over 'mdl') is not");
-  EXPECT_PAX_ERROR(check_mesh(settings({1, 16, 2}), 32), "For the same 32 processes use --set train.ici_mesh_shape=[1,32,1]");
-  EXPECT_PAX_ERROR(check_mesh(settings({4, 1, 4, 4}), 64), "pipeline parallelism is not implemented (the stages run as");
+  EXPECT_PAX_ERROR(check_mesh(settings({1, 16, 2}), 32),
+                   "For the same 32 processes use --set train.ici_mesh_shape=[1,32,1]");
+  EXPECT_PAX_ERROR(check_mesh(settings({4, 1, 4, 4}), 64),
+                   "pipeline parallelism is not implemented (the stages run as");
   EXPECT_PAX_ERROR(check_mesh(settings({4, 1, 4, 4}), 64), "use --set train.ici_mesh_shape=[1,1,64,1]");
 }
 
