@@ -30,13 +30,24 @@ expect() {
 
 expect 0 "--exp" -- --help
 expect 0 "lm.KjvTransformer " -- --list
+expect 0 "lm.C4Spmd1BAdam4Replicas = tasks.lm.params.c4.C4Spmd1BAdam4Replicas +paxml" -- --list
 expect 0 "parameters: 174780470353" -- --exp=lm.C4SpmdGpt3AdamOrgHP --mode=inspect
 expect 0 "training FLOPs per step" -- --exp=lm.C4Spmd1BAdam4Replicas --mode=inspect
+# paxml's dotted names as the seed passes them; the mesh and its memory.
+expect 0 "mesh: ICI \[1, 4, 1\] x DCN \[\] = \[1, 4, 1\] \(replica, data, mdl\): 4 processes" -- \
+  --exp=tasks.lm.params.c4.C4Spmd1BAdam4Replicas --mode=inspect
+expect 0 "train state per process: " -- --exp=tasks.lm.params.lm_cloud.LmCloudSpmd2BLimitSteps --mode=inspect
+expect 1 "did you mean 'tasks.lm.params.c4.C4Spmd1BAdam4Replicas'" -- --exp=tasks.lm.params.c4.C4Spmd1BAdam4Replica \
+  --mode=inspect
+# The seed's mesh asks for 4 processes: refused in one, with the command to use.
+expect 1 "needs 4 processes, but this run has 1: run it as mpirun -np 4" -- --exp=lm.C4Spmd1BAdam4Replicas \
+  "--job_log_dir=$work/c4mesh"
 
-# A seed config scaled down with --set trains.
+# A seed config scaled down with --set (the mesh too) trains.
 S=model.lm_tpl.stacked_transformer_tpl
 expect 0 "done at step 4" -- --exp=lm.C4Spmd1BAdam4Replicas "--job_log_dir=$work/c4" --set model.lm_tpl.model_dims=64 \
-  --set $S.num_layers=1 --set $S.num_heads=2 --set $S.dim_per_head=32 --set $S.hidden_dims=128 \
+  --set train.ici_mesh_shape=[1,1,1] --set $S.x_times=1 --set $S.sub_tpl.num_heads=2 --set $S.sub_tpl.dim_per_head=32 \
+  --set $S.sub_tpl.hidden_dims=128 \
   --set model.lm_tpl.vocab_size=256 --set train_input.vocab_size=256 --set train_input.seq_length=16 \
   --set train_input.batch_size=2 --set "eval_inputs[0].vocab_size=256" --set "eval_inputs[0].seq_length=16" \
   --set "eval_inputs[0].batch_size=2" --set train.num_train_steps=4 --set train.eval_interval_steps=2

@@ -7,6 +7,7 @@
 #   - a process killed (SIGKILL): the job ends at once, and the committed
 #     checkpoints still resume;
 #   - an input config that cannot be sharded: a one-line error;
+#   - a mesh of 2 processes trains, one of 4 is refused before any work;
 #   - decoding on rank 0 alone that outlasts --dist_timeout: the other process
 #     waits for it at the phase barrier and the run finishes.
 # Usage: paxcc_mpi_test.sh PAXCC MPIRUN
@@ -129,6 +130,18 @@ rc=$?
 echo "$out" | grep -q "paxcc: error: process [01] of 2: input 'train': num_infeed_hosts = 3 but the job runs 2 processes" ||
   fail "shards: unexpected output: $out"
 echo "ok: num_infeed_hosts = 3 on 2 processes is a one-line error"
+# 4b. The mesh: [1, 2, 1] matches 2 processes and trains; [1, 4, 1] is refused
+# before any work with the process count to use.
+D=$WORK/mesh
+"$MPIRUN" -np 2 --oversubscribe "$PAXCC" "${COMMON[@]}" --set train.num_train_steps=2 \
+  --set "train.ici_mesh_shape=[1,2,1]" --job_log_dir="$D" >"$D.log" 2>&1 || fail "mesh: [1, 2, 1] on 2 processes failed"
+grep -q "done at step 2" "$D.log" || fail "mesh: the run did not finish"
+out=$("$MPIRUN" -np 2 --oversubscribe "$PAXCC" "${COMMON[@]}" --set train.num_train_steps=2 \
+  --set "train.ici_mesh_shape=[1,4,1]" --job_log_dir="$WORK/mesh4" 2>&1)
+[ $? != 0 ] || fail "mesh: [1, 4, 1] on 2 processes: exit status 0"
+echo "$out" | grep -q "needs 4 processes, but this run has 2: run it as mpirun -np 4" || fail "mesh: unexpected output: $out"
+[ ! -e "$WORK/mesh4" ] || fail "mesh: the refused run wrote its job directory"
+echo "ok: mesh [1, 2, 1] trains on 2 processes, [1, 4, 1] is refused"
 # 5. A chief-only phase (decoding, ~3 s) longer than --dist_timeout (1 s).
 D=$WORK/phase
 "$MPIRUN" -np 2 --oversubscribe "$PAXCC" "${COMMON[@]}" --set train.num_train_steps=4 --set train.decode_interval_steps=2 \

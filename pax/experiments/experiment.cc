@@ -8,6 +8,7 @@
 #include "pax/api/transforms.h"
 #include "pax/core/error.h"
 #include "pax/data/base_input.h"
+#include "pax/experiments/mesh.h"
 #include "pax/nn/models/base_model.h"
 #include "pax/ops/random.h"
 
@@ -18,6 +19,12 @@ namespace {
 std::map<std::string, ExperimentFactory>& registry() {
   static std::map<std::string, ExperimentFactory> experiments;
   return experiments;
+}
+
+// alias -> registered name.
+std::map<std::string, std::string>& aliases() {
+  static std::map<std::string, std::string> a;
+  return a;
 }
 
 std::mutex& registry_mutex() {
@@ -64,6 +71,15 @@ void register_experiment(const std::string& name, ExperimentFactory factory) {
   registry()[name] = std::move(factory);
 }
 
+void register_experiment_alias(const std::string& alias, const std::string& name) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  PAX_CHECK(registry().count(name), "register_experiment_alias: '", alias, "' names '", name,
+            "', which is not registered (register the experiment first)");
+  PAX_CHECK(!registry().count(alias), "register_experiment_alias: '", alias, "' is already an experiment's name");
+  PAX_CHECK(!aliases().count(alias), "register_experiment_alias: '", alias, "' is registered twice");
+  aliases()[alias] = name;
+}
+
 std::vector<std::string> registered_experiments() {
   std::lock_guard<std::mutex> lock(registry_mutex());
   std::vector<std::string> names;
@@ -71,17 +87,46 @@ std::vector<std::string> registered_experiments() {
   return names;
 }
 
-std::unique_ptr<BaseExperiment> make_experiment(const std::string& name) {
-  std::vector<std::string> names = registered_experiments();
-  {
-    std::lock_guard<std::mutex> lock(registry_mutex());
-    auto it = registry().find(name);
-    if (it != registry().end()) return it->second();
+std::vector<std::string> experiment_aliases(const std::string& name) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  std::vector<std::string> out;
+  for (const auto& [alias, target] : aliases())
+    if (target == name) out.push_back(alias);
+  return out;
+}
+
+std::string resolve_experiment_name(const std::string& key) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  if (registry().count(key)) return key;
+  // paxml's secondary keys: "paxml." + alias and each of its dotted suffixes.
+  std::vector<std::string> matches;
+  for (const auto& [alias, target] : aliases()) {
+    const std::string full = "paxml." + alias;
+    const bool suffix = full.size() > key.size() && full.compare(full.size() - key.size(), key.size(), key) == 0 &&
+                        full[full.size() - key.size() - 1] == '.';
+    if (key == full || suffix) matches.push_back(alias);
   }
-  std::string hint = did_you_mean(name, names);
-  std::string list;
-  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-  PAX_FAIL("unknown experiment '", name, "'", hint.empty() ? "" : " (" + hint + ")", "; registered: ", list);
+  if (matches.size() == 1) return aliases()[matches[0]];
+  auto joined = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const std::string& n : v) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  };
+  PAX_CHECK(matches.empty(), "experiment '", key, "' is ambiguous: it ends ", matches.size(), " paxml names (",
+            joined(matches), "); pass more of the module path");
+  std::vector<std::string> names, candidates;
+  for (const auto& [name, factory] : registry()) names.push_back(name);
+  candidates = names;
+  for (const auto& [alias, target] : aliases()) candidates.push_back(alias);
+  const std::string hint = did_you_mean(key, candidates);
+  PAX_FAIL("unknown experiment '", key, "'", hint.empty() ? "" : " (" + hint + ")", "; registered: ", joined(names),
+           " (paxcc --list shows them with their paxml names)");
+}
+
+std::unique_ptr<BaseExperiment> make_experiment(const std::string& name_or_alias) {
+  const std::string name = resolve_experiment_name(name_or_alias);
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  return registry().at(name)();
 }
 
 void validate(const ExperimentConfig& config) {
@@ -111,6 +156,7 @@ void validate(const ExperimentConfig& config) {
             t.decode_interval_steps);
   PAX_CHECK(t.early_stopping_patience >= 0, "train.early_stopping_patience must be >= 0, got ",
             t.early_stopping_patience);
+  mesh_axes(t);  // the meshes' rank and entries; the process count is checked by the run
   PAX_CHECK(t.early_stopping_min_delta >= 0, "train.early_stopping_min_delta must be >= 0, got ",
             t.early_stopping_min_delta);
   auto check_input = [](const HParamsPtr& p, const std::string& field) {

@@ -1,7 +1,8 @@
 // Experiments (paxml's experiment_registry and base_experiment): a registered
 // class returns the task — the model config, the learner and the train
 // settings — and the datasets. The paxcc command looks experiments up by
-// name ("lm.KjvTransformer"), resolves them into one Config (so that
+// name ("lm.KjvTransformer") or by an alias (paxml's module path of a ported
+// config, "tasks.lm.params.c4.C4Spmd1BAdam4Replicas"), resolves them into one Config (so that
 // `--set model.lm_tpl.model_dims=512` or `--set train_input.batch_size=16`
 // edit any field, with typo detection), saves it as JSON and runs it.
 //
@@ -41,6 +42,8 @@ struct TrainSettings : BaseHParams {
   bool early_stopping_higher_is_better = false;
   double early_stopping_min_delta = 0.0;
   int64_t early_stopping_patience = 3;
+  std::vector<int64_t> ici_mesh_shape;
+  std::vector<int64_t> dcn_mesh_shape;
   PAX_HPARAMS(TrainSettings, BaseHParams, (num_train_steps, "Train until this global step."),
               (save_interval_steps, "Save a checkpoint every this many steps (and at the end)."),
               (save_max_to_keep, "Checkpoints kept (the newest)."),
@@ -58,7 +61,11 @@ struct TrainSettings : BaseHParams {
                "('': never)."),
               (early_stopping_higher_is_better, "The early-stopping metric improves upwards (accuracy)."),
               (early_stopping_min_delta, "Smallest change that counts as an improvement."),
-              (early_stopping_patience, "Evaluations without improvement before stopping."));
+              (early_stopping_patience, "Evaluations without improvement before stopping."),
+              (ici_mesh_shape,
+               "Device mesh within a slice, Pax's axis order [replica, data, mdl] ([stage, replica, data, mdl] for "
+               "pipelined configs); its product times dcn_mesh_shape's is the process count ([]: not set)."),
+              (dcn_mesh_shape, "Mesh across slices, in ici_mesh_shape's axis order ([]: one slice)."));
 };
 
 // The resolved experiment: everything a run needs, editable by path.
@@ -120,10 +127,21 @@ class BaseExperiment {
 
 using ExperimentFactory = std::function<std::unique_ptr<BaseExperiment>()>;
 void register_experiment(const std::string& name, ExperimentFactory factory);
+// Makes `alias` (paxml's module path of a ported config, e.g.
+// "tasks.lm.params.c4.C4Spmd1BAdam4Replicas") name the registered `name`.
+// As in paxml's registry, "paxml." + alias and every dotted suffix of it
+// ("c4.C4Spmd1BAdam4Replicas") resolve too, when they name one experiment.
+void register_experiment_alias(const std::string& alias, const std::string& name);
 // Sorted names.
 std::vector<std::string> registered_experiments();
-// Throws pax::Error for an unknown name, suggesting close ones.
-std::unique_ptr<BaseExperiment> make_experiment(const std::string& name);
+// The aliases registered for `name` (sorted; empty when none).
+std::vector<std::string> experiment_aliases(const std::string& name);
+// The registered name that a name or alias stands for. Throws pax::Error for
+// an unknown one, suggesting close names and aliases, and for a suffix that
+// several aliases share, listing them.
+std::string resolve_experiment_name(const std::string& name_or_alias);
+// make_experiment(resolve_experiment_name(name_or_alias)).
+std::unique_ptr<BaseExperiment> make_experiment(const std::string& name_or_alias);
 
 // Checks a resolved config before any work: every part present and of the
 // right kind, settings in range. Throws pax::Error naming the field.

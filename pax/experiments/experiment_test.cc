@@ -36,6 +36,47 @@ TEST(Experiments, UnknownNameSuggestsCloseOnes) {
   }
 }
 
+// paxml's module paths of the ported configs, as the seed passes them to
+// --exp, and (as paxml's registry does) "paxml." + path and its dotted suffixes.
+TEST(Experiments, PaxmlNamesAreAliases) {
+  for (const auto& [alias, name] : std::vector<std::pair<std::string, std::string>>{
+           {"tasks.lm.params.c4.C4Spmd1BAdam4Replicas", "lm.C4Spmd1BAdam4Replicas"},
+           {"tasks.lm.params.c4.C4Spmd16BAdam32Replicas", "lm.C4Spmd16BAdam32Replicas"},
+           {"tasks.lm.params.c4.C4SpmdGpt3AdamOrgHP", "lm.C4SpmdGpt3AdamOrgHP"},
+           {"tasks.lm.params.c4.C4SpmdPipelineGpt3SmallAdam64Replicas", "lm.C4SpmdPipelineGpt3SmallAdam64Replicas"},
+           {"tasks.lm.params.c4_multislice.C4Spmd22BAdam2xv4_128", "lm.C4Spmd22BAdam2xv4_128"},
+           {"tasks.lm.params.lm_cloud.LmCloudSpmd2B", "lm.LmCloudSpmd2B"},
+           {"tasks.lm.params.lm_cloud.LmCloudSpmd2BLimitSteps", "lm.LmCloudSpmd2BLimitSteps"},
+           {"tasks.lm.params.lm_cloud.LmCloudTransformerAdamLimitSteps", "lm.LmCloudTransformerAdamLimitSteps"}}) {
+    SCOPED_TRACE(alias);
+    EXPECT_EQ(resolve_experiment_name(alias), name);
+    EXPECT_EQ(resolve_experiment_name("paxml." + alias), name);
+    EXPECT_EQ(resolve_experiment_name(alias.substr(alias.find("params.") + 7)), name);  // c4.C4Spmd...
+    EXPECT_EQ(experiment_aliases(name), std::vector<std::string>{alias});
+    EXPECT_EQ(make_experiment(alias)->config().to_json(), make_experiment(name)->config().to_json());
+  }
+  EXPECT_EQ(resolve_experiment_name("lm.KjvTransformer"), "lm.KjvTransformer");
+  EXPECT_TRUE(experiment_aliases("vision.FashionMnistMlp").empty());
+  // A suffix must be a whole dotted part: "params.c4" does not end "params.c4_multislice".
+  EXPECT_PAX_ERROR(resolve_experiment_name("ams.c4.C4Spmd1BAdam4Replicas"), "unknown experiment");
+  EXPECT_PAX_ERROR(register_experiment_alias("tasks.x.Y", "lm.NoSuchExperiment"), "which is not registered");
+  EXPECT_PAX_ERROR(register_experiment_alias("lm.KjvTransformer", "lm.KjvTransformerTiny"), "already an experiment");
+}
+
+TEST(Experiments, UnknownPaxmlNameSuggestsTheCloseAlias) {
+  EXPECT_PAX_ERROR(make_experiment("tasks.lm.params.c4.C4Spmd1BAdam4Replica"),
+                   "unknown experiment 'tasks.lm.params.c4.C4Spmd1BAdam4Replica' (did you mean "
+                   "'tasks.lm.params.c4.C4Spmd1BAdam4Replicas'");
+}
+
+TEST(Experiments, ASuffixSharedByTwoAliasesIsAmbiguous) {
+  register_experiment_alias("tests.one.TwinName", "lm.KjvTransformerTiny");
+  register_experiment_alias("tests.two.TwinName", "lm.KjvTransformer");
+  EXPECT_EQ(resolve_experiment_name("one.TwinName"), "lm.KjvTransformerTiny");
+  EXPECT_PAX_ERROR(resolve_experiment_name("TwinName"),
+                   "'TwinName' is ambiguous: it ends 2 paxml names (tests.one.TwinName, tests.two.TwinName)");
+}
+
 TEST(Experiments, EveryConfigValidatesAndRoundTripsThroughJson) {
   for (const std::string& name : registered_experiments()) {
     SCOPED_TRACE(name);

@@ -141,6 +141,8 @@ const std::map<std::string, FieldRange>& rules() {
       {"random_seed", kSeed},
       {"early_stopping_patience", kSteps},
       {"early_stopping_min_delta", kNonNegative},
+      {"ici_mesh_shape", kCount},  // devices (processes) along each mesh axis
+      {"dcn_mesh_shape", kCount},
   };
   return table;
 }

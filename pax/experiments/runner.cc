@@ -26,6 +26,7 @@
 #include "pax/experiments/input_mismatch.h"
 #include "pax/experiments/field_ranges.h"
 #include "pax/experiments/memory_check.h"
+#include "pax/experiments/mesh.h"
 #include "pax/nn/models/language_model.h"
 #include "pax/ops/random.h"
 #include "pax/train/checkpoint_manager.h"
@@ -88,6 +89,7 @@ struct Job {
     // or dimension must not reach.
     check_field_ranges(config);
     validate(exp);
+    check_mesh(exp.train_settings(), processes);
     config_json = config.to_json();
     model_layer = nn::build_layer(exp.model);
     model = dynamic_cast<const nn::BaseModel*>(model_layer.get());
@@ -792,6 +794,28 @@ RunResult run_restored(Job& job) {
   return result;
 }
 
+// The mesh, the processes it asks for, and the train state each of them
+// holds: all of it, as parameters are replicated (data parallelism).
+std::string mesh_summary(const ExperimentConfig& exp, const nn::BaseModel& model) {
+  const TrainSettings& t = exp.train_settings();
+  std::ostringstream s;
+  const int64_t processes = mesh_processes(t);
+  if (t.ici_mesh_shape.empty() && t.dcn_mesh_shape.empty()) {
+    s << "mesh: not set (train.ici_mesh_shape = []): data parallel over any number of processes\n";
+  } else {
+    const std::string reason = unsupported_mesh_reason(t);
+    s << "mesh: " << describe_mesh(t);
+    if (reason.empty()) s << " (mpirun -np " << processes << ")\n";
+    else s << "\n  not runnable as set: " << reason << "\n";
+  }
+  const train::TrainStep step(model, exp.learner_hparams(), {.summaries = false});
+  const Tree state = eval_shape([&](const Array& key) { return step.init_state(key).to_tree(); })(random::key(0));
+  s << "train state per process: " << format_bytes(tree_bytes(state))
+    << " (parameters and optimizer state; every process holds all of it: parameters are replicated, not sharded "
+       "over the mesh)\n";
+  return s.str();
+}
+
 std::string human_count(double n) {
   return format_scaled(n, {{1e18, "E"}, {1e15, "P"}, {1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "K"}}, 2);
 }
@@ -840,6 +864,7 @@ std::string inspect_experiment(const Config& config) {
     s << "training FLOPs per step: " << human_count(per_example * double(global_batch)) << " (global batch "
       << global_batch << ")\n";
   }
+  s << mesh_summary(exp, *model);
   s << "config:\n" << config.str(false);
   return s.str();
 }

@@ -295,5 +295,94 @@ TEST(Runner, EvalWithoutCheckpointAndInspect) {
   EXPECT_NE(text.find("(2."), std::string::npos) << text;  // about 2B parameters
 }
 
+// The mesh is checked against the process count before any work: nothing
+// is written to the job directory.
+TEST(Runner, AMeshForOtherProcessCountsIsRefusedBeforeAnyWork) {
+  const std::string dir = fresh_dir("mesh");
+  Config cfg = tiny_config(2);
+  cfg.apply_overrides({"train.ici_mesh_shape=[1,2,1]", "train.dcn_mesh_shape=[2,1,1]"});
+  EXPECT_PAX_ERROR(run_experiment(cfg, options(dir)), "needs 4 processes, but this run has 1: run it as mpirun -np 4");
+  EXPECT_FALSE(fs::exists(dir));
+  cfg.apply_overrides({"train.ici_mesh_shape=[1,1,2]", "train.dcn_mesh_shape=[]"});
+  EXPECT_PAX_ERROR(run_experiment(cfg, options(dir)), "tensor parallelism");
+  cfg.apply_overrides({"train.ici_mesh_shape=[1,1,1]"});
+  EXPECT_EQ(run_experiment(cfg, options(dir)).step, 2);
+}
+
+// The seed's configs at full size: inspect prints paxml's parameter counts
+// (the same order of magnitude: biases and the tied embedding differ), the
+// mesh, and the train state each process would hold.
+TEST(Runner, SeedPortsInspectAtFullSize) {
+  struct Port {
+    const char* name;
+    const char* parameters;
+    const char* mesh;
+    bool repeated;
+  };
+  for (const Port& p : std::vector<Port>{
+           {"lm.C4Spmd22BAdam2xv4_128", "parameters: 21948477440 (21.95B)",
+            "mesh: ICI [1, 64, 1] x DCN [2, 1, 1] = [2, 64, 1] (replica, data, mdl): 128 processes (mpirun -np 128)",
+            true},
+           // paxml's docstring says 1.3B (GPT-3 XL); its dims (24 x 3072) make 2.9B.
+           {"lm.C4SpmdPipelineGpt3SmallAdam64Replicas", "parameters: 2923645009 (2.92B)",
+            "mesh: ICI [4, 1, 4, 4] x DCN [] = [4, 1, 4, 4] (stage, replica, data, mdl): 64 processes", false},
+           {"lm.LmCloudSpmd2BLimitSteps", "parameters: 2137492736 (2.14B)",
+            "mesh: ICI [1, 4, 1] x DCN [] = [1, 4, 1] (replica, data, mdl): 4 processes (mpirun -np 4)", true},
+           {"lm.LmCloudTransformerAdamLimitSteps", "parameters: 158723328 (158.72M)", "mesh: not set", false}}) {
+    SCOPED_TRACE(p.name);
+    const Config cfg = make_experiment(p.name)->config();
+    // Repeat with remat (SAVE_NOTHING) where paxml sets USE_REPEATED_LAYER.
+    const std::string stack = "model.lm_tpl.stacked_transformer_tpl";
+    EXPECT_EQ(cfg.get(stack), p.repeated ? "Repeat" : "StackedTransformer");
+    if (p.repeated) EXPECT_EQ(cfg.get(stack + ".checkpoint_policy"), "nothing_saveable");
+    const std::string text = inspect_experiment(cfg);
+    EXPECT_NE(text.find(p.parameters), std::string::npos) << text;
+    EXPECT_NE(text.find(p.mesh), std::string::npos) << text;
+    EXPECT_NE(text.find("train state per process: "), std::string::npos) << text;
+  }
+  const std::string pipeline =
+      inspect_experiment(make_experiment("lm.C4SpmdPipelineGpt3SmallAdam64Replicas")->config());
+  EXPECT_NE(pipeline.find("not runnable as set: the stage axis is 4, but pipeline parallelism"), std::string::npos);
+}
+
+// Scaled down with --set (the mesh set to this one process), each port
+// trains a few steps.
+TEST(Runner, SeedPortsTrainWhenScaledDown) {
+  for (const char* name : {"lm.C4Spmd22BAdam2xv4_128", "lm.C4SpmdPipelineGpt3SmallAdam64Replicas",
+                           "lm.LmCloudSpmd2BLimitSteps", "lm.LmCloudTransformerAdamLimitSteps"}) {
+    SCOPED_TRACE(name);
+    Config cfg = make_experiment(name)->config();
+    const bool repeated = cfg.get("model.lm_tpl.stacked_transformer_tpl").find("Repeat") != std::string::npos;
+    const std::string stack = std::string("model.lm_tpl.stacked_transformer_tpl") + (repeated ? ".sub_tpl" : "");
+    const bool pipelined = std::string(name).find("Pipeline") != std::string::npos;  // [stage, replica, data, mdl]
+    std::vector<std::string> sets = {
+        "model.lm_tpl.model_dims=16",
+        stack + ".num_heads=2",
+        stack + ".dim_per_head=8",
+        stack + ".hidden_dims=32",
+        "model.lm_tpl.vocab_size=64",
+        "train_input.vocab_size=64",
+        "train_input.seq_length=8",
+        "train_input.batch_size=2",
+        "eval_inputs[0].vocab_size=64",
+        "eval_inputs[0].seq_length=8",
+        "eval_inputs[0].batch_size=2",
+        "train.num_train_steps=3",
+        "train.eval_interval_steps=3",
+        "train.summary_interval_steps=1",
+        "train.dcn_mesh_shape=[]",
+        pipelined ? "train.ici_mesh_shape=[1,1,1,1]" : "train.ici_mesh_shape=[1,1,1]",
+        repeated ? "model.lm_tpl.stacked_transformer_tpl.x_times=2" : stack + ".num_layers=2"};
+    if (cfg.get("model.lm_tpl.position_emb_tpl").find("Trainable") != std::string::npos)
+      sets.push_back("model.lm_tpl.position_emb_tpl.max_seq_length=8");
+    if (std::string(name) == "lm.LmCloudTransformerAdamLimitSteps") sets.push_back("train.ici_mesh_shape=[]");
+    cfg.apply_overrides(sets);
+    const std::string dir = fresh_dir(std::string("port_") + name);
+    RunResult r = run_experiment(cfg, options(dir));
+    EXPECT_EQ(r.step, 3);
+    EXPECT_TRUE(std::isfinite(train_losses(dir).rbegin()->second));
+  }
+}
+
 }  // namespace
 }  // namespace pax::experiments

@@ -219,5 +219,18 @@ TEST(WeightInit, StatisticsMatchTheSpec) {
   EXPECT_EQ(fo2, 7);
 }
 
+// A repeated stack beyond one random draw (2^32 - 2 bits: the stacked QKV of
+// a 22B model, 48 x (6144, 3, 24, 256)) is drawn one repetition at a time.
+TEST(WeightInit, StacksLargerThanOneDrawAreDrawnPerRepetition) {
+  const Shape big({48, 6144, 3, 24, 256});
+  auto draw = [&](int64_t prefix) {
+    return eval_shape([&](const Array& key) {
+      return init_weight(WeightInit::gaussian(1.0), key, big, DType::bf16, {}, {}, prefix);
+    })(random::key(0));
+  };
+  EXPECT_EQ(draw(1).shape(), big);
+  EXPECT_PAX_ERROR(draw(0), "2^32 - 2");
+}
+
 }  // namespace
 }  // namespace pax::nn

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "pax/core/error.h"
+#include "pax/ops/numpy.h"
 #include "pax/ops/random.h"
 
 namespace pax::nn {
@@ -28,12 +29,26 @@ std::pair<double, double> fans(const Shape& shape, const Ints& fan_in_axes, cons
   return {fan_in, fan_out};
 }
 
+// Larger weights with a repetition prefix are drawn one repetition at a time
+// (random bits are limited to 2^32 - 2 per draw; f64 draws take two each).
+constexpr int64_t kMaxElementsPerDraw = int64_t(1) << 30;
+
 Array init_weight(const WeightInit& init, const Array& key, const Shape& shape, DType dtype, const Ints& fan_in_axes,
                   const Ints& fan_out_axes, int64_t repeat_prefix_axes) {
   PAX_CHECK(repeat_prefix_axes >= 0 && repeat_prefix_axes <= shape.rank(),
             "init_weight: repeat_prefix_axes must be in [0, ", shape.rank(), "] for shape ", shape.str(), ", got ",
             repeat_prefix_axes);
   const Ints& dims = shape.dims();
+  // A stack of repetitions too large for one random draw (2^32 bits; the
+  // stacked projections of a 22B model's 48 layers): each repetition is
+  // drawn on its own key, with the same fans.
+  if (repeat_prefix_axes > 0 && shape.numel() > kMaxElementsPerDraw) {
+    std::vector<Array> slices;
+    for (int64_t i = 0; i < dims[0]; ++i)
+      slices.push_back(init_weight(init, random::fold_in(key, i), Shape(Ints(dims.begin() + 1, dims.end())), dtype,
+                                   fan_in_axes, fan_out_axes, repeat_prefix_axes - 1));
+    return stack(slices);
+  }
   auto [fan_in, fan_out] = fans(Shape(Ints(dims.begin() + repeat_prefix_axes, dims.end())), fan_in_axes, fan_out_axes);
   const double s = init.scale;
   const DType draw = dtype == DType::f64 ? DType::f64 : DType::f32;

@@ -81,7 +81,9 @@ struct WeightHParams {
 std::pair<double, double> fans(const Shape& shape, const Ints& fan_in_axes, const Ints& fan_out_axes);
 
 // Draws a weight of `shape` / `dtype` with `init` from `key`; the fans are
-// those of shape without its first repeat_prefix_axes axes.
+// those of shape without its first repeat_prefix_axes axes. A stack over
+// 2^30 elements with such a prefix is drawn one repetition at a time, each on
+// random::fold_in(key, repetition), as one draw is limited to 2^32 - 2 bits.
 Array init_weight(const WeightInit& init, const Array& key, const Shape& shape, DType dtype,
                   const Ints& fan_in_axes = {}, const Ints& fan_out_axes = {}, int64_t repeat_prefix_axes = 0);
 

@@ -3,7 +3,7 @@
 //   paxcc --exp=lm.KjvTransformer --job_log_dir=runs/kjv [--mode=train|eval|decode|inspect]
 //         [--set path=value]... [--config file.json] [--restore_step N] [--data_dir DIR] [--peak_flops F]
 //   mpirun -np N paxcc --exp=... --job_log_dir=...   (data parallel: one input shard per process)
-//   paxcc --list
+//   paxcc --list        (names, and the paxml names --exp also takes)
 //   paxcc tokenizer --input FILE --vocab_size N --out MODEL
 //
 // Every failure is one line on stderr naming what is wrong and what is
@@ -16,6 +16,7 @@
 #include <new>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pax/backend/cpu/host_memory.h"
@@ -83,10 +84,19 @@ std::string available_memory() {
 // "train", "eval", ... in Mode's order.
 const std::vector<std::string>& mode_names() { return pax_enum_names(static_cast<Mode*>(nullptr)).names; }
 
+// One line per experiment: its name, its paxml name where it is a port
+// (--exp takes either), and its description.
 void list_experiments() {
+  std::vector<std::pair<std::string, std::string>> rows;  // name (aliases), description
+  size_t width = 0;
   for (const std::string& name : pax::experiments::registered_experiments()) {
-    std::printf("%-28s %s\n", name.c_str(), pax::experiments::make_experiment(name)->description().c_str());
+    std::string column = name;
+    for (const std::string& alias : pax::experiments::experiment_aliases(name)) column += " = " + alias;
+    width = std::max(width, column.size());
+    rows.emplace_back(column, pax::experiments::make_experiment(name)->description());
   }
+  for (const auto& [column, description] : rows)
+    std::printf("%-*s  %s\n", int(width), column.c_str(), description.c_str());
 }
 
 }  // namespace
@@ -105,7 +115,7 @@ int main(int argc, char** argv) {
       "  paxcc --exp=lm.KjvTransformer --job_log_dir=runs/kjv\n"
       "  paxcc --exp=lm.KjvTransformer --job_log_dir=runs/kjv --mode=decode\n"
       "  mpirun -np 2 paxcc --exp=lm.KjvTransformer --job_log_dir=runs/kjv2   (data parallel)\n"
-      "  paxcc --exp=lm.C4Spmd1BAdam4Replicas --mode=inspect\n"
+      "  paxcc --exp=tasks.lm.params.c4.C4Spmd1BAdam4Replicas --mode=inspect\n"
       "  paxcc --exp=vision.FashionMnistCnn --job_log_dir=runs/cnn --set train.num_train_steps=100\n"
       "  paxcc tokenizer --input corpus.txt --vocab_size 8000 --out corpus.model");
 
@@ -114,7 +124,9 @@ int main(int argc, char** argv) {
   std::optional<int64_t> restore_step;
   std::optional<double> peak_flops, dist_timeout, dist_phase_timeout, dist_stop_grace;
   bool list = false;
-  app.add_option("--exp", exp_name, "Registered experiment to run (see --list)");
+  app.add_option("--exp", exp_name,
+                 "Registered experiment to run, by name or paxml name (tasks.lm.params.c4.C4Spmd1BAdam4Replicas; see "
+                 "--list)");
   app.add_option("--job_log_dir", job_dir, "Directory of the run: config, checkpoints, summaries, samples");
   app.add_option("--mode", mode_name, "train (resumes by itself), eval, decode, or inspect")
       ->check(CLI::IsMember(mode_names()));

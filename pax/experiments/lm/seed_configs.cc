@@ -1,12 +1,18 @@
-// Ports of the paxml configs the Pax README runs (tasks/lm/params/lm_cloud.py
-// and c4.py): the same layer counts, dims, heads, vocabulary, sequence
-// length, global batch and learning-rate schedule, on SyntheticInput instead
-// of C4 (which needs the network). They are meant for `paxcc --mode=inspect`
-// (parameter counts and FLOPs without allocating a weight) and train when
-// scaled down with --set, e.g.
-//   paxcc --exp=lm.C4Spmd1BAdam4Replicas --set model.lm_tpl.stacked_transformer_tpl.num_layers=2 ...
-// What has no counterpart here: SPMD meshes (the whole global batch goes to
-// one host), rematerialisation policies, repeated layers.
+// Ports of the paxml configs the Pax README runs (tasks/lm/params/lm_cloud.py,
+// c4.py and c4_multislice.py): the same layer counts, dims, heads,
+// vocabulary, sequence length, global batch, learning-rate schedule and mesh
+// shapes, on SyntheticInput instead of C4 (which needs the network).
+// Registered as lm.<class> with paxml's module path as an alias
+// (--exp=tasks.lm.params.c4.C4Spmd1BAdam4Replicas). Where paxml sets
+// USE_REPEATED_LAYER the blocks are a Repeat with remat (SAVE_NOTHING:
+// nothing_saveable). They are meant for `paxcc --mode=inspect` (parameter
+// counts, FLOPs, the mesh and the memory per process, without allocating a
+// weight) and train when scaled down with --set, the mesh included, e.g.
+//   paxcc --exp=lm.C4Spmd1BAdam4Replicas --set train.ici_mesh_shape=[1,1,1]
+//         --set model.lm_tpl.stacked_transformer_tpl.x_times=2 ...
+// What has no counterpart here: meshes with a model (mdl) or pipeline-stage
+// axis above 1 are refused before training (parameters are replicated), and
+// the pipelined config's stages run as one stack.
 #include "pax/data/synthetic.h"
 #include "pax/experiments/adam_rampup.h"
 #include "pax/experiments/experiment.h"
@@ -24,6 +30,9 @@ struct SeedConfig {
   bool cosine_decay;
   int64_t warmup_steps, decay_end;
   int64_t checkpoint_every, summary_every, eval_every;
+  std::vector<int64_t> ici_mesh = {}, dcn_mesh = {};  // paxml's ICI_MESH_SHAPE, DCN_MESH_SHAPE
+  int64_t num_train_steps = 0;                        // 0: decay_end
+  int64_t save_max_to_keep = 10;
 };
 
 Task seed_task(const SeedConfig& c) {
@@ -37,9 +46,11 @@ Task seed_task(const SeedConfig& c) {
   adam->weight_decay = c.weight_decay;
   t.learner->optimizer = adam;
   t.learner->clip_gradient_norm_to_value = c.clip_gradient_norm;
-  t.train->num_train_steps = c.decay_end;
+  t.train->num_train_steps = c.num_train_steps > 0 ? c.num_train_steps : c.decay_end;
   t.train->save_interval_steps = c.checkpoint_every;
-  t.train->save_max_to_keep = 10;
+  t.train->save_max_to_keep = c.save_max_to_keep;
+  t.train->ici_mesh_shape = c.ici_mesh;
+  t.train->dcn_mesh_shape = c.dcn_mesh;
   t.train->summary_interval_steps = c.summary_every;
   t.train->eval_interval_steps = c.eval_every;
   return t;
@@ -81,7 +92,8 @@ class SeedExperiment : public BaseExperiment {
 };
 
 // Shared by the lm_cloud and C4 Adam configs: GELU, pre-LN, combined QKV,
-// tied embedding, softmax cap 30, attention-logit cap 50, bf16 compute.
+// tied embedding, softmax cap 30, attention-logit cap 50, bf16 compute,
+// repeated layers (USE_REPEATED_LAYER, SAVE_NOTHING).
 TransformerLmShape spmd_shape(int64_t vocab, int64_t dims, int64_t layers, int64_t heads) {
   TransformerLmShape s;
   s.vocab_size = vocab, s.model_dims = dims, s.num_layers = layers, s.num_heads = heads;
@@ -89,34 +101,76 @@ TransformerLmShape spmd_shape(int64_t vocab, int64_t dims, int64_t layers, int64
   s.activation = "GELU";
   s.soft_cap_logits = 30.0, s.atten_logit_cap = 50.0;
   s.fprop_dtype = DType::bf16;
+  s.repeated_layers = true;
   return s;
 }
 
-// lm_cloud.LmCloudSpmd2B: 18 x 3072, 24 heads, 8 per core x 4 chips.
+// lm_cloud.LmCloudSpmd2B: 18 x 3072, 24 heads, 8 per core x 4 chips (ICI [1, 4, 1]).
 SeedConfig lm_cloud_2b() {
   // clang-format off
   return {.shape = spmd_shape(32000, 3072, 18, 24), .seq_length = 1024, .global_batch = 32,
           .learning_rate = 2.5e-4, .beta1 = 0.9, .beta2 = 0.99, .epsilon = 1e-6, .weight_decay = 1e-3,
           .clip_gradient_norm = 5.0, .cosine_decay = false, .warmup_steps = 4000, .decay_end = 300000,
-          .checkpoint_every = 5000, .summary_every = 100, .eval_every = 100};
+          .checkpoint_every = 5000, .summary_every = 100, .eval_every = 100, .ici_mesh = {1, 4, 1}};
   // clang-format on
 }
 
-// c4.C4Spmd1BAdam4Replicas: 13 x 2560, 20 heads, 32 per core x 4 chips.
+// lm_cloud.LmCloudSpmd2BLimitSteps: LmCloudSpmd2B for 300 steps (the
+// schedule unchanged), the Pax README's pjit example.
+SeedConfig lm_cloud_2b_limit_steps() {
+  SeedConfig c = lm_cloud_2b();
+  c.num_train_steps = 300;
+  return c;
+}
+
+// lm_cloud.LmCloudTransformerAdamLimitSteps, the README's pmap example
+// (model_params.TransformerLmPmapAdam): 10 x 1024, 16 heads of 64, ReLU, no
+// attention biases, attention-logit cap 50, f32; 16 per core x 4 chips;
+// set_default_adam (lr 1e-3, weight decay 1e-3, clip 5, rampup 4000 then
+// exponential decay to step 300000); 2000 steps. pmap has no mesh.
+SeedConfig lm_cloud_transformer_adam_limit_steps() {
+  TransformerLmShape s;
+  s.vocab_size = 32000, s.model_dims = 1024, s.num_layers = 10, s.num_heads = 16, s.hidden_dims = 4096;
+  s.atten_logit_cap = 50.0;
+  s.attention_bias = false;
+  // clang-format off
+  return {.shape = s, .seq_length = 1024, .global_batch = 64, .learning_rate = 1e-3, .beta1 = 0.9,
+          .beta2 = 0.99, .epsilon = 1e-6, .weight_decay = 1e-3, .clip_gradient_norm = 5.0, .cosine_decay = false,
+          .warmup_steps = 4000, .decay_end = 300000, .checkpoint_every = 5000, .summary_every = 100,
+          .eval_every = 100, .num_train_steps = 2000};
+  // clang-format on
+}
+
+// c4.C4Spmd1BAdam4Replicas: 13 x 2560, 20 heads, 32 per core x 4 chips (ICI [1, 4, 1]).
 SeedConfig c4_1b() {
   // clang-format off
   return {.shape = spmd_shape(32000, 2560, 13, 20), .seq_length = 1024, .global_batch = 128,
           .learning_rate = 1e-3, .beta1 = 0.9, .beta2 = 0.99, .epsilon = 1e-6, .weight_decay = 1e-3,
           .clip_gradient_norm = 5.0, .cosine_decay = false, .warmup_steps = 4000, .decay_end = 300000,
-          .checkpoint_every = 1000, .summary_every = 10, .eval_every = 100};
+          .checkpoint_every = 1000, .summary_every = 10, .eval_every = 100, .ici_mesh = {1, 4, 1}};
   // clang-format on
 }
 
-// c4.C4Spmd16BAdam32Replicas: 36 x 6144, 48 heads, 16 per core x 32 chips.
+// c4.C4Spmd16BAdam32Replicas: 36 x 6144, 48 heads, 16 per core x 32 chips
+// (ICI [1, 16, 2]: 2-way tensor parallel, refused here before training).
 SeedConfig c4_16b() {
   SeedConfig c = c4_1b();
   c.shape = spmd_shape(32000, 6144, 36, 48);
   c.global_batch = 512;
+  c.ici_mesh = {1, 16, 2};
+  return c;
+}
+
+// c4_multislice.C4Spmd22BAdam2xv4_128 (the seed's MaxText table): 48 x 6144,
+// hidden 24576, 24 heads of 256, vocabulary 32768, bf16, repeated layers,
+// 16 per core over 2 slices of 64 chips (ICI [1, 64, 1], DCN [2, 1, 1]).
+SeedConfig c4_22b_2x_v4_128() {
+  SeedConfig c = c4_1b();
+  c.shape = spmd_shape(32768, 6144, 48, 24);
+  c.shape.hidden_dims = 24576, c.shape.dim_per_head = 256;
+  c.global_batch = 16 * 64 * 2;
+  c.ici_mesh = {1, 64, 1};
+  c.dcn_mesh = {2, 1, 1};
   return c;
 }
 
@@ -133,21 +187,55 @@ SeedConfig c4_gpt3() {
   return {.shape = s, .seq_length = 2048, .global_batch = 1536, .learning_rate = 6e-5, .beta1 = 0.9,
           .beta2 = 0.95, .epsilon = 1e-8, .weight_decay = 0.1, .clip_gradient_norm = 1.0, .cosine_decay = true,
           .warmup_steps = 265, .decay_end = 108600, .checkpoint_every = 100, .summary_every = 10,
-          .eval_every = 100};
+          .eval_every = 100, .ici_mesh = {1, 4, 2}};
   // clang-format on
+}
+
+// c4.C4SpmdPipelineGpt3SmallAdam64Replicas, the README's "GPT-3 XL" on
+// v4-128 (its docstring says 1.3B parameters; its dims make 2.9B):
+// C4SpmdPipelineGpt3AdamOrgHP's GPT-3 settings with 24 x 3072, 24 heads of
+// 128, bf16, learning rate 2e-4, 8 per core x 64 chips, ICI
+// [4, 1, 4, 4] ([stage, replica, data, mdl]: 4 stages, microbatches of 16).
+// Its layers are one plain stack (USE_REPEATED_LAYER is off for pipelines):
+// paxcc has no pipeline parallelism, so the stages run as one.
+SeedConfig c4_pipeline_gpt3_small_64() {
+  SeedConfig c = c4_gpt3();
+  c.shape.num_layers = 24, c.shape.model_dims = 3072, c.shape.num_heads = 24;
+  c.shape.hidden_dims = 4 * 3072, c.shape.dim_per_head = 128;
+  c.shape.fprop_dtype = DType::bf16;
+  c.shape.repeated_layers = false;
+  c.learning_rate = 2e-4;
+  c.global_batch = 8 * 64;
+  c.ici_mesh = {4, 1, 4, 4};
+  c.save_max_to_keep = 1000, c.eval_every = 100, c.summary_every = 1, c.checkpoint_every = 200;
+  return c;
 }
 
 }  // namespace
 
-// Registered like PAX_REGISTER_EXPERIMENT, one instance per config.
+// Registered like PAX_REGISTER_EXPERIMENT, one instance per config, with
+// paxml's module path as an alias.
 static const bool seed_configs_registered = [] {
-  auto add = [](const char* name, SeedConfig (*config)(), const char* description) {
+  auto add = [](const std::string& paxml_name, SeedConfig (*config)(), const std::string& description) {
+    const std::string cls = paxml_name.substr(paxml_name.rfind('.') + 1);
+    const std::string name = "lm." + cls;
     register_experiment(name, [=] { return std::make_unique<SeedExperiment>(config(), description); });
+    register_experiment_alias(paxml_name, name);
   };
-  add("lm.LmCloudSpmd2B", lm_cloud_2b, "paxml lm_cloud.LmCloudSpmd2B (2B parameters) on synthetic data");
-  add("lm.C4Spmd1BAdam4Replicas", c4_1b, "paxml c4.C4Spmd1BAdam4Replicas (1B parameters) on synthetic data");
-  add("lm.C4Spmd16BAdam32Replicas", c4_16b, "paxml c4.C4Spmd16BAdam32Replicas (16B parameters) on synthetic data");
-  add("lm.C4SpmdGpt3AdamOrgHP", c4_gpt3, "paxml c4.C4SpmdGpt3AdamOrgHP (GPT-3 175B) on synthetic data");
+  add("tasks.lm.params.lm_cloud.LmCloudSpmd2B", lm_cloud_2b, "paxml LmCloudSpmd2B (2B parameters) on synthetic data");
+  add("tasks.lm.params.lm_cloud.LmCloudSpmd2BLimitSteps", lm_cloud_2b_limit_steps,
+      "paxml LmCloudSpmd2BLimitSteps (LmCloudSpmd2B for 300 steps) on synthetic data");
+  add("tasks.lm.params.lm_cloud.LmCloudTransformerAdamLimitSteps", lm_cloud_transformer_adam_limit_steps,
+      "paxml LmCloudTransformerAdamLimitSteps (10 layers x 1024, 2000 steps) on synthetic data");
+  add("tasks.lm.params.c4.C4Spmd1BAdam4Replicas", c4_1b,
+      "paxml C4Spmd1BAdam4Replicas (1B parameters) on synthetic data");
+  add("tasks.lm.params.c4.C4Spmd16BAdam32Replicas", c4_16b,
+      "paxml C4Spmd16BAdam32Replicas (16B parameters) on synthetic data");
+  add("tasks.lm.params.c4.C4SpmdGpt3AdamOrgHP", c4_gpt3, "paxml C4SpmdGpt3AdamOrgHP (GPT-3 175B) on synthetic data");
+  add("tasks.lm.params.c4.C4SpmdPipelineGpt3SmallAdam64Replicas", c4_pipeline_gpt3_small_64,
+      "paxml C4SpmdPipelineGpt3SmallAdam64Replicas (24 x 3072, 2.9B; stages run as one) on synthetic data");
+  add("tasks.lm.params.c4_multislice.C4Spmd22BAdam2xv4_128", c4_22b_2x_v4_128,
+      "paxml C4Spmd22BAdam2xv4_128 (22B parameters, 2 slices) on synthetic data");
   return true;
 }();
 

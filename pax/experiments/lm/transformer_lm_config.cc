@@ -5,6 +5,7 @@
 #include "pax/nn/activations.h"
 #include "pax/nn/attention.h"
 #include "pax/nn/models/language_model.h"
+#include "pax/nn/transformers.h"
 
 namespace pax::experiments {
 
@@ -35,12 +36,21 @@ HParamsPtr transformer_lm_model(const TransformerLmShape& s) {
   auto block = std::static_pointer_cast<nn::Transformer::HParams>(stack->transformer_layer_params_tpl);
   auto atten = std::static_pointer_cast<nn::DotProductAttention::HParams>(block->tr_atten_tpl);
   atten->combine_qkv = s.combine_qkv;
+  atten->use_bias = s.attention_bias;
   atten->atten_logit_cap = s.atten_logit_cap;
   auto ff = std::static_pointer_cast<nn::TransformerFeedForward::HParams>(block->tr_fflayer_tpl);
   if (s.activation == "GELU") {
     ff->activation_tpl = nn::tpl<nn::GELU>();
   } else {
     PAX_CHECK(s.activation == "ReLU", "transformer_lm_model: activation must be ReLU or GELU, got ", s.activation);
+  }
+  if (s.repeated_layers) {  // praxis StackedTransformerRepeated: a one-block stack, x_times num_layers
+    auto repeat = nn::tpl<nn::Repeat>();
+    repeat->x_times = s.num_layers;
+    repeat->checkpoint_policy = s.checkpoint_policy;
+    stack->num_layers = 1;
+    repeat->sub_tpl = stack;
+    lm->stacked_transformer_tpl = repeat;
   }
   model->lm_tpl = lm;
   return model;

@@ -7,6 +7,7 @@
 
 #include "pax/config/hparams.h"
 #include "pax/core/dtype.h"
+#include "pax/nn/transformers.h"
 
 namespace pax::experiments {
 
@@ -19,11 +20,16 @@ struct TransformerLmShape {
   int64_t dim_per_head = 0;         // 0: model_dims / num_heads
   std::string activation = "ReLU";  // ReLU | GELU
   bool combine_qkv = true;
+  bool attention_bias = true;                 // biases in the attention projections
   int64_t trainable_position_emb_length = 0;  // > 0: learnt position embeddings of this length
   double atten_logit_cap = 0.0;               // 0: none
   double soft_cap_logits = 0.0;               // 0: none
   DType fprop_dtype = DType::f32;
   int64_t max_decode_length = 64;
+  // paxml's USE_REPEATED_LAYER: the blocks are a Repeat (x_times num_layers)
+  // of a one-block StackedTransformer, scanned, rematerialised as below.
+  bool repeated_layers = false;
+  nn::CheckpointPolicy checkpoint_policy = nn::CheckpointPolicy::nothing_saveable;  // paxml's SAVE_NOTHING
 };
 
 // A LanguageModel config over a TransformerLm of that shape.

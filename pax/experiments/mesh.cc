@@ -1,0 +1,111 @@
+// The mesh of an experiment: axis names, the process count it asks for, and
+// the check against the processes of the run.
+#include "pax/experiments/mesh.h"
+
+#include "pax/core/error.h"
+#include "pax/experiments/experiment.h"
+
+namespace pax::experiments {
+namespace {
+
+std::string list_text(const std::vector<int64_t>& v, const char* separator = ", ") {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? separator : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+int64_t product(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+
+// `mesh` with every device on the data-parallel axis (`data_axis`) of a
+// mesh of `rank` axes; "[]" stays empty.
+std::vector<int64_t> folded(const std::vector<int64_t>& mesh, size_t data_axis) {
+  if (mesh.empty()) return {};
+  std::vector<int64_t> out(mesh.size(), 1);
+  out[data_axis] = product(mesh);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> mesh_axes(const TrainSettings& t) {
+  const std::vector<int64_t>& ici = t.ici_mesh_shape;
+  const std::vector<int64_t>& dcn = t.dcn_mesh_shape;
+  PAX_CHECK(ici.empty() || dcn.empty() || ici.size() == dcn.size(), "train.ici_mesh_shape ", list_text(ici),
+            " and train.dcn_mesh_shape ", list_text(dcn), " must have the same axes (the same length)");
+  for (const auto* mesh : {&ici, &dcn}) {
+    const char* field = mesh == &ici ? "train.ici_mesh_shape" : "train.dcn_mesh_shape";
+    PAX_CHECK(mesh->empty() || mesh->size() == 3 || mesh->size() == 4, field, " ", list_text(*mesh),
+              " must have 3 axes [replica, data, mdl] or 4 [stage, replica, data, mdl] ([]: not set)");
+    for (int64_t n : *mesh) PAX_CHECK(n >= 1, field, " ", list_text(*mesh), ": every axis must be >= 1");
+  }
+  const size_t rank = std::max(ici.size(), dcn.size());
+  if (rank == 4) return {"stage", "replica", "data", "mdl"};
+  return {"replica", "data", "mdl"};
+}
+
+std::vector<int64_t> mesh_shape(const TrainSettings& t) {
+  std::vector<int64_t> shape(mesh_axes(t).size(), 1);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (!t.ici_mesh_shape.empty()) shape[i] *= t.ici_mesh_shape[i];
+    if (!t.dcn_mesh_shape.empty()) shape[i] *= t.dcn_mesh_shape[i];
+  }
+  return shape;
+}
+
+int64_t mesh_processes(const TrainSettings& t) { return product(mesh_shape(t)); }
+
+std::string describe_mesh(const TrainSettings& t) {
+  const std::vector<std::string> axes = mesh_axes(t);
+  std::string names;
+  for (const std::string& a : axes) names += (names.empty() ? "" : ", ") + a;
+  const int64_t n = mesh_processes(t);
+  return "ICI " + list_text(t.ici_mesh_shape) + " x DCN " + list_text(t.dcn_mesh_shape) + " = " +
+         list_text(mesh_shape(t)) + " (" + names + "): " + std::to_string(n) + (n == 1 ? " process" : " processes");
+}
+
+std::string unsupported_mesh_reason(const TrainSettings& t) {
+  const std::vector<std::string> axes = mesh_axes(t);
+  const std::vector<int64_t> shape = mesh_shape(t);
+  std::string reason;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (shape[i] == 1) continue;
+    if (axes[i] == "mdl")
+      reason += (reason.empty() ? "" : "; ") + std::string("the mdl axis is ") + std::to_string(shape[i]) +
+                ", but tensor parallelism (parameters sharded over 'mdl') is not implemented";
+    if (axes[i] == "stage")
+      reason += (reason.empty() ? "" : "; ") + std::string("the stage axis is ") + std::to_string(shape[i]) +
+                ", but pipeline parallelism is not implemented (the stages run as one: every process holds all "
+                "layers)";
+  }
+  return reason;
+}
+
+void check_mesh(const TrainSettings& t, int64_t process_count) {
+  if (t.ici_mesh_shape.empty() && t.dcn_mesh_shape.empty()) return;
+  const std::string mesh = describe_mesh(t);
+  const size_t data_axis = mesh_axes(t).size() - 2;
+  const std::string reason = unsupported_mesh_reason(t);
+  if (!reason.empty()) {
+    const std::vector<int64_t> ici = folded(t.ici_mesh_shape, data_axis), dcn = folded(t.dcn_mesh_shape, data_axis);
+    PAX_FAIL("the mesh ", mesh, " cannot run here: ", reason,
+             "; paxcc is data parallel with replicated parameters, so every axis but replica and data must be 1. "
+             "For the same ",
+             mesh_processes(t), " processes use --set train.ici_mesh_shape=", list_text(ici, ","),
+             dcn.empty() ? "" : " --set train.dcn_mesh_shape=" + list_text(dcn, ","),
+             " (or --set train.ici_mesh_shape=[] --set train.dcn_mesh_shape=[] for any process count)");
+  }
+  const int64_t wanted = mesh_processes(t);
+  if (wanted == process_count) return;
+  std::vector<int64_t> fit(mesh_axes(t).size(), 1);
+  fit[data_axis] = process_count;
+  PAX_FAIL("the mesh ", mesh, " needs ", wanted, wanted == 1 ? " process" : " processes", ", but this run has ",
+           process_count, ": run it as mpirun -np ", wanted,
+           " paxcc ... (devices are processes here), or set a mesh for this run with --set train.ici_mesh_shape=",
+           list_text(fit, ","), " --set train.dcn_mesh_shape=[]");
+}
+
+}  // namespace pax::experiments
