@@ -71,6 +71,12 @@ std::vector<std::string> registered_hparams(const std::string& kind) {
   return out;
 }
 
+std::string registered_hparams_list(const std::string& kind) {
+  std::string names;
+  for (const std::string& n : registered_hparams(kind)) names += (names.empty() ? "" : ", ") + n;
+  return names;
+}
+
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
   auto lower = [](std::string s) {
     for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));

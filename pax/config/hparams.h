@@ -138,6 +138,8 @@ void register_hparams(const std::string& type_name, HParamsFactory factory, cons
 HParamsPtr make_hparams(const std::string& type_name, const std::string& kind = "");
 bool is_registered_hparams(const std::string& type_name);
 std::vector<std::string> registered_hparams(const std::string& kind = "");
+// The same names comma-separated, for error messages ("Adam, Sgd, ...").
+std::string registered_hparams_list(const std::string& kind);
 // "did you mean 'x'?" over `candidates` (empty when nothing is close).
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 

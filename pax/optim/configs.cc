@@ -52,26 +52,16 @@ Schedule LinearRampupCosineDecay::make() const {
 }
 PAX_REGISTER_SCHEDULE(LinearRampupCosineDecay);
 
-namespace {
-
-std::string registered_names(const std::string& kind) {
-  std::string names;
-  for (const std::string& n : registered_hparams(kind)) names += (names.empty() ? "" : ", ") + n;
-  return names;
-}
-
-}  // namespace
-
 Schedule make_schedule(const HParamsPtr& hparams, const std::string& field) {
   auto* schedule = dynamic_cast<const ScheduleHParams*>(hparams.get());
-  PAX_CHECK(schedule, field, " must be a schedule (", registered_names("schedule"), "), got ",
+  PAX_CHECK(schedule, field, " must be a schedule (", registered_hparams_list("schedule"), "), got ",
             hparams ? hparams->type_name() : "None");
   return schedule->make();
 }
 
 const OptimizerHParams& optimizer_hparams(const HParamsPtr& hparams, const std::string& field) {
   auto* optimizer = dynamic_cast<const OptimizerHParams*>(hparams.get());
-  PAX_CHECK(optimizer, field, " must be an optimizer (", registered_names("optimizer"), "), got ",
+  PAX_CHECK(optimizer, field, " must be an optimizer (", registered_hparams_list("optimizer"), "), got ",
             hparams ? hparams->type_name() : "None");
   return *optimizer;
 }

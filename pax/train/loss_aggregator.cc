@@ -8,12 +8,6 @@
 
 namespace pax::train {
 
-std::string registered_list(const std::string& kind) {
-  std::string names;
-  for (const std::string& n : registered_hparams(kind)) names += (names.empty() ? "" : ", ") + n;
-  return names;
-}
-
 std::vector<LossTerm> LossAggregator::terms(const std::string& default_key) const {
   const std::string key = loss_key.empty() ? default_key : loss_key;
   PAX_CHECK(!key.empty(), "LossAggregator.loss_key must name a metric of compute_loss, e.g. total_loss");
@@ -40,7 +34,7 @@ std::vector<LossTerm> MultiLossAggregator::terms(const std::string&) const {
 std::vector<LossTerm> loss_terms(const HParamsPtr& hparams, const std::string& default_key, const std::string& field) {
   if (!hparams) return LossAggregator().terms(default_key);
   auto* aggregator = dynamic_cast<const LossAggregatorHParams*>(hparams.get());
-  PAX_CHECK(aggregator, field, " must be a loss aggregator (", registered_list("loss_aggregator"), "), got ",
+  PAX_CHECK(aggregator, field, " must be a loss aggregator (", registered_hparams_list("loss_aggregator"), "), got ",
             hparams->type_name());
   return aggregator->terms(default_key);
 }

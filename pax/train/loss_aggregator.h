@@ -51,9 +51,6 @@ struct MultiLossAggregator : LossAggregatorHParams {
   std::vector<LossTerm> terms(const std::string& default_key) const override;
 };
 
-// The registered type names of an HParams kind, comma-separated (for errors).
-std::string registered_list(const std::string& kind);
-
 // The terms of `hparams` (a LossAggregatorHParams; null: `default_key` alone).
 // `field` names the setting in errors.
 std::vector<LossTerm> loss_terms(const HParamsPtr& hparams, const std::string& default_key,

@@ -2,7 +2,6 @@
 #include "pax/train/metrics_aggregator.h"
 
 #include "pax/core/error.h"
-#include "pax/train/loss_aggregator.h"
 
 namespace pax::train {
 
@@ -43,11 +42,11 @@ void MaxMetrics::add_rules(MetricRules& rules) const { claim(rules, metric_keys,
 
 void CompositeMetrics::add_rules(MetricRules& rules) const {
   PAX_CHECK(!metrics_p.empty(), "CompositeMetrics.metrics_p must hold at least one aggregator (",
-            registered_list("metrics"), ")");
+            registered_hparams_list("metrics"), ")");
   for (size_t i = 0; i < metrics_p.size(); ++i) {
     auto* part = dynamic_cast<const MetricsAggregatorHParams*>(metrics_p[i].get());
-    PAX_CHECK(part, "CompositeMetrics.metrics_p[", i, "] must be a metrics aggregator (", registered_list("metrics"),
-              "), got ", metrics_p[i] ? metrics_p[i]->type_name() : "None");
+    PAX_CHECK(part, "CompositeMetrics.metrics_p[", i, "] must be a metrics aggregator (",
+              registered_hparams_list("metrics"), "), got ", metrics_p[i] ? metrics_p[i]->type_name() : "None");
     part->add_rules(rules);
   }
 }
@@ -55,7 +54,7 @@ void CompositeMetrics::add_rules(MetricRules& rules) const {
 MetricRules metric_rules(const HParamsPtr& hparams, const std::string& field) {
   if (!hparams) return {};
   auto* aggregator = dynamic_cast<const MetricsAggregatorHParams*>(hparams.get());
-  PAX_CHECK(aggregator, field, " must be a metrics aggregator (", registered_list("metrics"), "), got ",
+  PAX_CHECK(aggregator, field, " must be a metrics aggregator (", registered_hparams_list("metrics"), "), got ",
             hparams->type_name());
   MetricRules rules{.others = std::nullopt};
   aggregator->add_rules(rules);
