@@ -622,7 +622,6 @@ class TrainingLoop {
     auto [next, step_out] = train_step_(std::move(state_), batch, step_key);
     state_ = std::move(next);
     ++step_;
-    if (interval_.steps == 0) interval_.metrics = train::MetricAccumulator(metric_rules_);
     interval_.metrics.add(step_out["metrics"]);
     if (job_.chief()) interval_.summaries.add(step_out["summaries"]);
     interval_.grad_norm = step_out["grad_norm"].leaf();
@@ -664,7 +663,7 @@ class TrainingLoop {
     if (summaries_) summaries_->write(m);
     progress_->summary(console_metrics(m));
     result_.train_metrics = m.metrics;
-    interval_ = {};
+    interval_ = Interval{.metrics = train::MetricAccumulator(metric_rules_)};
   }
 
   // Whether every process stops or saves after this step.
@@ -757,7 +756,7 @@ class TrainingLoop {
   std::optional<train::ConsoleProgress> progress_;
   double peak_ = 0;
   double flops_per_step_ = 0;  // -1 until the first batch is traced (the chief)
-  Interval interval_;
+  Interval interval_{.metrics = train::MetricAccumulator(metric_rules_)};
   int64_t nonfinite_run_ = 0;  // consecutive non-finite steps
   bool warned_peak_ = false;
 };
