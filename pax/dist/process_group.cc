@@ -305,6 +305,9 @@ class GroupAxis final : public ProcessAxis {
   Array all_gather(const Array& x, int64_t axis, bool tiled) override {
     return process_group().all_gather(x, axis, tiled);
   }
+  Array reduce_scatter_sum(const Array& x, int64_t axis) override {
+    return process_group().reduce_scatter(x, ReduceOp::sum, axis);
+  }
 };
 
 ProcessAxis& group_axis() {

@@ -25,6 +25,9 @@ class ProcessAxis {
   // Every process's x in process order: stacked along a new axis `axis`, or
   // (tiled) concatenated along existing axis `axis`.
   virtual Array all_gather(const Array& x, int64_t axis, bool tiled) = 0;
+  // The elementwise sum over the processes, of which this process keeps
+  // block index() of axis `axis` (whose size is a multiple of size()).
+  virtual Array reduce_scatter_sum(const Array& x, int64_t axis) = 0;
 };
 
 // The axis of this job: the installed one, or the single process.
