@@ -1,0 +1,46 @@
+// How one array of a sharded train state is split over processes (fully
+// sharded data parallelism): along one dimension into `count` equal blocks,
+// of which this process holds block `index`; or replicated (every process
+// holds the whole array). The checkpoint records the global shape and the
+// split, so that a restore with another process count or mesh can read just
+// the block it needs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "pax/core/error.h"
+#include "pax/core/shape.h"
+
+namespace pax::dist {
+
+struct ShardSpec {
+  Shape global;        // the whole array's shape
+  int64_t dim = -1;    // the split dimension; -1: replicated
+  int64_t count = 1;   // blocks along dim (divides global[dim])
+  int64_t index = 0;   // this process's block, 0..count-1
+
+  bool replicated() const { return dim < 0 || count == 1; }
+  // The shape of this process's block.
+  Shape local() const {
+    if (replicated()) return global;
+    Shape s = global;
+    s[dim] /= count;
+    return s;
+  }
+  // [begin, end) of this process's block along dim (split arrays only).
+  int64_t begin() const { return index * (global[dim] / count); }
+  int64_t end() const { return (index + 1) * (global[dim] / count); }
+  // Throws pax::Error naming `what` when the split does not fit the shape.
+  void check(const std::string& what) const {
+    if (replicated()) return;
+    PAX_CHECK(dim < global.rank() && count > 0 && index >= 0 && index < count && global[dim] % count == 0, what,
+              ": cannot split ", global, " along dimension ", dim, " into ", count, " blocks (block ", index, ")");
+  }
+};
+
+// Specs by tree path ("params/ff/w", "opt_state/..."); a path not listed is replicated.
+using ShardSpecs = std::map<std::string, ShardSpec>;
+
+}  // namespace pax::dist
