@@ -241,5 +241,60 @@ TEST(DataParallel, ResumesWithTheSameProcessCountOnly) {
       << out;
 }
 
+// Fully sharded data parallelism (the mesh's data axis of 2, every parameter
+// split): the same training as one process with the global batch, an eval
+// over sharded params in lockstep, a resume of the sharded state, and the
+// checkpoint (whole arrays) read by one process.
+TEST(FullySharded, TwoProcessesMatchOneAndResume) {
+  const Launcher l = launcher();
+  if (!l.available()) GTEST_SKIP() << "needs $PAX_TEST_PAXCC and $PAX_TEST_MPIRUN (ctest dist_mpirun_data_parallel)";
+  const std::string one = fresh_dir("fsdp_one"), two = fresh_dir("fsdp_two"), halves = fresh_dir("fsdp_halves");
+  std::vector<std::string> single = tiny_overrides(20, 8), dual = tiny_overrides(20, 4);
+  for (auto* o : {&single, &dual}) {  // as in DataParallel.TwoProcessesMatchOneWithTheGlobalBatch
+    o->push_back("learner.optimizer.epsilon=1e-5");
+    o->push_back("learner.optimizer.learning_rate=0.001");
+    o->push_back("learner.clip_gradient_norm_to_value=0.5");  // clipped at some steps: the norm spans the blocks
+    o->push_back("train.eval_interval_steps=10");
+    o->push_back("eval_inputs[0].batch_size=16");  // one whole epoch (see EvalOverAnEpochMatchesOneProcess)
+  }
+  for (const char* o : {"train.ici_mesh_shape=[1,2,1]", "train.fsdp_min_elements=1"}) dual.push_back(o);
+  const RunResult reference = run_here(single, one);
+  auto [rc, out] = shell(paxcc_command(l, 2, two, dual), two + ".log");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("split over the data axis of 2 processes"), std::string::npos) << out;
+
+  const auto want = train_losses(one), got = train_losses(two);
+  ASSERT_EQ(got.size(), 20u) << out;
+  for (const auto& [step, loss] : want)
+    EXPECT_NEAR(got.at(step), loss, kLossTolerance * std::abs(loss)) << "step " << step;
+  const Tree p1 = final_params(one), p2 = final_params(two);
+  check_same_structure(p1, p2, "params");
+  const auto a = tree_leaves(p1), b = tree_leaves(p2);
+  const auto paths = tree_paths(p1);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(relative_difference(a[i], b[i]), kParamTolerance) << paths[i];
+  // The eval at step 20 (sharded params, every process in step).
+  std::vector<double> evals;
+  for (const train::StepMetrics& m : train::read_metrics_jsonl(two + "/metrics.jsonl"))
+    if (m.split != train::kTrainSplit) evals.push_back(m.metrics.at("log_pplx"));
+  ASSERT_EQ(evals.size(), 2u) << out;
+  const double want_eval = reference.eval_metrics.at("validation").at("log_pplx");
+  EXPECT_NEAR(evals[1], want_eval, 1e-4 * want_eval);
+
+  // Stopped at 10 and resumed: the same losses as the uninterrupted run.
+  std::vector<std::string> first = dual;
+  first[0] = "train.num_train_steps=10";
+  std::tie(rc, out) = shell(paxcc_command(l, 2, halves, first), halves + ".log");
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = shell(paxcc_command(l, 2, halves, dual), halves + ".log");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("at step 10"), std::string::npos) << out;
+  const auto resumed = train_losses(halves);
+  for (const auto& [step, loss] : got) EXPECT_EQ(resumed.at(step), loss) << "step " << step;
+
+  // One process evaluates the 2-process checkpoint.
+  const RunResult evaluated = run_here(single, two, Mode::eval);
+  EXPECT_NEAR(evaluated.eval_metrics.at("validation").at("log_pplx"), evals[1], 1e-5 * evals[1]);
+}
+
 }  // namespace
 }  // namespace pax::experiments

@@ -44,6 +44,7 @@ struct TrainSettings : BaseHParams {
   int64_t early_stopping_patience = 3;
   std::vector<int64_t> ici_mesh_shape;
   std::vector<int64_t> dcn_mesh_shape;
+  int64_t fsdp_min_elements = int64_t(1) << 14;
   PAX_HPARAMS(TrainSettings, BaseHParams, (num_train_steps, "Train until this global step."),
               (save_interval_steps, "Save a checkpoint every this many steps (and at the end)."),
               (save_max_to_keep, "Checkpoints kept (the newest)."),
@@ -65,7 +66,10 @@ struct TrainSettings : BaseHParams {
               (ici_mesh_shape,
                "Device mesh within a slice, Pax's axis order [replica, data, mdl] ([stage, replica, data, mdl] for "
                "pipelined configs); its product times dcn_mesh_shape's is the process count ([]: not set)."),
-              (dcn_mesh_shape, "Mesh across slices, in ici_mesh_shape's axis order ([]: one slice)."));
+              (dcn_mesh_shape, "Mesh across slices, in ici_mesh_shape's axis order ([]: one slice)."),
+              (fsdp_min_elements,
+               "With the mesh's data axis above 1, parameters of fewer elements stay whole on every process "
+               "(the larger ones are split over it)."));
 };
 
 // The resolved experiment: everything a run needs, editable by path.

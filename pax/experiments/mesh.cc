@@ -2,6 +2,8 @@
 // the check against the processes of the run.
 #include "pax/experiments/mesh.h"
 
+#include <algorithm>
+
 #include "pax/core/error.h"
 #include "pax/experiments/experiment.h"
 
@@ -67,6 +69,12 @@ std::string describe_mesh(const TrainSettings& t) {
          list_text(mesh_shape(t)) + " (" + names + "): " + std::to_string(n) + (n == 1 ? " process" : " processes");
 }
 
+int64_t mesh_axis_size(const TrainSettings& t, const std::string& name) {
+  const std::vector<std::string> axes = mesh_axes(t);
+  const auto it = std::find(axes.begin(), axes.end(), name);
+  return it == axes.end() ? 1 : mesh_shape(t)[size_t(it - axes.begin())];
+}
+
 std::string unsupported_mesh_reason(const TrainSettings& t) {
   const std::vector<std::string> axes = mesh_axes(t);
   const std::vector<int64_t> shape = mesh_shape(t);
@@ -91,12 +99,14 @@ void check_mesh(const TrainSettings& t, int64_t process_count) {
   const std::string reason = unsupported_mesh_reason(t);
   if (!reason.empty()) {
     const std::vector<int64_t> ici = folded(t.ici_mesh_shape, data_axis), dcn = folded(t.dcn_mesh_shape, data_axis);
-    PAX_FAIL("the mesh ", mesh, " cannot run here: ", reason,
-             "; paxcc is data parallel with replicated parameters, so every axis but replica and data must be 1. "
-             "For the same ",
-             mesh_processes(t), " processes use --set train.ici_mesh_shape=", list_text(ici, ","),
-             dcn.empty() ? "" : " --set train.dcn_mesh_shape=" + list_text(dcn, ","),
-             " (or --set train.ici_mesh_shape=[] --set train.dcn_mesh_shape=[] for any process count)");
+    PAX_FAIL(
+        "the mesh ", mesh, " cannot run here: ", reason,
+        "; paxcc replicates parameters over replica and splits them over data (fully sharded data parallelism), so "
+        "every other axis must be 1. "
+        "For the same ",
+        mesh_processes(t), " processes use --set train.ici_mesh_shape=", list_text(ici, ","),
+        dcn.empty() ? "" : " --set train.dcn_mesh_shape=" + list_text(dcn, ","),
+        " (or --set train.ici_mesh_shape=[] --set train.dcn_mesh_shape=[] for any process count)");
   }
   const int64_t wanted = mesh_processes(t);
   if (wanted == process_count) return;

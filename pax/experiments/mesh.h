@@ -1,7 +1,8 @@
 // Pax's device mesh (ICI_MESH_SHAPE, DCN_MESH_SHAPE) kept in an experiment's
 // train settings and read the way paxcc runs: devices are processes (one per
-// `mpirun` rank), and parameters are replicated, so only the data axes
-// (replica, data) may exceed 1. The product of both meshes must equal the
+// `mpirun` rank); parameters are replicated over the replica axis and split
+// over the data axis (fully sharded data parallelism, nn/fsdp.h), so only
+// those two may exceed 1. The product of both meshes must equal the
 // process count; the check runs before any work.
 //
 //   train.ici_mesh_shape = [1, 4, 1], train.dcn_mesh_shape = [2, 1, 1]
@@ -22,12 +23,14 @@ struct TrainSettings;
 std::vector<std::string> mesh_axes(const TrainSettings& t);
 // ICI x DCN, element-wise (all ones where neither is set).
 std::vector<int64_t> mesh_shape(const TrainSettings& t);
+// The size of the mesh axis `name` (1 when the mesh has no such axis).
+int64_t mesh_axis_size(const TrainSettings& t, const std::string& name);
 // The processes the mesh asks for (1 when neither mesh is set).
 int64_t mesh_processes(const TrainSettings& t);
 // One line: "ICI [1, 4, 1] x DCN [2, 1, 1] = [2, 4, 1] (replica, data, mdl): 8 processes".
 std::string describe_mesh(const TrainSettings& t);
 // Why paxcc cannot run this mesh ("" when it can): a model (mdl) or stage
-// axis above 1 needs sharded parameters or pipelining, neither implemented.
+// axis above 1 needs tensor or pipeline parallelism, neither implemented.
 std::string unsupported_mesh_reason(const TrainSettings& t);
 // Throws pax::Error, before any work, when the mesh is unsupported or asks
 // for another number of processes than `process_count`, with the mpirun

@@ -27,6 +27,7 @@
 #include "pax/experiments/field_ranges.h"
 #include "pax/experiments/memory_check.h"
 #include "pax/experiments/mesh.h"
+#include "pax/experiments/sharded_state.h"
 #include "pax/nn/models/language_model.h"
 #include "pax/ops/random.h"
 #include "pax/train/checkpoint_manager.h"
@@ -75,6 +76,7 @@ struct Job {
   std::unique_ptr<nn::Layer> model_layer;
   const nn::BaseModel* model = nullptr;
   std::string config_json;  // written into the job dir and hashed into every checkpoint
+  ShardingPlan sharding;    // the axes of the train step; fsdp over the mesh's data axis
 
   Job(const Config& c, const RunOptions& o)
       : config(c),
@@ -90,6 +92,7 @@ struct Job {
     check_field_ranges(config);
     validate(exp);
     check_mesh(exp.train_settings(), processes);
+    sharding = plan_sharding(exp.train_settings(), processes, process, dist::process_group().axis_name());
     config_json = config.to_json();
     model_layer = nn::build_layer(exp.model);
     model = dynamic_cast<const nn::BaseModel*>(model_layer.get());
@@ -222,8 +225,8 @@ std::map<std::string, std::map<std::string, double>> run_evals(const Job& job, c
     const std::string name = input->base_hparams().name;
     const AllocationPurpose purpose("evaluating input '" + name + "' at step " + std::to_string(step));
     // Each process evaluates its shard; the metrics cover all of them.
-    train::EvalResult r =
-        train::run_eval(eval_step, variables, *input, /*across_processes=*/job.multi_process(), rules);
+    train::EvalResult r = train::run_eval(eval_step, variables, *input, /*across_processes=*/job.multi_process(), rules,
+                                          /*lockstep=*/job.sharding.fsdp.enabled());
     train::StepMetrics m;
     m.step = step;
     m.split = train::eval_split(name);
@@ -316,18 +319,25 @@ StepAgreement agree_after_step(const Job& job, bool stop, bool save) {
 // every process; returns the step restored (nullopt: a fresh start, the
 // chief's initial parameters then replicated).
 std::optional<int64_t> restore_for_training(const Job& job, std::optional<train::CheckpointManager>& mgr,
-                                            train::TrainState& state, data::BaseInput& input,
-                                            train::EarlyStopping& stopper, bool early_stopping) {
+                                            const train::TrainStep& train_step, train::TrainState& state,
+                                            data::BaseInput& input, train::EarlyStopping& stopper,
+                                            bool early_stopping) {
+  const bool sharded = job.sharding.fsdp.enabled();
   int64_t latest = -1;
   if (job.chief() && mgr->latest_step()) latest = *mgr->latest_step();
   latest = broadcast_from_chief(latest);
   if (latest < 0) {
-    state = train::TrainState::from_tree(dist::replicate(state.to_tree()));
+    // Sharded: every process drew its own blocks from the same key.
+    if (!sharded) state = train::TrainState::from_tree(dist::replicate(state.to_tree()));
     return std::nullopt;
   }
   // One input state per process, stacked along a leading process axis.
   Tree input_state = job.multi_process() ? dist::all_gather_stacked(input.state()) : input.state();
-  Tree state_tree = state.to_tree();
+  // Sharded: checkpoints hold whole arrays, of which each process keeps its blocks.
+  const Tree whole_shapes = sharded ? train_step.global_state_shapes() : Tree();
+  Tree state_tree = sharded ? whole_shapes : state.to_tree();
+  if (sharded && job.chief())
+    state_tree = tree_map([](const Array& a) { return zeros(a.shape(), a.dtype()); }, whole_shapes);
   std::string stopper_json;
   dist::run_on_root([&] {
     const AllocationPurpose purpose("restoring the checkpoint of step " + std::to_string(latest));
@@ -344,7 +354,8 @@ std::optional<int64_t> restore_for_training(const Job& job, std::optional<train:
     input_state = saved_inputs;
     if (early_stopping && items.json.count(kEarlyStoppingItem)) stopper_json = items.json.at(kEarlyStoppingItem);
   });
-  state = train::TrainState::from_tree(dist::replicate(state_tree));
+  state = train::TrainState::from_tree(sharded ? blocks_from_chief(state_tree, train_step.state_specs())
+                                               : dist::replicate(state_tree));
   input.restore_state(job.multi_process() ? dist::local_slice(dist::replicate(input_state)) : input_state);
   stopper_json = dist::broadcast_string(stopper_json);
   if (!stopper_json.empty()) stopper = stopper.restore_json(stopper_json);
@@ -493,12 +504,14 @@ class TrainingLoop {
         out_(job.out),
         metric_rules_(train::metric_rules(exp_.metrics)),
         train_step_(*job.model, learner_,
-                    {.data_parallel_axis = job.multi_process() ? dist::process_group().axis_name() : "",
+                    {.data_parallel_axis = job.sharding.batch_axis,
                      .loss_aggregator = exp_.loss_aggregator,
                      .metrics = exp_.metrics,
                      .vn = exp_.vn,
-                     .summaries = settings_.layer_summaries}),
-        eval_step_(*job.model),
+                     .summaries = settings_.layer_summaries,
+                     .fsdp = job.sharding.fsdp,
+                     .replica_axis = job.sharding.replica_axis}),
+        eval_step_(*job.model, job.sharding.fsdp),
         early_stopping_(!settings_.early_stopping_metric.empty()),
         stopper_{.min_delta = settings_.early_stopping_min_delta, .patience = settings_.early_stopping_patience} {}
 
@@ -571,7 +584,7 @@ class TrainingLoop {
     // its own time: they meet before the first collective.
     dist::process_group().meet_after("setting up the run");
     if (std::optional<int64_t> resumed =
-            restore_for_training(job_, mgr_, state_, *train_input_, stopper_, early_stopping_))
+            restore_for_training(job_, mgr_, train_step_, state_, *train_input_, stopper_, early_stopping_))
       out_ << "resumed from " << job_.path("checkpoints") << " at step " << *resumed << "\n";
     job_.write_job_files();
     step_ = state_.step.astype(DType::i64).item<int64_t>();
@@ -589,6 +602,9 @@ class TrainingLoop {
     const int64_t per_host_batch = train_input_->base_hparams().batch_size;
     out_ << "global batch " << per_host_batch * job_.processes << " (" << per_host_batch << " per process x "
          << job_.processes << (job_.processes == 1 ? " process)\n" : " processes)\n");
+    if (const nn::FsdpOptions& fsdp = job_.sharding.fsdp; fsdp.enabled())
+      out_ << "params and optimizer state split over the data axis of " << fsdp.size
+           << " processes (fully sharded): " << format_bytes(tree_bytes(state_.to_tree())) << " per process\n";
     if (stopper_.should_stop) {  // the restored run had already stopped early: nothing more to train
       result_.early_stopped = true;
       out_ << "early stopping: the run had stopped at step " << step_ << ": " << settings_.early_stopping_metric
@@ -695,8 +711,11 @@ class TrainingLoop {
   // --dist_timeout, so the other processes wait for them at a barrier with a
   // longer limit.
   void decode() {
-    if (job_.chief())
-      result_.decode_files = run_decodes(job_, train::model_variables(state_), decode_inputs_, step_, &*progress_);
+    // The chief decodes alone, so with sharded params with whole ones.
+    Tree variables = train::model_variables(state_);
+    if (job_.sharding.fsdp.enabled())
+      variables = gather_whole(variables, train_step_.state_specs(), job_.sharding.fsdp.axis);
+    if (job_.chief()) result_.decode_files = run_decodes(job_, variables, decode_inputs_, step_, &*progress_);
     dist::process_group().meet_after("decoding at step " + std::to_string(step_));
   }
 
@@ -705,9 +724,14 @@ class TrainingLoop {
   // when this step is already saved.
   void save(bool force) {
     Tree input_state = job_.multi_process() ? dist::all_gather_stacked(train_input_->state()) : train_input_->state();
-    if (!job_.chief() || (force && mgr_->latest_step() == step_)) return;
+    const bool skip = force && job_.chief() && mgr_->latest_step() == step_;
+    if (job_.multi_process() && broadcast_from_chief(skip ? 1 : 0) != 0) return;
+    // Sharded: the checkpoint holds whole arrays (gathered on every process).
+    Tree state = state_.to_tree();
+    if (job_.sharding.fsdp.enabled()) state = gather_whole(state, train_step_.state_specs(), job_.sharding.fsdp.axis);
+    if (!job_.chief() || skip) return;
     train::CheckpointItems items;
-    items.trees[kTrainStateItem] = state_.to_tree();
+    items.trees[kTrainStateItem] = state;
     items.trees[kInputStateItem] = input_state;
     items.json[kProcessesItem] = nlohmann::json{{"process_count", job_.processes}}.dump();
     if (early_stopping_)
@@ -794,7 +818,8 @@ RunResult run_restored(Job& job) {
 }
 
 // The mesh, the processes it asks for, and the train state each of them
-// holds: all of it, as parameters are replicated (data parallelism).
+// holds: its blocks of the parameters and optimizer state split over the
+// data axis (fully sharded), the whole of it otherwise.
 std::string mesh_summary(const ExperimentConfig& exp, const nn::BaseModel& model) {
   const TrainSettings& t = exp.train_settings();
   std::ostringstream s;
@@ -807,11 +832,26 @@ std::string mesh_summary(const ExperimentConfig& exp, const nn::BaseModel& model
     if (reason.empty()) s << " (mpirun -np " << processes << ")\n";
     else s << "\n  not runnable as set: " << reason << "\n";
   }
-  const train::TrainStep step(model, exp.learner_hparams(), {.summaries = false});
-  const Tree state = eval_shape([&](const Array& key) { return step.init_state(key).to_tree(); })(random::key(0));
-  s << "train state per process: " << format_bytes(tree_bytes(state))
-    << " (parameters and optimizer state; every process holds all of it: parameters are replicated, not sharded "
-       "over the mesh)\n";
+  auto state_bytes = [&](const nn::FsdpOptions& fsdp) {
+    const train::TrainStep step(model, exp.learner_hparams(),
+                                {.data_parallel_axis = fsdp.axis, .summaries = false, .fsdp = fsdp});
+    return tree_bytes(eval_shape([&](const Array& key) { return step.init_state(key).to_tree(); })(random::key(0)));
+  };
+  const double whole = state_bytes({});
+  const int64_t data = mesh_axis_size(t, "data");
+  if (data <= 1) {
+    s << "train state per process: " << format_bytes(whole)
+      << " (parameters and optimizer state; the mesh's data axis is 1, so every process holds all of it)\n";
+    return s.str();
+  }
+  try {
+    const double mine = state_bytes({.axis = "data", .size = data, .min_elements = t.fsdp_min_elements});
+    s << "train state per process: " << format_bytes(mine) << " of " << format_bytes(whole)
+      << " (parameters and optimizer state split over the data axis of " << data
+      << ": fully sharded; small arrays and arrays no dimension of which " << data << " divides stay whole)\n";
+  } catch (const Error& e) {
+    s << "train state per process: " << format_bytes(whole) << " whole; not shardable as set: " << e.what() << "\n";
+  }
   return s.str();
 }
 

@@ -70,6 +70,7 @@ struct ApplyState {
   std::map<std::string, Array> rngs;
   std::map<std::string, uint32_t> counters;  // "stream|path" -> calls so far
   bool summaries_on = true;
+  FsdpOptions fsdp;
   Tree summaries;
   std::vector<Array> aux_losses;
 };
@@ -260,15 +261,20 @@ Array Layer::variable(const std::string& collection, const std::string& name) co
 }
 
 Array Layer::theta(const std::string& name) const {
-  Array w = variable("params", name);
+  Array w = to_fprop_dtype(variable("params", name));
   for (const VariableSpec& v : variables_) {
     if (v.name == name && v.spec.collection == "params") {
-      PAX_CHECK(w.shape() == v.spec.shape, type_name(), " '", path_, "': params/", path_.empty() ? "" : path_ + "/",
-                name, " has shape ", w.shape(), " but the layer declares ", v.spec.shape);
+      // A block of the weight under fsdp is gathered in fprop_dtype (half
+      // the traffic in bf16).
+      return fsdp_gather(
+          w, v.spec.shape, fsdp(),
+          std::string(type_name()) + " '" + path_ + "': params/" + (path_.empty() ? "" : path_ + "/") + name);
     }
   }
-  return to_fprop_dtype(w);
+  return w;
 }
+
+const FsdpOptions& Layer::fsdp() const { return state("fsdp", *this).fsdp; }
 
 bool Layer::has_variable(const std::string& collection, const std::string& name) const {
   ApplyState& st = state("has_variable", *this);
@@ -332,6 +338,7 @@ ApplyScope::ApplyScope(bool initializing, const Tree* variables, const ApplyOpti
   st->initializing = initializing;
   st->train = options.train;
   st->summaries_on = options.summaries;
+  st->fsdp = options.fsdp;
   st->variables = variables;
   st->mutable_collections.insert(options.mutable_collections.begin(), options.mutable_collections.end());
   st->rngs = options.rngs;
@@ -374,7 +381,8 @@ Array ApplyScope::take_aux_loss() {
   return total;
 }
 
-void ApplyScope::create_variables(const Layer& root, const Array& key) {
+void ApplyScope::create_variables(const Layer& root, const Array& key, const FsdpOptions& fsdp) {
+  g_state->fsdp = fsdp;
   std::set<const Layer*> seen;
   std::function<void(const Layer&)> visit = [&](const Layer& l) {
     if (!seen.insert(&l).second) return;  // a shared child is created once
@@ -382,6 +390,8 @@ void ApplyScope::create_variables(const Layer& root, const Array& key) {
     for (const Layer::VariableSpec& v : l.variable_specs()) {
       Array value = init_weight(v.init, random::fold_in(layer_key, hash32(v.name)), v.spec.shape, v.dtype,
                                 v.spec.fan_in_axes, v.spec.fan_out_axes, v.spec.repeat_prefix_axes);
+      const std::string where = v.spec.collection + "/" + (l.path().empty() ? "" : l.path() + "/") + v.name;
+      value = fsdp_block(value, fsdp_split_dim(v.spec, fsdp, where), fsdp);
       put(g_state->updated, variable_location(v.spec.collection, l, v.name), value);
     }
     for (const auto& [name, child] : l.children()) visit(*child);
@@ -394,6 +404,12 @@ void ApplyScope::create_variables(const Layer& root, const Array& key) {
 Tree init(const Layer& layer, const Array& key) {
   detail::ApplyScope scope(true, nullptr, ApplyOptions{});
   scope.create_variables(layer, key);
+  return scope.take_updates();
+}
+
+Tree init_sharded(const Layer& layer, const Array& key, const FsdpOptions& fsdp) {
+  detail::ApplyScope scope(true, nullptr, ApplyOptions{.fsdp = fsdp});
+  scope.create_variables(layer, key, fsdp);
   return scope.take_updates();
 }
 

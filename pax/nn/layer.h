@@ -22,6 +22,7 @@
 #include "pax/api/tree_convert.h"
 #include "pax/config/config.h"
 #include "pax/core/tree.h"
+#include "pax/nn/fsdp.h"
 #include "pax/nn/weight_init.h"
 
 namespace pax::nn {
@@ -125,6 +126,8 @@ class Layer {
   bool is_training() const;
   // x converted to fprop_dtype (floating inputs only).
   Array to_fprop_dtype(const Array& x) const;
+  // The fully sharded data parallelism of this apply (off when none).
+  const FsdpOptions& fsdp() const;
 
  private:
   friend std::unique_ptr<Layer> build_layer(const HParamsPtr& hparams, const std::string& name);
@@ -189,6 +192,7 @@ struct ApplyOptions {
   std::vector<std::string> mutable_collections;  // collections this apply may write
   bool train = false;                            // training mode
   bool summaries = true;                         // collect add_summary values
+  FsdpOptions fsdp;                              // params held as blocks (nn/fsdp.h)
 };
 
 template <class R>
@@ -212,8 +216,9 @@ class ApplyScope {
   Tree take_updates();
   Tree take_summaries();
   Array take_aux_loss();
-  // Creates every variable the layer tree declares (init).
-  void create_variables(const Layer& root, const Array& key);
+  // Creates every variable the layer tree declares (init); with fsdp on,
+  // only this process's block of each params variable it splits.
+  void create_variables(const Layer& root, const Array& key, const FsdpOptions& fsdp = {});
 
  private:
   void* previous_;
@@ -224,6 +229,9 @@ class ApplyScope {
 // All variables the layer tree declares, drawn from `key` (a key per layer
 // path and variable name): {params: ..., batch_stats: ..., ...}.
 Tree init(const Layer& layer, const Array& key);
+// The same, with params split by fully sharded data parallelism: this
+// process's blocks (nn/fsdp.h) of the arrays init(layer, key) returns.
+Tree init_sharded(const Layer& layer, const Array& key, const FsdpOptions& fsdp);
 
 // Variables of `layer`, after running `call(layer)` once (as Flax does) so
 // that collections written in the forward pass exist too.

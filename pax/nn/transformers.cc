@@ -400,6 +400,7 @@ Array Repeat::run(const Array& inputs, const Step& step, const Tree& vars,
   options.train = is_training();
   options.mutable_collections = mutable_collections;
   options.summaries = summaries_enabled();
+  options.fsdp = fsdp();
   auto body = [&](const Array& carry, const Tree& slice) -> std::pair<Array, Tree> {
     ApplyOptions o = options;
     if (slice.contains("key")) o.rngs["dropout"] = slice["key"].leaf();

@@ -75,6 +75,10 @@ struct WeightHParams {
   // repetitions, as praxis's repeat_prefix): each copy is drawn with the fans
   // of shape[repeat_prefix_axes:], and the fan axes index that shape.
   int64_t repeat_prefix_axes = 0;
+  // Under fully sharded data parallelism (nn/fsdp.h), the dimension split
+  // over the data axis (praxis's sharding annotation); nullopt: the largest
+  // dimension after the repeat prefix that the axis divides; -1: never split.
+  std::optional<int64_t> fsdp_dim = {};
 };
 
 // (fan_in, fan_out) of a weight shape.

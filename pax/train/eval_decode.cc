@@ -61,11 +61,52 @@ void MetricAccumulator::combine_across_processes() {
   }
 }
 
+namespace {
+
+// Whether any process still has a batch.
+bool any_process(bool mine) {
+  return dist::process_group().all_reduce(scalar(mine ? 1.0 : 0.0, DType::i32), dist::ReduceOp::max).item<int32_t>() !=
+         0;
+}
+
+// for_each_eval_batch with every process calling `fn` equally often: a
+// process out of batches calls `repeat` with its last one.
+int64_t for_each_eval_batch_in_lockstep(data::BaseInput& input, const std::function<void(const Tree&)>& fn,
+                                        const std::function<void(const Tree&)>& repeat) {
+  const std::optional<int64_t> limit = data::eval_run_batches(input.base_hparams());
+  int64_t count = 0;
+  std::optional<Tree> last;
+  for (int64_t calls = 0; !limit || calls < *limit; ++calls) {
+    std::optional<Tree> batch;
+    try {
+      batch = input.get_next();
+    } catch (const data::OutOfRange&) {
+    }
+    if (!any_process(batch.has_value())) break;
+    if (batch) {
+      fn(*batch);
+      last = std::move(batch);
+      ++count;
+      continue;
+    }
+    PAX_CHECK(last, "eval input '", input.base_hparams().name, "': process ", dist::process_index(),
+              " read no batch from its shard while other processes did; with sharded parameters every process must "
+              "read at least one (lower the batch size or give every process data)");
+    repeat(*last);
+  }
+  if (input.base_hparams().reset_for_eval) input.reset();
+  return count;
+}
+
+}  // namespace
+
 EvalResult run_eval(const EvalStep& step, const Tree& variables, data::BaseInput& input, bool across_processes,
-                    const MetricRules& rules) {
+                    const MetricRules& rules, bool lockstep) {
   MetricAccumulator acc(rules);
   EvalResult result;
-  result.batches = data::for_each_eval_batch(input, [&](const Tree& batch) { acc.add(step(variables, batch).first); });
+  auto add = [&](const Tree& batch) { acc.add(step(variables, batch).first); };
+  result.batches = lockstep ? for_each_eval_batch_in_lockstep(input, add, [&](const Tree& b) { step(variables, b); })
+                            : data::for_each_eval_batch(input, add);
   if (across_processes) acc.combine_across_processes();
   result.metrics = acc.values();
   return result;

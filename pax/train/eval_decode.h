@@ -50,9 +50,12 @@ struct EvalResult {
 
 // One eval run of `input` (see data::for_each_eval_batch). across_processes:
 // each process evaluates its own shard and the metrics are the weighted means
-// over all of them (every process calls it).
+// over all of them (every process calls it). lockstep (a step whose params
+// are sharded, so that every call is a collective): every process runs as
+// many steps as the process with the most batches, the others repeating
+// their last batch without counting it.
 EvalResult run_eval(const EvalStep& step, const Tree& variables, data::BaseInput& input, bool across_processes = false,
-                    const MetricRules& rules = {});
+                    const MetricRules& rules = {}, bool lockstep = false);
 
 struct DecodeResult {
   std::vector<std::string> prompts;  // the prefix of each real (weight > 0) example

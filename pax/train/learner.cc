@@ -22,10 +22,12 @@ optim::GradientTransformation Learner::make_optimizer() const {
   PAX_CHECK(max_consecutive_nonfinite_steps >= 0,
             "learner.max_consecutive_nonfinite_steps must be >= 0 (0: never stop), got ",
             max_consecutive_nonfinite_steps);
-  optim::GradientTransformation tx = optimizer_hparams().make();
+  optim::GradientTransformation tx = make_optimizer_without_clipping();
   if (clip_gradient_norm_to_value == 0) return tx;
   return optim::chain({optim::clip_by_global_norm(clip_gradient_norm_to_value), std::move(tx)});
 }
+
+optim::GradientTransformation Learner::make_optimizer_without_clipping() const { return optimizer_hparams().make(); }
 
 double Learner::learning_rate(int64_t step) const {
   return optim::schedule_value(optimizer_hparams().learning_rate_schedule(), step);

@@ -92,18 +92,55 @@ Reduced reduce_over(const std::string& axis, const std::optional<Array>& loss_we
   return r;
 }
 
+// Whether each leaf of `local` (this process's params) is a block of the
+// leaf of `global` (the whole params' shapes) at the same place.
+std::vector<bool> split_leaves(const Tree& local, const Tree& global) {
+  const std::vector<Array> l = tree_leaves(local), g = tree_leaves(global);
+  PAX_CHECK(l.size() == g.size(), "sharded train step: the params have ", l.size(), " arrays, the model declares ",
+            g.size());
+  std::vector<bool> split(l.size());
+  for (size_t i = 0; i < l.size(); ++i) split[i] = l[i].shape() != g[i].aval().shape;
+  return split;
+}
+
+// The leaves of `tree` that `pick` selects, summed over `axis` in one
+// bucketed psum ("" : as they are), put back in place.
+Tree psum_leaves(const Tree& tree, const std::vector<bool>& pick, bool want, const std::string& axis) {
+  std::vector<Array> leaves = tree_leaves(tree);
+  if (axis.empty()) return tree;
+  std::vector<Tree> chosen;
+  for (size_t i = 0; i < leaves.size(); ++i)
+    if (pick[i] == want) chosen.emplace_back(leaves[i]);
+  if (chosen.empty()) return tree;
+  const std::vector<Array> summed = tree_leaves(dist::psum(Tree::list(chosen), axis));
+  for (size_t i = 0, k = 0; i < leaves.size(); ++i)
+    if (pick[i] == want) leaves[i] = summed[k++];
+  return tree_unflatten(tree_structure(tree), leaves);
+}
+
+// Per leaf, sum(x^2) in f32 (f64 for f64 leaves), of the whole array: a
+// block's summed over the fsdp axis (one bucketed psum for all of them).
+std::vector<Array> whole_squares(const Tree& tree, const std::vector<bool>& split, const std::string& fsdp_axis) {
+  Tree squares = tree_map(
+      [](const Array& x) { return sum(square(x.astype(promote_types(optim::moment_dtype(x.dtype()), DType::f32)))); },
+      tree);
+  return tree_leaves(split.empty() ? squares : psum_leaves(squares, split, true, fsdp_axis));
+}
+
 // `summaries` plus, per group of variables (a layer: a variable's path
 // without its name), the L2 norms of its parameters and of their gradients:
 // "param_norm/<layer path>", "grad_norm/<layer path>".
-Tree with_norm_summaries(Tree summaries, const Tree& params, const Tree& grads) {
+// Under fsdp (`split` not empty) a block's squares are summed over fsdp_axis.
+Tree with_norm_summaries(Tree summaries, const Tree& params, const Tree& grads, const std::vector<bool>& split,
+                         const std::string& fsdp_axis) {
   if (!summaries.is_dict()) summaries = Tree::dict();
   const std::vector<std::string> paths = tree_paths(params);
-  const std::vector<Array> p = tree_leaves(params), g = tree_leaves(grads);
+  const std::vector<Array> p = whole_squares(params, split, fsdp_axis), g = whole_squares(grads, split, fsdp_axis);
   std::map<std::string, std::pair<Array, Array>> squares;  // group -> (sum p^2, sum g^2)
   for (size_t i = 0; i < paths.size(); ++i) {
     const size_t slash = paths[i].rfind('/');
     const std::string group = slash == std::string::npos ? "" : paths[i].substr(0, slash);
-    const Array p2 = sum(square(p[i].astype(DType::f32))), g2 = sum(square(g[i].astype(DType::f32)));
+    const Array p2 = p[i].astype(DType::f32), g2 = g[i].astype(DType::f32);
     auto [it, fresh] = squares.emplace(group, std::make_pair(p2, g2));
     if (!fresh) it->second = {it->second.first + p2, it->second.second + g2};
   }
@@ -116,15 +153,15 @@ Tree with_norm_summaries(Tree summaries, const Tree& params, const Tree& grads) 
 }
 
 // The loss of the learner from compute_loss's metrics: sum_k c_k * loss_k.
-// Across processes (`axis` set) with several terms, each loss_k is scaled by
-// this process's share of its summed weight, so that the psum of the losses
-// (and of their gradients) is the global batch's; *loss_weight is then
-// unset. With one term, *loss_weight is its weight and the scaling happens
-// after the gradient, in reduce_over.
+// Across processes (`axis` set) with `normalise` (several terms, or sharded
+// params whose gradients are summed by the gather's derivative), each loss_k
+// is scaled by this process's share of its summed weight, so that the psum
+// of the losses (and of their gradients) is the global batch's; *loss_weight
+// is then unset. Otherwise *loss_weight is the one term's weight and the
+// scaling happens after the gradient, in reduce_over.
 Array aggregate_loss(const std::vector<LossTerm>& terms, const Tree& metrics, const std::string& model_name,
-                     const std::string& axis, std::optional<Array>* loss_weight) {
+                     const std::string& axis, bool normalise, std::optional<Array>* loss_weight) {
   Array loss = scalar(0.0f);
-  const bool normalise = !axis.empty() && terms.size() > 1;
   for (const LossTerm& t : terms) {
     PAX_CHECK(metrics.is_dict() && metrics.contains(t.metric), t.setting, " '", t.metric, "' is not a metric of ",
               model_name, "; its metrics: ", metrics.str());
@@ -148,47 +185,104 @@ struct TrainStep::Impl {
   std::function<size_t(const TrainState&, const Tree&, const Array&)> arena_bytes;
 };
 
+// The optimizer of a train step: under fsdp without the clipping (the step
+// clips with the norm over every block), and only one that works on blocks.
+optim::GradientTransformation step_optimizer(const Learner& learner, const nn::FsdpOptions& fsdp) {
+  if (!fsdp.enabled()) return learner.make_optimizer();
+  const std::string type = learner.optimizer ? learner.optimizer->type_name() : "";
+  PAX_CHECK(type != "Adafactor" && type != "Lamb", "learner.optimizer: ", type,
+            " computes statistics over whole tensors (factored moments, trust ratios), but with the mesh's data axis "
+            "of ",
+            fsdp.size,
+            " each process holds blocks of them (fully sharded data parallelism); use Adam, Sgd, "
+            "Lion, RmsProp or Adagrad, or a mesh whose data axis is 1 (replica axis for plain data parallelism)");
+  learner.make_optimizer();  // its checks
+  return learner.make_optimizer_without_clipping();
+}
+
 TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainStepOptions options)
-    : model_(model), tx_(learner.make_optimizer()), vn_(options.vn), impl_(std::make_shared<Impl>()) {
+    : model_(model),
+      tx_(step_optimizer(learner, options.fsdp)),
+      vn_(options.vn),
+      fsdp_(options.fsdp),
+      impl_(std::make_shared<Impl>()) {
   const std::vector<LossTerm> terms = loss_terms(options.loss_aggregator, learner.loss_name);
   const MetricRules rules = metric_rules(options.metrics);
   const bool skip_nonfinite = learner.skip_nonfinite_steps;
   const double max_norm = learner.skip_step_gradient_norm_value;
+  const double clip_norm = learner.clip_gradient_norm_to_value;
   const nn::BaseModel* m = &model_;
   optim::GradientTransformation tx = tx_;
   const std::string axis = options.data_parallel_axis;
   const VariationalNoise vn = options.vn;
   const bool summaries_on = options.summaries;
-  auto step = [m, tx, terms, rules, vn, skip_nonfinite, max_norm, axis, summaries_on](
-                  const TrainState& state, const Tree& batch, const Array& key) {
+  const nn::FsdpOptions fsdp = options.fsdp;
+  PAX_CHECK(!fsdp.enabled() || !axis.empty(), "train step: fully sharded params (axis '", fsdp.axis,
+            "') need the data-parallel axis set");
+  const std::string replica_axis = options.replica_axis;
+  // Under fsdp: the whole params' shapes, to tell blocks from whole arrays.
+  const Tree global_params = fsdp.enabled() ? global_state_shapes()["params"] : Tree();
+  // Losses are normalised before the gradient when the gradients come out
+  // summed (several terms; blocks, whose gather's derivative sums them).
+  const bool normalise = !axis.empty() && (terms.size() > 1 || fsdp.enabled());
+  auto step = [m, tx, terms, rules, vn, skip_nonfinite, max_norm, clip_norm, axis, replica_axis, summaries_on, fsdp,
+               global_params, normalise](const TrainState& state, const Tree& batch, const Array& key) {
     std::vector<std::string> collections = mutable_collections(state);
     std::optional<Array> loss_weight;  // set by aggregate_loss
+    // Each block draws its own noise.
+    const Array noise_key =
+        random::fold_in(fsdp.enabled() ? random::fold_in(key, uint32_t(fsdp.index)) : key, kNoiseStream);
     auto loss_fn = [&](const Tree& params) {
       TrainState with_params = state;
-      with_params.params = vn.add_noise(params, state.step, random::fold_in(key, kNoiseStream));
-      nn::ApplyOptions options{
-          .rngs = {{"dropout", key}}, .mutable_collections = collections, .train = true, .summaries = summaries_on};
+      with_params.params = vn.add_noise(params, state.step, noise_key);
+      nn::ApplyOptions options{.rngs = {{"dropout", key}},
+                               .mutable_collections = collections,
+                               .train = true,
+                               .summaries = summaries_on,
+                               .fsdp = fsdp};
       auto out = nn::apply_with(
           *m, model_variables(with_params), [&](const nn::BaseModel& model) { return model.fprop_batch(batch).first; },
           options);
       const Tree& metrics = out.output;
       Array aux = out.aux_loss.astype(DType::f32);
-      if (!axis.empty() && terms.size() > 1) aux = aux / float(axis_size(axis));  // the losses are normalised already
-      Array loss = aggregate_loss(terms, metrics, m->type_name(), axis, &loss_weight) + aux;
+      if (normalise) aux = aux / float(axis_size(axis));  // the losses are normalised already
+      Array loss = aggregate_loss(terms, metrics, m->type_name(), axis, normalise, &loss_weight) + aux;
       return std::make_pair(loss, std::make_pair(metrics, std::make_pair(out.updates, out.summaries)));
     };
     auto [loss_aux, grads] = value_and_grad(loss_fn, has_aux)(state.params);
     auto [loss, aux] = loss_aux;
     auto [metrics, written] = aux;
     auto [updated_collections, summaries] = written;
+    const std::vector<bool> split = fsdp.enabled() ? split_leaves(state.params, global_params) : std::vector<bool>{};
     if (!axis.empty()) {
-      Reduced r = reduce_over(axis, loss_weight, rules, grads, metrics, updated_collections, loss);
-      grads = r.grads;
+      Reduced r = reduce_over(axis, loss_weight, rules, fsdp.enabled() ? Tree::dict() : grads, metrics,
+                              updated_collections, loss);
+      // Blocks come summed over the fsdp axis; the rest of the sum is here.
+      if (fsdp.enabled()) {
+        grads = psum_leaves(psum_leaves(grads, split, false, axis), split, true, replica_axis);
+      } else {
+        grads = r.grads;
+      }
       metrics = r.metrics;
       updated_collections = r.collections;
       loss = r.loss;
     }
-    Array grad_norm = optim::global_norm(grads);
+    Array grad_norm;
+    if (fsdp.enabled()) {
+      Array total = scalar(0.0f);
+      for (const Array& sq : whole_squares(grads, split, fsdp.axis)) total = total + sq.astype(DType::f32);
+      grad_norm = sqrt(total);
+      if (clip_norm > 0) {  // as optim::clip_by_global_norm, with the norm over every block
+        const Array keep = grad_norm < clip_norm;
+        grads = tree_map(
+            [&](const Array& g) {
+              return where(keep, g, (g / grad_norm.astype(g.dtype())) * clip_norm).astype(g.dtype());
+            },
+            grads);
+      }
+    } else {
+      grad_norm = optim::global_norm(grads);
+    }
     const Array finite = logical_and(isfinite(grad_norm), isfinite(loss));
     Array ok = scalar(true);
     if (skip_nonfinite) ok = logical_and(ok, finite);
@@ -202,7 +296,7 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
     next.params = optim::tree_select(ok, updated.params, state.params, "train step params");
     next.opt_state = optim::tree_select(ok, updated.opt_state, state.opt_state, "train step optimizer state");
     next.extra = optim::tree_select(ok, updated.extra, state.extra, "train step collections");
-    if (summaries_on) summaries = with_norm_summaries(summaries, state.params, grads);
+    if (summaries_on) summaries = with_norm_summaries(summaries, state.params, grads, split, fsdp.axis);
     Tree out = Tree::dict({{"metrics", metrics},
                            {"summaries", summaries},
                            {"loss", loss},
@@ -222,13 +316,45 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
 }
 
 TrainState TrainStep::init_state(const Array& key) const {
-  Tree variables = nn::init(model_, key);
+  Tree variables = fsdp_.enabled() ? nn::init_sharded(model_, key, fsdp_) : nn::init(model_, key);
   Tree params = variables.contains("params") ? variables["params"] : Tree::dict();
   if (vn_.enabled()) vn_.selection(params);  // a regex that selects nothing fails before training
   Tree extra = Tree::dict();
   for (const auto& [name, collection] : variables.entries())
     if (name != "params") extra.set(name, collection);
   return TrainState::create(params, tx_, extra);
+}
+
+Tree TrainStep::global_state_shapes() const {
+  // The same optimizer state's structure, from the whole params.
+  return eval_shape([&](const Array& key) {
+    Tree variables = nn::init(model_, key);
+    Tree params = variables.contains("params") ? variables["params"] : Tree::dict();
+    Tree extra = Tree::dict();
+    for (const auto& [name, collection] : variables.entries())
+      if (name != "params") extra.set(name, collection);
+    return TrainState::create(params, tx_, extra).to_tree();
+  })(random::key(0));
+}
+
+dist::ShardSpecs TrainStep::state_specs() const {
+  const Tree global = global_state_shapes();
+  const Tree local = eval_shape([&](const Array& key) { return init_state(key).to_tree(); })(random::key(0));
+  const std::vector<std::string> paths = tree_paths(global);
+  const std::vector<Array> g = tree_leaves(global), l = tree_leaves(local);
+  PAX_CHECK(g.size() == l.size(), "train state: ", l.size(), " arrays, the whole state has ", g.size());
+  dist::ShardSpecs specs;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Shape& whole = g[i].aval().shape;
+    const Shape& mine = l[i].aval().shape;
+    for (int64_t d = 0; d < whole.rank(); ++d) {
+      if (whole[d] == mine[d]) continue;
+      specs[paths[i]] = dist::ShardSpec{whole, d, whole[d] / mine[d], fsdp_.index};
+      specs[paths[i]].check("train state " + paths[i]);
+      break;
+    }
+  }
+  return specs;
 }
 
 std::pair<TrainState, Tree> TrainStep::operator()(TrainState state, const Tree& batch, const Array& key) const {
@@ -246,11 +372,11 @@ struct EvalStep::Impl {
   std::function<size_t(const Tree&, const Tree&)> arena_bytes;
 };
 
-EvalStep::EvalStep(const nn::BaseModel& model) : impl_(std::make_shared<Impl>()) {
+EvalStep::EvalStep(const nn::BaseModel& model, const nn::FsdpOptions& fsdp) : impl_(std::make_shared<Impl>()) {
   const nn::BaseModel* m = &model;
-  auto step = [m](const Tree& variables, const Tree& batch) {
+  auto step = [m, fsdp](const Tree& variables, const Tree& batch) {
     return nn::apply_with(*m, variables, [&](const nn::BaseModel& model) { return model.fprop_batch(batch); },
-                          {.summaries = false})
+                          {.summaries = false, .fsdp = fsdp})
         .output;
   };
   auto jitted = std::make_shared<decltype(jit(step))>(jit(step, {.name = "eval_step"}));

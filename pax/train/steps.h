@@ -29,6 +29,7 @@
 #include <utility>
 
 #include "pax/core/tree.h"
+#include "pax/dist/shard_spec.h"
 #include "pax/nn/models/base_model.h"
 #include "pax/train/learner.h"
 #include "pax/train/loss_aggregator.h"
@@ -55,13 +56,30 @@ struct TrainStepOptions {
   // out["summaries"]: the layers' add_summary values and, per layer, the
   // norms of its parameters and gradients (param_norm/<path>, grad_norm/<path>).
   bool summaries = true;
+  // Fully sharded data parallelism (nn/fsdp.h): the params and optimizer
+  // state are this process's blocks, split over fsdp.axis, which is
+  // data_parallel_axis or one of its axes. The gradient of a block arrives
+  // summed over fsdp.axis (the gather's derivative); it is summed over
+  // replica_axis too when set (the batch axes besides fsdp.axis), and a
+  // variable kept whole over all of data_parallel_axis. Clipping and the
+  // skip checks use the norm over every block. Optimizers whose statistics
+  // span a tensor (Adafactor's factored moments, Lamb's trust ratio) are
+  // refused.
+  nn::FsdpOptions fsdp;
+  std::string replica_axis;
 };
 
 class TrainStep {
  public:
   TrainStep(const nn::BaseModel& model, const Learner& learner, TrainStepOptions options = {});
-  // Variables drawn from `key`, optimizer state, step 0.
+  // Variables drawn from `key`, optimizer state, step 0 (under fsdp, this
+  // process's blocks of them).
   TrainState init_state(const Array& key) const;
+  // The whole (unsharded) train state's shapes, abstract; and how each
+  // array of init_state's is split (by the path of TrainState::to_tree()).
+  Tree global_state_shapes() const;
+  dist::ShardSpecs state_specs() const;
+  const nn::FsdpOptions& fsdp() const { return fsdp_; }
   // One step on `batch` with dropout keys from `key`. Pass the state with
   // std::move: its buffers are reused for the new state.
   std::pair<TrainState, Tree> operator()(TrainState state, const Tree& batch, const Array& key) const;
@@ -77,6 +95,7 @@ class TrainStep {
   const nn::BaseModel& model_;
   optim::GradientTransformation tx_;
   VariationalNoise vn_;
+  nn::FsdpOptions fsdp_;
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
@@ -84,7 +103,9 @@ class TrainStep {
 // compute_predictions + compute_loss in evaluation mode: (metrics, per-example outputs).
 class EvalStep {
  public:
-  explicit EvalStep(const nn::BaseModel& model);
+  // With fsdp on, `variables` hold this process's blocks of the params
+  // (every process of fsdp.axis runs the step together).
+  explicit EvalStep(const nn::BaseModel& model, const nn::FsdpOptions& fsdp = {});
   std::pair<Tree, Tree> operator()(const Tree& variables, const Tree& batch) const;
   // Bytes of the compiled eval step's intermediates for variables and a
   // batch of these shapes (abstract ones too), as TrainStep's.

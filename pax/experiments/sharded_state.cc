@@ -1,0 +1,79 @@
+// Sharding plan of a run and the moves between blocks and whole arrays.
+#include "pax/experiments/sharded_state.h"
+
+#include "pax/core/error.h"
+#include "pax/experiments/experiment.h"
+#include "pax/experiments/mesh.h"
+#include "pax/dist/process_group.h"
+#include "pax/ops/lax.h"
+#include "pax/ops/numpy.h"
+
+namespace pax::experiments {
+
+ShardingPlan plan_sharding(const TrainSettings& t, int64_t process_count, int64_t process_index,
+                           const std::string& process_axis) {
+  ShardingPlan plan;
+  if (process_count > 1) plan.batch_axis = process_axis;
+  const int64_t data = mesh_axis_size(t, "data"), replica = mesh_axis_size(t, "replica");
+  if (data <= 1 || process_count <= 1) return plan;
+  PAX_CHECK(replica == 1, "the mesh ", describe_mesh(t), " has replica and data axes both above 1, but sharding the "
+            "parameters over data within replicas is not supported yet; use the data axis alone (fully sharded, e.g. "
+            "train.ici_mesh_shape=[1,", process_count, ",1]) or the replica axis alone (replicated, [", process_count,
+            ",1,1])");
+  PAX_CHECK(data == process_count, "the mesh's data axis (", data, ") must span the ", process_count, " processes");
+  PAX_CHECK(t.fsdp_min_elements >= 1, "train.fsdp_min_elements must be >= 1, got ", t.fsdp_min_elements);
+  plan.fsdp = nn::FsdpOptions{
+      .axis = process_axis, .size = data, .index = process_index, .min_elements = t.fsdp_min_elements};
+  return plan;
+}
+
+Tree gather_whole(const Tree& tree, const dist::ShardSpecs& specs, const std::string& axis) {
+  const std::vector<std::string> paths = tree_paths(tree);
+  std::vector<Array> leaves = tree_leaves(tree);
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const auto it = specs.find(paths[i]);
+    if (it == specs.end() || it->second.replicated()) continue;
+    PAX_CHECK(leaves[i].shape() == it->second.local(), "gather_whole: ", paths[i], " is ", leaves[i].aval().str(),
+              ", not a block ", it->second.local(), " of ", it->second.global);
+    leaves[i] = lax::all_gather(leaves[i], axis, it->second.dim, /*tiled=*/true);
+  }
+  return tree_unflatten(tree_structure(tree), leaves);
+}
+
+namespace {
+
+// The block of `whole` that `spec` says this process holds (whole when replicated).
+Array block(const Array& whole, const dist::ShardSpec& spec, const std::string& path) {
+  if (spec.replicated()) return whole;
+  PAX_CHECK(whole.shape() == spec.global, "sharded train state: ", path, " is ", whole.aval().str(), ", not ",
+            spec.global);
+  Ints start(size_t(spec.global.rank()), 0), limit = spec.global.dims();
+  start[size_t(spec.dim)] = spec.begin();
+  limit[size_t(spec.dim)] = spec.end();
+  return lax::slice(whole, start, limit);
+}
+
+}  // namespace
+
+Tree take_blocks(const Tree& whole, const dist::ShardSpecs& specs) {
+  const std::vector<std::string> paths = tree_paths(whole);
+  std::vector<Array> leaves = tree_leaves(whole);
+  for (size_t i = 0; i < leaves.size(); ++i)
+    if (const auto it = specs.find(paths[i]); it != specs.end()) leaves[i] = block(leaves[i], it->second, paths[i]);
+  return tree_unflatten(tree_structure(whole), leaves);
+}
+
+Tree blocks_from_chief(const Tree& chief_or_shapes, const dist::ShardSpecs& specs) {
+  dist::ProcessGroup& group = dist::process_group();
+  const std::vector<std::string> paths = tree_paths(chief_or_shapes);
+  std::vector<Array> leaves = tree_leaves(chief_or_shapes);
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const Array mine = group.process_index() == 0 ? leaves[i] : zeros(leaves[i].shape(), leaves[i].dtype());
+    const Array whole = group.broadcast(mine);
+    const auto it = specs.find(paths[i]);
+    leaves[i] = it == specs.end() ? whole : block(whole, it->second, paths[i]);
+  }
+  return tree_unflatten(tree_structure(chief_or_shapes), leaves);
+}
+
+}  // namespace pax::experiments

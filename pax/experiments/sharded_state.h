@@ -1,0 +1,44 @@
+// The mesh's data axis as fully sharded data parallelism for a run: which
+// named axes the train step sums over, which one splits the params, and the
+// host-side moves between a sharded train state and whole arrays (for saving
+// with the chief's checkpoint manager, restoring, decoding on the chief).
+//
+//   mpirun -np 4 paxcc --exp=... --set train.ici_mesh_shape=[1,4,1]
+//   -> every process holds a quarter of each large parameter and of its
+//      optimizer state (nn/fsdp.h), gathered per layer inside the step.
+#pragma once
+
+#include <string>
+
+#include "pax/core/tree.h"
+#include "pax/dist/shard_spec.h"
+#include "pax/nn/fsdp.h"
+
+namespace pax::experiments {
+
+struct TrainSettings;
+
+struct ShardingPlan {
+  std::string batch_axis;    // the axis whose processes read different batches ("" : one process)
+  std::string replica_axis;  // the batch axes besides the fsdp axis ("" : none)
+  nn::FsdpOptions fsdp;      // off unless the mesh's data axis is above 1
+};
+
+// The plan of a run of `process_count` processes, this one `process_index`,
+// on the named process axis `process_axis`: data parallel over every process,
+// the params split over the mesh's data axis when it is above 1. Throws when
+// the mesh has a replica axis above 1 as well (not supported yet).
+ShardingPlan plan_sharding(const TrainSettings& t, int64_t process_count, int64_t process_index,
+                           const std::string& process_axis);
+
+// Every array of `tree` whole: the blocks of the arrays `specs` names
+// all-gathered over `axis` (every process of the axis calls it).
+Tree gather_whole(const Tree& tree, const dist::ShardSpecs& specs, const std::string& axis);
+// This process's blocks of a tree of whole arrays.
+Tree take_blocks(const Tree& whole, const dist::ShardSpecs& specs);
+// This process's blocks of the chief's tree of whole arrays, one array at a
+// time (every process calls it; the others pass `shapes`, the whole tree's
+// abstract shapes, the chief the tree itself).
+Tree blocks_from_chief(const Tree& chief_or_shapes, const dist::ShardSpecs& specs);
+
+}  // namespace pax::experiments
