@@ -42,7 +42,7 @@ TEST(ProcessAxis, NameAndSize) {
   g.set_axis_name("data");
   EXPECT_EQ(axis_size("data"), g.process_count());
   EXPECT_PAX_ERROR(axis_size(kAxis), "unbound axis name 'processes'");
-  EXPECT_PAX_ERROR(lax::psum(scalar(1.0f), kAxis), "process axis (now named 'data')");
+  EXPECT_PAX_ERROR(lax::psum(scalar(1.0f), kAxis), "process axis (now named 'data'");
   EXPECT_TRUE(all_close(lax::psum(scalar(1.0f), "data"), {double(g.process_count())}));
   g.set_axis_name(kAxis);
 }

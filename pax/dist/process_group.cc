@@ -26,16 +26,35 @@
 #include <vector>
 
 #include "pax/core/stop.h"
-#include "pax/interp/process_axis.h"
 #include "pax/ops/numpy.h"
 
 namespace pax::dist {
+namespace detail {
+
+struct Communicator {
+  MPI_Comm comm = MPI_COMM_NULL;  // MPI_COMM_NULL: a single process, MPI untouched
+  int index = 0, count = 1;
+  std::vector<int> world_ranks;    // the world rank of each index; empty for the world
+  std::string label;               // in messages after the operation: "" or " over 'data'"
+  int64_t finished_sequence = -1;  // the last collective whose data this rank has
+  bool answering_stalled = true;   // answer other ranks' stalled-transfer messages
+
+  // Rank r as messages name it: "3", or "1 (world rank 3)" in a sub-group.
+  std::string rank(int64_t r) const {
+    if (world_ranks.empty() || r < 0 || r >= int64_t(world_ranks.size())) return std::to_string(r);
+    return std::to_string(r) + " (world rank " + std::to_string(world_ranks[size_t(r)]) + ")";
+  }
+};
+
+}  // namespace detail
+
 namespace {
 
+using detail::Communicator;
 using Clock = std::chrono::steady_clock;
 
 // What every rank says about a call before any data moves.
-enum class OpKind : int64_t { barrier = 1, all_reduce, all_gather, broadcast, reduce_scatter };
+enum class OpKind : int64_t { barrier = 1, all_reduce, all_gather, broadcast, reduce_scatter, split };
 constexpr int kMaxHeaderDims = 12;
 // sequence, kind, dtype, param0, param1, ndim, dims...
 constexpr int kHeaderInts = 6 + kMaxHeaderDims;
@@ -53,17 +72,16 @@ constexpr int kTagStalled = 0x7a13;
 constexpr int64_t kStillWaiting = 0;
 constexpr int64_t kFinished = 1;
 
-MPI_Comm g_comm = MPI_COMM_NULL;
+// Every group's communicator, for answering stalled-transfer questions.
+std::vector<Communicator*> g_comms;
 bool g_owns_mpi = false;  // this library called MPI_Init_thread
-bool g_broken = false;
+bool g_broken = false;    // some group timed out (bounds MPI_Finalize at exit)
 double g_exit_timeout = 300;
 std::vector<MPI_Request> g_abandoned;  // requests left pending by a timeout
 // Buffers those requests may still read or write.
 std::vector<std::shared_ptr<Buffer>> g_keep_alive;
-int64_t g_finished_sequence = -1;  // the last collective whose data this rank has
-bool g_answering_stalled = true;   // answer other ranks' stalled-transfer messages
-double g_stall_seconds = 0;        // stall_next_transfer_for_testing
-double g_stop_grace = 30;          // ProcessGroup::stop_grace_seconds()
+double g_stall_seconds = 0;  // stall_next_transfer_for_testing
+double g_stop_grace = 30;    // ProcessGroup::stop_grace_seconds()
 // When a wait first saw the stop request (pax::stop_requested()); every wait
 // ends at the latest g_stop_grace after it.
 std::optional<std::chrono::steady_clock::time_point> g_stop_seen;
@@ -76,6 +94,7 @@ const char* kind_name(int64_t kind) {
     case OpKind::all_gather: return "all_gather";
     case OpKind::broadcast: return "broadcast";
     case OpKind::reduce_scatter: return "reduce_scatter";
+    case OpKind::split: return "split";
   }
   return "unknown operation";
 }
@@ -104,21 +123,24 @@ void check_mpi(int rc, const char* what) {
 }
 
 // Answers a rank whose transfer timed out and that asks whether this one
-// stopped: this rank has finished that collective and gone on.
+// stopped: this rank has finished that collective and gone on. Every group's
+// communicator is asked, since this rank may be waiting in another group.
 void answer_stalled_ranks() {
-  for (;;) {
-    int pending = 0;
-    MPI_Status status;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, kTagStalled, g_comm, &pending, &status) != MPI_SUCCESS || !pending) return;
-    std::array<int64_t, 2> asked{};
-    if (MPI_Recv(asked.data(), 2, MPI_INT64_T, status.MPI_SOURCE, kTagStalled, g_comm, MPI_STATUS_IGNORE) !=
-        MPI_SUCCESS)
-      return;
-    // A failure path only: the answer's buffer is never freed.
-    auto* answer = new std::array<int64_t, 2>{asked[0], asked[0] <= g_finished_sequence ? kFinished : kStillWaiting};
-    MPI_Request req;
-    if (MPI_Isend(answer->data(), 2, MPI_INT64_T, status.MPI_SOURCE, kTagStalled, g_comm, &req) == MPI_SUCCESS)
-      MPI_Request_free(&req);
+  for (Communicator* c : g_comms) {
+    while (c->answering_stalled && c->comm != MPI_COMM_NULL) {
+      int pending = 0;
+      MPI_Status status;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kTagStalled, c->comm, &pending, &status) != MPI_SUCCESS || !pending) break;
+      std::array<int64_t, 2> asked{};
+      if (MPI_Recv(asked.data(), 2, MPI_INT64_T, status.MPI_SOURCE, kTagStalled, c->comm, MPI_STATUS_IGNORE) !=
+          MPI_SUCCESS)
+        break;
+      // A failure path only: the answer's buffer is never freed.
+      auto* answer = new std::array<int64_t, 2>{asked[0], asked[0] <= c->finished_sequence ? kFinished : kStillWaiting};
+      MPI_Request req;
+      if (MPI_Isend(answer->data(), 2, MPI_INT64_T, status.MPI_SOURCE, kTagStalled, c->comm, &req) == MPI_SUCCESS)
+        MPI_Request_free(&req);
+    }
   }
 }
 
@@ -165,7 +187,7 @@ std::vector<bool> poll_until(std::span<MPI_Request> requests, Clock::time_point 
     // Spin briefly (small collectives finish in microseconds), then sleep so
     // that a long wait does not burn a core.
     if (!busy && spins > 2000) {
-      if (g_answering_stalled) answer_stalled_ranks();
+      answer_stalled_ranks();
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
@@ -287,41 +309,15 @@ ProcessGroup& process_group() {
   return group;
 }
 
-namespace {
+ProcessGroup::ProcessGroup() : comm_(std::make_unique<Communicator>()) { g_comms.push_back(comm_.get()); }
 
-// The process group as the array core's process axis (interp/process_axis.h).
-class GroupAxis final : public ProcessAxis {
- public:
-  const std::string& name() override { return process_group().axis_name(); }
-  int64_t size() override { return process_group().process_count(); }
-  int64_t index() override { return process_group().process_index(); }
-  Array all_reduce(const Array& x, ::pax::ReduceOp op) override {
-    PAX_CHECK(op == ::pax::ReduceOp::sum || op == ::pax::ReduceOp::max || op == ::pax::ReduceOp::min,
-              "process axis: reductions are sum, max or min");
-    return process_group().all_reduce(x, op == ::pax::ReduceOp::sum   ? ReduceOp::sum
-                                         : op == ::pax::ReduceOp::max ? ReduceOp::max
-                                                                      : ReduceOp::min);
-  }
-  Array all_gather(const Array& x, int64_t axis, bool tiled) override {
-    return process_group().all_gather(x, axis, tiled);
-  }
-  Array reduce_scatter_sum(const Array& x, int64_t axis) override {
-    return process_group().reduce_scatter(x, ReduceOp::sum, axis);
-  }
-};
-
-ProcessAxis& group_axis() {
-  static GroupAxis axis;
-  return axis;
+ProcessGroup::~ProcessGroup() {
+  std::erase(g_comms, comm_.get());
+  int finalized = 1;
+  if (mpi_) MPI_Finalized(&finalized);
+  // A broken group may have collectives pending on its communicator: leave it.
+  if (!finalized && !broken_by_ && is_subgroup() && comm_->comm != MPI_COMM_NULL) MPI_Comm_free(&comm_->comm);
 }
-
-// Loading the library makes the process group the job's process axis; a
-// static link must keep this object (whole archive).
-[[maybe_unused]] const bool kInstalled = (install_process_axis(group_axis), true);
-
-}  // namespace
-
-ProcessGroup::ProcessGroup() = default;
 
 namespace {
 
@@ -355,12 +351,54 @@ void ProcessGroup::initialize() {
       std::atexit(finalize_at_exit);
     }
     // A private communicator: the application's own MPI traffic never matches ours.
-    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &g_comm), "MPI_Comm_dup");
-    MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(g_comm, &index_);
-    MPI_Comm_size(g_comm, &count_);
+    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_->comm), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(comm_->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_->comm, &comm_->index);
+    MPI_Comm_size(comm_->comm, &comm_->count);
   }
   initialized_ = true;
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroup::split(int color, int key, const std::string& axis_name) {
+  initialize();
+  PAX_CHECK(color >= 0, "ProcessGroup::split: color ", color,
+            " is negative (processes passing one color >= 0 form a group)");
+  PAX_CHECK(!axis_name.empty(), "ProcessGroup::split: the sub-group's axis needs a non-empty name");
+  check_usable("split");
+  agree(Header(OpKind::split, sequence_++, nullptr, 0, 0), timeout_seconds());
+  std::unique_ptr<ProcessGroup> group(new ProcessGroup());
+  group->world_ = world_ ? world_ : this;
+  group->mpi_ = mpi_;
+  group->initialized_ = true;
+  group->axis_name_ = axis_name;
+  Communicator& c = *group->comm_;
+  c.label = " over '" + axis_name + "'";
+  if (comm_->comm == MPI_COMM_NULL) {
+    c.world_ranks = {0};
+    return group;
+  }
+  // Every process has arrived (agree), so this blocking call returns promptly.
+  check_mpi(MPI_Comm_split(comm_->comm, color, key, &c.comm), "MPI_Comm_split");
+  MPI_Comm_set_errhandler(c.comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(c.comm, &c.index);
+  MPI_Comm_size(c.comm, &c.count);
+  MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  MPI_Comm_group(c.comm, &mine);
+  MPI_Comm_group(group->world_->comm_->comm, &world);
+  std::vector<int> ranks(size_t(c.count));
+  for (int i = 0; i < c.count; ++i) ranks[size_t(i)] = i;
+  c.world_ranks.resize(size_t(c.count));
+  check_mpi(MPI_Group_translate_ranks(mine, c.count, ranks.data(), world, c.world_ranks.data()),
+            "MPI_Group_translate_ranks");
+  MPI_Group_free(&mine);
+  MPI_Group_free(&world);
+  return group;
+}
+
+int ProcessGroup::world_rank(int index) const {
+  PAX_CHECK(index >= 0 && index < comm_->count, "ProcessGroup::world_rank: ", index,
+            " is not an index of the group (0..", comm_->count - 1, ")");
+  return comm_->world_ranks.empty() ? index : comm_->world_ranks[size_t(index)];
 }
 
 bool ProcessGroup::uses_mpi() const { return mpi_; }
@@ -369,21 +407,23 @@ void stall_next_transfer_for_testing(double seconds) { g_stall_seconds = seconds
 
 int ProcessGroup::process_index() {
   initialize();
-  return index_;
+  return comm_->index;
 }
 
 int ProcessGroup::process_count() {
   initialize();
-  return count_;
+  return comm_->count;
 }
 
 void ProcessGroup::set_timeout_seconds(double seconds) {
+  if (world_) return process_group().set_timeout_seconds(seconds);
   PAX_CHECK(seconds > 0, "ProcessGroup::set_timeout_seconds: ", seconds, " is not a positive number of seconds");
   timeout_seconds_ = seconds;
   g_exit_timeout = seconds;
 }
 
 void ProcessGroup::set_phase_timeout_seconds(double seconds) {
+  if (world_) return process_group().set_phase_timeout_seconds(seconds);
   PAX_CHECK(seconds > 0, "ProcessGroup::set_phase_timeout_seconds: ", seconds, " is not a positive number of seconds");
   phase_timeout_seconds_ = seconds;
 }
@@ -398,7 +438,7 @@ void ProcessGroup::set_stop_grace_seconds(double seconds) {
 void ProcessGroup::abort_job(int code) {
   std::fflush(stdout);
   std::fflush(stderr);
-  if (mpi_ && count_ > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  if (mpi_ && process_group().process_count() > 1) MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }
 
@@ -408,26 +448,28 @@ void ProcessGroup::set_axis_name(std::string name) {
 }
 
 void ProcessGroup::check_usable(const char* op) const {
-  PAX_CHECK(!g_broken, "pax::dist ", op, ": the process group is unusable: an earlier ", broken_by_,
+  PAX_CHECK(!broken_by_, "pax::dist ", op, comm_->label, ": the process group is unusable: an earlier ", broken_by_,
             " timed out, so the processes no longer agree on which operation comes next");
 }
 
 void ProcessGroup::agree(const Header& mine, double timeout) {
   const char* op = kind_name(mine.v[1]);
-  if (count_ == 1) return;
+  const Communicator& c = *comm_;
+  const int index = c.index, count = c.count;
+  if (count == 1) return;
   std::vector<int64_t> verdict(kVerdictInts, 0);
-  if (index_ == 0) {
+  if (index == 0) {
     // Heap blocks: after a timeout, abandoned requests may still write or read
     // them, so they are then deliberately leaked.
-    auto* theirs = new std::vector<Header>(size_t(count_));
-    std::vector<MPI_Request> recvs(size_t(count_ - 1));
-    for (int r = 1; r < count_; ++r)
-      check_mpi(MPI_Irecv((*theirs)[size_t(r)].v.data(), kHeaderInts, MPI_INT64_T, r, kTagHeader, g_comm,
+    auto* theirs = new std::vector<Header>(size_t(count));
+    std::vector<MPI_Request> recvs(size_t(count - 1));
+    for (int r = 1; r < count; ++r)
+      check_mpi(MPI_Irecv((*theirs)[size_t(r)].v.data(), kHeaderInts, MPI_INT64_T, r, kTagHeader, c.comm,
                           &recvs[size_t(r - 1)]),
                 "MPI_Irecv");
     std::vector<bool> done = poll_until(recvs, deadline_after(timeout));
     std::vector<int> missing, arrived;
-    for (int r = 1; r < count_; ++r) (done[size_t(r - 1)] ? arrived : missing).push_back(r);
+    for (int r = 1; r < count; ++r) (done[size_t(r - 1)] ? arrived : missing).push_back(r);
     if (!missing.empty()) {
       verdict[0] = kTimedOut;
       verdict[1] = int64_t(missing.size());
@@ -436,7 +478,7 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
       abandon(recvs, done);
     } else {
       int bad = -1;
-      for (int r = 1; r < count_ && bad < 0; ++r)
+      for (int r = 1; r < count && bad < 0; ++r)
         if ((*theirs)[size_t(r)].v != mine.v) bad = r;
       if (bad > 0) {
         verdict[0] = kMismatch;
@@ -449,7 +491,7 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
     auto* answer = new std::vector<int64_t>(verdict);
     std::vector<MPI_Request> sends(arrived.size());
     for (size_t i = 0; i < arrived.size(); ++i)
-      check_mpi(MPI_Isend(answer->data(), kVerdictInts, MPI_INT64_T, arrived[i], kTagVerdict, g_comm, &sends[i]),
+      check_mpi(MPI_Isend(answer->data(), kVerdictInts, MPI_INT64_T, arrived[i], kTagVerdict, c.comm, &sends[i]),
                 "MPI_Isend");
     std::vector<bool> sent = poll_until(sends, deadline_after(timeout));
     if (std::all_of(sent.begin(), sent.end(), [](bool b) { return b; })) {
@@ -459,9 +501,9 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
       broken_by_ = op;
       std::ostringstream silent;
       for (size_t i = 0; i < arrived.size(); ++i)
-        if (!sent[i]) silent << (silent.tellp() > 0 ? ", " : "") << arrived[i];
+        if (!sent[i]) silent << (silent.tellp() > 0 ? ", " : "") << c.rank(arrived[i]);
       if (missing.empty())
-        PAX_FAIL("pax::dist ", op, ": ", wait_ended(timeout), ": rank(s) ", silent.str(), " of ", count_,
+        PAX_FAIL("pax::dist ", op, c.label, ": ", wait_ended(timeout), ": rank(s) ", silent.str(), " of ", count,
                  " arrived but stopped responding before taking rank 0's answer (on rank 0)");
     }
   } else {
@@ -470,8 +512,8 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
     // send never reads a dead stack frame.
     auto* header = new Header(mine);
     auto* answer = new std::vector<int64_t>(kVerdictInts, 0);
-    check_mpi(MPI_Isend(header->v.data(), kHeaderInts, MPI_INT64_T, 0, kTagHeader, g_comm, &reqs[0]), "MPI_Isend");
-    check_mpi(MPI_Irecv(answer->data(), kVerdictInts, MPI_INT64_T, 0, kTagVerdict, g_comm, &reqs[1]), "MPI_Irecv");
+    check_mpi(MPI_Isend(header->v.data(), kHeaderInts, MPI_INT64_T, 0, kTagHeader, c.comm, &reqs[0]), "MPI_Isend");
+    check_mpi(MPI_Irecv(answer->data(), kVerdictInts, MPI_INT64_T, 0, kTagVerdict, c.comm, &reqs[1]), "MPI_Irecv");
     // Rank 0 answers at the latest `timeout` after it arrived; allow for
     // arriving before it.
     double margin = std::max(1.0, 0.1 * timeout);
@@ -479,8 +521,8 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
     if (!done[1]) {
       abandon(reqs, done);
       broken_by_ = op;
-      PAX_FAIL("pax::dist ", op, ": ", wait_ended(timeout + margin), " on rank ", index_,
-               ": rank 0 (which collects every rank's arrival) never answered");
+      PAX_FAIL("pax::dist ", op, c.label, ": ", wait_ended(timeout + margin), " on rank ", c.rank(index), ": rank ",
+               c.rank(0), " (which collects every rank's arrival) never answered");
     }
     if (!done[0]) poll_until(std::span(reqs).first(1), deadline_after(timeout));  // completes at once now
     verdict = *answer;
@@ -490,20 +532,22 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
   if (verdict[0] == kTimedOut) {
     std::ostringstream ranks;
     for (int64_t i = 0; i < std::min<int64_t>(verdict[1], kMaxListedRanks); ++i)
-      ranks << (i ? ", " : "") << verdict[size_t(3 + i)];
+      ranks << (i ? ", " : "") << c.rank(verdict[size_t(3 + i)]);
     if (verdict[1] > kMaxListedRanks) ranks << ", ...";
     g_broken = true;
     broken_by_ = op;
-    PAX_FAIL("pax::dist ", op, ": ", wait_ended(timeout, verdict[2] != 0, index_ == 0 ? "this process" : "rank 0"),
-             ": ", verdict[1] == 1 ? "rank " : "ranks ", ranks.str(), " of ", count_, " never arrived (on rank ",
-             index_, ")");
+    PAX_FAIL("pax::dist ", op, c.label, ": ",
+             wait_ended(timeout, verdict[2] != 0, index == 0 ? "this process" : "rank " + c.rank(0)), ": ",
+             verdict[1] == 1 ? "rank " : "ranks ", ranks.str(), " of ", count, " never arrived (on rank ",
+             c.rank(index), ")");
   }
   if (verdict[0] == kMismatch) {
     Header root, other;
     std::copy_n(verdict.begin() + 3, kHeaderInts, root.v.begin());
     std::copy_n(verdict.begin() + 3 + kHeaderInts, kHeaderInts, other.v.begin());
-    PAX_FAIL("pax::dist ", op, ": the processes disagree: rank 0 calls ", root.str(), " but rank ", verdict[1],
-             " calls ", other.str(), " (every process must make the same calls with arrays of one shape and dtype)");
+    PAX_FAIL("pax::dist ", op, c.label, ": the processes disagree: rank ", c.rank(0), " calls ", root.str(),
+             " but rank ", c.rank(verdict[1]), " calls ", other.str(),
+             " (every process must make the same calls with arrays of one shape and dtype)");
   }
 }
 
@@ -511,7 +555,7 @@ void ProcessGroup::barrier(double timeout) {
   initialize();
   check_usable("barrier");
   Header h(OpKind::barrier, sequence_++, nullptr, 0, 0);
-  agree(h, timeout > 0 ? timeout : timeout_seconds_);
+  agree(h, timeout > 0 ? timeout : timeout_seconds());
 }
 
 void ProcessGroup::meet_after(const std::string& phase) {
@@ -532,18 +576,20 @@ const Array& check_input(const Array& x, const char* op) {
   return x;
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
+std::string rank_list(const Communicator& c, const std::vector<int>& ranks) {
   std::ostringstream out;
   out << (ranks.size() == 1 ? "rank " : "ranks ");
-  for (size_t i = 0; i < ranks.size(); ++i) out << (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") << ranks[i];
+  for (size_t i = 0; i < ranks.size(); ++i)
+    out << (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") << c.rank(ranks[i]);
   return out.str();
 }
 
 // After collective `sequence` timed out moving data on this rank, asks every
 // other rank whether it is waiting too or has finished; the ranks that do not
 // answer within a grace period are the ones whose data never arrived.
-std::string which_ranks_stopped(int64_t sequence, int index, int count, double timeout) {
-  g_answering_stalled = false;
+std::string which_ranks_stopped(Communicator& c, int64_t sequence, double timeout) {
+  c.answering_stalled = false;
+  const int index = c.index, count = c.count;
   auto* mine = new std::array<int64_t, 2>{sequence, kStillWaiting};  // read by sends that may never complete
   auto* theirs = new std::vector<std::array<int64_t, 2>>(size_t(count));
   std::vector<MPI_Request> sends, recvs;
@@ -553,8 +599,8 @@ std::string which_ranks_stopped(int64_t sequence, int index, int count, double t
     peers.push_back(r);
     sends.emplace_back();
     recvs.emplace_back();
-    check_mpi(MPI_Isend(mine->data(), 2, MPI_INT64_T, r, kTagStalled, g_comm, &sends.back()), "MPI_Isend");
-    check_mpi(MPI_Irecv((*theirs)[size_t(r)].data(), 2, MPI_INT64_T, r, kTagStalled, g_comm, &recvs.back()),
+    check_mpi(MPI_Isend(mine->data(), 2, MPI_INT64_T, r, kTagStalled, c.comm, &sends.back()), "MPI_Isend");
+    check_mpi(MPI_Irecv((*theirs)[size_t(r)].data(), 2, MPI_INT64_T, r, kTagStalled, c.comm, &recvs.back()),
               "MPI_Irecv");
   }
   // The other waiting ranks time out within moments of this one.
@@ -575,40 +621,43 @@ std::string which_ranks_stopped(int64_t sequence, int index, int count, double t
   if (stopped.empty()) {
     out << "every other process answered (MPI did not complete the transfer)";
   } else {
-    out << rank_list(stopped) << (stopped.size() == 1 ? "'s" : "'") << " data never arrived ("
+    out << rank_list(c, stopped) << (stopped.size() == 1 ? "'s" : "'") << " data never arrived ("
         << (stopped.size() == 1 ? "it" : "they") << " stopped during the transfer and did not answer within "
         << seconds_str(grace) << ")";
   }
-  if (!waiting.empty()) out << "; " << rank_list(waiting) << (waiting.size() == 1 ? " was" : " were") << " waiting too";
-  if (!finished.empty()) out << "; " << rank_list(finished) << " had finished it";
+  if (!waiting.empty())
+    out << "; " << rank_list(c, waiting) << (waiting.size() == 1 ? " was" : " were") << " waiting too";
+  if (!finished.empty()) out << "; " << rank_list(c, finished) << " had finished it";
   return out.str();
 }
 
 // Waits for one data-moving request. Every rank had arrived, so a timeout here
 // means a process stopped in the middle of the transfer: the message names it.
 void wait_data(MPI_Request& req, std::initializer_list<const Array*> buffers, double timeout, const char* op,
-               const char*& broken_by, int index, int count, int64_t sequence) {
+               const char*& broken_by, Communicator& c, int64_t sequence) {
   std::vector<bool> done = poll_until(std::span(&req, 1), deadline_after(timeout), /*busy=*/true);
   if (done[0]) {
-    g_finished_sequence = sequence;
+    c.finished_sequence = sequence;
     return;
   }
   abandon(std::span(&req, 1), done, /*collective=*/true);
   for (const Array* a : buffers) g_keep_alive.push_back(a->buffer());
   broken_by = op;
-  std::string who = which_ranks_stopped(sequence, index, count, timeout);
-  PAX_FAIL("pax::dist ", op, " #", sequence, ": ", wait_ended(timeout), " on rank ", index, " moving data: ", who);
+  std::string who = which_ranks_stopped(c, sequence, timeout);
+  PAX_FAIL("pax::dist ", op, c.label, " #", sequence, ": ", wait_ended(timeout), " on rank ", c.rank(c.index),
+           " moving data: ", who);
 }
 
 // Fault injection (stall_next_transfer_for_testing): the collective has been
 // agreed on; this rank moves no data, as if it had stopped.
-void stall_if_asked(const char* op, int64_t sequence, const char*& broken_by) {
+void stall_if_asked(const char* op, const Communicator& c, int64_t sequence, const char*& broken_by) {
   if (g_stall_seconds <= 0) return;
   double seconds = std::exchange(g_stall_seconds, 0.0);
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   g_broken = true;
   broken_by = op;
-  PAX_FAIL("pax::dist ", op, " #", sequence, ": stalled for ", seconds_str(seconds), " on purpose (a test's fault)");
+  PAX_FAIL("pax::dist ", op, c.label, " #", sequence, ": stalled for ", seconds_str(seconds),
+           " on purpose (a test's fault)");
 }
 
 // The dtype a reduction runs in: bf16 and f16 go through f32.
@@ -634,96 +683,100 @@ MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : op == Reduce
 
 Array ProcessGroup::all_reduce(const Array& x, ReduceOp op) {
   initialize();
+  const int count = comm_->count;
   check_input(x, "all_reduce");
   check_usable("all_reduce");
-  agree(Header(OpKind::all_reduce, sequence_++, &x.aval(), int64_t(op), 0), timeout_seconds_);
+  agree(Header(OpKind::all_reduce, sequence_++, &x.aval(), int64_t(op), 0), timeout_seconds());
   check_reducible(x.aval(), op, "all_reduce");
-  if (count_ == 1) return x;
+  if (count == 1) return x;
   Array in = x.dtype() == wire_dtype(x.dtype()) ? x : x.astype(wire_dtype(x.dtype()));
   Array out = empty_like(in.aval());
-  stall_if_asked("all_reduce", sequence_ - 1, broken_by_);
+  stall_if_asked("all_reduce", *comm_, sequence_ - 1, broken_by_);
   MPI_Request req;
   check_mpi(MPI_Iallreduce(in.data(), out.buffer()->data(), checked_count(in.size(), "all_reduce", x.aval()),
-                           mpi_type(in.dtype()), mpi_op(op), g_comm, &req),
+                           mpi_type(in.dtype()), mpi_op(op), comm_->comm, &req),
             "MPI_Iallreduce");
-  wait_data(req, {&in, &out}, timeout_seconds_, "all_reduce", broken_by_, index_, count_, sequence_ - 1);
-  if (op == ReduceOp::mean) out = out / double(count_);
+  wait_data(req, {&in, &out}, timeout_seconds(), "all_reduce", broken_by_, *comm_, sequence_ - 1);
+  if (op == ReduceOp::mean) out = out / double(count);
   return out.dtype() == x.dtype() ? out : out.astype(x.dtype());
 }
 
 Array ProcessGroup::all_gather(const Array& x, int64_t axis, bool tiled) {
   initialize();
+  const int count = comm_->count;
   check_input(x, "all_gather");
   check_usable("all_gather");
-  agree(Header(OpKind::all_gather, sequence_++, &x.aval(), axis, tiled), timeout_seconds_);
+  agree(Header(OpKind::all_gather, sequence_++, &x.aval(), axis, tiled), timeout_seconds());
   // Stacking inserts an axis (0..ndim); tiling concatenates along one (0..ndim-1).
   PAX_CHECK(!tiled || x.ndim() > 0, "pax::dist all_gather(tiled): needs an array of rank >= 1, got ", x.aval().str());
   int64_t a = normalize_axis(axis, tiled ? x.ndim() : x.ndim() + 1, "pax::dist all_gather");
   Array stacked;  // [count, *x.shape]
-  if (count_ == 1) {
+  if (count == 1) {
     stacked = expand_dims(x, {0});
   } else {
     Shape shape = x.shape();
-    shape.dims().insert(shape.dims().begin(), count_);
+    shape.dims().insert(shape.dims().begin(), count);
     stacked = empty_like(AVal{shape, x.dtype(), x.weak_type()});
-    int bytes = checked_count(int64_t(x.nbytes()) * count_, "all_gather", x.aval()) / count_;
-    stall_if_asked("all_gather", sequence_ - 1, broken_by_);
+    int bytes = checked_count(int64_t(x.nbytes()) * count, "all_gather", x.aval()) / count;
+    stall_if_asked("all_gather", *comm_, sequence_ - 1, broken_by_);
     MPI_Request req;
-    check_mpi(MPI_Iallgather(x.data(), bytes, MPI_BYTE, stacked.buffer()->data(), bytes, MPI_BYTE, g_comm, &req),
+    check_mpi(MPI_Iallgather(x.data(), bytes, MPI_BYTE, stacked.buffer()->data(), bytes, MPI_BYTE, comm_->comm, &req),
               "MPI_Iallgather");
-    wait_data(req, {&x, &stacked}, timeout_seconds_, "all_gather", broken_by_, index_, count_, sequence_ - 1);
+    wait_data(req, {&x, &stacked}, timeout_seconds(), "all_gather", broken_by_, *comm_, sequence_ - 1);
   }
   Array moved = a == 0 ? stacked : moveaxis(stacked, 0, a);
   if (!tiled) return moved;
   std::vector<int64_t> dims = x.shape().dims();
-  dims[size_t(a)] *= count_;
+  dims[size_t(a)] *= count;
   return reshape(moved, dims);
 }
 
 Array ProcessGroup::broadcast(const Array& x, int root) {
   initialize();
+  const int count = comm_->count;
   check_input(x, "broadcast");
   check_usable("broadcast");
-  agree(Header(OpKind::broadcast, sequence_++, &x.aval(), root, 0), timeout_seconds_);
-  PAX_CHECK(root >= 0 && root < count_, "pax::dist broadcast: root ", root, " is not a process index (0..", count_ - 1,
+  agree(Header(OpKind::broadcast, sequence_++, &x.aval(), root, 0), timeout_seconds());
+  PAX_CHECK(root >= 0 && root < count, "pax::dist broadcast: root ", root, " is not a process index (0..", count - 1,
             ")");
-  if (count_ == 1) return x;
+  if (count == 1) return x;
   Array out = empty_like(x.aval());
-  if (index_ == root) std::memcpy(out.buffer()->data(), x.data(), x.nbytes());
-  stall_if_asked("broadcast", sequence_ - 1, broken_by_);
+  if (comm_->index == root) std::memcpy(out.buffer()->data(), x.data(), x.nbytes());
+  stall_if_asked("broadcast", *comm_, sequence_ - 1, broken_by_);
   MPI_Request req;
   check_mpi(MPI_Ibcast(out.buffer()->data(), checked_count(int64_t(x.nbytes()), "broadcast", x.aval()), MPI_BYTE, root,
-                       g_comm, &req),
+                       comm_->comm, &req),
             "MPI_Ibcast");
-  wait_data(req, {&out}, timeout_seconds_, "broadcast", broken_by_, index_, count_, sequence_ - 1);
+  wait_data(req, {&out}, timeout_seconds(), "broadcast", broken_by_, *comm_, sequence_ - 1);
   return out;
 }
 
 Array ProcessGroup::reduce_scatter(const Array& x, ReduceOp op, int64_t axis) {
   initialize();
+  const int count = comm_->count;
   check_input(x, "reduce_scatter");
   check_usable("reduce_scatter");
-  agree(Header(OpKind::reduce_scatter, sequence_++, &x.aval(), int64_t(op), axis), timeout_seconds_);
+  agree(Header(OpKind::reduce_scatter, sequence_++, &x.aval(), int64_t(op), axis), timeout_seconds());
   check_reducible(x.aval(), op, "reduce_scatter");
   PAX_CHECK(x.ndim() > 0, "pax::dist reduce_scatter: needs an array of rank >= 1, got ", x.aval().str());
   int64_t a = normalize_axis(axis, x.ndim(), "pax::dist reduce_scatter");
-  PAX_CHECK(x.dim(a) % count_ == 0, "pax::dist reduce_scatter: axis ", a, " of ", x.aval().str(), " has size ",
-            x.dim(a), ", not a multiple of the process count ", count_);
-  if (count_ == 1) return x;
+  PAX_CHECK(x.dim(a) % count == 0, "pax::dist reduce_scatter: axis ", a, " of ", x.aval().str(), " has size ", x.dim(a),
+            ", not a multiple of the process count ", count);
+  if (count == 1) return x;
   // Blocks are contiguous once the scattered axis leads.
   Array lead = a == 0 ? x : moveaxis(x, a, 0);
   Array in = lead.dtype() == wire_dtype(lead.dtype()) ? lead : lead.astype(wire_dtype(lead.dtype()));
   Shape block_shape = in.shape();
-  block_shape[0] /= count_;
+  block_shape[0] /= count;
   Array out = empty_like(AVal{block_shape, in.dtype(), in.weak_type()});
-  stall_if_asked("reduce_scatter", sequence_ - 1, broken_by_);
+  stall_if_asked("reduce_scatter", *comm_, sequence_ - 1, broken_by_);
   MPI_Request req;
   check_mpi(MPI_Ireduce_scatter_block(in.data(), out.buffer()->data(),
                                       checked_count(block_shape.numel(), "reduce_scatter", x.aval()),
-                                      mpi_type(in.dtype()), mpi_op(op), g_comm, &req),
+                                      mpi_type(in.dtype()), mpi_op(op), comm_->comm, &req),
             "MPI_Ireduce_scatter_block");
-  wait_data(req, {&in, &out}, timeout_seconds_, "reduce_scatter", broken_by_, index_, count_, sequence_ - 1);
-  if (op == ReduceOp::mean) out = out / double(count_);
+  wait_data(req, {&in, &out}, timeout_seconds(), "reduce_scatter", broken_by_, *comm_, sequence_ - 1);
+  if (op == ReduceOp::mean) out = out / double(count);
   if (out.dtype() != x.dtype()) out = out.astype(x.dtype());
   return a == 0 ? out : moveaxis(out, 0, a);
 }

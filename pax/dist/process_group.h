@@ -16,6 +16,12 @@
 // memory. After a timeout the group is broken (later calls throw at once).
 // Calls come from one thread at a time.
 //
+// process_group() is the world: every process of the job. split() makes a
+// sub-group over some of them (MPI_Comm_split; dist/mesh.h makes one per mesh
+// axis) with its own sequence of collectives and the same discipline; its
+// messages name the group ("all_reduce over 'data'") and each rank by its
+// index in the group and its world rank ("rank 1 (world rank 3)").
+//
 // The processes also form a named axis (axis_name(), default "processes"):
 // lax::psum / pmean / pmax / pmin / all_gather / axis_index over that name,
 // outside any vmap of the same name, run these collectives, so their
@@ -24,7 +30,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "pax/core/array.h"
 
@@ -33,8 +41,16 @@ namespace pax::dist {
 enum class ReduceOp : uint8_t { sum, mean, max, min };
 const char* reduce_op_name(ReduceOp op);  // "sum", "mean", "max", "min"
 
+namespace detail {
+struct Communicator;  // the MPI communicator of a group and its state (process_group.cc)
+}
+
 class ProcessGroup {
  public:
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
   // Joins the MPI job when launched under mpirun, otherwise sets up a single
   // process. Idempotent; every other member calls it on first use. MPI is
   // finalized at exit.
@@ -42,16 +58,31 @@ class ProcessGroup {
   bool initialized() const { return initialized_; }
   bool uses_mpi() const;  // launched under mpirun
 
+  // This process's index in the group and the group's size.
   int process_index();
   int process_count();
+  // The world rank of the group's process `index` (the index itself in the world group).
+  int world_rank(int index) const;
+  // Whether this is a group of split() rather than the world.
+  bool is_subgroup() const { return world_ != nullptr; }
 
-  // The wait limit of every operation, in seconds (> 0).
-  double timeout_seconds() const { return timeout_seconds_; }
+  // A sub-group of this group's processes: those that pass the same `color`
+  // (>= 0) form one group, ordered by `key` (ties by index here). Collective:
+  // every process of this group calls it, in the same order as its other
+  // collectives; it waits at most timeout_seconds() for all of them.
+  // `axis_name` names the new group's axis and its messages (non-empty).
+  std::unique_ptr<ProcessGroup> split(int color, int key, const std::string& axis_name);
+
+  // The wait limit of every operation, in seconds (> 0). A sub-group uses
+  // its world group's limits (setting them on it sets the world's).
+  double timeout_seconds() const { return world_ ? world_->timeout_seconds() : timeout_seconds_; }
   void set_timeout_seconds(double seconds);
   // The wait limit of a barrier after a phase that one process runs alone
   // (a restore, a save, decoding): default an hour, or $PAX_DIST_PHASE_TIMEOUT;
   // never below timeout_seconds().
-  double phase_timeout_seconds() const { return std::max(phase_timeout_seconds_, timeout_seconds_); }
+  double phase_timeout_seconds() const {
+    return world_ ? world_->phase_timeout_seconds() : std::max(phase_timeout_seconds_, timeout_seconds_);
+  }
   void set_phase_timeout_seconds(double seconds);
   // Once this process is asked to stop (pax::stop_requested(): SIGINT /
   // SIGTERM under watch_stop_signals(), or request_stop()), every wait ends
@@ -103,8 +134,8 @@ class ProcessGroup {
 
   bool initialized_ = false;
   bool mpi_ = false;
-  int index_ = 0;
-  int count_ = 1;
+  std::unique_ptr<detail::Communicator> comm_;  // index, count, MPI communicator
+  const ProcessGroup* world_ = nullptr;         // a sub-group's world group
   double timeout_seconds_ = 300;
   double phase_timeout_seconds_ = 3600;
   std::string axis_name_ = "processes";

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "pax/core/error.h"
+#include "pax/dist/mesh.h"
 #include "pax/experiments/experiment.h"
 
 namespace pax::experiments {
@@ -116,6 +117,14 @@ void check_mesh(const TrainSettings& t, int64_t process_count) {
            process_count, ": run it as mpirun -np ", wanted,
            " paxcc ... (devices are processes here), or set a mesh for this run with --set train.ici_mesh_shape=",
            list_text(fit, ","), " --set train.dcn_mesh_shape=[]");
+}
+
+void init_process_mesh(const TrainSettings& t) {
+  if (t.ici_mesh_shape.empty() && t.dcn_mesh_shape.empty()) return;
+  const std::vector<std::string> axes = mesh_axes(t);
+  const std::vector<int64_t> ones(axes.size(), 1);
+  dist::init_mesh(axes, t.ici_mesh_shape.empty() ? ones : t.ici_mesh_shape,
+                  t.dcn_mesh_shape.empty() ? ones : t.dcn_mesh_shape);
 }
 
 }  // namespace pax::experiments

@@ -36,5 +36,9 @@ std::string unsupported_mesh_reason(const TrainSettings& t);
 // for another number of processes than `process_count`, with the mpirun
 // command or the mesh to use instead. No mesh set: any count.
 void check_mesh(const TrainSettings& t, int64_t process_count);
+// Arranges the job's processes into the mesh (dist::init_mesh with
+// mesh_axes(t); an unset ICI or DCN shape is all ones), after check_mesh.
+// Collective: every process calls it. No mesh set: does nothing.
+void init_process_mesh(const TrainSettings& t);
 
 }  // namespace pax::experiments

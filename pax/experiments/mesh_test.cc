@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include "pax/dist/mesh.h"
 #include "pax/experiments/experiment.h"
+#include "pax/interp/interpreter.h"
 #include "pax/testing/testing.h"
 
 namespace pax::experiments {
@@ -53,6 +55,20 @@ TEST(Mesh, ModelAndStageAxesAreRefused) {
   EXPECT_PAX_ERROR(check_mesh(settings({4, 1, 4, 4}), 64),
                    "pipeline parallelism is not implemented (the stages run as");
   EXPECT_PAX_ERROR(check_mesh(settings({4, 1, 4, 4}), 64), "use --set train.ici_mesh_shape=[1,1,64,1]");
+}
+
+// The run's mesh becomes the process mesh: its axes are bound names of the
+// collectives (one process here, so every axis has size 1); an unset DCN
+// shape is all ones, and no mesh leaves the world mesh.
+TEST(Mesh, InitProcessMeshBindsTheAxes) {
+  init_process_mesh(settings({}));
+  EXPECT_FALSE(dist::mesh_initialized());
+  init_process_mesh(settings({1, 1, 1}));
+  EXPECT_EQ(dist::mesh().axis_names(), (std::vector<std::string>{"replica", "data", "mdl"}));
+  EXPECT_EQ(dist::mesh().dcn(), (std::vector<int64_t>{1, 1, 1}));
+  EXPECT_EQ(axis_size("data"), 1);
+  EXPECT_EQ(axis_size("replica,data"), 1);
+  EXPECT_EQ(dist::data_shard().count, 1);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "pax/data/base_input.h"
 #include "pax/data/file_io.h"
 #include "pax/dist/jax_utils.h"
+#include "pax/dist/mesh.h"
 #include "pax/dist/process_group.h"
 #include "pax/experiments/experiment.h"
 #include "pax/experiments/input_mismatch.h"
@@ -70,7 +71,19 @@ struct Job {
   // Data parallelism: this process's index among `processes`; process 0, the
   // chief, alone writes the job dir, checkpoints, summaries and the console.
   int processes = 1, process = 0;
+  // Inputs: this process reads shard data_shard of data_shards (dist::data_shard():
+  // the processes of the mesh's replica and data axes; all of them without a mesh).
+  int64_t data_shards = 1, data_shard = 0;
   bool chief() const { return process == 0; }
+  // "2 processes", or "2 data shards of 4 processes" when processes that
+  // differ only on the mdl (or stage) axis read the same batch.
+  std::string readers() const {
+    const auto count = [](int64_t n, const std::string& one, const std::string& many) {
+      return std::to_string(n) + " " + (n == 1 ? one : many);
+    };
+    const std::string all = count(processes, "process", "processes");
+    return data_shards == processes ? all : count(data_shards, "data shard", "data shards") + " of " + all;
+  }
   bool multi_process() const { return processes > 1; }
   std::ostream& out;
   std::unique_ptr<nn::Layer> model_layer;
@@ -92,7 +105,11 @@ struct Job {
     check_field_ranges(config);
     validate(exp);
     check_mesh(exp.train_settings(), processes);
-    sharding = plan_sharding(exp.train_settings(), processes, process, dist::process_group().axis_name());
+    init_process_mesh(exp.train_settings());
+    const dist::DataShard shard = dist::data_shard();
+    data_shards = shard.count;
+    data_shard = shard.index;
+    sharding = plan_sharding(exp.train_settings(), processes, dist::process_group().axis_name());
     config_json = config.to_json();
     model_layer = nn::build_layer(exp.model);
     model = dynamic_cast<const nn::BaseModel*>(model_layer.get());
@@ -127,18 +144,18 @@ struct Job {
     if (chief()) mgr.emplace(path("checkpoints"), checkpoint_options());
   }
 
-  // An input of this process: with several processes each reads the shard
-  // infeed_host_index = process of num_infeed_hosts = processes.
+  // An input of this process: with several data shards each process reads
+  // infeed_host_index = data_shard of num_infeed_hosts = data_shards.
   std::unique_ptr<data::BaseInput> build_input(const HParamsPtr& p) const {
-    if (!multi_process()) return data::build_input(p);
+    if (data_shards == 1) return data::build_input(p);
     HParamsPtr copy = p->clone();
     auto* in = dynamic_cast<data::BaseInput::HParams*>(copy.get());
     PAX_CHECK(in, "an input config is not a BaseInput: ", p->type_name());
-    PAX_CHECK(in->num_infeed_hosts == 1 || in->num_infeed_hosts == processes, "input '", in->name,
-              "': num_infeed_hosts = ", in->num_infeed_hosts, " but the job runs ", processes,
-              " processes; leave it at 1 (each process then reads its own shard) or set it to ", processes);
-    in->num_infeed_hosts = processes;
-    in->infeed_host_index = process;
+    PAX_CHECK(in->num_infeed_hosts == 1 || in->num_infeed_hosts == data_shards, "input '", in->name,
+              "': num_infeed_hosts = ", in->num_infeed_hosts, " but the job runs ", readers(),
+              "; leave it at 1 (each process then reads its own shard) or set it to ", data_shards);
+    in->num_infeed_hosts = data_shards;
+    in->infeed_host_index = data_shard;
     return data::build_input(copy);
   }
 
@@ -600,8 +617,8 @@ class TrainingLoop {
     out_ << "model: " << nn::count_parameters(*job_.model) << " parameters (table in " << job_.path("model_summary.txt")
          << ")\n";
     const int64_t per_host_batch = train_input_->base_hparams().batch_size;
-    out_ << "global batch " << per_host_batch * job_.processes << " (" << per_host_batch << " per process x "
-         << job_.processes << (job_.processes == 1 ? " process)\n" : " processes)\n");
+    out_ << "global batch " << per_host_batch * job_.data_shards << " (" << per_host_batch << " per process x "
+         << job_.readers() << ")\n";
     if (const nn::FsdpOptions& fsdp = job_.sharding.fsdp; fsdp.enabled())
       out_ << "params and optimizer state split over the data axis of " << fsdp.size
            << " processes (fully sharded): " << format_bytes(tree_bytes(state_.to_tree())) << " per process\n";
@@ -645,9 +662,9 @@ class TrainingLoop {
     check_finite_step(learner_, step_, step_out["nonfinite"].leaf().item<float>() != 0, nonfinite_run_, step_out);
     interval_.seconds += seconds_since(start);
     ++interval_.steps;
-    // Every process reads a batch of the same size: the global rate is N times this one's.
-    interval_.tokens += batch_tokens(batch) * job_.processes;
-    interval_.examples += batch_examples(batch) * job_.processes;
+    // Every data shard reads a batch of the same size: the global rate is data_shards times this one's.
+    interval_.tokens += batch_tokens(batch) * job_.data_shards;
+    interval_.examples += batch_examples(batch) * job_.data_shards;
     progress_->update(step_);
   }
 
@@ -887,7 +904,7 @@ std::string inspect_experiment(const Config& config) {
   auto* input = dynamic_cast<const data::BaseInput::HParams*>(exp.train_input.get());
   // Under mpirun an input left at one host is sharded over the processes.
   const int64_t global_batch =
-      input->batch_size * (input->num_infeed_hosts == 1 ? int64_t(dist::process_count()) : input->num_infeed_hosts);
+      input->batch_size * (input->num_infeed_hosts == 1 ? dist::data_shard().count : input->num_infeed_hosts);
   if (auto* lm = dynamic_cast<const nn::LanguageModel*>(model)) {
     const int64_t seq = std::stoll(config.get("train_input.seq_length"));
     const double per_token = lm->flops_per_token(seq);

@@ -4,26 +4,28 @@
 #include "pax/core/error.h"
 #include "pax/experiments/experiment.h"
 #include "pax/experiments/mesh.h"
+#include "pax/dist/mesh.h"
 #include "pax/dist/process_group.h"
 #include "pax/ops/lax.h"
 #include "pax/ops/numpy.h"
 
 namespace pax::experiments {
 
-ShardingPlan plan_sharding(const TrainSettings& t, int64_t process_count, int64_t process_index,
-                           const std::string& process_axis) {
+ShardingPlan plan_sharding(const TrainSettings& t, int64_t process_count, const std::string& process_axis) {
   ShardingPlan plan;
   if (process_count > 1) plan.batch_axis = process_axis;
   const int64_t data = mesh_axis_size(t, "data"), replica = mesh_axis_size(t, "replica");
   if (data <= 1 || process_count <= 1) return plan;
-  PAX_CHECK(replica == 1, "the mesh ", describe_mesh(t), " has replica and data axes both above 1, but sharding the "
-            "parameters over data within replicas is not supported yet; use the data axis alone (fully sharded, e.g. "
-            "train.ici_mesh_shape=[1,", process_count, ",1]) or the replica axis alone (replicated, [", process_count,
-            ",1,1])");
-  PAX_CHECK(data == process_count, "the mesh's data axis (", data, ") must span the ", process_count, " processes");
   PAX_CHECK(t.fsdp_min_elements >= 1, "train.fsdp_min_elements must be >= 1, got ", t.fsdp_min_elements);
+  dist::Mesh& mesh = dist::mesh();
+  PAX_CHECK(mesh.has("data") && mesh.size("data") == data, "the mesh ", describe_mesh(t),
+            " is not the job's mesh (init_process_mesh first)");
+  if (replica > 1) {
+    plan.batch_axis = "replica,data";
+    plan.replica_axis = "replica";
+  }
   plan.fsdp = nn::FsdpOptions{
-      .axis = process_axis, .size = data, .index = process_index, .min_elements = t.fsdp_min_elements};
+      .axis = "data", .size = data, .index = mesh.coordinate("data"), .min_elements = t.fsdp_min_elements};
   return plan;
 }
 

@@ -24,12 +24,12 @@ struct ShardingPlan {
   nn::FsdpOptions fsdp;      // off unless the mesh's data axis is above 1
 };
 
-// The plan of a run of `process_count` processes, this one `process_index`,
-// on the named process axis `process_axis`: data parallel over every process,
-// the params split over the mesh's data axis when it is above 1. Throws when
-// the mesh has a replica axis above 1 as well (not supported yet).
-ShardingPlan plan_sharding(const TrainSettings& t, int64_t process_count, int64_t process_index,
-                           const std::string& process_axis);
+// The plan of a run of `process_count` processes on the named process axis
+// `process_axis` (the world), after init_process_mesh: data parallel over
+// every process; with the mesh's data axis above 1, the params split over
+// the mesh axis "data" (this process's block: its coordinate there), and the
+// gradients of the blocks also summed over "replica" when that axis is above 1.
+ShardingPlan plan_sharding(const TrainSettings& t, int64_t process_count, const std::string& process_axis);
 
 // Every array of `tree` whole: the blocks of the arrays `specs` names
 // all-gathered over `axis` (every process of the axis calls it).

@@ -57,10 +57,7 @@ int64_t axis_size(const std::string& axis_name) {
     const std::string* axis = levels[i]->axis_name();
     if (axis && *axis == axis_name) return levels[i]->axis_length();
   }
-  ProcessAxis& processes = process_axis();
-  if (axis_name == processes.name()) return processes.size();
-  PAX_FAIL("unbound axis name '", axis_name, "'; collectives need an enclosing vmap with axis_name='", axis_name,
-           "' or the process axis (now named '", processes.name(), "')");
+  return bound_process_axis(axis_name, "axis_size").size();
 }
 
 Trace* find_top_trace(Prim prim, std::span<const Array> inputs, const Params& params) {

@@ -1,4 +1,4 @@
-// The process axis's registry and the single-process axis (see process_axis.h).
+// The process axes' registry and the single-process axis (see process_axis.h).
 #include "pax/interp/process_axis.h"
 
 #include <atomic>
@@ -31,12 +31,37 @@ ProcessAxis& single_process() {
   return axis;
 }
 
-std::atomic<ProcessAxis& (*)()> g_axis{single_process};
+ProcessAxis* find_single(const std::string& name) {
+  return name == single_process().name() ? &single_process() : nullptr;
+}
+
+std::vector<std::string> single_names() { return {single_process().name()}; }
+
+constinit ProcessAxes g_single{single_process, find_single, single_names};
+std::atomic<const ProcessAxes*> g_axes{&g_single};
 
 }  // namespace
 
-ProcessAxis& process_axis() { return g_axis.load(std::memory_order_acquire)(); }
+ProcessAxis& process_axis() { return g_axes.load(std::memory_order_acquire)->world(); }
 
-void install_process_axis(ProcessAxis& (*axis)()) { g_axis.store(axis, std::memory_order_release); }
+ProcessAxis* find_process_axis(const std::string& name) { return g_axes.load(std::memory_order_acquire)->find(name); }
+
+std::vector<std::string> process_axis_names() { return g_axes.load(std::memory_order_acquire)->names(); }
+
+ProcessAxis& bound_process_axis(const std::string& name, const char* op) {
+  if (ProcessAxis* axis = find_process_axis(name)) return *axis;
+  const std::vector<std::string> names = process_axis_names();
+  std::string bound;
+  for (size_t i = 0; i < names.size(); ++i)
+    bound += (i == 0 ? "'" : i + 1 == names.size() ? "' or '" : "', '") + names[i];
+  PAX_FAIL(op, ": unbound axis name '", name, "'; collectives need an enclosing vmap with axis_name='", name,
+           "' or a process axis (now named ", bound, "')");
+}
+
+void install_process_axes(const ProcessAxes& axes) {
+  static ProcessAxes installed;
+  installed = axes;
+  g_axes.store(&installed, std::memory_order_release);
+}
 
 }  // namespace pax

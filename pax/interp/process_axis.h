@@ -1,13 +1,16 @@
-// The processes of a multi-process job as a named axis, for the collectives
+// The processes of a multi-process job as named axes, for the collectives
 // (psum, pmax, pmin, all_gather, axis_index) bound outside any vmap of their
 // axis name. The array core knows only this interface: the process group
-// (pax/dist) installs itself when its library is loaded; without it the job
+// library (pax/dist) installs its resolver when it is loaded, which answers
+// the world ("processes") and every axis of the process mesh (dist/mesh.h:
+// "data", or several axes comma-joined, "replica,data"). Without it the job
 // is one process on an axis named "processes", and every collective returns
 // its input (all_gather adds an axis of size 1).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "pax/core/array.h"
 #include "pax/ir/elementwise_ops.h"
@@ -30,12 +33,25 @@ class ProcessAxis {
   virtual Array reduce_scatter_sum(const Array& x, int64_t axis) = 0;
 };
 
-// The axis of this job: the installed one, or the single process.
+// The world axis of this job (every process): the installed one, or the
+// single process.
 ProcessAxis& process_axis();
+// The process axis bound to `name`, or nullptr when no process axis is.
+ProcessAxis* find_process_axis(const std::string& name);
+// The names bound now (the world's first), for messages.
+std::vector<std::string> process_axis_names();
+// find_process_axis(name), or throws pax::Error "<op>: unbound axis name"
+// listing the bound names.
+ProcessAxis& bound_process_axis(const std::string& name, const char* op);
 
-// Installs the function that gives the job's axis (called on every use, so
-// that it may set the group up lazily); the process group library calls it
-// once when it is loaded.
-void install_process_axis(ProcessAxis& (*axis)());
+// How the process group library answers; its functions are called on every
+// use, so that it may set groups up lazily.
+struct ProcessAxes {
+  ProcessAxis& (*world)();
+  ProcessAxis* (*find)(const std::string& name);
+  std::vector<std::string> (*names)();
+};
+// The process group library calls it once when it is loaded.
+void install_process_axes(const ProcessAxes& axes);
 
 }  // namespace pax

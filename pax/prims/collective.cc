@@ -14,14 +14,9 @@
 namespace pax {
 namespace {
 
-// The process axis when `p` names it; otherwise the name is unbound.
-ProcessAxis& named_process_axis(const Params& p, const char* op) {
-  ProcessAxis& axis = process_axis();
-  PAX_CHECK(p.s("axis_name") == axis.name(), op, ": unbound axis name '", p.s("axis_name"),
-            "'; collectives need an enclosing vmap with axis_name='", p.s("axis_name"),
-            "' or the process axis (now named '", axis.name(), "')");
-  return axis;
-}
+// The process axis that `p` names (the world, a mesh axis or comma-joined
+// mesh axes); otherwise the name is unbound.
+ProcessAxis& named_process_axis(const Params& p, const char* op) { return bound_process_axis(p.s("axis_name"), op); }
 
 // ---------------------------------------------------------------------------
 // shape rules
