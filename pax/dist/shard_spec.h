@@ -16,10 +16,10 @@
 namespace pax::dist {
 
 struct ShardSpec {
-  Shape global;        // the whole array's shape
-  int64_t dim = -1;    // the split dimension; -1: replicated
-  int64_t count = 1;   // blocks along dim (divides global[dim])
-  int64_t index = 0;   // this process's block, 0..count-1
+  Shape global;       // the whole array's shape
+  int64_t dim = -1;   // the split dimension; -1: replicated
+  int64_t count = 1;  // blocks along dim (divides global[dim])
+  int64_t index = 0;  // this process's block, 0..count-1
 
   bool replicated() const { return dim < 0 || count == 1; }
   // The shape of this process's block.
