@@ -5,7 +5,10 @@
 #include "pax/train/sharded_checkpoint.h"
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <atomic>
+#include <csignal>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -23,7 +26,11 @@ namespace {
 
 using json = nlohmann::json;
 
-std::atomic<bool> g_fail_next_write{false};
+std::atomic<ShardWriteFault> g_next_write_fault{ShardWriteFault::none};
+
+void testing_truncate_file(const std::string& path, uint64_t size) {
+  PAX_CHECK(::truncate(path.c_str(), off_t(size)) == 0, "cannot truncate '", path, "'");
+}
 
 // Reads are done in pieces of about this many bytes (whole CRC chunks).
 constexpr uint64_t kReadPieceBytes = uint64_t(8) << 20;
@@ -397,7 +404,8 @@ ShardWriteReport write_process_shards(const std::string& tmp_dir, const Prepared
                                       const ShardWriters& writers) {
   ShardWriteReport report;
   try {
-    PAX_CHECK(!g_fail_next_write.exchange(false), "save sharded checkpoint: process ", process,
+    const ShardWriteFault fault = g_next_write_fault.exchange(ShardWriteFault::none);
+    PAX_CHECK(fault != ShardWriteFault::fail, "save sharded checkpoint: process ", process,
               " failed to write its shards (injected for testing)");
     size_t t = 0;
     for (const auto& [item, leaves] : mine.trees) {
@@ -416,6 +424,11 @@ ShardWriteReport write_process_shards(const std::string& tmp_dir, const Prepared
       const std::vector<uint32_t> crcs =
           write_safetensors(file, tensors, safetensors_file_metadata(mine.metadata.step));
       report.file_bytes[item] = fs::File::open_read(file).size();
+      if (fault == ShardWriteFault::kill) {
+        // Half a file, as a process killed while writing leaves.
+        testing_truncate_file(file, report.file_bytes[item] / 2);
+        std::raise(SIGKILL);
+      }
       for (size_t i = 0; i < tensors.size(); ++i) {
         const Array& a = tensors[i].array;
         ShardWriteReport::Block& b = blocks[i];
@@ -562,7 +575,7 @@ std::string save_sharded_checkpoint(const std::string& ckpt_dir, const Checkpoin
   return fs::join(ckpt_dir, checkpoint_dir_name(options.prefix, step));
 }
 
-void fail_next_shard_write_for_testing() { g_fail_next_write = true; }
+void inject_shard_write_fault_for_testing(ShardWriteFault fault) { g_next_write_fault = fault; }
 
 // ---------------------------------------------------------------------------
 // Reading

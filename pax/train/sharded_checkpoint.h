@@ -126,7 +126,9 @@ Tree read_sharded_tree_item(const std::string& path, const std::string& name, co
                             const Tree* target, const dist::ShardSpecs& specs);
 
 // Fault injection for tests: this process's next write_process_shards fails
-// before writing its files.
-void fail_next_shard_write_for_testing();
+// before writing its files (fail), or writes its first file, cuts it in half
+// and kills the process with SIGKILL (kill).
+enum class ShardWriteFault { none, fail, kill };
+void inject_shard_write_fault_for_testing(ShardWriteFault fault);
 
 }  // namespace pax::train

@@ -4,7 +4,10 @@
 // restores with the same, fewer or other splits; a write that fails on one
 // process commits nothing anywhere; processes that disagree are refused; and
 // a checkpoint saved by 4 processes (in $PAX_TEST_SHARDED_CKPT_DIR) restores
-// on 2 and on 1. In a plain run (one process) the same tests run as n = 1.
+// on 2 and on 1; a process killed during a save (ctest
+// train_mpirun2_sharded_checkpoint_killed, then
+// train_sharded_checkpoint_after_kill) leaves the previous checkpoint
+// restorable. In a plain run (one process) the tests run as n = 1 or skip.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -90,7 +93,7 @@ TEST(ShardedCheckpointMultiprocess, AFailedWriteOnOneProcessCommitsNothing) {
   const Tree global = sharded_global_tree(12);
   CheckpointManager mgr(dir.path());
   save(mgr, 1, global);
-  if (process_index() == n - 1) fail_next_shard_write_for_testing();
+  if (process_index() == n - 1) inject_shard_write_fault_for_testing(ShardWriteFault::fail);
   EXPECT_PAX_ERROR(save(mgr, 2, sharded_global_tree(13)),
                    "process " + std::to_string(n - 1) + " could not write its shards, so nothing was committed");
   EXPECT_EQ(mgr.all_steps(), (std::vector<int64_t>{1}));
@@ -123,12 +126,14 @@ TEST(ShardedCheckpointMultiprocess, ProcessesThatDisagreeAreRefused) {
   EXPECT_TRUE(available_steps(dir.path()).empty());
 }
 
-// The directory that the 4-process run saves into and the 2- and 1-process runs restore from.
-std::optional<std::string> fixture_dir() {
-  const char* d = std::getenv("PAX_TEST_SHARDED_CKPT_DIR");
+// A directory shared by consecutive ctest runs, from the environment.
+std::optional<std::string> env_dir(const char* name) {
+  const char* d = std::getenv(name);
   if (d == nullptr || *d == '\0') return std::nullopt;
   return std::string(d);
 }
+// The directory that the 4-process run saves into and the 2- and 1-process runs restore from.
+std::optional<std::string> fixture_dir() { return env_dir("PAX_TEST_SHARDED_CKPT_DIR"); }
 
 TEST(ShardedCheckpointMultiprocess, SaveForOtherProcessCounts) {
   const std::optional<std::string> dir = fixture_dir();
@@ -151,6 +156,37 @@ TEST(ShardedCheckpointMultiprocess, RestoreWhatFourProcessesSaved) {
   expect_block(mgr, 100, global, kOtherDims, n, me);
   EXPECT_TRUE(trees_identical(mgr.restore(100, {{"state", global}}).trees.at("state"), global));
   dist::process_group().barrier();
+}
+
+// The 2-process run in $PAX_TEST_SHARDED_KILL_DIR: process 1 is killed
+// (SIGKILL) halfway through writing its shards of step 2, and mpirun ends the
+// job; ctest expects it to fail.
+TEST(ShardedCheckpointKill, AProcessDiesDuringASave) {
+  const std::optional<std::string> dir = env_dir("PAX_TEST_SHARDED_KILL_DIR");
+  if (!dir || process_count() != 2) GTEST_SKIP() << "the 2-process run with $PAX_TEST_SHARDED_KILL_DIR";
+  if (process_index() == 0) std::filesystem::remove_all(*dir);
+  dist::process_group().barrier();
+  CheckpointManager mgr(*dir);
+  save(mgr, 1, sharded_global_tree(21));
+  if (process_index() == 1) inject_shard_write_fault_for_testing(ShardWriteFault::kill);
+  save(mgr, 2, sharded_global_tree(22));
+  ADD_FAILURE() << "a save with a killed process returned";
+}
+
+// The run after it, in one process: the half-written step 2 is ignored and
+// cleaned up, and step 1 restores.
+TEST(ShardedCheckpointKill, ThePreviousCheckpointRestoresAfterwards) {
+  const std::optional<std::string> dir = env_dir("PAX_TEST_SHARDED_KILL_DIR");
+  if (!dir || process_count() != 1) GTEST_SKIP() << "the run after the killed one, with $PAX_TEST_SHARDED_KILL_DIR";
+  const std::string tmp = *dir + "/tmp_checkpoint_00000002";
+  ASSERT_TRUE(fs::exists(tmp + "/" + shard_file_name("state", 1))) << "the save was not interrupted while writing";
+  EXPECT_EQ(available_steps(*dir), (std::vector<int64_t>{1}));
+  CheckpointManager mgr(*dir);
+  EXPECT_FALSE(fs::exists(tmp));
+  EXPECT_EQ(mgr.latest_step(), 1);
+  const Tree global = sharded_global_tree(21);
+  EXPECT_TRUE(trees_identical(mgr.restore(std::nullopt, {{"state", global}}).trees.at("state"), global));
+  expect_block(mgr, 1, global, kOtherDims, 2, 1);
 }
 
 }  // namespace

@@ -199,7 +199,7 @@ TEST(ShardedCheckpoint, CommitRefusesMissingFilesAndFailedWrites) {
                      "shard file '" + file + "' is 100 bytes but process 1 wrote");
   }
   {
-    fail_next_shard_write_for_testing();
+    inject_shard_write_fault_for_testing(ShardWriteFault::fail);
     Simulation s = simulate_writes(dir.path(), global, 2, 4, 4, 64);  // process 0's write fails
     EXPECT_PAX_ERROR(commit_shards(s.prepared[0], s.reports, s.writers, dir.path(), kDefaultCheckpointPrefix),
                      "process 0 could not write its shards, so nothing was committed");
