@@ -138,6 +138,29 @@ TEST(ShardedCheckpoint, EachBlockIsWrittenOnceByTheLowestHolder) {
             checkpoint_metadata_to_json(m));
 }
 
+std::string replace_once(std::string s, const std::string& from, const std::string& to) {
+  const size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? s : s.replace(at, from.size(), to);
+}
+
+TEST(ShardedCheckpoint, MalformedShardedMetadataIsRefused) {
+  TempDir dir;
+  const std::string path = simulate_save(dir.path(), sharded_global_tree(2), 1, 2, 2, 16);
+  const std::string text = testing::read_bytes(path + "/metadata.json");
+  auto parse = [](const std::string& t) { return parse_checkpoint_metadata(t, "m"); };
+  EXPECT_PAX_ERROR(parse(replace_once(text, "\"format_version\": 2", "\"format_version\": 1")),
+                   "a sharded item (\"files\") needs format_version 2, got 1");
+  EXPECT_PAX_ERROR(parse(replace_once(text, "state.process-00001.safetensors", "../x.safetensors")),
+                   "file 1 must be \"state.process-00001.safetensors\"");
+  EXPECT_PAX_ERROR(parse(replace_once(text, "{\"dim\":0,\"count\":2}", "{\"dim\":0,\"count\":3}")),
+                   "tensor 'params/w': cannot split (8, 12) along dimension 0 into 3 blocks");
+  EXPECT_PAX_ERROR(parse(replace_once(text, "{\"file\":1,", "{\"file\":2,")), "block file must be a non-negative");
+  EXPECT_PAX_ERROR(parse(replace_once(text, "\"crc_chunk_bytes\": 16", "\"crc_chunk_bytes\": 32")), "chunk CRCs, not");
+  EXPECT_PAX_ERROR(parse(replace_once(text, "\"crc_chunk_bytes\": 16", "\"crc_chunk_bytes\": 0")),
+                   "crc_chunk_bytes must be positive");
+}
+
 TEST(ShardedCheckpoint, CorruptedBlocksNameTheFileAndTensor) {
   const Tree global = sharded_global_tree(3);
   for (uint64_t chunk : {uint64_t(8), kDefaultCrcChunkBytes}) {
