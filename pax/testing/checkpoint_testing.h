@@ -1,4 +1,5 @@
-// Test helpers for the checkpoint suites: temporary directories, a tree with
+// Test helpers for the checkpoint suites: temporary directories (one per
+// process, or process 0's shared by the group), a tree with
 // every dtype and every kind of node, bit-exact tree comparison, and raw file
 // edits for corruption tests.
 #pragma once
@@ -10,10 +11,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pax/core/tree.h"
+#include "pax/dist/jax_utils.h"
+#include "pax/dist/process_group.h"
 #include "pax/testing/testing.h"
 
 namespace pax::testing {
@@ -39,6 +43,23 @@ class TempDir {
   std::string operator/(const std::string& name) const { return path_ + "/" + name; }
 
  private:
+  std::string path_;
+};
+
+// Process 0's temporary directory, seen by every process of the group;
+// removed once every process is done with it.
+class SharedDir {
+ public:
+  SharedDir() {
+    if (dist::process_index() == 0) own_.emplace();
+    path_ = dist::broadcast_string(own_ ? own_->path() : "");
+  }
+  ~SharedDir() { dist::process_group().barrier(); }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::optional<TempDir> own_;
   std::string path_;
 };
 

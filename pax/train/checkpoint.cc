@@ -13,6 +13,7 @@
 #include "pax/train/crc32c.h"
 #include "pax/train/fs_util.h"
 #include "pax/train/json_check.h"
+#include "pax/train/sharded_checkpoint.h"
 
 namespace pax::train {
 namespace {
@@ -125,6 +126,8 @@ void check_against_target(const TreeItemRecord& rec, const Tree& target, const s
 }
 
 Tree read_tree_item(const std::string& path, const std::string& name, const TreeItemRecord& rec, const Tree* target) {
+  // Whole arrays, assembled from the blocks.
+  if (rec.sharded()) return read_sharded_tree_item(path, name, rec, target, {});
   const std::string file = fs::join(path, name + ".safetensors");
   if (target && !target->is_none()) check_against_target(rec, *target, file);
   std::vector<Array> target_leaves;
@@ -263,22 +266,36 @@ PreparedCheckpoint prepare_checkpoint(const CheckpointItems& items, CheckpointSt
   return p;
 }
 
+std::string tmp_checkpoint_path(const std::string& ckpt_dir, const std::string& prefix, CheckpointStep step) {
+  return fs::join(ckpt_dir, kTmpPrefix + checkpoint_dir_name(prefix, step));
+}
+
 std::string write_checkpoint(const PreparedCheckpoint& p, const std::string& ckpt_dir, const std::string& prefix) {
   const CheckpointStep step = p.metadata.step;
-  const std::string name = checkpoint_dir_name(prefix, step);
-  const std::string final_path = fs::join(ckpt_dir, name);
-  const std::string tmp = fs::join(ckpt_dir, kTmpPrefix + name);
+  const std::string tmp = tmp_checkpoint_path(ckpt_dir, prefix, step);
   fs::remove_all(tmp);
   fs::make_dirs(tmp);
 
   CheckpointMetadata m = p.metadata;
-  const std::map<std::string, std::string> file_metadata{{"format", "paxcc"}, {"step", step.str()}};
   for (const auto& [item, tensors] : p.trees) {
-    const std::vector<uint32_t> crcs = write_safetensors(fs::join(tmp, item + ".safetensors"), tensors, file_metadata);
+    const std::vector<uint32_t> crcs =
+        write_safetensors(fs::join(tmp, item + ".safetensors"), tensors, safetensors_file_metadata(step));
     std::vector<TensorRecord>& records = m.trees.at(item).tensors;
     for (size_t i = 0; i < crcs.size(); ++i) records[i].crc32c = crcs[i];
   }
-  for (const auto& [item, text] : p.json) {
+  return commit_checkpoint(std::move(m), p.json, ckpt_dir, prefix);
+}
+
+std::map<std::string, std::string> safetensors_file_metadata(CheckpointStep step) {
+  return {{"format", "paxcc"}, {"step", step.str()}};
+}
+
+std::string commit_checkpoint(CheckpointMetadata m, const std::map<std::string, std::string>& json,
+                              const std::string& ckpt_dir, const std::string& prefix) {
+  const CheckpointStep step = m.step;
+  const std::string final_path = fs::join(ckpt_dir, checkpoint_dir_name(prefix, step));
+  const std::string tmp = tmp_checkpoint_path(ckpt_dir, prefix, step);
+  for (const auto& [item, text] : json) {
     fs::write_file_synced(fs::join(tmp, item + ".json"), text);
     m.json[item] = {text.size(), crc32c(text.data(), text.size())};
   }
@@ -343,7 +360,13 @@ CheckpointItems read_checkpoint(const std::string& path, const std::map<std::str
       out.trees[name] = read_tree_item(path, name, it->second, &target);
     }
   }
-  for (const auto& [name, rec] : m.json) out.json[name] = read_json_item(path, name, rec);
+  out.json = read_checkpoint_json_items(path, m);
+  return out;
+}
+
+std::map<std::string, std::string> read_checkpoint_json_items(const std::string& path, const CheckpointMetadata& m) {
+  std::map<std::string, std::string> out;
+  for (const auto& [name, rec] : m.json) out[name] = read_json_item(path, name, rec);
   return out;
 }
 

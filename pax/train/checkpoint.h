@@ -28,6 +28,24 @@
 //     commit_success.txt              the commit marker; it also holds the
 //                                     CRC32C of metadata.json
 //
+// A sharded save (sharded_checkpoint.h: every process of an FSDP job saves
+// its blocks) writes, for each tree item, one file per process instead:
+//
+//     <item>.process-00000.safetensors   process 0's blocks (and the
+//     <item>.process-00001.safetensors   replicated arrays), process 1's, ...:
+//     ...                                standard safetensors, a tensor's name
+//                                        is its tree path and its shape the
+//                                        block's; a file may hold no tensor
+//
+// and metadata.json says format_version 2 and records per sharded item its
+// files (name and size) and crc_chunk_bytes, and per tensor its global shape,
+// dtype, split ({"dim", "count"}, null when replicated) and, for each block
+// in order, the file index, the block's CRC32C and (for blocks larger than
+// crc_chunk_bytes) one CRC32C per chunk of that many bytes. Version 1
+// checkpoints (every item unsharded) are still written when nothing is
+// sharded and are read by both readers; read_checkpoint and restore give
+// whole arrays from a sharded item.
+//
 // The functional API saves its target as the tree item "state"
 // (kTargetItemName): <ckpt_dir>/checkpoint_00000100/state.safetensors.
 // Its steps are flax's: integers or floats (a metric value), negative ones
@@ -184,6 +202,16 @@ PreparedCheckpoint prepare_checkpoint(const CheckpointItems& items, CheckpointSt
 // Writes and commits (replacing an existing checkpoint of that step); returns its path.
 std::string write_checkpoint(const PreparedCheckpoint& checkpoint, const std::string& ckpt_dir,
                              const std::string& prefix);
+// The step's tmp_ directory, where a save writes before its commit.
+std::string tmp_checkpoint_path(const std::string& ckpt_dir, const std::string& prefix, CheckpointStep step);
+// The __metadata__ of every tensor file a save writes.
+std::map<std::string, std::string> safetensors_file_metadata(CheckpointStep step);
+// The commit of a save whose tensor files are in the step's tmp_ directory:
+// writes the JSON items (recording them in m), metadata.json and the marker,
+// fsyncs, and renames the directory into place (replacing an existing
+// checkpoint of that step). Returns the checkpoint's path.
+std::string commit_checkpoint(CheckpointMetadata m, const std::map<std::string, std::string>& json,
+                              const std::string& ckpt_dir, const std::string& prefix);
 // Deletes the checkpoint of a step under every spelling of its value (a
 // missing one is not an error); with keep_own_name, all but the name saves
 // write for `step`.
@@ -196,5 +224,7 @@ CheckpointMetadata read_checkpoint_metadata(const std::string& path);
 // empty) and every JSON item of the committed checkpoint at `path`. A target
 // that is not None must match the stored tree; None rebuilds it.
 CheckpointItems read_checkpoint(const std::string& path, const std::map<std::string, Tree>& targets = {});
+// The JSON items of the checkpoint at `path` whose metadata is `m`, checked.
+std::map<std::string, std::string> read_checkpoint_json_items(const std::string& path, const CheckpointMetadata& m);
 
 }  // namespace pax::train

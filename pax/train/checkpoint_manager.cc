@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "pax/core/error.h"
+#include "pax/dist/process_group.h"
 #include "pax/train/fs_util.h"
 
 namespace pax::train {
@@ -20,7 +21,9 @@ CheckpointManager::CheckpointManager(std::string directory, CheckpointManagerOpt
   PAX_CHECK(!options_.keep_period || *options_.keep_period >= 1, "CheckpointManager: keep_period must be >= 1, got ",
             options_.keep_period.value_or(0));
   fs::make_dirs(directory_);
-  remove_tmp_checkpoints(directory_, kDefaultCheckpointPrefix);
+  // Only process 0 cleans up: with sharded saves every process makes a
+  // manager, and a late one must not remove a tmp_ directory being written.
+  if (dist::process_index() == 0) remove_tmp_checkpoints(directory_, kDefaultCheckpointPrefix);
   steps_ = available_steps(directory_, kDefaultCheckpointPrefix);
 }
 
@@ -50,17 +53,24 @@ std::vector<int64_t> CheckpointManager::steps_to_remove(int64_t new_step) const 
   return remove;
 }
 
-bool CheckpointManager::save(int64_t step, const CheckpointItems& items, const CheckpointSaveArgs& args) {
+std::optional<std::vector<int64_t>> CheckpointManager::begin_save(int64_t step, const CheckpointSaveArgs& args,
+                                                                  const char* what) {
   if (!args.force && !should_save(step)) {
     collect_background_error(/*block=*/false);  // not saving must not hide a failed write
-    return false;
+    return std::nullopt;
   }
   wait_until_finished();
-  PAX_CHECK(step >= 0, "CheckpointManager::save: step must be >= 0, got ", step);
-  PAX_CHECK(steps_.empty() || step > steps_.back(), "CheckpointManager::save: step ", step,
+  PAX_CHECK(step >= 0, "CheckpointManager::", what, ": step must be >= 0, got ", step);
+  PAX_CHECK(steps_.empty() || step > steps_.back(), "CheckpointManager::", what, ": step ", step,
             " is not newer than the latest checkpoint (step ", steps_.back(), ") in '", directory_, "'");
+  return steps_to_remove(step);
+}
+
+bool CheckpointManager::save(int64_t step, const CheckpointItems& items, const CheckpointSaveArgs& args) {
+  const std::optional<std::vector<int64_t>> to_remove = begin_save(step, args, "save");
+  if (!to_remove) return false;
+  const std::vector<int64_t>& remove = *to_remove;
   auto prepared = std::make_shared<const PreparedCheckpoint>(prepare_checkpoint(items, step, options_.config_json));
-  const std::vector<int64_t> remove = steps_to_remove(step);
   auto work = [prepared, dir = directory_, remove] {
     write_checkpoint(*prepared, dir, kDefaultCheckpointPrefix);
     for (int64_t s : remove) remove_checkpoint(dir, kDefaultCheckpointPrefix, s);
@@ -78,6 +88,29 @@ bool CheckpointManager::save(int64_t step, const CheckpointItems& items, const C
       forget_failed_save();
       throw;
     }
+  }
+  return true;
+}
+
+bool CheckpointManager::save_sharded(int64_t step, const CheckpointItems& items, const ItemShardSpecs& specs,
+                                     const CheckpointSaveArgs& args) {
+  const std::optional<std::vector<int64_t>> to_remove = begin_save(step, args, "save_sharded");
+  if (!to_remove) return false;
+  const std::vector<int64_t>& remove = *to_remove;
+  steps_.push_back(step);
+  in_flight_step_ = step;
+  std::erase_if(steps_, [&](int64_t s) { return std::binary_search(remove.begin(), remove.end(), s); });
+  ShardedSaveOptions o;
+  o.config_json = options_.config_json;
+  o.crc_chunk_bytes = options_.crc_chunk_bytes;
+  o.after_commit = [&] {
+    for (int64_t s : remove) remove_checkpoint(directory_, kDefaultCheckpointPrefix, s);
+  };
+  try {
+    save_sharded_checkpoint(directory_, items, specs, step, o);
+  } catch (...) {
+    forget_failed_save();
+    throw;
   }
   return true;
 }
@@ -107,7 +140,7 @@ void CheckpointManager::forget_failed_save() {
   }
 }
 
-CheckpointItems CheckpointManager::restore(std::optional<int64_t> step, const std::map<std::string, Tree>& targets) {
+std::string CheckpointManager::restore_path(std::optional<int64_t> step) {
   wait_until_finished();
   if (!step) {
     PAX_CHECK(!steps_.empty(), "CheckpointManager::restore: no checkpoint in '", directory_, "'");
@@ -115,7 +148,17 @@ CheckpointItems CheckpointManager::restore(std::optional<int64_t> step, const st
   }
   PAX_CHECK(std::binary_search(steps_.begin(), steps_.end(), *step),
             "CheckpointManager::restore: no checkpoint for step ", *step, " in '", directory_, "'");
-  return read_checkpoint(checkpoint_path_of(directory_, kDefaultCheckpointPrefix, *step), targets);
+  return checkpoint_path_of(directory_, kDefaultCheckpointPrefix, *step);
+}
+
+CheckpointItems CheckpointManager::restore(std::optional<int64_t> step, const std::map<std::string, Tree>& targets) {
+  return read_checkpoint(restore_path(step), targets);
+}
+
+CheckpointItems CheckpointManager::restore_sharded(std::optional<int64_t> step,
+                                                   const std::map<std::string, Tree>& targets,
+                                                   const ItemShardSpecs& specs) {
+  return read_checkpoint_sharded(restore_path(step), targets, specs);
 }
 
 }  // namespace pax::train

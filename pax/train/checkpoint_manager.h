@@ -17,6 +17,15 @@
 //     mgr.save(step, {.trees = {{"model", state}}, .json = {{"input", input.state()}}});
 //   }
 //   mgr.wait_until_finished();
+//
+// Sharded train states (FSDP, see sharded_checkpoint.h): every process
+// makes the same manager and the same calls, with its own blocks and specs;
+// save_sharded is always synchronous (its commit needs every process), and
+// restore_sharded reads just the blocks each process needs, whatever the
+// process count and splits of the save:
+//
+//   mgr.save_sharded(step, {.trees = {{"model", local_state}}}, {{"model", specs}});
+//   CheckpointItems r = mgr.restore_sharded(std::nullopt, {{"model", local_target}}, {{"model", specs}});
 #pragma once
 
 #include <cstdint>
@@ -27,6 +36,7 @@
 
 #include "pax/train/async_manager.h"
 #include "pax/train/checkpoint.h"
+#include "pax/train/sharded_checkpoint.h"
 
 namespace pax::train {
 
@@ -41,6 +51,8 @@ struct CheckpointManagerOptions {
   bool async = false;
   // An experiment config (JSON); its hash is stored in every metadata.json.
   std::string config_json;
+  // Sharded saves: the chunk size of the per-chunk CRC32Cs of large blocks.
+  uint64_t crc_chunk_bytes = kDefaultCrcChunkBytes;
 };
 
 struct CheckpointSaveArgs {
@@ -50,7 +62,8 @@ struct CheckpointSaveArgs {
 
 class CheckpointManager {
  public:
-  // Creates `directory` if needed and removes leftovers of interrupted saves.
+  // Creates `directory` if needed and (on process 0 of the process group)
+  // removes leftovers of interrupted saves.
   explicit CheckpointManager(std::string directory, CheckpointManagerOptions options = {});
   // Waits for a save in flight (an error nobody collected is printed to stderr).
   ~CheckpointManager();
@@ -69,6 +82,18 @@ class CheckpointManager {
   // the tree); with no targets every tree item is restored. JSON items are
   // always returned. Waits for a save in flight first.
   CheckpointItems restore(std::optional<int64_t> step = std::nullopt, const std::map<std::string, Tree>& targets = {});
+  // save for a sharded state: every process calls it with the same step and
+  // its own blocks of the tree items (`specs`: by item, by tree path; a leaf
+  // not listed is replicated). Synchronous, also with options.async; process
+  // 0 commits once every process's shards are written and checked, and
+  // prunes. An error on any process is thrown on every process and leaves
+  // nothing committed.
+  bool save_sharded(int64_t step, const CheckpointItems& items, const ItemShardSpecs& specs,
+                    const CheckpointSaveArgs& args = {});
+  // restore of this process's blocks (`specs`, any split and process count;
+  // a leaf not listed is restored whole); targets hold local shapes.
+  CheckpointItems restore_sharded(std::optional<int64_t> step, const std::map<std::string, Tree>& targets,
+                                  const ItemShardSpecs& specs);
   // Steps saved or being saved, ascending.
   std::vector<int64_t> all_steps() const { return steps_; }
   std::optional<int64_t> latest_step() const;
@@ -81,6 +106,11 @@ class CheckpointManager {
 
  private:
   std::vector<int64_t> steps_to_remove(int64_t new_step) const;
+  // The checks and step bookkeeping shared by save and save_sharded: nullopt
+  // when this step is not saved, else the steps to prune after its commit.
+  std::optional<std::vector<int64_t>> begin_save(int64_t step, const CheckpointSaveArgs& args, const char* what);
+  // The committed checkpoint's path of `step` (the latest when nullopt).
+  std::string restore_path(std::optional<int64_t> step);
   // Rethrows the error of a failed background write (waiting for the write
   // in flight when `block`), after updating the step list.
   void collect_background_error(bool block);

@@ -133,8 +133,12 @@ void parse_structure(const json& v, const std::string& key, const std::string& c
   }
 }
 
-TensorRecord parse_tensor(const json& v, const std::string& item_ctx) {
-  check_fields(v, {"name", "dtype", "shape", "crc32c"}, item_ctx + ": tensor entry");
+TensorRecord parse_tensor(const json& v, const std::string& item_ctx, bool sharded) {
+  if (sharded) {
+    check_fields(v, {"name", "dtype", "shape", "split", "blocks"}, item_ctx + ": tensor entry");
+  } else {
+    check_fields(v, {"name", "dtype", "shape", "crc32c"}, item_ctx + ": tensor entry");
+  }
   const json& name = field(v, "name", item_ctx + ": tensor entry");
   PAX_CHECK(name.is_string(), item_ctx, ": a tensor name must be a string, got ", name.dump());
   TensorRecord t;
@@ -149,22 +153,81 @@ TensorRecord parse_tensor(const json& v, const std::string& item_ctx) {
   for (const json& d : shape)
     dims.push_back(int64_t(parse_u64(d, ctx, "a dimension", std::numeric_limits<int64_t>::max())));
   t.shape = Shape(std::move(dims));
-  t.crc32c = parse_hex32(field(v, "crc32c", ctx), ctx);
+  if (!sharded) t.crc32c = parse_hex32(field(v, "crc32c", ctx), ctx);
   return t;
 }
 
-TreeItemRecord parse_tree_item(const std::string& name, const json& v, const std::string& file) {
+// "split" and "blocks" of a sharded item's tensor entry, checked against the
+// item's files and chunk size.
+void parse_tensor_blocks(const json& v, TensorRecord& t, const TreeItemRecord& item, const std::string& item_ctx) {
+  const std::string ctx = item_ctx + ": tensor '" + t.name + "'";
+  const json& split = field(v, "split", ctx);
+  if (!split.is_null()) {
+    check_fields(split, {"dim", "count"}, ctx + ": split");
+    t.split_dim = int64_t(parse_u64(field(split, "dim", ctx), ctx, "split dim", 64));
+    t.split_count = int64_t(parse_u64(field(split, "count", ctx), ctx, "split count", 1u << 30));
+    PAX_CHECK(t.split_dim < t.shape.rank() && t.split_count >= 1 && t.shape[t.split_dim] % t.split_count == 0, ctx,
+              ": cannot split ", t.shape, " along dimension ", t.split_dim, " into ", t.split_count, " blocks");
+  }
+  const json& blocks = field(v, "blocks", ctx);
+  PAX_CHECK(blocks.is_array() && int64_t(blocks.size()) == t.split_count, ctx, ": blocks must be a list of ",
+            t.split_count, " entries (one per block), got ", blocks.dump().substr(0, 200));
+  const Shape block = t.block_shape();
+  uint64_t nbytes = itemsize(t.dtype);
+  for (int64_t d : block.dims()) {
+    PAX_CHECK(!__builtin_mul_overflow(nbytes, uint64_t(d), &nbytes), ctx, ": a block of ", block, " is too large");
+  }
+  const uint64_t chunks = nbytes > item.crc_chunk_bytes ? (nbytes - 1) / item.crc_chunk_bytes + 1 : 0;
+  for (const json& b : blocks) {
+    check_fields(b, {"file", "crc32c", "chunks"}, ctx + ": block");
+    ShardBlockRecord r;
+    r.file = size_t(parse_u64(field(b, "file", ctx), ctx, "block file", item.files.size() - 1));
+    r.crc32c = parse_hex32(field(b, "crc32c", ctx), ctx);
+    if (b.contains("chunks")) {
+      const json& c = b["chunks"];
+      PAX_CHECK(c.is_array(), ctx, ": block chunks must be a list, got ", c.dump().substr(0, 200));
+      for (const json& x : c) r.chunk_crc32c.push_back(parse_hex32(x, ctx));
+    }
+    PAX_CHECK(r.chunk_crc32c.size() == chunks, ctx, ": a block of ", nbytes, " bytes in chunks of ",
+              item.crc_chunk_bytes, " bytes has ", chunks, " chunk CRCs, not ", r.chunk_crc32c.size());
+    t.blocks.push_back(std::move(r));
+  }
+}
+
+TreeItemRecord parse_tree_item(const std::string& name, const json& v, const std::string& file, uint64_t version) {
   const std::string ctx = "checkpoint metadata '" + file + "': item '" + name + "'";
-  check_fields(v, {"file", "tree", "tensors"}, ctx);
-  check_file_field(v, name + ".safetensors", ctx);
   TreeItemRecord item;
+  const bool sharded = v.is_object() && v.contains("files");
+  PAX_CHECK(!sharded || version >= kShardedCheckpointFormatVersion, ctx,
+            ": a sharded item (\"files\") needs format_version ", kShardedCheckpointFormatVersion, ", got ", version);
+  if (sharded) {
+    check_fields(v, {"files", "crc_chunk_bytes", "tree", "tensors"}, ctx);
+    const json& files = field(v, "files", ctx);
+    PAX_CHECK(files.is_array() && !files.empty(), ctx, ": files must be a non-empty list, got ",
+              files.dump().substr(0, 200));
+    for (const json& f : files) {
+      check_fields(f, {"name", "bytes"}, ctx + ": file");
+      // File names are derived from the item and the position; the stored one only documents it.
+      const std::string expected = shard_file_name(name, int64_t(item.files.size()));
+      const json& n = field(f, "name", ctx);
+      PAX_CHECK(n.is_string() && n.get_ref<const std::string&>() == expected, ctx, ": file ", item.files.size(),
+                " must be \"", expected, "\", got ", n.dump());
+      item.files.push_back({expected, parse_u64(field(f, "bytes", ctx), ctx, "bytes", uint64_t(INT64_MAX))});
+    }
+    item.crc_chunk_bytes = parse_u64(field(v, "crc_chunk_bytes", ctx), ctx, "crc_chunk_bytes", uint64_t(INT64_MAX));
+    PAX_CHECK(item.crc_chunk_bytes > 0, ctx, ": crc_chunk_bytes must be positive");
+  } else {
+    check_fields(v, {"file", "tree", "tensors"}, ctx);
+    check_file_field(v, name + ".safetensors", ctx);
+  }
   std::vector<std::string> leaf_names;
   parse_structure(field(v, "tree", ctx), "", ctx, item.structure, leaf_names);
   const json& tensors = field(v, "tensors", ctx);
   PAX_CHECK(tensors.is_array(), ctx, ": tensors must be a list, got ", tensors.dump().substr(0, 200));
   std::set<std::string> names;
   for (const json& t : tensors) {
-    item.tensors.push_back(parse_tensor(t, ctx));
+    item.tensors.push_back(parse_tensor(t, ctx, sharded));
+    if (sharded) parse_tensor_blocks(t, item.tensors.back(), item, ctx);
     PAX_CHECK(names.insert(item.tensors.back().name).second, ctx, ": tensor '", item.tensors.back().name,
               "' is listed twice");
   }
@@ -231,7 +294,11 @@ std::string checkpoint_metadata_to_json(const CheckpointMetadata& m) {
   auto q = [](const std::string& s) { return ordered_json(s).dump(); };
   std::string out = "{\n";
   out += "  \"format\": " + q(kFormat) + ",\n";
-  out += "  \"format_version\": " + std::to_string(m.format_version) + ",\n";
+  // Readers of version 1 do not know sharded items, so only their presence makes it 2.
+  bool sharded = false;
+  for (const auto& [name, item] : m.trees) sharded = sharded || item.sharded();
+  out += "  \"format_version\": " +
+         std::to_string(sharded ? kShardedCheckpointFormatVersion : kCheckpointFormatVersion) + ",\n";
   out += "  \"paxcc_version\": " + q(m.paxcc_version) + ",\n";
   // Python's spelling of a float always has a '.' or an exponent, so the
   // reader tells a float step from an integer one.
@@ -242,15 +309,36 @@ std::string checkpoint_metadata_to_json(const CheckpointMetadata& m) {
   for (const auto& [name, item] : m.trees) {
     size_t i = 0, leaf = 0;
     out += sep + std::string("    ") + q(name) + ": {\n";
-    out += "      \"file\": " + q(name + ".safetensors") + ",\n";
+    if (item.sharded()) {
+      ordered_json files = ordered_json::array();
+      for (const ShardFileRecord& f : item.files) files.push_back({{"name", f.name}, {"bytes", f.bytes}});
+      out += "      \"files\": " + files.dump() + ",\n";
+      out += "      \"crc_chunk_bytes\": " + std::to_string(item.crc_chunk_bytes) + ",\n";
+    } else {
+      out += "      \"file\": " + q(name + ".safetensors") + ",\n";
+    }
     out += "      \"tree\": " + structure_to_json(item.structure, i, item.tensors, leaf).dump() + ",\n";
     out += "      \"tensors\": [";
     const char* tsep = "\n";
     for (const TensorRecord& t : item.tensors) {
-      const ordered_json entry = {{"name", t.name},
-                                  {"dtype", safetensors_dtype_name(t.dtype)},
-                                  {"shape", t.shape.dims()},
-                                  {"crc32c", crc32c_hex(t.crc32c)}};
+      ordered_json entry = {{"name", t.name}, {"dtype", safetensors_dtype_name(t.dtype)}, {"shape", t.shape.dims()}};
+      if (item.sharded()) {
+        entry["split"] = t.split_dim < 0 ? ordered_json(nullptr)
+                                         : ordered_json({{"dim", t.split_dim}, {"count", t.split_count}});
+        ordered_json blocks = ordered_json::array();
+        for (const ShardBlockRecord& b : t.blocks) {
+          ordered_json block = {{"file", b.file}, {"crc32c", crc32c_hex(b.crc32c)}};
+          if (!b.chunk_crc32c.empty()) {
+            ordered_json chunks = ordered_json::array();
+            for (uint32_t c : b.chunk_crc32c) chunks.push_back(crc32c_hex(c));
+            block["chunks"] = std::move(chunks);
+          }
+          blocks.push_back(std::move(block));
+        }
+        entry["blocks"] = std::move(blocks);
+      } else {
+        entry["crc32c"] = crc32c_hex(t.crc32c);
+      }
       out += tsep + std::string("        ") + entry.dump();
       tsep = ",\n";
     }
@@ -278,8 +366,9 @@ CheckpointMetadata parse_checkpoint_metadata(std::string_view text, const std::s
   PAX_CHECK(format == kFormat, ctx, ": format must be \"", kFormat, "\", got ", format.dump());
   CheckpointMetadata m;
   const uint64_t version = parse_u64(field(j, "format_version", ctx), ctx, "format_version", 1u << 30);
-  PAX_CHECK(version == uint64_t(kCheckpointFormatVersion), ctx, ": format_version ", version,
-            " is not readable by this paxcc (it reads version ", kCheckpointFormatVersion, ")");
+  PAX_CHECK(version == uint64_t(kCheckpointFormatVersion) || version == uint64_t(kShardedCheckpointFormatVersion), ctx,
+            ": format_version ", version, " is not readable by this paxcc (it reads versions ",
+            kCheckpointFormatVersion, " and ", kShardedCheckpointFormatVersion, ")");
   m.format_version = int(version);
   const json& pv = field(j, "paxcc_version", ctx);
   PAX_CHECK(pv.is_string(), ctx, ": paxcc_version must be a string, got ", pv.dump());
@@ -297,7 +386,7 @@ CheckpointMetadata parse_checkpoint_metadata(std::string_view text, const std::s
   PAX_CHECK(json_items.is_object(), ctx, ": json_items must be an object, got ", json_items.dump().substr(0, 200));
   for (const auto& [name, v] : items.items()) {
     PAX_CHECK(is_valid_item_name(name), ctx, ": invalid item name '", name, "'");
-    m.trees.emplace(name, parse_tree_item(name, v, file));
+    m.trees.emplace(name, parse_tree_item(name, v, file, version));
   }
   for (const auto& [name, v] : json_items.items()) {
     PAX_CHECK(is_valid_item_name(name), ctx, ": invalid JSON item name '", name, "'");
@@ -345,6 +434,19 @@ std::string config_hash(std::string_view config_json) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "fnv1a64:%016llx", static_cast<unsigned long long>(h));
   return buf;
+}
+
+Shape TensorRecord::block_shape() const {
+  if (split_dim < 0) return shape;
+  Shape s = shape;
+  s[split_dim] /= split_count;
+  return s;
+}
+
+std::string shard_file_name(const std::string& item, int64_t process) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), ".process-%05lld.safetensors", static_cast<long long>(process));
+  return item + buf;
 }
 
 std::string crc32c_hex(uint32_t crc) {

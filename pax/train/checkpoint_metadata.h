@@ -1,7 +1,9 @@
 // metadata.json of a checkpoint directory: the step, the format version, an
 // optional hash of the experiment config, and for every item its tree
 // structure and the dtype, shape and CRC32C of every tensor (or the size and
-// CRC32C of a JSON item). See checkpoint.h for the whole on-disk format.
+// CRC32C of a JSON item); for a sharded item (format_version 2) its shard
+// files, and for every tensor its global shape, its split and for each block
+// the file and the CRC32Cs. See checkpoint.h for the whole on-disk format.
 // The parser treats the file as hostile: every field is type-checked and
 // cross-checked, and any problem is a pax::Error naming the file.
 #pragma once
@@ -19,13 +21,33 @@
 
 namespace pax::train {
 
+// Version 1: every item one <item>.safetensors. Version 2 (written only when
+// an item is sharded): items may also be sharded. Both are read.
 inline constexpr int kCheckpointFormatVersion = 1;
+inline constexpr int kShardedCheckpointFormatVersion = 2;
+
+// One stored block of a sharded tensor.
+struct ShardBlockRecord {
+  size_t file = 0;      // index into TreeItemRecord::files
+  uint32_t crc32c = 0;  // of the whole block's bytes
+  // Of each crc_chunk_bytes piece of the block's bytes (the last one may be
+  // shorter), so that a read of part of the block is checked too; empty when
+  // the block fits in one chunk (crc32c covers it).
+  std::vector<uint32_t> chunk_crc32c;
+};
 
 struct TensorRecord {
   std::string name;  // the leaf's tree path, also its safetensors name
   DType dtype = DType::f32;
-  Shape shape;
-  uint32_t crc32c = 0;  // of the tensor's bytes
+  Shape shape;          // the global shape
+  uint32_t crc32c = 0;  // of the tensor's bytes (unsharded items)
+  // Sharded items: the split (dimension and block count; -1 / 1 replicated)
+  // and block k's file and CRCs for k in 0..split_count-1.
+  int64_t split_dim = -1;
+  int64_t split_count = 1;
+  std::vector<ShardBlockRecord> blocks;
+  // The shape of one stored block.
+  Shape block_shape() const;
 };
 
 // One node of a tree's structure in pre-order: its kind, its key in the
@@ -36,9 +58,20 @@ struct TreeNodeRecord {
   size_t num_children = 0;
 };
 
+// One process's shard file of a sharded item.
+struct ShardFileRecord {
+  std::string name;    // "<item>.process-<5-digit index>.safetensors"
+  uint64_t bytes = 0;  // its size
+};
+
 struct TreeItemRecord {
   std::vector<TreeNodeRecord> structure;  // pre-order; empty never (a None tree is one node)
   std::vector<TensorRecord> tensors;      // the leaves in pre-order
+  // Sharded items: one file per saving process (in process order) and the
+  // chunk size of the blocks' chunk CRCs. Empty: <item>.safetensors.
+  std::vector<ShardFileRecord> files;
+  uint64_t crc_chunk_bytes = 0;
+  bool sharded() const { return !files.empty(); }
 };
 
 struct JsonItemRecord {
@@ -69,6 +102,10 @@ bool is_valid_item_name(const std::string& name);
 // "fnv1a64:<16 hex digits>" of the canonical form of a JSON document (keys
 // sorted, no whitespace), so that formatting does not change the hash.
 std::string config_hash(std::string_view config_json);
+
+// The shard file of process `process` for item `item`:
+// "<item>.process-00003.safetensors".
+std::string shard_file_name(const std::string& item, int64_t process);
 
 // A CRC32C as metadata.json writes it: 8 lowercase hex digits.
 std::string crc32c_hex(uint32_t crc);

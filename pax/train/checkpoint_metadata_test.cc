@@ -155,8 +155,12 @@ TEST(CheckpointMetadataMalformed, NotJsonOrWrongTypes) {
   EXPECT_PAX_ERROR(parse_checkpoint_metadata(replace(good_text(), "paxcc-checkpoint", "other"), "m"),
                    "format must be \"paxcc-checkpoint\"");
   EXPECT_PAX_ERROR(
-      parse_checkpoint_metadata(replace(good_text(), "\"format_version\": 1", "\"format_version\": 2"), "m"),
-      "format_version 2 is not readable");
+      parse_checkpoint_metadata(replace(good_text(), "\"format_version\": 1", "\"format_version\": 3"), "m"),
+      "format_version 3 is not readable by this paxcc (it reads versions 1 and 2)");
+  // Version 2 reads version 1's items; a sharded item needs version 2.
+  EXPECT_EQ(parse_checkpoint_metadata(replace(good_text(), "\"format_version\": 1", "\"format_version\": 2"), "m")
+                .trees.size(),
+            parse_checkpoint_metadata(good_text(), "m").trees.size());
   EXPECT_PAX_ERROR(parse_checkpoint_metadata(replace(good_text(), "\"step\": 1234", "\"step\": 1, \"extra\": 0"), "m"),
                    "unexpected field \"extra\"");
   EXPECT_PAX_ERROR(parse_checkpoint_metadata(replace(good_text(), "\"step\": 1234,", ""), "m"),

@@ -21,22 +21,7 @@ namespace {
 
 using dist::process_count;
 using dist::process_index;
-
-// Process 0's temporary directory, seen by every process; removed once every
-// process is done with it.
-class SharedDir {
- public:
-  SharedDir() {
-    if (process_index() == 0) own_.emplace();
-    path_ = dist::broadcast_string(own_ ? own_->path() : "");
-  }
-  ~SharedDir() { dist::process_group().barrier(); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::optional<testing::TempDir> own_;
-  std::string path_;
-};
+using testing::SharedDir;
 
 // The replica process r passes: its values differ, so that what is restored
 // tells whose target was written.

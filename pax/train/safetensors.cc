@@ -334,6 +334,18 @@ Array SafetensorsReader::read(const SafetensorsEntry& e, uint32_t* crc, bool wea
   return new_array(e, std::move(buffer), weak_type);
 }
 
+void SafetensorsReader::read_bytes(const SafetensorsEntry& e, uint64_t offset, uint64_t n, void* dst) const {
+  PAX_CHECK(offset <= e.end - e.begin && n <= e.end - e.begin - offset, tensor_context(path_, e.name), ": bytes [",
+            offset, ", ", offset + n, ") are outside its ", e.end - e.begin, " bytes");
+  auto* p = static_cast<unsigned char*>(dst);
+  for (uint64_t done = 0; done < n;) {
+    const size_t len = size_t(std::min<uint64_t>(kReadChunk, n - done));
+    impl_->file.pread_exact(p + done, len, header_.data_start + e.begin + offset + done);
+    check_bool_bytes(e, p + done, len, offset + done, path_);
+    done += len;
+  }
+}
+
 SafetensorsContents read_safetensors(const std::string& path) {
   SafetensorsReader reader(path);
   SafetensorsContents out;

@@ -87,6 +87,9 @@ class SafetensorsReader {
   // Reads a tensor into a new host Array; *crc receives the CRC32C of its
   // bytes, computed while reading.
   Array read(const SafetensorsEntry& entry, uint32_t* crc = nullptr, bool weak_type = false) const;
+  // Reads bytes [offset, offset + n) of a tensor's data into dst (a partial
+  // read: the caller checks CRCs); a range past the tensor is an error.
+  void read_bytes(const SafetensorsEntry& entry, uint64_t offset, uint64_t n, void* dst) const;
 
  private:
   struct Impl;
