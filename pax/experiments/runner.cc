@@ -139,9 +139,11 @@ struct Job {
     return o;
   }
 
-  // The chief's checkpoint manager (the other processes have none).
-  void open_checkpoints(std::optional<train::CheckpointManager>& mgr) const {
-    if (chief()) mgr.emplace(path("checkpoints"), checkpoint_options());
+  // The chief's checkpoint manager (the other processes have none); with
+  // `every_process` (a sharded train state, which each process saves and
+  // restores its blocks of), every process's.
+  void open_checkpoints(std::optional<train::CheckpointManager>& mgr, bool every_process = false) const {
+    if (chief() || every_process) mgr.emplace(path("checkpoints"), checkpoint_options());
   }
 
   // An input of this process: with several data shards each process reads
@@ -332,11 +334,23 @@ StepAgreement agree_after_step(const Job& job, bool stop, bool save) {
   return {any[0] != 0, any[1] != 0};
 }
 
+// Throws unless the checkpoint's input states have the shapes and dtypes of this input's.
+void check_input_state(const Tree& saved_inputs, const Tree& input_state) {
+  check_same_structure(saved_inputs, input_state, "the checkpoint's input_state");
+  const std::vector<Array> saved = tree_leaves(saved_inputs), now = tree_leaves(input_state);
+  for (size_t i = 0; i < saved.size(); ++i)
+    PAX_CHECK(saved[i].aval().shape == now[i].aval().shape && saved[i].dtype() == now[i].dtype(),
+              "the checkpoint's input_state holds ", saved[i].aval().str(), " where this input has ",
+              now[i].aval().str());
+}
+
 // The train state and input position at the chief's latest checkpoint, on
 // every process; returns the step restored (nullopt: a fresh start, the
-// chief's initial parameters then replicated).
+// chief's initial parameters then replicated). A sharded train state
+// (`specs` not empty): every process reads its own blocks, with its own
+// manager, and a fresh start keeps the blocks each process drew.
 std::optional<int64_t> restore_for_training(const Job& job, std::optional<train::CheckpointManager>& mgr,
-                                            const train::TrainStep& train_step, train::TrainState& state,
+                                            const dist::ShardSpecs& specs, train::TrainState& state,
                                             data::BaseInput& input, train::EarlyStopping& stopper,
                                             bool early_stopping) {
   const bool sharded = job.sharding.fsdp.enabled();
@@ -344,37 +358,35 @@ std::optional<int64_t> restore_for_training(const Job& job, std::optional<train:
   if (job.chief() && mgr->latest_step()) latest = *mgr->latest_step();
   latest = broadcast_from_chief(latest);
   if (latest < 0) {
-    // Sharded: every process drew its own blocks from the same key.
     if (!sharded) state = train::TrainState::from_tree(dist::replicate(state.to_tree()));
     return std::nullopt;
   }
   // One input state per process, stacked along a leading process axis.
   Tree input_state = job.multi_process() ? dist::all_gather_stacked(input.state()) : input.state();
-  // Sharded: checkpoints hold whole arrays, of which each process keeps its blocks.
-  const Tree whole_shapes = sharded ? train_step.global_state_shapes() : Tree();
-  Tree state_tree = sharded ? whole_shapes : state.to_tree();
-  if (sharded && job.chief())
-    state_tree = tree_map([](const Array& a) { return zeros(a.shape(), a.dtype()); }, whole_shapes);
+  Tree state_tree = state.to_tree();
   std::string stopper_json;
-  dist::run_on_root([&] {
+  auto read = [&] {
     const AllocationPurpose purpose("restoring the checkpoint of step " + std::to_string(latest));
-    train::CheckpointItems items = mgr->restore(latest, {{kTrainStateItem, state_tree}, {kInputStateItem, Tree()}});
+    const std::map<std::string, Tree> targets = {{kTrainStateItem, state_tree}, {kInputStateItem, Tree()}};
+    train::CheckpointItems items = sharded ? mgr->restore_sharded(latest, targets, {{kTrainStateItem, specs}})
+                                           : mgr->restore(latest, targets);
     check_process_count(items, latest, mgr->directory(), job.processes);
-    const Tree& saved_inputs = items.trees.at(kInputStateItem);
-    check_same_structure(saved_inputs, input_state, "the checkpoint's input_state");
-    const std::vector<Array> saved = tree_leaves(saved_inputs), now = tree_leaves(input_state);
-    for (size_t i = 0; i < saved.size(); ++i)
-      PAX_CHECK(saved[i].aval().shape == now[i].aval().shape && saved[i].dtype() == now[i].dtype(),
-                "the checkpoint's input_state holds ", saved[i].aval().str(), " where this input has ",
-                now[i].aval().str());
+    check_input_state(items.trees.at(kInputStateItem), input_state);
     state_tree = items.trees.at(kTrainStateItem);
-    input_state = saved_inputs;
+    input_state = items.trees.at(kInputStateItem);
     if (early_stopping && items.json.count(kEarlyStoppingItem)) stopper_json = items.json.at(kEarlyStoppingItem);
-  });
-  state = train::TrainState::from_tree(sharded ? blocks_from_chief(state_tree, train_step.state_specs())
-                                               : dist::replicate(state_tree));
-  input.restore_state(job.multi_process() ? dist::local_slice(dist::replicate(input_state)) : input_state);
-  stopper_json = dist::broadcast_string(stopper_json);
+  };
+  if (sharded) {
+    read();
+    state = train::TrainState::from_tree(state_tree);
+    if (job.multi_process()) input_state = dist::local_slice(input_state);
+  } else {
+    dist::run_on_root(read);
+    state = train::TrainState::from_tree(dist::replicate(state_tree));
+    if (job.multi_process()) input_state = dist::local_slice(dist::replicate(input_state));
+    stopper_json = dist::broadcast_string(stopper_json);
+  }
+  input.restore_state(input_state);
   if (!stopper_json.empty()) stopper = stopper.restore_json(stopper_json);
   return latest;
 }
@@ -589,9 +601,10 @@ class TrainingLoop {
       for (const HParamsPtr& p : exp_.decode_inputs) decode_inputs_.push_back(data::build_input(p));
     if (settings_.eval_interval_steps > 0)  // after the errors above, so that an error stays one line
       for (const std::string& line : eval_input_mismatches(exp_)) out_ << "warning: " << line << "\n";
-    job_.open_checkpoints(mgr_);
+    job_.open_checkpoints(mgr_, /*every_process=*/job_.sharding.fsdp.enabled());
     const AllocationPurpose purpose("the train state (parameters, optimizer state)");
     state_ = train_step_.init_state(init_key);
+    if (job_.sharding.fsdp.enabled()) specs_ = train_step_.state_specs();
   }
 
   // Resumes from the latest checkpoint, if any; then writes config.json,
@@ -601,7 +614,7 @@ class TrainingLoop {
     // its own time: they meet before the first collective.
     dist::process_group().meet_after("setting up the run");
     if (std::optional<int64_t> resumed =
-            restore_for_training(job_, mgr_, train_step_, state_, *train_input_, stopper_, early_stopping_))
+            restore_for_training(job_, mgr_, specs_, state_, *train_input_, stopper_, early_stopping_))
       out_ << "resumed from " << job_.path("checkpoints") << " at step " << *resumed << "\n";
     job_.write_job_files();
     step_ = state_.step.astype(DType::i64).item<int64_t>();
@@ -730,30 +743,29 @@ class TrainingLoop {
   void decode() {
     // The chief decodes alone, so with sharded params with whole ones.
     Tree variables = train::model_variables(state_);
-    if (job_.sharding.fsdp.enabled())
-      variables = gather_whole(variables, train_step_.state_specs(), job_.sharding.fsdp.axis);
+    if (job_.sharding.fsdp.enabled()) variables = gather_whole(variables, specs_, job_.sharding.fsdp.axis);
     if (job_.chief()) result_.decode_files = run_decodes(job_, variables, decode_inputs_, step_, &*progress_);
     dist::process_group().meet_after("decoding at step " + std::to_string(step_));
   }
 
   // Every process calls it at the same steps (the input states are gathered
-  // to the chief, which alone writes). `force`: the final save, skipped
-  // when this step is already saved.
+  // to the chief, which alone writes them; a sharded train state is written
+  // by every process, its own blocks). `force`: the final save, skipped when
+  // this step is already saved.
   void save(bool force) {
     Tree input_state = job_.multi_process() ? dist::all_gather_stacked(train_input_->state()) : train_input_->state();
-    const bool skip = force && job_.chief() && mgr_->latest_step() == step_;
-    if (job_.multi_process() && broadcast_from_chief(skip ? 1 : 0) != 0) return;
-    // Sharded: the checkpoint holds whole arrays (gathered on every process).
-    Tree state = state_.to_tree();
-    if (job_.sharding.fsdp.enabled()) state = gather_whole(state, train_step_.state_specs(), job_.sharding.fsdp.axis);
-    if (!job_.chief() || skip) return;
+    if (!mgr_ || (force && mgr_->latest_step() == step_)) return;
     train::CheckpointItems items;
-    items.trees[kTrainStateItem] = state;
+    items.trees[kTrainStateItem] = state_.to_tree();
     items.trees[kInputStateItem] = input_state;
     items.json[kProcessesItem] = nlohmann::json{{"process_count", job_.processes}}.dump();
     if (early_stopping_)
       items.json[kEarlyStoppingItem] = stopper_.to_json();  // JSON items restore whatever the targets
-    mgr_->save(step_, items, {.force = force});
+    if (job_.sharding.fsdp.enabled()) {
+      mgr_->save_sharded(step_, items, {{kTrainStateItem, specs_}}, {.force = force});
+    } else {
+      mgr_->save(step_, items, {.force = force});
+    }
   }
 
   // The final save and the closing lines.
@@ -789,6 +801,7 @@ class TrainingLoop {
   std::vector<std::unique_ptr<data::BaseInput>> eval_inputs_, decode_inputs_;
   std::optional<train::CheckpointManager> mgr_;
   train::TrainState state_;
+  dist::ShardSpecs specs_;  // how state_ is split (fsdp); empty: whole on every process
   const bool early_stopping_;
   train::EarlyStopping stopper_;
   int64_t step_ = 0;

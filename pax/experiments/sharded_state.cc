@@ -1,13 +1,11 @@
-// Sharding plan of a run and the moves between blocks and whole arrays.
+// Sharding plan of a run and the gather of whole arrays from blocks.
 #include "pax/experiments/sharded_state.h"
 
 #include "pax/core/error.h"
 #include "pax/experiments/experiment.h"
 #include "pax/experiments/mesh.h"
 #include "pax/dist/mesh.h"
-#include "pax/dist/process_group.h"
 #include "pax/ops/lax.h"
-#include "pax/ops/numpy.h"
 
 namespace pax::experiments {
 
@@ -40,42 +38,6 @@ Tree gather_whole(const Tree& tree, const dist::ShardSpecs& specs, const std::st
     leaves[i] = lax::all_gather(leaves[i], axis, it->second.dim, /*tiled=*/true);
   }
   return tree_unflatten(tree_structure(tree), leaves);
-}
-
-namespace {
-
-// The block of `whole` that `spec` says this process holds (whole when replicated).
-Array block(const Array& whole, const dist::ShardSpec& spec, const std::string& path) {
-  if (spec.replicated()) return whole;
-  PAX_CHECK(whole.shape() == spec.global, "sharded train state: ", path, " is ", whole.aval().str(), ", not ",
-            spec.global);
-  Ints start(size_t(spec.global.rank()), 0), limit = spec.global.dims();
-  start[size_t(spec.dim)] = spec.begin();
-  limit[size_t(spec.dim)] = spec.end();
-  return lax::slice(whole, start, limit);
-}
-
-}  // namespace
-
-Tree take_blocks(const Tree& whole, const dist::ShardSpecs& specs) {
-  const std::vector<std::string> paths = tree_paths(whole);
-  std::vector<Array> leaves = tree_leaves(whole);
-  for (size_t i = 0; i < leaves.size(); ++i)
-    if (const auto it = specs.find(paths[i]); it != specs.end()) leaves[i] = block(leaves[i], it->second, paths[i]);
-  return tree_unflatten(tree_structure(whole), leaves);
-}
-
-Tree blocks_from_chief(const Tree& chief_or_shapes, const dist::ShardSpecs& specs) {
-  dist::ProcessGroup& group = dist::process_group();
-  const std::vector<std::string> paths = tree_paths(chief_or_shapes);
-  std::vector<Array> leaves = tree_leaves(chief_or_shapes);
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    const Array mine = group.process_index() == 0 ? leaves[i] : zeros(leaves[i].shape(), leaves[i].dtype());
-    const Array whole = group.broadcast(mine);
-    const auto it = specs.find(paths[i]);
-    leaves[i] = it == specs.end() ? whole : block(whole, it->second, paths[i]);
-  }
-  return tree_unflatten(tree_structure(chief_or_shapes), leaves);
 }
 
 }  // namespace pax::experiments

@@ -1,7 +1,6 @@
 // The mesh's data axis as fully sharded data parallelism for a run: which
 // named axes the train step sums over, which one splits the params, and the
-// host-side moves between a sharded train state and whole arrays (for saving
-// with the chief's checkpoint manager, restoring, decoding on the chief).
+// gather of whole arrays from the blocks (for decoding on the chief).
 //
 //   mpirun -np 4 paxcc --exp=... --set train.ici_mesh_shape=[1,4,1]
 //   -> every process holds a quarter of each large parameter and of its
@@ -34,11 +33,5 @@ ShardingPlan plan_sharding(const TrainSettings& t, int64_t process_count, const 
 // Every array of `tree` whole: the blocks of the arrays `specs` names
 // all-gathered over `axis` (every process of the axis calls it).
 Tree gather_whole(const Tree& tree, const dist::ShardSpecs& specs, const std::string& axis);
-// This process's blocks of a tree of whole arrays.
-Tree take_blocks(const Tree& whole, const dist::ShardSpecs& specs);
-// This process's blocks of the chief's tree of whole arrays, one array at a
-// time (every process calls it; the others pass `shapes`, the whole tree's
-// abstract shapes, the chief the tree itself).
-Tree blocks_from_chief(const Tree& chief_or_shapes, const dist::ShardSpecs& specs);
 
 }  // namespace pax::experiments

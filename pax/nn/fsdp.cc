@@ -15,8 +15,8 @@ int64_t fsdp_split_dim(const WeightHParams& spec, const FsdpOptions& fsdp, const
     const int64_t d = *spec.fsdp_dim;
     if (d == -1) return -1;
     PAX_CHECK(d >= first && d < shape.rank() && shape[d] % fsdp.size == 0, what, ": fsdp_dim ", d, " cannot split ",
-              shape, " over the ", fsdp.size, " processes of axis '", fsdp.axis, "' (valid: -1, or a dimension >= ",
-              first, " whose size the process count divides)");
+              shape, " over the ", fsdp.size, " processes of axis '", fsdp.axis,
+              "' (valid: -1, or a dimension >= ", first, " whose size the process count divides)");
     return d;
   }
   if (shape.numel() < fsdp.min_elements) return -1;

@@ -20,9 +20,9 @@
 namespace pax::nn {
 
 struct FsdpOptions {
-  std::string axis;                   // the named axis the params are split over ("" : off)
-  int64_t size = 1;                   // processes on that axis
-  int64_t index = 0;                  // this process's position on it (the block it holds)
+  std::string axis;                         // the named axis the params are split over ("" : off)
+  int64_t size = 1;                         // processes on that axis
+  int64_t index = 0;                        // this process's position on it (the block it holds)
   int64_t min_elements = int64_t(1) << 14;  // smaller params stay whole on every process
   bool enabled() const { return !axis.empty() && size > 1; }
 };

@@ -22,8 +22,8 @@ FsdpOptions on(int64_t size, int64_t index = 0, int64_t min_elements = 1) {
 TEST(Fsdp, SplitDimIsTheLargestDivisibleAfterTheRepeatPrefix) {
   EXPECT_EQ(fsdp_split_dim({.shape = Shape{8, 12}}, on(4), "w"), 1);
   EXPECT_EQ(fsdp_split_dim({.shape = Shape{12, 8}}, on(4), "w"), 0);
-  EXPECT_EQ(fsdp_split_dim({.shape = Shape{6, 6}}, on(4), "w"), -1);        // nothing divisible
-  EXPECT_EQ(fsdp_split_dim({.shape = Shape{8, 8}}, on(4), "w"), 0);         // the first of equals
+  EXPECT_EQ(fsdp_split_dim({.shape = Shape{6, 6}}, on(4), "w"), -1);            // nothing divisible
+  EXPECT_EQ(fsdp_split_dim({.shape = Shape{8, 8}}, on(4), "w"), 0);             // the first of equals
   EXPECT_EQ(fsdp_split_dim({.shape = Shape{8, 12}}, on(4, 0, 1000), "w"), -1);  // too small
   EXPECT_EQ(fsdp_split_dim({.shape = Shape{8, 4, 6}, .repeat_prefix_axes = 1}, on(2), "w"), 2);
   EXPECT_EQ(fsdp_split_dim({.shape = Shape{16, 4}, .repeat_prefix_axes = 1}, on(4), "w"), 1);

@@ -22,7 +22,7 @@ optim::GradientTransformation Learner::make_optimizer() const {
   PAX_CHECK(max_consecutive_nonfinite_steps >= 0,
             "learner.max_consecutive_nonfinite_steps must be >= 0 (0: never stop), got ",
             max_consecutive_nonfinite_steps);
-  optim::GradientTransformation tx = make_optimizer_without_clipping();
+  optim::GradientTransformation tx = optimizer_hparams().make();
   if (clip_gradient_norm_to_value == 0) return tx;
   return optim::chain({optim::clip_by_global_norm(clip_gradient_norm_to_value), std::move(tx)});
 }

@@ -30,8 +30,9 @@ struct Learner : BaseHParams {
   const optim::OptimizerHParams& optimizer_hparams() const;
   // Clipping followed by the optimizer.
   optim::GradientTransformation make_optimizer() const;
-  // The optimizer alone, without the clipping (a sharded train step clips
-  // with the norm over every process's blocks itself).
+  // make_optimizer with the identity in place of the clipping (a sharded
+  // train step clips with the norm over every process's blocks itself): the
+  // same optimizer state, so that checkpoints move between the two.
   optim::GradientTransformation make_optimizer_without_clipping() const;
   // The learning rate at a step (for logging).
   double learning_rate(int64_t step) const;

@@ -196,7 +196,6 @@ optim::GradientTransformation step_optimizer(const Learner& learner, const nn::F
             fsdp.size,
             " each process holds blocks of them (fully sharded data parallelism); use Adam, Sgd, "
             "Lion, RmsProp or Adagrad, or a mesh whose data axis is 1 (replica axis for plain data parallelism)");
-  learner.make_optimizer();  // its checks
   return learner.make_optimizer_without_clipping();
 }
 
