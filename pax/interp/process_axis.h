@@ -1,5 +1,5 @@
 // The processes of a multi-process job as a named axis, for the collectives
-// (psum, pmax, pmin, all_gather, axis_index) bound outside any vmap of their
+// (psum, pmax, pmin, all_gather, psum_scatter, axis_index) bound outside any vmap of their
 // axis name. The array core knows only this interface: the process group
 // (pax/dist) installs itself when its library is loaded; without it the job
 // is one process on an axis named "processes", and every collective returns
