@@ -140,6 +140,9 @@ Tree psum_scatter(const Tree& tree, const std::string& axis_name, int64_t scatte
     const Array& leaf = leaves[i];
     PAX_CHECK(leaf.ndim() > 0, "dist::psum_scatter: leaf '", paths[i], "' is ", leaf.aval().str(),
               "; scattering needs a dimension (rank >= 1)");
+    PAX_CHECK(scatter_dimension >= -leaf.ndim() && scatter_dimension < leaf.ndim(), "dist::psum_scatter: leaf '",
+              paths[i], "' ", leaf.aval().str(), " has no dimension ", scatter_dimension, " (valid: ", -leaf.ndim(),
+              " to ", leaf.ndim() - 1, ")");
     const int64_t dim = normalize_axis(scatter_dimension, leaf.ndim(), "dist::psum_scatter");
     PAX_CHECK(tiled ? leaf.dim(dim) % n == 0 : leaf.dim(dim) == n, "dist::psum_scatter: leaf '", paths[i], "' ",
               leaf.aval().str(), " has size ", leaf.dim(dim), " in dimension ", dim, "; ",
