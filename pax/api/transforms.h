@@ -152,7 +152,7 @@ struct VmapOptions {
   // it must not depend on the mapped axis (a pmean over it, say), and comes
   // out without a batch axis.
   std::vector<std::optional<int64_t>> out_axes = {0};
-  // Names the mapped axis for collectives (psum, pmean, pmax, all_gather).
+  // Names the mapped axis for collectives (psum, pmean, pmax, all_gather, psum_scatter).
   std::string axis_name;
 };
 

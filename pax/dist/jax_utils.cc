@@ -10,6 +10,7 @@
 
 #include "pax/core/error.h"
 #include "pax/dist/process_group.h"
+#include "pax/interp/interpreter.h"
 #include "pax/ops/lax.h"
 #include "pax/ops/numpy.h"
 
@@ -43,27 +44,39 @@ std::vector<std::vector<size_t>> make_buckets(const std::vector<Array>& leaves, 
   return buckets;
 }
 
+// How a leaf travels in a bucket: `pack` makes it a vector or a matrix (the
+// leaves of a bucket are concatenated along the last axis), `unpack` makes
+// its part of the collective's result the result leaf.
+using PackFn = std::function<Array(const Array& leaf)>;
+using UnpackFn = std::function<Array(const Array& part, const Array& leaf)>;
+
 // Applies `collective` to every bucket of `tree`'s leaves: a bucket of one
-// leaf as it is, a larger one flattened into a single vector and split back.
-Tree bucketed(const Tree& tree, int64_t bucket_bytes, const std::function<Array(const Array&)>& collective) {
+// leaf as it is (packed: false), a larger one packed into a single buffer
+// (packed: true) and split back (by default every leaf raveled, and its part
+// reshaped to the leaf's shape).
+using BucketFn = std::function<Array(const Array& x, bool packed)>;
+Tree bucketed(
+    const Tree& tree, int64_t bucket_bytes, const BucketFn& collective,
+    const PackFn& pack = [](const Array& leaf) { return ravel(leaf); },
+    const UnpackFn& unpack = [](const Array& part, const Array& leaf) { return reshape(part, leaf.shape().dims()); }) {
   auto [leaves, def] = tree_flatten(tree);
   std::vector<Array> out(leaves.size());
   for (const std::vector<size_t>& bucket : make_buckets(leaves, bucket_bytes)) {
     if (bucket.size() == 1) {
-      out[bucket[0]] = collective(leaves[bucket[0]]);
+      out[bucket[0]] = collective(leaves[bucket[0]], false);
       continue;
     }
-    std::vector<Array> flat;
+    std::vector<Array> packed;
     Ints offsets;
     int64_t offset = 0;
     for (size_t i : bucket) {
-      flat.push_back(ravel(leaves[i]));
-      offset += leaves[i].aval().shape.numel();
+      packed.push_back(pack(leaves[i]));
+      offset += packed.back().shape().dims().back();
       offsets.push_back(offset);
     }
     offsets.pop_back();
-    std::vector<Array> parts = split(collective(concatenate(flat)), offsets);
-    for (size_t k = 0; k < bucket.size(); ++k) out[bucket[k]] = reshape(parts[k], leaves[bucket[k]].shape().dims());
+    std::vector<Array> parts = split(collective(concatenate(packed, -1), true), offsets, -1);
+    for (size_t k = 0; k < bucket.size(); ++k) out[bucket[k]] = unpack(parts[k], leaves[bucket[k]]);
   }
   return tree_unflatten(def, out);
 }
@@ -84,7 +97,7 @@ Tree replicate(const Tree& tree, int root) {
   PAX_CHECK(root >= 0 && root < group.process_count(), "dist::replicate: root ", root, " is not a process in [0, ",
             group.process_count(), ")");
   if (group.process_count() == 1) return tree;
-  return bucketed(tree, kDefaultBucketBytes, [&](const Array& x) { return group.broadcast(x, root); });
+  return bucketed(tree, kDefaultBucketBytes, [&](const Array& x, bool) { return group.broadcast(x, root); });
 }
 
 Tree unreplicate(const Tree& tree) {
@@ -110,11 +123,54 @@ Tree unreplicate(const Tree& tree) {
 }
 
 Tree psum(const Tree& tree, const std::string& axis_name, int64_t bucket_bytes) {
-  return bucketed(tree, bucket_bytes, [&](const Array& x) { return lax::psum(x, axis_name); });
+  return bucketed(tree, bucket_bytes, [&](const Array& x, bool) { return lax::psum(x, axis_name); });
 }
 
 Tree pmean(const Tree& tree, const std::string& axis_name, int64_t bucket_bytes) {
-  return bucketed(tree, bucket_bytes, [&](const Array& x) { return lax::pmean(x, axis_name); });
+  return bucketed(tree, bucket_bytes, [&](const Array& x, bool) { return lax::pmean(x, axis_name); });
+}
+
+Tree psum_scatter(const Tree& tree, const std::string& axis_name, int64_t scatter_dimension, bool tiled,
+                  int64_t bucket_bytes) {
+  const int64_t n = axis_size(axis_name);
+  PAX_CHECK(n > 0, "dist::psum_scatter: axis '", axis_name, "' has no members to scatter over");
+  const std::vector<Array> leaves = tree_leaves(tree);
+  const std::vector<std::string> paths = tree_paths(tree);
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const Array& leaf = leaves[i];
+    PAX_CHECK(leaf.ndim() > 0, "dist::psum_scatter: leaf '", paths[i], "' is ", leaf.aval().str(),
+              "; scattering needs a dimension (rank >= 1)");
+    PAX_CHECK(scatter_dimension >= -leaf.ndim() && scatter_dimension < leaf.ndim(), "dist::psum_scatter: leaf '",
+              paths[i], "' ", leaf.aval().str(), " has no dimension ", scatter_dimension, " (valid: ", -leaf.ndim(),
+              " to ", leaf.ndim() - 1, ")");
+    const int64_t dim = normalize_axis(scatter_dimension, leaf.ndim(), "dist::psum_scatter");
+    PAX_CHECK(tiled ? leaf.dim(dim) % n == 0 : leaf.dim(dim) == n, "dist::psum_scatter: leaf '", paths[i], "' ",
+              leaf.aval().str(), " has size ", leaf.dim(dim), " in dimension ", dim, "; ",
+              tiled ? "tiled scattering needs a multiple of" : "untiled scattering needs exactly", " the size ", n,
+              " of axis '", axis_name, "'");
+  }
+  // In a bucket every leaf is a matrix [n, block elements] (the scattered
+  // dimension leading): one tiled psum_scatter over dimension 0 gives this
+  // member row i of each.
+  auto leading = [&](const Array& leaf) {
+    return normalize_axis(scatter_dimension, leaf.ndim(), "dist::psum_scatter");
+  };
+  auto pack = [&](const Array& leaf) {
+    return reshape(moveaxis(leaf, leading(leaf), 0), {n, leaf.aval().shape.numel() / n});
+  };
+  auto unpack = [&](const Array& part, const Array& leaf) {
+    const int64_t dim = leading(leaf);
+    Ints rest = leaf.shape().dims();  // the other dimensions, in order
+    rest.erase(rest.begin() + dim);
+    if (!tiled) return reshape(part, rest);
+    rest.insert(rest.begin(), leaf.dim(dim) / n);
+    return moveaxis(reshape(part, rest), 0, dim);
+  };
+  auto scatter = [&](const Array& x, bool packed) {
+    return packed ? lax::psum_scatter(x, axis_name, 0, /*tiled=*/true)
+                  : lax::psum_scatter(x, axis_name, scatter_dimension, tiled);
+  };
+  return bucketed(tree, bucket_bytes, scatter, pack, unpack);
 }
 
 Tree all_gather_stacked(const Tree& tree) {

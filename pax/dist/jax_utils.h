@@ -3,11 +3,13 @@
 //
 //   state = dist::replicate(state);           // rank 0's values everywhere
 //   grads = dist::pmean(grads, "processes");  // one all-reduce per dtype bucket
+//   shard = dist::psum_scatter(grads, "processes", 0, true);  // this process's blocks
 //   dist::unreplicate(state);                 // the one copy (checked identical)
 //   auto eval = dist::pad_shard_unpad(fn);    // a global batch split over ranks
 //
-// psum / pmean are written with pax ops, so inside jit they become one psum
-// primitive per bucket in the jaxpr; the others are host-side (eager) calls.
+// psum / pmean / psum_scatter are written with pax ops, so inside jit they
+// become one collective primitive per bucket in the jaxpr; the others are
+// host-side (eager) calls.
 // With a single process every helper returns its input unchanged.
 #pragma once
 
@@ -40,6 +42,15 @@ Tree unreplicate(const Tree& tree);
 // tree), bucketed by dtype. Traceable: usable inside jit and grad.
 Tree psum(const Tree& tree, const std::string& axis_name, int64_t bucket_bytes = kDefaultBucketBytes);
 Tree pmean(const Tree& tree, const std::string& axis_name, int64_t bucket_bytes = kDefaultBucketBytes);
+
+// lax.psum_scatter of every leaf over `axis_name`: each process keeps its
+// block of dimension `scatter_dimension` of every summed leaf (tiled: that
+// dimension divided by the axis size; untiled: it has the axis size and is
+// removed), as a fully sharded step reduce-scatters its gradients. Bucketed
+// by dtype like psum (one reduce-scatter per bucket) and traceable. Every
+// leaf needs that dimension divisible by (tiled) or equal to the axis size.
+Tree psum_scatter(const Tree& tree, const std::string& axis_name, int64_t scatter_dimension = 0, bool tiled = false,
+                  int64_t bucket_bytes = kDefaultBucketBytes);
 
 // Every process's tree, each leaf stacked along a new leading axis in
 // process order (host-side). local_slice takes this process's entry back.

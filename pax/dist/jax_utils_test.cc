@@ -1,8 +1,9 @@
 // The flax.jax_utils equivalents over processes: replicate, unreplicate (with
-// its divergence check), bucketed tree psum / pmean eagerly and under jit,
-// all_gather_stacked / local_slice, pad_shard_unpad, broadcast_string and
-// run_on_root. Run as one process and under `mpirun -np 2`; references are
-// computed from every rank's known input.
+// its divergence check), bucketed tree psum / pmean / psum_scatter eagerly,
+// under jit and (psum_scatter) over a vmap axis, all_gather_stacked /
+// local_slice, pad_shard_unpad, broadcast_string and run_on_root. Run as one
+// process and under `mpirun -np 2` and `-np 4`; references are computed from
+// every rank's known input.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "pax/dist/jax_utils.h"
 #include "pax/dist/process_group.h"
 #include "pax/ir/jaxpr.h"
+#include "pax/ops/lax.h"
 #include "pax/ops/numpy.h"
 #include "pax/testing/testing.h"
 
@@ -90,6 +92,83 @@ TEST(JaxUtils, TreePsumUnderJitIsOneCollectivePerBucket) {
   int psums = 0;
   for (const Eqn& e : jaxpr->eqns) psums += e.prim == Prim::psum;
   EXPECT_EQ(psums, 3) << jaxpr->str();
+}
+
+// A tree to reduce-scatter over n members, of rank-dependent small integers
+// (exact in every dtype): dimensions 0 and -1 of every leaf are multiples of
+// n (untiled: dimension 0 is n), in three dtypes.
+Tree scatter_tree(int r, int64_t n, bool untiled = false) {
+  auto leaf = [&](const Shape& s, DType dt, int salt) {
+    std::vector<double> v(size_t(s.numel()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = double((int64_t(i) * (salt + 2) + r * 7 + salt) % 11 - 5);
+    return array(v, s).astype(dt);
+  };
+  Tree t = Tree::dict({{"v", leaf(Shape{n, 3 * n}, DType::f32, 1)},
+                       {"b", leaf(Shape{n}, DType::f32, 2)},
+                       {"n", leaf(Shape{n, 2 * n}, DType::i32, 3)},
+                       {"h", leaf(Shape{n, 2, n}, DType::bf16, 4)}});
+  if (!untiled) t.set("w", leaf(Shape{2 * n, n}, DType::f32, 5));
+  return t;
+}
+
+// Bucketed, the tree psum_scatter gives each leaf what lax::psum_scatter of
+// that leaf alone gives, whatever the bucket size.
+TEST(JaxUtils, TreePsumScatterMatchesEachLeafsOwn) {
+  const int64_t p = process_count();
+  for (auto [dim, tiled] : std::vector<std::pair<int64_t, bool>>{{0, true}, {-1, true}, {0, false}}) {
+    const Tree mine = scatter_tree(process_index(), p, !tiled);
+    const Tree want = tree_map([&](const Array& x) { return lax::psum_scatter(x, "processes", dim, tiled); }, mine);
+    for (int64_t bucket : {kDefaultBucketBytes, int64_t(8), int64_t(64)}) {
+      SCOPED_TRACE(::testing::Message() << "dim " << dim << " tiled " << tiled << " bucket " << bucket);
+      expect_tree_close(psum_scatter(mine, "processes", dim, tiled, bucket), want);
+    }
+  }
+}
+
+TEST(JaxUtils, TreePsumScatterUnderJitIsOneCollectivePerBucket) {
+  const int64_t p = process_count();
+  auto f = [](const Tree& t) { return psum_scatter(t, "processes", 0, true); };
+  const Tree mine = scatter_tree(process_index(), p);
+  expect_tree_close(jit(f)(mine), f(mine));
+  auto jaxpr = make_jaxpr(f)(mine);
+  int scatters = 0;
+  for (const Eqn& e : jaxpr->eqns) scatters += e.prim == Prim::psum_scatter;
+  EXPECT_EQ(scatters, 3) << jaxpr->str();  // f32, i32, bf16
+}
+
+// Over a vmap axis of 3 members (in any process count) the packed buckets
+// (three f32 leaves in one) give every member its blocks.
+TEST(JaxUtils, TreePsumScatterOverAVmapAxis) {
+  const int64_t n = 3;
+  std::vector<Tree> members;
+  for (int m = 0; m < n; ++m) members.push_back(scatter_tree(m, n));
+  const Tree stacked = tree_map_n([](std::span<const Array> xs) { return stack({xs.begin(), xs.end()}); }, members);
+  for (int64_t dim : {0, 1, -1}) {
+    SCOPED_TRACE(::testing::Message() << "dim " << dim);
+    auto tree_version = vmap([&](const Tree& t) { return psum_scatter(t, "m", dim, true); }, {.axis_name = "m"});
+    auto per_leaf = vmap(
+        [&](const Tree& t) {
+          return tree_map([&](const Array& x) { return lax::psum_scatter(x, "m", dim, true); }, t);
+        },
+        {.axis_name = "m"});
+    if (dim == 1) {  // "b" has no dimension 1
+      EXPECT_PAX_ERROR(tree_version(stacked), "dist::psum_scatter");
+      continue;
+    }
+    expect_tree_close(tree_version(stacked), per_leaf(stacked));
+  }
+}
+
+TEST(JaxUtils, TreePsumScatterErrorsNameTheLeaf) {
+  const int64_t p = process_count();
+  const std::string axis = " the size " + std::to_string(p) + " of axis 'processes'";
+  EXPECT_PAX_ERROR(psum_scatter(Tree::dict({{"a", zeros({2})}, {"s", zeros({p, 3})}}), "processes", 1),
+                   "leaf 'a' f32[2] has no dimension 1 (valid: -1 to 0)");
+  EXPECT_PAX_ERROR(psum_scatter(Tree::dict({{"x", zeros({p})}, {"s", scalar(1.0f)}}), "processes"),
+                   "leaf 's' is f32[]; scattering needs a dimension");
+  EXPECT_PAX_ERROR(psum_scatter(Tree::dict({{"x", zeros({p + 1, 2})}}), "processes"),
+                   "leaf 'x' f32[" + std::to_string(p + 1) + ",2] has size " + std::to_string(p + 1) +
+                       " in dimension 0; untiled scattering needs exactly" + axis);
 }
 
 TEST(JaxUtils, GatherStackedAndLocalSlice) {

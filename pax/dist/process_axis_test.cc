@@ -1,7 +1,8 @@
 // The process axis: lax's named-axis collectives over "processes" (outside any
 // vmap of that name) run across the processes, and their derivative rules give
-// cross-process gradients. Run as one process and under `mpirun -np 2`
-// (tests/CMakeLists.txt); references are computed from every rank's known input.
+// cross-process gradients. Run as one process and under `mpirun -np 2` and
+// `-np 4` (tests/CMakeLists.txt); references are computed from every rank's
+// known input.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -118,6 +119,96 @@ TEST(ProcessAxis, EagerAllGatherAndAxisIndex) {
   EXPECT_PAX_ERROR(lax::all_gather(x, kAxis, 3), "all_gather");
 }
 
+// psum_scatter over the processes equals psum followed by this process's
+// block, tiled along either dimension and untiled, in every dtype (bf16
+// reduces in f32, as psum does).
+TEST(ProcessAxis, EagerPsumScatterIsPsumThenThisProcesssBlock) {
+  const int p = process_count();
+  const int me = process_index();
+  for (DType dt : {DType::f32, DType::bf16, DType::i32, DType::f64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Array rows = rank_input(me, Shape{2 * p, 3}, dt);
+    Array s0 = lax::psum_scatter(rows, kAxis, 0, /*tiled=*/true);
+    EXPECT_EQ(s0.aval(), (AVal{Shape{2, 3}, dt, false}));
+    EXPECT_TRUE(all_close(s0, lax::slice(lax::psum(rows, kAxis), {2 * me, 0}, {2 * me + 2, 3}), 0, 0));
+    Array cols = rank_input(me, Shape{3, 2 * p}, dt);
+    Array s1 = lax::psum_scatter(cols, kAxis, -1, /*tiled=*/true);
+    EXPECT_TRUE(all_close(s1, lax::slice(lax::psum(cols, kAxis), {0, 2 * me}, {3, 2 * me + 2}), 0, 0));
+    Array one = rank_input(me, Shape{3, p}, dt);
+    Array s2 = lax::psum_scatter(one, kAxis, 1);
+    EXPECT_EQ(s2.shape(), (Shape{3}));
+    EXPECT_TRUE(all_close(s2, lax::squeeze(lax::slice(lax::psum(one, kAxis), {0, me}, {3, me + 1}), {1}), 0, 0));
+    // The reference from every rank's known input.
+    std::vector<double> want;
+    for (int64_t i = 0; i < 3; ++i) {
+      double total = 0;
+      for (int r = 0; r < p; ++r) total += rank_value(r, i * p + me);
+      want.push_back(total);
+    }
+    EXPECT_TRUE(all_close(s2, want, 0, 0));
+  }
+}
+
+// all_gather then psum_scatter (its transpose) gives back p times the input.
+TEST(ProcessAxis, AllGatherThenPsumScatterRoundTrip) {
+  const int p = process_count();
+  Array x = rank_input(process_index(), Shape{2, 3}, DType::f32);
+  for (bool tiled : {true, false}) {
+    for (int64_t axis : {0, 1}) {
+      Array back = lax::psum_scatter(lax::all_gather(x, kAxis, axis, tiled), kAxis, axis, tiled);
+      EXPECT_TRUE(all_close(back, x * double(p), 0, 0)) << "tiled " << tiled << " axis " << axis;
+    }
+  }
+}
+
+// Cross-process gradients through the pair: d/dx sum(all_gather(x) * c) is
+// this process's block of the sum of every process's c; d/dx
+// sum(psum_scatter(x) * d) is every process's d in its block.
+TEST(ProcessAxis, PsumScatterAndAllGatherGradientsAcrossProcesses) {
+  const int p = process_count();
+  const int me = process_index();
+  auto c_of = [&](int r) { return rank_input(r + 5, Shape{2 * p, 3}, DType::f32); };
+  Array x = rank_input(me, Shape{2, 3}, DType::f32);
+  Array c = c_of(me);
+  Array g = grad([&](const Array& a) { return sum(lax::all_gather(a, kAxis, 0, true) * c); })(x);
+  std::vector<double> want(6, 0.0);
+  for (int r = 0; r < p; ++r) {
+    std::vector<double> cr = c_of(r).to_vector<double>();
+    for (size_t i = 0; i < 6; ++i) want[i] += cr[size_t(me) * 6 + i];
+  }
+  EXPECT_TRUE(all_close(g, want, 0, 0));
+  // Untiled, along dimension 1.
+  Array c1 = rank_input(me + 7, Shape{2, p, 3}, DType::f32);
+  Array g1 = grad([&](const Array& a) { return sum(lax::all_gather(a, kAxis, 1) * c1); })(x);
+  EXPECT_TRUE(all_close(g1, lax::squeeze(lax::slice(lax::psum(c1, kAxis), {0, me, 0}, {2, me + 1, 3}), {1}), 0, 0));
+  // psum_scatter's gradient gathers the cotangents.
+  Array xs = rank_input(me, Shape{3, 2 * p}, DType::f32);
+  Array d = rank_input(me + 3, Shape{3, 2}, DType::f32);
+  Array gs = grad([&](const Array& a) { return sum(lax::psum_scatter(a * a, kAxis, 1, true) * d); })(xs);
+  EXPECT_TRUE(all_close(gs, lax::all_gather(d, kAxis, 1, true) * xs * 2.0, 0, 0));
+  // bf16 operands keep their dtype through the pair and its gradient.
+  Array h = x.astype(DType::bf16);
+  Array gh = grad([&](const Array& a) { return sum(lax::all_gather(a, kAxis, 0, true) * c.astype(DType::bf16)); })(h);
+  EXPECT_EQ(gh.dtype(), DType::bf16);
+  EXPECT_TRUE(all_close(gh, want, 1e-2, 1e-2));
+}
+
+// A dimension the process count does not divide is the same pax::Error on
+// every rank, before any data moves; the group works on afterwards.
+TEST(ProcessAxis, PsumScatterOfANonDivisibleDimensionFailsOnEveryRank) {
+  const int p = process_count();
+  const std::string size = "the size " + std::to_string(p) + " of axis 'processes'";
+  if (p > 1) {
+    EXPECT_PAX_ERROR(lax::psum_scatter(zeros(Shape{2 * p + 1, 3}), kAxis, 0, true),
+                     "psum_scatter: dimension 0 of f32[" + std::to_string(2 * p + 1) + ",3] has size " +
+                         std::to_string(2 * p + 1) + ", not a multiple of " + size);
+  }
+  EXPECT_PAX_ERROR(lax::psum_scatter(zeros(Shape{3, p + 1}), kAxis, 1), ", not " + size);
+  EXPECT_PAX_ERROR(jit([](const Array& a) { return lax::psum_scatter(a, kAxis, 1); })(zeros(Shape{3, p + 1})),
+                   ", not " + size);
+  EXPECT_TRUE(all_close(lax::psum(scalar(1.0f), kAxis), {double(p)}));
+}
+
 // Inside vmap(axis_name="processes") the batch is the axis, on every process.
 TEST(ProcessAxis, VmapOfTheSameNameTakesPrecedence) {
   Array x = array(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{3, 2});
@@ -231,6 +322,22 @@ TEST(ProcessAxis, JitRunsTheCollectives) {
     EXPECT_TRUE(all_close(s, want_s));
     EXPECT_EQ(g.shape(), (Shape{p, 3}));
     EXPECT_TRUE(all_close(g, want_g));
+  }
+}
+
+// A jitted psum_scatter (and its gradient) equals the eager one.
+TEST(ProcessAxis, JitPsumScatterMatchesEager) {
+  const int p = process_count();
+  auto f = [](const Array& x) {
+    Array s = lax::psum_scatter(x * 2.0, kAxis, 0, /*tiled=*/true);
+    return s + lax::axis_index(kAxis).astype(DType::f32);
+  };
+  auto jf = jit(f);
+  auto jg = jit(grad([&](const Array& x) { return sum(tanh(f(x))); }));
+  for (int call = 0; call < 2; ++call) {  // traced, then cached
+    Array x = rank_input(process_index(), Shape{2 * p, 3}, DType::f32) + double(call);
+    EXPECT_TRUE(all_close(jf(x), f(x), 0, 0));
+    EXPECT_TRUE(all_close(jg(x), grad([&](const Array& a) { return sum(tanh(f(a))); })(x), 1e-6, 1e-6));
   }
 }
 

@@ -23,7 +23,7 @@
 // index in the group and its world rank ("rank 1 (world rank 3)").
 //
 // The processes also form a named axis (axis_name(), default "processes"):
-// lax::psum / pmean / pmax / pmin / all_gather / axis_index over that name,
+// lax::psum / pmean / pmax / pmin / all_gather / psum_scatter / axis_index over that name,
 // outside any vmap of the same name, run these collectives, so their
 // derivative rules give gradients across processes.
 #pragma once

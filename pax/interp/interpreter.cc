@@ -21,9 +21,7 @@ Stack& stack() {
 
 }  // namespace
 
-bool is_collective(Prim p) {
-  return p == Prim::psum || p == Prim::pmax || p == Prim::pmin || p == Prim::all_gather || p == Prim::axis_index;
-}
+bool is_collective(Prim p) { return prim_family(p) == PrimFamily::collective; }
 
 Trace* trace_of(const Array& x) {
   if (!x.is_tracer()) return nullptr;

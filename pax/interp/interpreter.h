@@ -54,7 +54,8 @@ class LevelTracer : public Tracer {
   std::shared_ptr<Trace> trace_;
 };
 
-// psum, pmax, pmin, all_gather, axis_index: primitives with an axis_name.
+// The collective family of prims.def (psum, pmax, pmin, all_gather,
+// psum_scatter, axis_index): primitives with an axis_name.
 bool is_collective(Prim p);
 
 // The trace that owns `x`, or nullptr for a concrete array.

@@ -1,6 +1,6 @@
 // The processes of a multi-process job as named axes, for the collectives
-// (psum, pmax, pmin, all_gather, axis_index) bound outside any vmap of their
-// axis name. The array core knows only this interface: the process group
+// (psum, pmax, pmin, all_gather, psum_scatter, axis_index) bound outside any
+// vmap of their axis name. The array core knows only this interface: the process group
 // library (pax/dist) installs its resolver when it is loaded, which answers
 // the world ("processes") and every axis of the process mesh (dist/mesh.h:
 // "data", or several axes comma-joined, "replica,data"). Without it the job

@@ -245,6 +245,13 @@ Array all_gather(const Array& x, const std::string& axis_name, int64_t axis, boo
   return bind1(Prim::all_gather, {x},
                Params{{"axis_name", axis_name}, {"axis", axis}, {"tiled", tiled}, {"axis_size", axis_size(axis_name)}});
 }
+Array psum_scatter(const Array& x, const std::string& axis_name, int64_t scatter_dimension, bool tiled) {
+  return bind1(Prim::psum_scatter, {x},
+               Params{{"axis_name", axis_name},
+                      {"scatter_dimension", scatter_dimension},
+                      {"tiled", tiled},
+                      {"axis_size", axis_size(axis_name)}});
+}
 Array axis_index(const std::string& axis_name) { return bind1(Prim::axis_index, {}, Params{{"axis_name", axis_name}}); }
 
 }  // namespace pax::lax

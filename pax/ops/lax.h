@@ -144,13 +144,18 @@ std::pair<Array, Array> threefry2x32(const Array& k0, const Array& k1, const Arr
 // threefry random_bits: threefry2x32(key, iota(n)) split in halves.
 Array random_bits(const Array& key, const Ints& shape, int64_t bit_width = 32);
 
-// ---- collectives over a named axis (a vmap axis_name)
+// ---- collectives over a named axis (a vmap axis_name, or the process axis)
 Array psum(const Array& x, const std::string& axis_name);
 Array pmean(const Array& x, const std::string& axis_name);
 Array pmax(const Array& x, const std::string& axis_name);
 Array pmin(const Array& x, const std::string& axis_name);
 // Stacks every member's x along a new `axis` (tiled: concatenates along it).
 Array all_gather(const Array& x, const std::string& axis_name, int64_t axis = 0, bool tiled = false);
+// jax.lax.psum_scatter: the sum over the members, of which member i keeps
+// block i of dimension scatter_dimension (tiled: that dimension divided by
+// the axis size; untiled: the dimension must have the axis size and is
+// removed). The transpose of a tiled all_gather.
+Array psum_scatter(const Array& x, const std::string& axis_name, int64_t scatter_dimension = 0, bool tiled = false);
 // This member's index along the named axis (int32 scalar).
 Array axis_index(const std::string& axis_name);
 

@@ -1,4 +1,5 @@
-// Collectives over a named axis: psum, pmax, pmin, all_gather, axis_index.
+// Collectives over a named axis: psum, pmax, pmin, all_gather, psum_scatter,
+// axis_index.
 // Under vmap(axis_name=...) the axis is the batch (the seed's BatchNorm-under-
 // vmap example); bind routes a collective to the vmap level of that name.
 // Outside any such level the process axis (interp/process_axis.h: the
@@ -42,6 +43,31 @@ std::vector<AVal> all_gather_rule(std::span<const AVal> in, const Params& p) {
   return {out};
 }
 
+// psum_scatter: the sum over the axis, of which member i keeps block i of
+// dimension scatter_dimension (tiled: a block of size / axis_size; untiled:
+// the dimension has the axis size and member i keeps index i, removed).
+std::vector<AVal> psum_scatter_rule(std::span<const AVal> in, const Params& p) {
+  const std::string& name = p.s("axis_name");
+  const int64_t size = p.i("axis_size");
+  check_accepts(Prim::psum_scatter, Accepts::numeric, in[0]);
+  PAX_CHECK(size > 0, "psum_scatter: axis '", name, "' has no members (size ", size, ") to scatter over");
+  PAX_CHECK(in[0].shape.rank() > 0, "psum_scatter: needs an operand of rank >= 1 to scatter, got ", in[0].str());
+  const int64_t dim = normalize_axis(p.i("scatter_dimension"), in[0].shape.rank(), "psum_scatter");
+  AVal out = in[0];
+  if (p.b("tiled")) {
+    PAX_CHECK(in[0].shape[dim] % size == 0, "psum_scatter: dimension ", dim, " of ", in[0].str(), " has size ",
+              in[0].shape[dim], ", not a multiple of the size ", size, " of axis '", name,
+              "' (tiled scattering splits it into equal blocks)");
+    out.shape[dim] /= size;
+  } else {
+    PAX_CHECK(in[0].shape[dim] == size, "psum_scatter: dimension ", dim, " of ", in[0].str(), " has size ",
+              in[0].shape[dim], ", not the size ", size, " of axis '", name,
+              "' (untiled scattering gives member i index i; pass tiled=true to split it into blocks)");
+    out.shape.dims().erase(out.shape.dims().begin() + dim);
+  }
+  return {out};
+}
+
 std::vector<AVal> axis_index_rule(std::span<const AVal>, const Params& p) {
   p.s("axis_name");
   return {AVal{Shape{}, DType::i32, false}};
@@ -63,6 +89,17 @@ std::vector<Array> all_gather_impl(std::span<const Array> in, const Params& p) {
   PAX_CHECK(p.i("axis_size") == axis.size(), "all_gather: axis_size ", p.i("axis_size"),
             " differs from the process count ", axis.size(), " of axis '", p.s("axis_name"), "'");
   return {axis.all_gather(in[0], p.i("axis"), p.b("tiled"))};
+}
+
+// The process group's reduce-scatter keeps this process's block; untiled,
+// that block (of size 1) is squeezed.
+std::vector<Array> psum_scatter_impl(std::span<const Array> in, const Params& p) {
+  ProcessAxis& axis = named_process_axis(p, "psum_scatter");
+  PAX_CHECK(p.i("axis_size") == axis.size(), "psum_scatter: axis_size ", p.i("axis_size"),
+            " differs from the process count ", axis.size(), " of axis '", p.s("axis_name"), "'");
+  const int64_t dim = normalize_axis(p.i("scatter_dimension"), in[0].ndim(), "psum_scatter");
+  Array block = axis.reduce_scatter_sum(in[0], dim);
+  return {p.b("tiled") ? block : lax::squeeze(block, {dim})};
 }
 
 // ---------------------------------------------------------------------------
@@ -103,6 +140,35 @@ Batched all_gather_batch(std::span<const Array> values, std::span<const int64_t>
   return {{stacked}, {-1}};
 }
 
+// Over this level's axis: the sum over the batch dimension, whose block i
+// member i gets (the blocks become the batch dimension, where the scatter
+// dimension was). Over another name: per element, the scatter dimension
+// counted past the batch dimension.
+Batched psum_scatter_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p,
+                           const BatchInfo& info) {
+  const Array& x = values[0];
+  const int64_t d = bdims[0];
+  const bool tiled = p.b("tiled");
+  const int64_t rank = x.ndim() - (d >= 0 ? 1 : 0);
+  const int64_t dim = normalize_axis(p.i("scatter_dimension"), rank, "psum_scatter");
+  if (p.s("axis_name") != info.axis_name) {
+    if (d < 0) return {{bind1(Prim::psum_scatter, {x}, p)}, {-1}};
+    Params inner = p;
+    const int64_t scatter = dim + (dim >= d ? 1 : 0);  // in x's dimensions, never the batch one
+    inner.set("scatter_dimension", scatter);
+    return {{bind1(Prim::psum_scatter, {x}, inner)}, {!tiled && scatter < d ? d - 1 : d}};
+  }
+  // The shape rule has checked dimension dim against the axis size.
+  Array total =
+      d >= 0 ? lax::reduce_sum(x, {d})
+             : lax::mul(x, lax::broadcast_in_dim(scalar(double(info.axis_size), x.dtype()), x.shape().dims(), {}));
+  if (!tiled) return {{total}, {dim}};  // dimension dim has the axis size: member i reads index i
+  Ints blocks = total.shape().dims();   // dim of size axis_size * block -> (axis_size, block)
+  blocks[size_t(dim)] /= info.axis_size;
+  blocks.insert(blocks.begin() + dim, info.axis_size);
+  return {{lax::reshape(total, blocks)}, {dim}};
+}
+
 Batched axis_index_batch(std::span<const Array>, std::span<const int64_t>, const Params& p, const BatchInfo& info) {
   if (p.s("axis_name") != info.axis_name) return {{bind1(Prim::axis_index, {}, p)}, {-1}};
   return {{lax::iota(DType::i32, {info.axis_size}, 0)}, {0}};
@@ -134,29 +200,35 @@ std::vector<Array> pext_jvp(std::span<const Array> in, std::span<const Array> t,
   return {lax::div(bind1(Prim::psum, {lax::mul(t[0], mask)}, p), count)};
 }
 
-// all_gather: every member's slice of the gathered cotangent, summed over
-// the members (psum), is its own cotangent.
+// all_gather and psum_scatter are each other's transposes: a member's
+// cotangent of all_gather is its block of the members' summed cotangents
+// (psum_scatter, moving one block per member), and psum_scatter's is every
+// member's cotangent gathered into its blocks.
+// `other` of the pair applied to ct, with p's axis, tiling and size, along
+// dimension `dim` (its parameter `dim_param`).
+Array transpose_collective(Prim other, const Array& ct, const Params& p, const char* dim_param, int64_t dim) {
+  if (!ct.defined()) return Array();
+  return bind1(
+      other, {ct},
+      Params{
+          {"axis_name", p.s("axis_name")}, {dim_param, dim}, {"tiled", p.b("tiled")}, {"axis_size", p.i("axis_size")}});
+}
 std::vector<Array> all_gather_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> cts,
                                   const Params& p, const CotangentMask& needs) {
-  if (!cts[0].defined()) return {Array()};
-  const std::string& name = p.s("axis_name");
-  Array total = bind1(Prim::psum, {cts[0]}, Params{{"axis_name", name}});
-  const int64_t rank = in[0].ndim();
-  const bool tiled = p.b("tiled");
-  const int64_t axis = normalize_axis(p.i("axis"), tiled ? rank : rank + 1, "all_gather");
-  Array index = bind1(Prim::axis_index, {}, Params{{"axis_name", name}});
-  const int64_t chunk = tiled ? in[0].dim(axis) : 1;
-  Array start = lax::mul(index, scalar(double(chunk), DType::i32));
-  std::vector<Array> starts(size_t(total.ndim()), scalar(0.0, DType::i32));
-  starts[size_t(axis)] = start;
-  Ints sizes = total.shape().dims();
-  sizes[size_t(axis)] = chunk;
-  Array mine = lax::dynamic_slice(total, starts, sizes);
-  return {tiled ? mine : lax::squeeze(mine, {axis})};
+  const int64_t axis = normalize_axis(p.i("axis"), in[0].ndim() + (p.b("tiled") ? 0 : 1), "all_gather");
+  return {transpose_collective(Prim::psum_scatter, cts[0], p, "scatter_dimension", axis)};
 }
-std::vector<Array> all_gather_jvp(std::span<const Array>, std::span<const Array> t, std::span<const Array>,
-                                  const Params& p) {
-  return {t[0].defined() ? bind1(Prim::all_gather, {t[0]}, p) : Array()};
+std::vector<Array> psum_scatter_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> cts,
+                                    const Params& p, const CotangentMask& needs) {
+  const int64_t dim = normalize_axis(p.i("scatter_dimension"), in[0].ndim(), "psum_scatter");
+  return {transpose_collective(Prim::all_gather, cts[0], p, "axis", dim)};
+}
+
+// all_gather and psum_scatter are linear: the tangent goes through the same collective.
+template <Prim P>
+std::vector<Array> linear_jvp(std::span<const Array>, std::span<const Array> t, std::span<const Array>,
+                              const Params& p) {
+  return {t[0].defined() ? bind1(P, {t[0]}, p) : Array()};
 }
 
 }  // namespace
@@ -171,6 +243,7 @@ void register_collective_prims(PrimTable& t) {
   def(Prim::pmax, reduce_rule<Prim::pmax>, reduce_impl<ReduceOp::max>, reduce_batch<Prim::pmax>);
   def(Prim::pmin, reduce_rule<Prim::pmin>, reduce_impl<ReduceOp::min>, reduce_batch<Prim::pmin>);
   def(Prim::all_gather, all_gather_rule, all_gather_impl, all_gather_batch);
+  def(Prim::psum_scatter, psum_scatter_rule, psum_scatter_impl, psum_scatter_batch);
   def(Prim::axis_index, axis_index_rule, axis_index_impl, axis_index_batch);
   t[size_t(Prim::psum)].vjp = psum_vjp;
   t[size_t(Prim::psum)].jvp = psum_jvp;
@@ -179,7 +252,9 @@ void register_collective_prims(PrimTable& t) {
   t[size_t(Prim::pmin)].vjp = pext_vjp;
   t[size_t(Prim::pmin)].jvp = pext_jvp;
   t[size_t(Prim::all_gather)].vjp = all_gather_vjp;
-  t[size_t(Prim::all_gather)].jvp = all_gather_jvp;
+  t[size_t(Prim::all_gather)].jvp = linear_jvp<Prim::all_gather>;
+  t[size_t(Prim::psum_scatter)].vjp = psum_scatter_vjp;
+  t[size_t(Prim::psum_scatter)].jvp = linear_jvp<Prim::psum_scatter>;
 }
 
 }  // namespace pax
