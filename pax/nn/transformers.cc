@@ -300,7 +300,8 @@ void RepeatedVariables::setup() {
     WeightHParams spec = v.spec;
     Ints dims = spec.shape.dims();
     dims.insert(dims.begin(), hp.x_times);
-    ++spec.repeat_prefix_axes;  // each repetition drawn with the fans of one
+    ++spec.repeat_prefix_axes;                                   // each repetition drawn with the fans of one
+    if (spec.fsdp_dim && *spec.fsdp_dim >= 0) ++*spec.fsdp_dim;  // it names a dimension of one repetition
     spec.shape = Shape(dims);
     spec.init = v.init;
     spec.dtype = v.dtype;

@@ -63,36 +63,39 @@ void MetricAccumulator::combine_across_processes() {
 
 namespace {
 
-// Whether any process still has a batch.
-bool any_process(bool mine) {
-  return dist::process_group().all_reduce(scalar(mine ? 1.0 : 0.0, DType::i32), dist::ReduceOp::max).item<int32_t>() !=
-         0;
-}
-
 // for_each_eval_batch with every process calling `fn` equally often: a
-// process out of batches calls `repeat` with its last one.
+// process out of batches calls `repeat` with its last one. Each round the
+// processes agree whether any still has a batch, and whether one has none
+// at all to repeat (then every process throws, none waits in a collective).
 int64_t for_each_eval_batch_in_lockstep(data::BaseInput& input, const std::function<void(const Tree&)>& fn,
                                         const std::function<void(const Tree&)>& repeat) {
   const std::optional<int64_t> limit = data::eval_run_batches(input.base_hparams());
   int64_t count = 0;
   std::optional<Tree> last;
+  bool exhausted = false;  // an input is not read again after its OutOfRange
   for (int64_t calls = 0; !limit || calls < *limit; ++calls) {
     std::optional<Tree> batch;
-    try {
-      batch = input.get_next();
-    } catch (const data::OutOfRange&) {
+    if (!exhausted) {
+      try {
+        batch = input.get_next();
+      } catch (const data::OutOfRange&) {
+        exhausted = true;
+      }
     }
-    if (!any_process(batch.has_value())) break;
+    const std::vector<int32_t> mine = {batch ? 1 : 0, !batch && !last ? 1 : 0};
+    const std::vector<int32_t> any =
+        dist::process_group().all_reduce(array(mine, Shape{2}), dist::ReduceOp::max).to_vector<int32_t>();
+    if (any[0] == 0) break;
+    PAX_CHECK(any[1] == 0, "eval input '", input.base_hparams().name,
+              "': a process read no batch from its shard while others did; with sharded parameters every process "
+              "must read at least one (lower the batch size or give every process data)");
     if (batch) {
       fn(*batch);
       last = std::move(batch);
       ++count;
-      continue;
+    } else {
+      repeat(*last);
     }
-    PAX_CHECK(last, "eval input '", input.base_hparams().name, "': process ", dist::process_index(),
-              " read no batch from its shard while other processes did; with sharded parameters every process must "
-              "read at least one (lower the batch size or give every process data)");
-    repeat(*last);
   }
   if (input.base_hparams().reset_for_eval) input.reset();
   return count;

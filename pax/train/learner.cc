@@ -27,7 +27,11 @@ optim::GradientTransformation Learner::make_optimizer() const {
   return optim::chain({optim::clip_by_global_norm(clip_gradient_norm_to_value), std::move(tx)});
 }
 
-optim::GradientTransformation Learner::make_optimizer_without_clipping() const { return optimizer_hparams().make(); }
+optim::GradientTransformation Learner::make_optimizer_without_clipping() const {
+  optim::GradientTransformation tx = make_optimizer();  // its checks
+  if (clip_gradient_norm_to_value == 0) return tx;
+  return optim::chain({optim::identity(), optimizer_hparams().make()});
+}
 
 double Learner::learning_rate(int64_t step) const {
   return optim::schedule_value(optimizer_hparams().learning_rate_schedule(), step);

@@ -271,16 +271,20 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
       Array total = scalar(0.0f);
       for (const Array& sq : whole_squares(grads, split, fsdp.axis)) total = total + sq.astype(DType::f32);
       grad_norm = sqrt(total);
-      if (clip_norm > 0) {  // as optim::clip_by_global_norm, with the norm over every block
-        const Array keep = grad_norm < clip_norm;
-        grads = tree_map(
-            [&](const Array& g) {
-              return where(keep, g, (g / grad_norm.astype(g.dtype())) * clip_norm).astype(g.dtype());
-            },
-            grads);
-      }
     } else {
       grad_norm = optim::global_norm(grads);
+    }
+    // Under fsdp the clipping (as optim::clip_by_global_norm, with the norm
+    // over every block) is the step's; the summaries see unclipped gradients
+    // either way.
+    Tree update_grads = grads;
+    if (fsdp.enabled() && clip_norm > 0) {
+      const Array keep = grad_norm < clip_norm;
+      update_grads = tree_map(
+          [&](const Array& g) {
+            return where(keep, g, (g / grad_norm.astype(g.dtype())) * clip_norm).astype(g.dtype());
+          },
+          grads);
     }
     const Array finite = logical_and(isfinite(grad_norm), isfinite(loss));
     Array ok = scalar(true);
@@ -290,7 +294,7 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
     Tree new_extra = state.extra;
     if (updated_collections.is_dict())
       for (const auto& [name, collection] : updated_collections.entries()) new_extra.set(name, collection);
-    TrainState updated = state.apply_gradients(tx, grads, new_extra);
+    TrainState updated = state.apply_gradients(tx, update_grads, new_extra);
     TrainState next = updated;
     next.params = optim::tree_select(ok, updated.params, state.params, "train step params");
     next.opt_state = optim::tree_select(ok, updated.opt_state, state.opt_state, "train step optimizer state");
