@@ -319,7 +319,14 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
 }
 
 TrainState TrainStep::init_state(const Array& key) const {
-  Tree variables = fsdp_.enabled() ? nn::init_sharded(model_, key, fsdp_) : nn::init(model_, key);
+  // Sharded: one compiled program draws each whole variable, keeps this
+  // process's block and frees the rest before the next (its memory plan), so
+  // the whole model never exists at once.
+  const nn::BaseModel& model = model_;
+  const nn::FsdpOptions fsdp = fsdp_;
+  Tree variables = fsdp_.enabled() ? jit([&model, fsdp](const Array& k) { return nn::init_sharded(model, k, fsdp); },
+                                         {.name = "init_sharded"})(key)
+                                   : nn::init(model_, key);
   Tree params = variables.contains("params") ? variables["params"] : Tree::dict();
   if (vn_.enabled()) vn_.selection(params);  // a regex that selects nothing fails before training
   Tree extra = Tree::dict();
