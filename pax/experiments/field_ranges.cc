@@ -143,6 +143,7 @@ const std::map<std::string, FieldRange>& rules() {
       {"early_stopping_min_delta", kNonNegative},
       {"ici_mesh_shape", kCount},  // devices (processes) along each mesh axis
       {"dcn_mesh_shape", kCount},
+      {"fsdp_min_elements", closed(1, 1e18)},  // elements of a parameter
   };
   return table;
 }
