@@ -4,6 +4,8 @@
 # process and fully sharded over 4 (mesh [1, 4, 1]), from /usr/bin/time's
 # maximum resident set size of every rank.
 #   bench/fsdp_memory.sh [build/tools/paxcc/paxcc] [steps]
+# AS_LIMIT=<bytes> runs every process under prlimit --as (its address-space
+# limit); SKIP_ONE=1 leaves out the single process.
 set -euo pipefail
 paxcc=${1:-build/tools/paxcc/paxcc}
 steps=${2:-2}
@@ -21,6 +23,7 @@ model=(--set model.lm_tpl.model_dims=1024 --set model.lm_tpl.vocab_size=8192
 run() {  # $1: processes, $2: mesh
   local n=$1 mesh=$2 launch=()
   [ "$n" -gt 1 ] && launch=(mpirun -np "$n" --oversubscribe)
+  [ -n "${AS_LIMIT:-}" ] && launch+=(prlimit --as="$AS_LIMIT")
   OMP_NUM_THREADS=1 "${launch[@]}" /usr/bin/time -f "peak RSS %M KiB" "$paxcc" --exp=lm.C4Spmd22BAdam2xv4_128 \
     --job_log_dir="$dir/n$n" --peak_flops=1e11 "${model[@]}" --set "train.ici_mesh_shape=$mesh" 2>&1 |
     grep -E "peak RSS|parameters|split over|done at|Error|error" || true
