@@ -79,6 +79,8 @@ std::optional<int64_t> eval_run_batches(const BaseInput::HParams& p) {
   return *p.eval_loop_num_batches;
 }
 
+std::optional<Tree> BaseInput::reshard_state(const Tree&) const { return std::nullopt; }
+
 int64_t for_each_eval_batch(BaseInput& input, const std::function<void(const Tree&)>& fn) {
   const std::optional<int64_t> limit = eval_run_batches(input.base_hparams());
   int64_t count = 0;

@@ -108,6 +108,11 @@ class BaseInput {
   // would have followed.
   virtual Tree state() const = 0;
   virtual void restore_state(const Tree& state) = 0;
+  // The state of host 0 of a run with another num_infeed_hosts, as the state
+  // of this input's host at the same global position (every host of a run
+  // is at the same position), for resuming on another process count;
+  // nullopt where the order cannot continue exactly (the default).
+  virtual std::optional<Tree> reshard_state(const Tree& host0_state) const;
   // Text of token ids (B, T), the first lengths[b] of row b (all of them when
   // `lengths` is undefined). Throws for inputs without a tokenizer.
   virtual std::vector<std::string> ids_to_strings(const Array& ids, const Array& lengths = Array()) const;

@@ -317,6 +317,43 @@ TEST(State, RestoreContinuesTheExactStream) {
   }
 }
 
+// Host 0's state of 4 hosts with batch 2 as the state of 2 hosts with batch
+// 4: the next global batches (the hosts' batches together) are the same
+// examples; a position that does not divide is refused.
+TEST(State, ReshardsToAnotherHostCountAtTheSamePosition) {
+  auto hosts = [](int64_t count, int64_t batch) {
+    std::vector<std::unique_ptr<ArrayInput>> inputs;
+    for (int64_t h = 0; h < count; ++h) {
+      ArrayInput::HParams hp = params(batch, true, true);
+      hp.input_random_seed = 5;
+      hp.num_infeed_hosts = count;
+      hp.infeed_host_index = h;
+      inputs.push_back(numbers(40, hp));
+    }
+    return inputs;
+  };
+  // The examples of the next global batch, sorted.
+  auto global = [](std::vector<std::unique_ptr<ArrayInput>>& inputs) {
+    std::vector<int32_t> all;
+    for (auto& in : inputs)
+      for (int32_t x : xs(in->get_next())) all.push_back(x);
+    std::sort(all.begin(), all.end());
+    return all;
+  };
+  auto four = hosts(4, 2), two = hosts(2, 4);
+  for (int i = 0; i < 3; ++i) global(four);  // 3 global batches of 8
+  const Tree at24 = four[0]->state();        // 24 slots of the epoch read
+  for (auto& in : two) {
+    const std::optional<Tree> moved = in->reshard_state(at24);
+    ASSERT_TRUE(moved);
+    in->restore_state(*moved);
+  }
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(global(two), global(four)) << "global batch " << 3 + i;
+  // 5 hosts cannot share 24 slots; another data set cannot continue at all.
+  EXPECT_FALSE(hosts(5, 2)[0]->reshard_state(at24));
+  EXPECT_FALSE(numbers(41, params(2, true))->reshard_state(at24));
+}
+
 TEST(State, TheSavedSeedWinsOverTheConfig) {
   ArrayInput::HParams hp = params(5, true, true);
   hp.input_random_seed = 1;

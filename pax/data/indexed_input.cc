@@ -13,6 +13,9 @@ Tree IndexedInput::get_next() { return make_batch(order_.next_batch()); }
 void IndexedInput::reset() { order_.reset(); }
 Tree IndexedInput::state() const { return order_.state(); }
 void IndexedInput::restore_state(const Tree& state) { order_.restore_state(state); }
+std::optional<Tree> IndexedInput::reshard_state(const Tree& host0_state) const {
+  return order_.reshard_state(host0_state);
+}
 
 ArrayInput::ArrayInput(const HParams& hparams, const Tree& examples) : IndexedInput(hparams) {
   PAX_CHECK(examples.is_dict() && examples.size() > 0, description(),

@@ -24,6 +24,7 @@ class IndexedInput : public BaseInput {
   void reset() override;
   Tree state() const override;
   void restore_state(const Tree& state) override;
+  std::optional<Tree> reshard_state(const Tree& host0_state) const override;
   const ExampleOrder& order() const { return order_; }
 
  protected:

@@ -40,6 +40,9 @@ class PrefetchInput : public BaseInput {
   void reset() override;
   Tree state() const override;
   void restore_state(const Tree& state) override;
+  std::optional<Tree> reshard_state(const Tree& host0_state) const override {
+    return inner_->reshard_state(host0_state);
+  }
   std::vector<std::string> ids_to_strings(const Array& ids, const Array& lengths = Array()) const override;
   int64_t vocab_size() const override { return inner_->vocab_size(); }
 

@@ -77,6 +77,23 @@ Tree ExampleOrder::state() const {
                     {"num_infeed_hosts", num_hosts_}});
 }
 
+std::optional<Tree> ExampleOrder::reshard_state(const Tree& host0_state) const {
+  const int64_t n = state_value(host0_state, "num_examples", who_);
+  const int64_t hosts = state_value(host0_state, "num_infeed_hosts", who_);
+  const int64_t epoch = state_value(host0_state, "epoch", who_);
+  const int64_t position = state_value(host0_state, "position", who_);
+  if (n != num_examples_ || hosts < 1 || epoch < 0 || position < 0 || (hosts * position) % num_hosts_ != 0)
+    return std::nullopt;
+  const int64_t mine = hosts * position / num_hosts_;
+  const int64_t limit = repeat_ ? host_examples_ - 1 : *batches_per_epoch() * batch_size_;
+  if (mine > limit) return std::nullopt;
+  return int_state({{"epoch", epoch},
+                    {"position", mine},
+                    {"seed", state_value(host0_state, "seed", who_)},
+                    {"num_examples", n},
+                    {"num_infeed_hosts", num_hosts_}});
+}
+
 void ExampleOrder::restore_state(const Tree& state) {
   const int64_t n = state_value(state, "num_examples", who_);
   const int64_t hosts = state_value(state, "num_infeed_hosts", who_);

@@ -48,6 +48,13 @@ class ExampleOrder {
   // position counts the slots of this host's epoch already read.
   Tree state() const;
   void restore_state(const Tree& state);
+  // Host 0's state of a run with other hosts as this host's state at the
+  // same global position: the epoch's slots read so far are hosts x
+  // position, so this host's position is that over num_infeed_hosts, when
+  // it divides (nullopt otherwise, or for other data). The same examples
+  // then follow to the end of the epoch; later epochs leave out n mod H
+  // examples of this host count instead of the saved one's.
+  std::optional<Tree> reshard_state(const Tree& host0_state) const;
 
  private:
   // The example at local slot `slot` of `epoch` (-1 beyond the share).

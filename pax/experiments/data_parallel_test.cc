@@ -218,7 +218,7 @@ TEST(DataParallel, EvalOverAnEpochMatchesOneProcess) {
   EXPECT_NEAR(evals[1], want, 1e-5 * want) << out;
 }
 
-TEST(DataParallel, ResumesWithTheSameProcessCountOnly) {
+TEST(DataParallel, ResumesOnAnotherProcessCountWhereThePositionDivides) {
   const Launcher l = launcher();
   if (!l.available()) GTEST_SKIP() << "needs $PAX_TEST_PAXCC and $PAX_TEST_MPIRUN (ctest dist_mpirun_data_parallel)";
   const std::string whole = fresh_dir("whole"), halves = fresh_dir("halves");
@@ -234,10 +234,23 @@ TEST(DataParallel, ResumesWithTheSameProcessCountOnly) {
   // The same computation on the same batches: identical, not merely close.
   for (const auto& [step, loss] : want) EXPECT_EQ(got.at(step), loss) << "step " << step;
 
-  // One process cannot continue two input shards.
-  std::tie(rc, out) = shell(paxcc_command(l, 1, halves, tiny_overrides(30, 8)), halves + ".single.log");
+  // One process with the global batch continues the two input shards'
+  // stream: the same examples per step, so the same losses up to rounding.
+  const std::string single = fresh_dir("single");
+  std::tie(rc, out) = shell(paxcc_command(l, 2, single, tiny_overrides(10, 4)), single + ".log");
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = shell(paxcc_command(l, 1, single, tiny_overrides(20, 8)), single + ".single.log");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("at step 10"), std::string::npos) << out;
+  const auto resumed = train_losses(single);
+  for (int64_t step = 11; step <= 20; ++step)
+    EXPECT_NEAR(resumed.at(step), want.at(step), kLossTolerance * std::abs(want.at(step))) << "step " << step;
+
+  // Three processes cannot divide its position (160 slots of the epoch).
+  std::tie(rc, out) = shell(paxcc_command(l, 3, single, tiny_overrides(30, 4)), single + ".three.log");
   EXPECT_EQ(rc, 1) << out;
-  EXPECT_NE(out.find("was written by 2 process(es) but this run has 1; resume it with mpirun -np 2"), std::string::npos)
+  EXPECT_NE(out.find("was written by 1 process(es) but this run has 3; resume it with a single process"),
+            std::string::npos)
       << out;
 }
 
@@ -294,6 +307,16 @@ TEST(FullySharded, TwoProcessesMatchOneAndResume) {
   // One process evaluates the 2-process checkpoint.
   const RunResult evaluated = run_here(single, two, Mode::eval);
   EXPECT_NEAR(evaluated.eval_metrics.at("validation").at("log_pplx"), evals[1], 1e-5 * evals[1]);
+
+  // And resumes the run stopped at 10 (its blocks read whole, the two input
+  // shards' position continued by one): the losses of the 2-process run.
+  const std::string moved = fresh_dir("fsdp_moved");
+  std::tie(rc, out) = shell(paxcc_command(l, 2, moved, first), moved + ".log");
+  ASSERT_EQ(rc, 0) << out;
+  run_here(single, moved);
+  const auto continued = train_losses(moved);
+  for (int64_t step = 11; step <= 20; ++step)
+    EXPECT_NEAR(continued.at(step), got.at(step), kLossTolerance * std::abs(got.at(step))) << "step " << step;
 }
 
 }  // namespace

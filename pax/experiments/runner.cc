@@ -183,7 +183,9 @@ void check_process_count(const train::CheckpointItems& items, int64_t step, cons
   PAX_CHECK(saved == processes, "the checkpoint of step ", step, " in ", dir, " was written by ", saved,
             " process(es) but this run has ", processes, "; resume it with ",
             saved == 1 ? std::string("a single process") : "mpirun -np " + std::to_string(saved),
-            " (each process's input stream is saved as its own shard and cannot be re-sharded)");
+            " (each process's input stream is saved as its own shard, and this input's position cannot be "
+            "divided among ",
+            processes, " process(es))");
 }
 
 // Process 0's value on every process.
@@ -365,15 +367,28 @@ std::optional<int64_t> restore_for_training(const Job& job, std::optional<train:
   Tree input_state = job.multi_process() ? dist::all_gather_stacked(input.state()) : input.state();
   Tree state_tree = state.to_tree();
   std::string stopper_json;
+  std::optional<Tree> resharded;  // this process's input state from another process count's
   auto read = [&] {
     const AllocationPurpose purpose("restoring the checkpoint of step " + std::to_string(latest));
     const std::map<std::string, Tree> targets = {{kTrainStateItem, state_tree}, {kInputStateItem, Tree()}};
     train::CheckpointItems items = sharded ? mgr->restore_sharded(latest, targets, {{kTrainStateItem, specs}})
                                            : mgr->restore(latest, targets);
-    check_process_count(items, latest, mgr->directory(), job.processes);
-    check_input_state(items.trees.at(kInputStateItem), input_state);
+    const Tree& saved_inputs = items.trees.at(kInputStateItem);
+    const int64_t saved = saved_process_count(items);
+    if (saved == job.processes) {
+      check_input_state(saved_inputs, input_state);
+      input_state = saved_inputs;
+    } else {
+      // Another process count: the train state is read whole or as this
+      // run's blocks; the input continues from process 0's position where
+      // its order allows (every process is at the same one), else refused.
+      const Tree host0 =
+          saved > 1 ? tree_map([](const Array& a) { return squeeze(slice_along(a, 0, 0, 1), 0); }, saved_inputs)
+                    : saved_inputs;
+      resharded = input.reshard_state(host0);
+      if (!resharded) check_process_count(items, latest, mgr->directory(), job.processes);
+    }
     state_tree = items.trees.at(kTrainStateItem);
-    input_state = items.trees.at(kInputStateItem);
     if (early_stopping && items.json.count(kEarlyStoppingItem)) stopper_json = items.json.at(kEarlyStoppingItem);
   };
   if (sharded) {
@@ -393,11 +408,19 @@ std::optional<int64_t> restore_for_training(const Job& job, std::optional<train:
             .item<int32_t>();
     if (failed != none) PAX_FAIL(dist::broadcast_string(error, failed));
     state = train::TrainState::from_tree(state_tree);
-    if (job.multi_process()) input_state = dist::local_slice(input_state);
+    if (resharded) {
+      input_state = *resharded;
+    } else if (job.multi_process()) {
+      input_state = dist::local_slice(input_state);
+    }
   } else {
     dist::run_on_root(read);
     state = train::TrainState::from_tree(dist::replicate(state_tree));
-    if (job.multi_process()) input_state = dist::local_slice(dist::replicate(input_state));
+    if (broadcast_from_chief(resharded ? 1 : 0) != 0) {
+      input_state = dist::replicate(resharded ? *resharded : input.state());
+    } else if (job.multi_process()) {
+      input_state = dist::local_slice(dist::replicate(input_state));
+    }
     stopper_json = dist::broadcast_string(stopper_json);
   }
   input.restore_state(input_state);
