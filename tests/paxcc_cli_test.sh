@@ -161,7 +161,7 @@ if [[ $rc -ne 1 ]] || ! tail -1 <<<"$out" | grep -qE "^paxcc: error: steps [0-9]
   echo "FAIL: a non-finite run -> exit $rc, output:"; echo "$out" | tail -5; failures=$((failures + 1))
 fi
 expect 2 "--job_log_dir is required" -- --exp=lm.KjvTransformerTiny
-expect 1 "did you mean 'lm.KjvTransformer'" -- --exp=lm.KjvTransfomer --job_log_dir=x
+expect 1 "did you mean 'lm.KjvTransformer'[?]\); registered" -- --exp=lm.KjvTransfomer --job_log_dir=x
 expect 1 "num_train_steps" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/x" --set train.num_train_step=3
 expect 1 "not an integer|integer" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/x" --set train.num_train_steps=many
 expect 1 "in the checkpoint but f32\\[259,32\\] in the target" -- "${tiny[@]}" --set model.lm_tpl.model_dims=32

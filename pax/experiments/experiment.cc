@@ -119,8 +119,9 @@ std::string resolve_experiment_name(const std::string& key) {
   candidates = names;
   for (const auto& [alias, target] : aliases()) candidates.push_back(alias);
   const std::string hint = did_you_mean(key, candidates);
-  PAX_FAIL("unknown experiment '", key, "'", hint.empty() ? "" : " (" + hint + ")", "; registered: ", joined(names),
-           " (paxcc --list shows them with their paxml names)");
+  // did_you_mean ends in a space, to run on into a sentence; here it sits in parentheses.
+  PAX_FAIL("unknown experiment '", key, "'", hint.empty() ? "" : " (" + hint.substr(0, hint.size() - 1) + ")",
+           "; registered: ", joined(names), " (paxcc --list shows them with their paxml names)");
 }
 
 std::unique_ptr<BaseExperiment> make_experiment(const std::string& name_or_alias) {
