@@ -263,14 +263,20 @@ std::string broadcast_string(const std::string& s, int root) {
   return std::string(bytes.begin(), bytes.end());
 }
 
-void run_on_root(const std::function<void()>& fn, int root) {
+namespace {
+
+// Runs fn where `runs`, then throws on every process the message of the
+// lowest-ranked process where it threw. fn may outlast the collectives'
+// timeout (a restore of a large checkpoint): the processes meet after it
+// with the phase timeout, `phase` naming it.
+void run_and_share_error(const std::function<void()>& fn, bool runs, const std::string& phase) {
   ProcessGroup& group = process_group();
   if (group.process_count() == 1) {
-    fn();
+    if (runs) fn();
     return;
   }
   std::string error;
-  if (group.process_index() == root) {
+  if (runs) {
     try {
       fn();
     } catch (const std::exception& e) {
@@ -278,10 +284,23 @@ void run_on_root(const std::function<void()>& fn, int root) {
       if (error.empty()) error = "unknown error";
     }
   }
-  // fn may outlast the collectives' timeout (a restore of a large checkpoint).
-  group.meet_after("a phase run on process " + std::to_string(root) + " alone");
-  error = broadcast_string(error, root);
-  if (!error.empty()) throw Error(error);
+  group.meet_after(phase);
+  const int none = group.process_count();
+  const int failed =
+      group.all_reduce(scalar(double(error.empty() ? none : group.process_index()), DType::i32), ReduceOp::min)
+          .item<int32_t>();
+  if (failed != none) throw Error(broadcast_string(error, failed));
+}
+
+}  // namespace
+
+void run_on_root(const std::function<void()>& fn, int root) {
+  run_and_share_error(fn, process_group().process_index() == root,
+                      "a phase run on process " + std::to_string(root) + " alone");
+}
+
+void run_on_every_process(const std::function<void()>& fn, const std::string& phase) {
+  run_and_share_error(fn, true, phase);
 }
 
 }  // namespace pax::dist

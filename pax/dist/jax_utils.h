@@ -107,5 +107,8 @@ std::string broadcast_string(const std::string& s, int root = 0);
 // checks only one process can make (the checkpoint it alone reads). The
 // others wait for it up to the group's phase_timeout_seconds().
 void run_on_root(const std::function<void()>& fn, int root = 0);
+// Runs fn on every process; when it throws on any, every process throws the
+// message of the lowest-ranked one that failed (`phase` names the wait).
+void run_on_every_process(const std::function<void()>& fn, const std::string& phase);
 
 }  // namespace pax::dist

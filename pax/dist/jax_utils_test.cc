@@ -1,7 +1,8 @@
 // The flax.jax_utils equivalents over processes: replicate, unreplicate (with
 // its divergence check), bucketed tree psum / pmean / psum_scatter eagerly,
 // under jit and (psum_scatter) over a vmap axis, all_gather_stacked /
-// local_slice, pad_shard_unpad, broadcast_string and run_on_root. Run as one
+// local_slice, pad_shard_unpad, broadcast_string, run_on_root and
+// run_on_every_process. Run as one
 // process and under `mpirun -np 2` and `-np 4`; references are computed from
 // every rank's known input.
 #include <gtest/gtest.h>
@@ -274,6 +275,23 @@ TEST(JaxUtils, BroadcastStringAndRunOnRoot) {
   // A failure on the root is every process's failure, with its message.
   EXPECT_PAX_ERROR(run_on_root([] { PAX_FAIL("the checkpoint is unreadable"); }), "the checkpoint is unreadable");
   run_on_root([] {});  // the group is still usable
+}
+
+TEST(JaxUtils, RunOnEveryProcessSharesTheLowestFailure) {
+  const int me = process_index(), count = process_count();
+  int ran = 0;
+  run_on_every_process([&] { ++ran; }, "a test phase");
+  EXPECT_EQ(ran, 1);
+  // The last process fails (alone, or with process 0 on several): every
+  // process throws the lowest-ranked failure's message.
+  EXPECT_PAX_ERROR(run_on_every_process(
+                       [&] {
+                         if (me == count - 1) PAX_FAIL("last process: its blocks are unreadable");
+                         if (me == 0) PAX_FAIL("process 0: its blocks are unreadable");
+                       },
+                       "a test phase"),
+                   count == 1 ? "last process" : "process 0: its blocks");
+  run_on_every_process([] {}, "a test phase");  // the group is still usable
 }
 
 }  // namespace

@@ -394,19 +394,7 @@ std::optional<int64_t> restore_for_training(const Job& job, std::optional<train:
   if (sharded) {
     // Every process reads its blocks; a failure on one is thrown on all of
     // them (none waits in a later collective for it).
-    std::string error;
-    try {
-      read();
-    } catch (const Error& e) {
-      error = e.what();
-    }
-    dist::ProcessGroup& group = dist::process_group();
-    group.meet_after("restoring the checkpoint of step " + std::to_string(latest));
-    const int none = group.process_count();
-    const int failed =
-        group.all_reduce(scalar(double(error.empty() ? none : group.process_index()), DType::i32), dist::ReduceOp::min)
-            .item<int32_t>();
-    if (failed != none) PAX_FAIL(dist::broadcast_string(error, failed));
+    dist::run_on_every_process(read, "restoring the checkpoint of step " + std::to_string(latest));
     state = train::TrainState::from_tree(state_tree);
     if (resharded) {
       input_state = *resharded;

@@ -106,8 +106,8 @@ std::vector<bool> split_leaves(const Tree& local, const Tree& global) {
 // The leaves of `tree` that `pick` selects, summed over `axis` in one
 // bucketed psum ("" : as they are), put back in place.
 Tree psum_leaves(const Tree& tree, const std::vector<bool>& pick, bool want, const std::string& axis) {
-  std::vector<Array> leaves = tree_leaves(tree);
   if (axis.empty()) return tree;
+  std::vector<Array> leaves = tree_leaves(tree);
   std::vector<Tree> chosen;
   for (size_t i = 0; i < leaves.size(); ++i)
     if (pick[i] == want) chosen.emplace_back(leaves[i]);
