@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include "pax/compile/collective_order.h"
 #include "pax/compile/cost.h"
 #include "pax/compile/passes/passes.h"
 #include "pax/compile/passes/rewrite.h"
@@ -89,8 +90,9 @@ LoweredProgram lower(JaxprPtr source, const CompileOptions& options, const Backe
       lp.jaxpr = std::move(*d);
       lp.schedule = schedule(lp.jaxpr, options.fuse, backend);
     }
-    find_row_sweeps(lp.jaxpr, lp.schedule, backend);
   }
+  if (options.optimize) start_collectives_early(lp.jaxpr, lp.schedule);
+  if (options.optimize && options.fuse) find_row_sweeps(lp.jaxpr, lp.schedule, backend);
   lp.out_strides.assign(lp.schedule.steps.size(), {});
   if (options.optimize && options.fuse) fold_transposes_into_products(lp);
   std::vector<bool> donate;

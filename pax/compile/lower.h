@@ -1,7 +1,7 @@
 // The backend-neutral compiler: from a traced jaxpr to what a backend needs
 // to run it. lower() binds the constant arguments, runs the passes
 // (passes/passes.h), groups elementwise work into fused loops (fusion.h),
-// finds row sweeps (row_sweep.h), lets products write their transposed
+// starts collectives early (collective_order.h), finds row sweeps (row_sweep.h), lets products write their transposed
 // results, costs the schedule and plans memory (memory_plan.h). A backend's
 // compile hook (Backend::compile) calls it and wraps the result in an
 // executable of its own (the CPU's: pax/backend/cpu/cpu_executable.cc).

@@ -10,12 +10,16 @@
 #include <tuple>
 #include <vector>
 
+#include "pax/api/control_flow.h"
 #include "pax/api/jit.h"
 #include "pax/api/transforms.h"
 #include "pax/dist/process_group.h"
+#include "pax/interp/collective_thread.h"
 #include "pax/interp/interpreter.h"
 #include "pax/ops/lax.h"
 #include "pax/ops/numpy.h"
+#include "pax/prims/control_flow.h"
+#include "pax/prims/scan_pipeline.h"
 #include "pax/testing/testing.h"
 
 namespace pax::dist {
@@ -339,6 +343,91 @@ TEST(ProcessAxis, JitPsumScatterMatchesEager) {
     EXPECT_TRUE(all_close(jf(x), f(x), 0, 0));
     EXPECT_TRUE(all_close(jg(x), grad([&](const Array& a) { return sum(tanh(f(a))); })(x), 1e-6, 1e-6));
   }
+}
+
+// Collectives of a compiled program run on the communication thread while
+// the program computes: the results equal eager ones, every collective is
+// counted, and a host-side collective right after the call comes after them.
+TEST(ProcessAxis, JitCollectivesRunAlongsideComputation) {
+  const int p = process_count();
+  auto f = [](const Array& x, const Array& w) {
+    Array grads = x * 3.0;
+    Array a = lax::psum(grads, kAxis);                       // starts at once
+    Array h = tanh(matmul(w, w));                            // computes meanwhile
+    Array b = lax::pmax(sum(h, {1}) + sum(grads), kAxis);    // after h
+    Array c = lax::all_gather(x, kAxis, 0, /*tiled=*/true);  // fetched ahead of its use
+    return std::make_tuple(a + sum(h), b, c * 2.0);
+  };
+  auto jf = jit(f);
+  Array w = pax::testing::random_array(Shape{32, 32}, DType::f32, 3);
+  for (int call = 0; call < 3; ++call) {
+    Array x = rank_input(process_index(), Shape{32}, DType::f32) + double(call);
+    const int64_t before = communication_times().collectives;
+    auto [a, b, c] = jf(x, w);
+    if (call > 0 && p > 1) EXPECT_EQ(communication_times().collectives - before, 3);
+    auto [ea, eb, ec] = f(x, w);
+    EXPECT_TRUE(all_close(a, ea, 1e-5, 1e-5));
+    EXPECT_TRUE(all_close(b, eb, 1e-5, 1e-5));
+    EXPECT_TRUE(all_close(c, ec, 0, 0));
+    EXPECT_TRUE(all_close(process_group().all_reduce(x), lax::psum(x, kAxis), 0, 0));
+  }
+}
+
+// A scan whose layers gather their weight blocks (fully sharded layers in a
+// Repeat): its body splits into a fetch of the gathers, run one iteration
+// ahead, and a finish of the backward pass's reduce-scatters, run one
+// iteration behind (prims/scan_pipeline.h). Values and gradients equal those
+// of the whole weights on one process (the gradient of a block is the sum
+// of every process's identical loss's gradient: P times the whole one).
+TEST(ProcessAxis, ScanOfGatheredLayersOverlapsTheNeighbouringIterations) {
+  const int p = process_count();
+  const int me = process_index();
+  const int64_t layers = 4, rows = 3, d = rows * p;
+  auto block_of = [&](int r) { return pax::testing::random_array(Shape{layers, rows, d}, DType::f32, 40 + r); };
+  std::vector<Array> blocks;
+  for (int r = 0; r < p; ++r) blocks.push_back(block_of(r));
+  const Array whole = concatenate(blocks, 1);  // [layers, d, d]
+  const Array x = pax::testing::random_array(Shape{2, d}, DType::f32, 50);
+  auto sharded_loss = [](const Array& ws, const Array& x) {
+    auto [y, ys] = scan(
+        [](const Array& y, const Array& w) {
+          Array next = tanh(matmul(y, lax::all_gather(w.astype(DType::bf16), kAxis, 0, true).astype(DType::f32)));
+          return std::make_pair(next, sum(next));
+        },
+        x, ws);
+    return sum(square(y)) + sum(ys);
+  };
+  auto whole_loss = [](const Array& ws, const Array& x) {
+    auto [y, ys] = scan(
+        [](const Array& y, const Array& w) {
+          Array next = tanh(matmul(y, w.astype(DType::bf16).astype(DType::f32)));
+          return std::make_pair(next, sum(next));
+        },
+        x, ws);
+    return sum(square(y)) + sum(ys);
+  };
+  auto step = jit(value_and_grad(sharded_loss));
+  for (int call = 0; call < 2; ++call) {
+    auto [loss, g] = step(blocks[size_t(me)], x);
+    auto [want_loss, want_whole] = value_and_grad(whole_loss)(whole, x);
+    EXPECT_TRUE(all_close(loss, want_loss, 1e-5, 1e-5));
+    Array want = lax::slice(want_whole, {0, me * rows, 0}, {layers, (me + 1) * rows, d}) * double(p);
+    EXPECT_TRUE(all_close(g, want, 1e-4, 1e-5));
+  }
+  // The forward scan fetches its gathers ahead; the backward scan also
+  // finishes its reduce-scatters behind.
+  auto jaxpr = make_jaxpr(value_and_grad(sharded_loss))(blocks[size_t(me)], x);
+  std::vector<std::shared_ptr<const cf::ScanPipeline>> pipelines;
+  for (const Eqn& e : jaxpr->eqns) {
+    if (e.prim != Prim::scan) continue;
+    const cf::ScanSpec spec = cf::scan_spec(e.params);
+    pipelines.push_back(cf::scan_pipeline(spec.body, spec.num_consts, spec.num_carry));
+  }
+  ASSERT_EQ(pipelines.size(), 2u) << jaxpr->str();
+  ASSERT_TRUE(pipelines[0] && pipelines[1]);
+  EXPECT_TRUE(pipelines[0]->fetch);
+  EXPECT_TRUE(pipelines[1]->fetch);
+  EXPECT_TRUE(pipelines[1]->finish);
 }
 
 TEST(ProcessAxis, JitDataParallelSgdStep) {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "pax/core/stop.h"
+#include "pax/interp/collective_thread.h"
 #include "pax/ops/numpy.h"
 
 namespace pax::dist {
@@ -189,6 +190,16 @@ std::vector<bool> poll_until(std::span<MPI_Request> requests, Clock::time_point 
     if (!busy && spins > 2000) {
       answer_stalled_ranks();
       std::this_thread::sleep_for(std::chrono::microseconds(100));
+    } else if (spins > 16 && on_collective_thread()) {
+      // The communication thread shares the cores with computing threads:
+      // while data moves it gives way after each poll, and once a transfer
+      // takes long (a peer busy computing) or while others arrive, it polls
+      // every few microseconds.
+      if (busy && spins < 2000) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(5));
+      }
     }
   }
   return done;
@@ -360,6 +371,7 @@ void ProcessGroup::initialize() {
 }
 
 std::unique_ptr<ProcessGroup> ProcessGroup::split(int color, int key, const std::string& axis_name) {
+  finish_started_collectives();  // they come first, in every process
   initialize();
   PAX_CHECK(color >= 0, "ProcessGroup::split: color ", color,
             " is negative (processes passing one color >= 0 form a group)");
@@ -552,6 +564,7 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
 }
 
 void ProcessGroup::barrier(double timeout) {
+  finish_started_collectives();  // they come first, in every process
   initialize();
   check_usable("barrier");
   Header h(OpKind::barrier, sequence_++, nullptr, 0, 0);
@@ -682,6 +695,7 @@ MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : op == Reduce
 }  // namespace
 
 Array ProcessGroup::all_reduce(const Array& x, ReduceOp op) {
+  finish_started_collectives();  // they come first, in every process
   initialize();
   const int count = comm_->count;
   check_input(x, "all_reduce");
@@ -702,6 +716,7 @@ Array ProcessGroup::all_reduce(const Array& x, ReduceOp op) {
 }
 
 Array ProcessGroup::all_gather(const Array& x, int64_t axis, bool tiled) {
+  finish_started_collectives();  // they come first, in every process
   initialize();
   const int count = comm_->count;
   check_input(x, "all_gather");
@@ -732,6 +747,7 @@ Array ProcessGroup::all_gather(const Array& x, int64_t axis, bool tiled) {
 }
 
 Array ProcessGroup::broadcast(const Array& x, int root) {
+  finish_started_collectives();  // they come first, in every process
   initialize();
   const int count = comm_->count;
   check_input(x, "broadcast");
@@ -752,6 +768,7 @@ Array ProcessGroup::broadcast(const Array& x, int root) {
 }
 
 Array ProcessGroup::reduce_scatter(const Array& x, ReduceOp op, int64_t axis) {
+  finish_started_collectives();  // they come first, in every process
   initialize();
   const int count = comm_->count;
   check_input(x, "reduce_scatter");

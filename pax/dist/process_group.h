@@ -14,7 +14,9 @@
 // stopped during the transfer. Before moving data, the ranks agree on the operation, dtype and
 // shape: a mismatch throws pax::Error on every rank instead of corrupting
 // memory. After a timeout the group is broken (later calls throw at once).
-// Calls come from one thread at a time.
+// Calls come from one thread at a time; a call first waits for the
+// collectives that compiled programs started on the communication thread
+// (interp/collective_thread.h), which then run these same operations.
 //
 // process_group() is the world: every process of the job. split() makes a
 // sub-group over some of them (MPI_Comm_split; dist/mesh.h makes one per mesh

@@ -8,12 +8,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "pax/core/stop.h"
+#include "pax/api/jit.h"
 #include "pax/dist/jax_utils.h"
+#include "pax/ops/lax.h"
 #include "pax/ops/numpy.h"
 #include "pax/testing/testing.h"
 
@@ -226,17 +229,19 @@ TEST(ProcessGroup, ChiefPhaseMayOutlastTheTimeout) {
   g.set_timeout_seconds(timeout);
 }
 
-// One rank skips a collective: the others throw within the (short) timeout,
-// naming it (ctest's TIMEOUT bounds the wait); the group is unusable afterwards. Run one per launch (see
-// tests/CMakeLists.txt); the group breaks for good.
-void expect_timeout_naming(int skipper) {
+// One rank skips a collective (`call`, by default a host-side all_reduce):
+// the others throw within the (short) timeout, naming it (ctest's TIMEOUT
+// bounds the wait); the group is unusable afterwards. Run one per launch
+// (see tests/CMakeLists.txt); the group breaks for good.
+void expect_timeout_naming(
+    int skipper, const std::function<void()>& call = [] { process_group().all_reduce(scalar(1.0f)); }) {
   if (count() == 1) GTEST_SKIP() << "needs several processes";
   ProcessGroup& g = process_group();
   g.set_timeout_seconds(2);
   if (me() == skipper) return;
   std::string message;
   try {
-    g.all_reduce(scalar(1.0f));
+    call();
     ADD_FAILURE() << "expected a timeout";
   } catch (const Error& e) {
     message = e.what();
@@ -247,6 +252,13 @@ void expect_timeout_naming(int skipper) {
 }
 
 TEST(DistTimeout, NonRootMissing) { expect_timeout_naming(1); }
+
+// A compiled program's collective runs on the communication thread; its
+// timeout reaches the program's caller, naming the rank that never came.
+TEST(DistTimeout, CompiledCollectiveNamesTheMissingRank) {
+  auto program = jit([](const Array& x) { return std::make_pair(lax::psum(x, "processes"), tanh(x) * 2.0); });
+  expect_timeout_naming(count() - 1, [&] { program(full(Shape{1000}, 1.0f)); });
+}
 
 // A phase that outlasts even the phase timeout: the waiting ranks name it.
 TEST(DistTimeout, ChiefPhaseTooLong) {

@@ -9,12 +9,15 @@
 // xs and ys at 1).
 #include "pax/backend/backend.h"
 #include "pax/core/error.h"
+#include "pax/interp/collective_thread.h"
+#include "pax/interp/process_axis.h"
 #include "pax/interp/vjp.h"
 #include "pax/interp/vmap.h"
 #include "pax/ops/lax.h"
 #include "pax/prims/ad_util.h"
 #include "pax/interp/jvp.h"
 #include "pax/prims/control_flow.h"
+#include "pax/prims/scan_pipeline.h"
 
 namespace pax::cf {
 namespace {
@@ -108,6 +111,12 @@ std::vector<Array> scan_impl(std::span<const Array> in, const Params& p) {
   const ScanSpec s = scan_spec(p);
   const bool save = p.b("save_carries");
   ScanOperands ops = split(in, s);
+  // A body with collectives over several processes overlaps them with the
+  // neighbouring iterations (scan_pipeline.h).
+  if (s.length > 1 && overlap_collectives() && process_axis().size() > 1) {
+    if (auto pipeline = scan_pipeline(s.body, s.num_consts, s.num_carry))
+      return run_scan_pipeline(*pipeline, ops.consts, ops.init, ops.xs, s.length, s.reverse, save);
+  }
   auto body = s.body->executable();
   const Jaxpr& j = *s.body->jaxpr();
   const size_t ncar = ops.init.size();

@@ -30,6 +30,13 @@ namespace {
 // fold_in data of the variational noise's stream (the step key itself is dropout's).
 constexpr uint32_t kNoiseStream = 0x766e;
 
+// Gradients are summed over the processes in buckets of about this size:
+// small enough that a bucket's reduction starts while the backward pass
+// still computes the gradients of the layers below
+// (compile/collective_order.h), large enough that each collective moves
+// megabytes.
+constexpr int64_t kGradientBucketBytes = int64_t(4) << 20;
+
 // Names of the collections other than params (written during training).
 std::vector<std::string> mutable_collections(const TrainState& state) {
   std::vector<std::string> names;
@@ -72,7 +79,7 @@ Reduced reduce_over(const std::string& axis, const std::optional<Array>& loss_we
                            {"metrics", summed_metrics},
                            {"collections", collections}});
   if (loss_weight) local.set("weight", weight);
-  const Tree total = dist::psum(local, axis);
+  const Tree total = dist::psum(local, axis, kGradientBucketBytes);
   const Array inv = loss_weight ? where(total["weight"].leaf() > 0.0, 1.0 / maximum(total["weight"].leaf(), 1e-30),
                                         zeros_like(total["weight"].leaf()))
                                 : scalar(1.0f);
@@ -112,7 +119,7 @@ Tree psum_leaves(const Tree& tree, const std::vector<bool>& pick, bool want, con
   for (size_t i = 0; i < leaves.size(); ++i)
     if (pick[i] == want) chosen.emplace_back(leaves[i]);
   if (chosen.empty()) return tree;
-  const std::vector<Array> summed = tree_leaves(dist::psum(Tree::list(chosen), axis));
+  const std::vector<Array> summed = tree_leaves(dist::psum(Tree::list(chosen), axis, kGradientBucketBytes));
   for (size_t i = 0, k = 0; i < leaves.size(); ++i)
     if (pick[i] == want) leaves[i] = summed[k++];
   return tree_unflatten(tree_structure(tree), leaves);

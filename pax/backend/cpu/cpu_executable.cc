@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pax/backend/cpu/cpu_backend.h"
@@ -17,6 +18,7 @@
 #include "pax/backend/cpu/fused_loop.h"
 #include "pax/compile/lower.h"
 #include "pax/core/error.h"
+#include "pax/interp/collective_thread.h"
 #include "pax/interp/interpreter.h"
 #include "pax/prims/registry.h"
 
@@ -73,10 +75,22 @@ class StepProfile {
                    label.c_str());
     }
     entries_.clear();
+    const CommunicationTimes comm = communication_times();
+    if (comm.collectives > 0) {
+      std::fprintf(stderr,
+                   "PAX_PROFILE: communication: %lld jobs, %.3f s communicating, %.3f s waited for (%.1f%% of "
+                   "the communication)\n",
+                   (long long)comm.collectives, comm.communication_seconds, comm.waiting_seconds,
+                   100.0 * comm.waiting_seconds / std::max(comm.communication_seconds, 1e-12));
+    }
   }
   std::mutex mu_;
   std::map<std::string, Entry> entries_;
 };
+
+// Collectives that move data between processes (axis_index only reads a
+// number): run on the communication thread.
+bool moves_data(Prim p) { return is_collective(p) && p != Prim::axis_index; }
 
 std::string avals_str(const Jaxpr& j, const std::vector<Var>& vars) {
   std::string s;
@@ -135,6 +149,11 @@ class CpuExecutable : public Executable {
       PAX_CHECK(kernels_[s], prim_name(p), ": primitive has no kernel on the cpu backend");
     }
     out_avals_ = source_->out_avals();
+    started_.assign(schedule_.steps.size(), false);
+    for (size_t s = 0; s < schedule_.steps.size(); ++s) {
+      const Step& step = schedule_.steps[s];
+      started_[s] = step.kind == Step::Kind::impl && moves_data(jaxpr_.eqns[step.index].prim);
+    }
     if (StepProfile::get()) {
       for (const Step& step : schedule_.steps) labels_.push_back(step_label(jaxpr_, schedule_, step));
       for (const RowSweep& sw : schedule_.sweeps) {
@@ -170,6 +189,10 @@ class CpuExecutable : public Executable {
     std::vector<std::shared_ptr<Buffer>> held;  // arguments, buffers, outputs
     std::vector<bool> donated;                  // arguments whose buffer an output may take
     std::shared_ptr<Buffer> arena;
+    // Collectives started and not yet waited for: per step, and per storage
+    // the step whose pending result it will hold (-1: none).
+    std::vector<PendingCollectivePtr> pending;
+    std::vector<int> pending_step;
   };
 
   void check_args(const std::vector<Array>& args) const;
@@ -179,6 +202,11 @@ class CpuExecutable : public Executable {
   void materialize(Frame& f, Var v) const;
   void run_kernel(Frame& f, size_t s) const;
   void run_impl(Frame& f, size_t s) const;
+  // A collective step: started on the communication thread; its results are
+  // waited for (finish) before the first step that reads them.
+  void start_collective_step(Frame& f, size_t s) const;
+  void finish(Frame& f, size_t s) const;
+  void finish_inputs(Frame& f, size_t s) const;
   void run_fused_step(Frame& f, size_t s) const;
   void run_sweep(Frame& f, size_t sweep) const;
   void plan_sweep_locals();
@@ -196,6 +224,7 @@ class CpuExecutable : public Executable {
   std::vector<std::shared_ptr<const cpu::FusedLoop>> fused_;  // per fusion group, prepared
   std::vector<bool> donor_;                                   // per program input: some output may take its buffer
   std::vector<KernelFn> kernels_;
+  std::vector<bool> started_;        // per step: a collective started asynchronously
   std::vector<AVal> out_avals_;      // of the source program's outputs
   std::vector<std::string> labels_;  // per step, when profiling
   std::vector<int> sweep_at_;        // per step: the row sweep it belongs to, or -1
@@ -272,7 +301,8 @@ void CpuExecutable::materialize(Frame& f, Var v) const {
   if (st.kind == Storage::Kind::arena || st.kind == Storage::Kind::sweep_local) return;
   if (st.donor >= 0) {
     const int arg = plan_.storage_of[size_t(jaxpr_.invars[size_t(st.donor)])];
-    if (f.donated[size_t(arg)]) {
+    // A collective still running may read the argument (it holds a handle).
+    if (f.donated[size_t(arg)] && f.held[size_t(arg)].use_count() == 1) {
       f.donated[size_t(arg)] = false;
       f.held[size_t(id)] = std::move(f.held[size_t(arg)]);
       f.base[size_t(id)] = f.base[size_t(arg)];
@@ -314,6 +344,38 @@ void CpuExecutable::run_impl(Frame& f, size_t s) const {
     const int id = plan_.storage_of[size_t(e.outputs[i])];
     f.held[size_t(id)] = out[i].buffer();
     f.base[size_t(id)] = f.held[size_t(id)]->data();
+  }
+}
+
+void CpuExecutable::start_collective_step(Frame& f, size_t s) const {
+  const Eqn& e = jaxpr_.eqns[schedule_.steps[s].index];
+  std::vector<Array> in;
+  for (Var v : e.inputs) in.emplace_back(jaxpr_.aval(v), buffer_of(f, v));
+  f.pending[s] = start_collective(
+      [prim = e.prim, params = e.params, in = std::move(in)] { return eager_apply(prim, in, params); });
+  for (Var v : e.outputs) f.pending_step[size_t(plan_.storage_of[size_t(v)])] = int(s);
+}
+
+void CpuExecutable::finish(Frame& f, size_t s) const {
+  const Eqn& e = jaxpr_.eqns[schedule_.steps[s].index];
+  const std::vector<Array> out = std::exchange(f.pending[s], nullptr)->wait();
+  for (size_t i = 0; i < e.outputs.size(); ++i) {
+    const int id = plan_.storage_of[size_t(e.outputs[i])];
+    f.pending_step[size_t(id)] = -1;
+    f.held[size_t(id)] = out[i].buffer();
+    f.base[size_t(id)] = f.held[size_t(id)]->data();
+  }
+}
+
+void CpuExecutable::finish_inputs(Frame& f, size_t s) const {
+  const int sweep = sweep_at_[s];
+  const size_t first = sweep >= 0 ? schedule_.sweeps[size_t(sweep)].first : s;
+  const size_t last = sweep >= 0 ? schedule_.sweeps[size_t(sweep)].last : s;
+  for (size_t k = first; k <= last; ++k) {
+    for (Var v : schedule_.inputs(jaxpr_, schedule_.steps[k])) {
+      const int id = plan_.storage_of[size_t(v)];
+      if (id >= 0 && f.pending_step[size_t(id)] >= 0) finish(f, size_t(f.pending_step[size_t(id)]));
+    }
   }
 }
 
@@ -359,7 +421,12 @@ void CpuExecutable::run_sweep(Frame& f, size_t sweep) const {
 std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
   check_args(args);
   const size_t n = plan_.storages.size();
-  Frame f{std::vector<void*>(n, nullptr), std::vector<std::shared_ptr<Buffer>>(n), std::vector<bool>(n, false), {}};
+  Frame f{std::vector<void*>(n, nullptr),
+          std::vector<std::shared_ptr<Buffer>>(n),
+          std::vector<bool>(n, false),
+          {},
+          std::vector<PendingCollectivePtr>(schedule_.steps.size()),
+          std::vector<int>(n, -1)};
   if (plan_.stats.arena_bytes > 0) {
     const AllocationPurpose purpose("a compiled program's intermediates (its arena)");
     f.arena = Buffer::allocate(plan_.stats.arena_bytes);
@@ -384,9 +451,12 @@ std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
   for (size_t s = 0; s < schedule_.steps.size(); ++s) {
     const auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     const int sweep = sweep_at_[s];
+    if (sweep < 0 || schedule_.sweeps[size_t(sweep)].first == s) finish_inputs(f, s);
     if (sweep >= 0) {
       // The sweep's steps run together at its first; its later steps only release.
       if (schedule_.sweeps[size_t(sweep)].first == s) run_sweep(f, size_t(sweep));
+    } else if (started_[s]) {
+      start_collective_step(f, s);
     } else {
       switch (schedule_.steps[s].kind) {
         case Step::Kind::kernel: run_kernel(f, s); break;
@@ -401,9 +471,13 @@ std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
     }
     for (int id : plan_.release_after[s]) {
       if (f.donated[size_t(id)]) continue;  // kept for the output that takes it
+      if (f.pending_step[size_t(id)] >= 0) finish(f, size_t(f.pending_step[size_t(id)]));
       f.held[size_t(id)].reset();
     }
   }
+  // Every collective is waited for before the call returns, in start order.
+  for (size_t s = 0; s < schedule_.steps.size(); ++s)
+    if (f.pending[s]) finish(f, s);
   std::vector<Array> out;
   out.reserve(jaxpr_.outvars.size());
   for (size_t k = 0; k < jaxpr_.outvars.size(); ++k) out.emplace_back(out_avals_[k], buffer_of(f, jaxpr_.outvars[k]));
