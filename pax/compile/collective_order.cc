@@ -168,7 +168,7 @@ class Reorder {
   std::vector<int> producer_;
   std::vector<std::vector<size_t>> readers_;
   std::vector<Role> role_;
-  std::vector<int> group_;                  // gather group of a gather-role step
+  std::vector<int> group_;                   // gather group of a gather-role step
   std::vector<std::vector<size_t>> groups_;  // per all_gather: it and its feeders, in order
   std::vector<bool> avail_, emitted_;
   std::vector<int> missing_;

@@ -35,7 +35,7 @@ std::vector<int> lines_with(const std::string& schedule, const std::string& what
 
 TEST(CollectiveOrder, AReductionStartsBeforeIndependentWork) {
   auto f = [](const Array& x, const Array& w) {
-    Array h = tanh(matmul(x, w));                           // [64, 64], independent of the psum
+    Array h = tanh(matmul(x, w));                         // [64, 64], independent of the psum
     Array s = lax::psum(sum(x, {0}) * 3.0, "processes");  // [64]
     return h + s;
   };

@@ -15,6 +15,7 @@
 #include "pax/api/transforms.h"
 #include "pax/backend/cpu/host_memory.h"
 #include "pax/backend/cpu/native_compiler.h"
+#include "pax/core/buffer.h"
 #include "pax/core/error.h"
 #include "pax/core/scaled_number.h"
 #include "pax/core/stop.h"
@@ -573,6 +574,10 @@ class TrainingLoop {
     set_up();
     restore();
     announce();
+    // The buffers that init and restore freed are cached by size for reuse
+    // (core/buffer.h); the steps allocate other sizes, so they would only
+    // stay resident beside the steps' own.
+    host_allocator_trim();
     while (step_ < settings_.num_train_steps && !result_.early_stopped) {
       train_one_step();
       const bool last = step_ == settings_.num_train_steps;

@@ -182,8 +182,8 @@ std::shared_ptr<const ScanPipeline> scan_pipeline(const std::shared_ptr<const Pr
                                                   int64_t num_carry) {
   static std::mutex mu;
   // Keyed by the program, which the entry keeps alive (so no address is reused).
-  static auto* cache = new std::map<const Program*, std::pair<std::shared_ptr<const Program>,
-                                                              std::shared_ptr<const ScanPipeline>>>;
+  static auto* cache =
+      new std::map<const Program*, std::pair<std::shared_ptr<const Program>, std::shared_ptr<const ScanPipeline>>>;
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache->find(body.get());
   if (it != cache->end()) return it->second.second;
@@ -191,15 +191,13 @@ std::shared_ptr<const ScanPipeline> scan_pipeline(const std::shared_ptr<const Pr
   std::shared_ptr<const ScanPipeline> pl;
   bool any = false;
   for (const Eqn& e : j.eqns) any = any || (is_collective(e.prim) && e.prim != Prim::axis_index);
-  if (any && j.invars.size() == body->jaxpr()->invars.size())
-    pl = split_body(j, size_t(num_consts), size_t(num_carry));
+  if (any && j.invars.size() == body->jaxpr()->invars.size()) pl = split_body(j, size_t(num_consts), size_t(num_carry));
   cache->emplace(body.get(), std::make_pair(body, pl));
   return pl;
 }
 
-std::vector<Array> run_scan_pipeline(const ScanPipeline& pl, std::span<const Array> consts,
-                                     std::span<const Array> init, std::span<const Array> xs, int64_t length,
-                                     bool reverse, bool save_carries) {
+std::vector<Array> run_scan_pipeline(const ScanPipeline& pl, std::span<const Array> consts, std::span<const Array> init,
+                                     std::span<const Array> xs, int64_t length, bool reverse, bool save_carries) {
   const size_t ncar = init.size();
   const std::vector<AVal> main_out = pl.main->optimized_jaxpr().out_avals();
   std::vector<Rows> ys, carries;

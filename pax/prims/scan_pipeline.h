@@ -29,7 +29,7 @@
 namespace pax::cf {
 
 struct ScanPipeline {
-  std::shared_ptr<Executable> fetch;   // nullptr: nothing to fetch ahead
+  std::shared_ptr<Executable> fetch;  // nullptr: nothing to fetch ahead
   std::shared_ptr<Executable> main;
   std::shared_ptr<Executable> finish;  // nullptr: nothing to finish behind
   // Per ys output of the body: its position among main's outputs after the

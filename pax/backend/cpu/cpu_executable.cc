@@ -451,7 +451,9 @@ std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
   for (size_t s = 0; s < schedule_.steps.size(); ++s) {
     const auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     const int sweep = sweep_at_[s];
-    if (sweep < 0 || schedule_.sweeps[size_t(sweep)].first == s) finish_inputs(f, s);
+    // A reshape of a collective's result shares its bytes: its readers wait.
+    if (sweep < 0 ? schedule_.steps[s].kind != Step::Kind::alias : schedule_.sweeps[size_t(sweep)].first == s)
+      finish_inputs(f, s);
     if (sweep >= 0) {
       // The sweep's steps run together at its first; its later steps only release.
       if (schedule_.sweeps[size_t(sweep)].first == s) run_sweep(f, size_t(sweep));
