@@ -430,6 +430,38 @@ TEST(ProcessAxis, ScanOfGatheredLayersOverlapsTheNeighbouringIterations) {
   EXPECT_TRUE(pipelines[1]->finish);
 }
 
+// Two reductions of one value in a scan body (psum and pmax of it): the
+// body's finish program takes that value once.
+TEST(ProcessAxis, ScanWithTwoReductionsOfOneValue) {
+  const int p = process_count();
+  const Array ws = pax::testing::random_array(Shape{4, 3}, DType::f32, 60);
+  auto body = [](const Array& h, const Array& w) {
+    Array next = tanh(h * w + 0.5);
+    return std::make_pair(next, Tree::list({Tree(lax::psum(next, kAxis)), Tree(lax::pmax(next, kAxis))}));
+  };
+  auto f = [&](const Array& x) { return scan(body, x, ws).second; };
+  const Tree got = jit(f)(rank_input(process_index(), Shape{3}, DType::f32));
+  std::vector<Array> sums, maxima;
+  for (int r = 0; r < p; ++r) {
+    Array h = rank_input(r, Shape{3}, DType::f32);
+    std::vector<Array> rows;
+    for (int64_t t = 0; t < 4; ++t) {
+      h = tanh(h * lax::squeeze(lax::slice(ws, {t, 0}, {t + 1, 3}), {0}) + 0.5);
+      rows.push_back(h);
+    }
+    const Array stacked = stack(rows, 0);
+    sums.push_back(stacked);
+    maxima.push_back(stacked);
+  }
+  Array want_sum = sums[0], want_max = maxima[0];
+  for (int r = 1; r < p; ++r) {
+    want_sum = want_sum + sums[size_t(r)];
+    want_max = maximum(want_max, maxima[size_t(r)]);
+  }
+  EXPECT_TRUE(all_close(got[0].leaf(), want_sum, 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(got[1].leaf(), want_max, 1e-6, 1e-6));
+}
+
 TEST(ProcessAxis, JitDataParallelSgdStep) {
   const int p = process_count();
   const int me = process_index();

@@ -57,8 +57,9 @@ using Clock = std::chrono::steady_clock;
 // What every rank says about a call before any data moves.
 enum class OpKind : int64_t { barrier = 1, all_reduce, all_gather, broadcast, reduce_scatter, split };
 constexpr int kMaxHeaderDims = 12;
-// sequence, kind, dtype, param0, param1, ndim, dims...
-constexpr int kHeaderInts = 6 + kMaxHeaderDims;
+// sequence, kind, dtype, param0, param1, ndim, dims..., the place among
+// a compiled program's collectives (interp/collective_thread.h; -1: none)
+constexpr int kHeaderInts = 7 + kMaxHeaderDims;
 // Rank 0's answer: status, then (mismatch) the differing rank, an unused slot,
 // rank 0's header and that rank's header, or (timeout) the number of missing
 // ranks, whether a stop request cut rank 0's wait short, and the missing ranks.
@@ -223,6 +224,9 @@ void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized || !g_owns_mpi) return;
+  // Collectives still on the communication thread (a program that failed
+  // left them) end first: each is bounded by the group's timeout.
+  finish_started_collectives();
   if (g_broken) {
     for (MPI_Request& r : g_abandoned) MPI_Cancel(&r);
     // MPI_Finalize synchronises with every rank; a rank that hangs must not
@@ -266,6 +270,7 @@ Array empty_like(const AVal& aval) {
 struct ProcessGroup::Header {
   std::array<int64_t, kHeaderInts> v{};
   Header(OpKind kind, int64_t sequence, const AVal* aval, int64_t p0, int64_t p1) {
+    v[kHeaderInts - 1] = current_collective_position();
     v[0] = sequence;
     v[1] = int64_t(kind);
     v[3] = p0;
@@ -300,6 +305,7 @@ struct ProcessGroup::Header {
       }
       out << "]";
     }
+    if (v[kHeaderInts - 1] >= 0) out << " as collective " << v[kHeaderInts - 1] << " of a compiled program";
     return out.str();
   }
 };
@@ -361,6 +367,12 @@ void ProcessGroup::initialize() {
       g_owns_mpi = true;
       std::atexit(finalize_at_exit);
     }
+    // Collectives run on the communication thread only where MPI allows
+    // calls from any one thread at a time (an application may have
+    // initialised MPI for its main thread alone).
+    int level = 0;
+    check_mpi(MPI_Query_thread(&level), "MPI_Query_thread");
+    if (level < MPI_THREAD_SERIALIZED) disable_overlap_collectives();
     // A private communicator: the application's own MPI traffic never matches ours.
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_->comm), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm_->comm, MPI_ERRORS_RETURN);

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sys/prctl.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -145,13 +146,25 @@ bool PendingCollective::finished() const {
   return finished_;
 }
 
-bool overlap_collectives() {
-  static const bool on = [] {
+std::atomic<bool>& overlap_switch() {
+  static std::atomic<bool> on = [] {
     const char* env = std::getenv("PAX_OVERLAP_COLLECTIVES");
     return !(env && std::strcmp(env, "0") == 0);
   }();
   return on;
 }
+
+bool overlap_collectives() { return overlap_switch().load(); }
+void disable_overlap_collectives() { overlap_switch().store(false); }
+
+namespace {
+thread_local int64_t t_collective_position = -1;
+}
+int64_t current_collective_position() { return t_collective_position; }
+CollectivePosition::CollectivePosition(int64_t position) : saved_(t_collective_position) {
+  t_collective_position = position;
+}
+CollectivePosition::~CollectivePosition() { t_collective_position = saved_; }
 
 bool on_collective_thread() { return t_on_collective_thread; }
 

@@ -64,8 +64,26 @@ void finish_started_collectives();
 bool on_collective_thread();
 
 // Whether compiled programs run collectives asynchronously (default yes;
-// PAX_OVERLAP_COLLECTIVES=0 turns it off), read once.
+// PAX_OVERLAP_COLLECTIVES=0 turns it off, and so does the process group
+// when MPI cannot be called from a second thread).
 bool overlap_collectives();
+void disable_overlap_collectives();
+
+// The position of the collective being run among the collectives of its
+// compiled program, in program order (-1: none). The process group sends it
+// with the collective, so that processes which start a program's collectives
+// in different orders fail instead of mixing up arrays of one shape.
+int64_t current_collective_position();
+class CollectivePosition {
+ public:
+  explicit CollectivePosition(int64_t position);
+  ~CollectivePosition();
+  CollectivePosition(const CollectivePosition&) = delete;
+  CollectivePosition& operator=(const CollectivePosition&) = delete;
+
+ private:
+  int64_t saved_;
+};
 
 // Seconds the collectives of compiled programs took on the communication
 // thread (communication) and seconds the programs waited for them

@@ -3,6 +3,7 @@
 // that runs them.
 #include "pax/prims/scan_pipeline.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <set>
@@ -117,7 +118,8 @@ std::shared_ptr<const ScanPipeline> split_body(const Jaxpr& j, size_t nc, size_t
     for (size_t e : chain) in_finish[e] = true;
     finish_eqns.insert(finish_eqns.end(), chain.rbegin(), chain.rend());
     ys_from.push_back(-1 - int64_t(finished.size()));
-    pre.push_back(v);
+    // Two chains may start from one value (psum and pmax of it): one input.
+    if (std::find(pre.begin(), pre.end(), v) == pre.end()) pre.push_back(v);
     finished.push_back(y);
   }
   if (gathered.empty() && finished.empty()) return nullptr;
@@ -220,8 +222,9 @@ std::vector<Array> run_scan_pipeline(const ScanPipeline& pl, std::span<const Arr
     finishing.clear();
   };
   std::vector<Array> carry(init.begin(), init.end());
+  PendingCollectivePtr next;
   try {
-    PendingCollectivePtr next = length > 0 ? fetch(reverse ? length - 1 : 0) : nullptr;
+    next = length > 0 ? fetch(reverse ? length - 1 : 0) : nullptr;
     for (int64_t i = 0; i < length; ++i) {
       const int64_t t = reverse ? length - 1 - i : i;
       std::vector<Array> gathered = next ? next->wait() : std::vector<Array>{};
@@ -254,8 +257,9 @@ std::vector<Array> run_scan_pipeline(const ScanPipeline& pl, std::span<const Arr
       }
     }
   } catch (...) {
-    // Rows of this call may still be written: wait (their failures are
-    // secondary to this one), then rethrow.
+    // Rows of this call may still be written, and a fetch may still run:
+    // wait (their failures are secondary to this one), then rethrow.
+    if (next) finishing.push_back(next);
     for (PendingCollectivePtr& p : finishing) {
       try {
         p->wait();

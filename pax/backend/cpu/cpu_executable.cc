@@ -20,6 +20,7 @@
 #include "pax/core/error.h"
 #include "pax/interp/collective_thread.h"
 #include "pax/interp/interpreter.h"
+#include "pax/interp/process_axis.h"
 #include "pax/prims/registry.h"
 
 namespace pax::cpu {
@@ -150,9 +151,14 @@ class CpuExecutable : public Executable {
     }
     out_avals_ = source_->out_avals();
     started_.assign(schedule_.steps.size(), false);
+    std::vector<int64_t> position(jaxpr_.eqns.size(), -1);
+    for (size_t e = 0, k = 0; e < jaxpr_.eqns.size(); ++e)
+      if (moves_data(jaxpr_.eqns[e].prim)) position[e] = int64_t(k++);
+    position_.assign(schedule_.steps.size(), -1);
     for (size_t s = 0; s < schedule_.steps.size(); ++s) {
       const Step& step = schedule_.steps[s];
       started_[s] = step.kind == Step::Kind::impl && moves_data(jaxpr_.eqns[step.index].prim);
+      if (started_[s]) position_[s] = position[step.index];
     }
     if (StepProfile::get()) {
       for (const Step& step : schedule_.steps) labels_.push_back(step_label(jaxpr_, schedule_, step));
@@ -225,6 +231,7 @@ class CpuExecutable : public Executable {
   std::vector<bool> donor_;                                   // per program input: some output may take its buffer
   std::vector<KernelFn> kernels_;
   std::vector<bool> started_;        // per step: a collective started asynchronously
+  std::vector<int64_t> position_;    // per started step: its place among the program's collectives
   std::vector<AVal> out_avals_;      // of the source program's outputs
   std::vector<std::string> labels_;  // per step, when profiling
   std::vector<int> sweep_at_;        // per step: the row sweep it belongs to, or -1
@@ -301,8 +308,14 @@ void CpuExecutable::materialize(Frame& f, Var v) const {
   if (st.kind == Storage::Kind::arena || st.kind == Storage::Kind::sweep_local) return;
   if (st.donor >= 0) {
     const int arg = plan_.storage_of[size_t(jaxpr_.invars[size_t(st.donor)])];
-    // A collective still running may read the argument (it holds a handle).
-    if (f.donated[size_t(arg)] && f.held[size_t(arg)].use_count() == 1) {
+    // A collective still running may read the argument (it holds a handle):
+    // it finishes first.
+    if (f.donated[size_t(arg)] && f.held[size_t(arg)].use_count() > 1) {
+      for (size_t s = 0; s < f.pending.size(); ++s)
+        if (f.pending[s]) finish(f, s);
+      if (f.held[size_t(arg)].use_count() > 1) f.donated[size_t(arg)] = false;
+    }
+    if (f.donated[size_t(arg)]) {
       f.donated[size_t(arg)] = false;
       f.held[size_t(id)] = std::move(f.held[size_t(arg)]);
       f.base[size_t(id)] = f.base[size_t(arg)];
@@ -351,8 +364,15 @@ void CpuExecutable::start_collective_step(Frame& f, size_t s) const {
   const Eqn& e = jaxpr_.eqns[schedule_.steps[s].index];
   std::vector<Array> in;
   for (Var v : e.inputs) in.emplace_back(jaxpr_.aval(v), buffer_of(f, v));
-  f.pending[s] = start_collective(
-      [prim = e.prim, params = e.params, in = std::move(in)] { return eager_apply(prim, in, params); });
+  // The axis is looked up (and a group for it made) here, in program order,
+  // never on the communication thread.
+  if (e.params.has("axis_name")) (void)find_process_axis(e.params.s("axis_name"));
+  f.pending[s] = start_collective([prim = e.prim, params = e.params, in = std::move(in), at = position_[s]]() mutable {
+    CollectivePosition position(at);
+    std::vector<Array> out = eager_apply(prim, in, params);
+    in.clear();  // released before the handle says it has finished
+    return out;
+  });
   for (Var v : e.outputs) f.pending_step[size_t(plan_.storage_of[size_t(v)])] = int(s);
 }
 
@@ -447,6 +467,20 @@ std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
     f.base[id] = const_cast<void*>(x.data());
   }
   args.clear();  // the frame holds the only references this call keeps
+  // A failure leaves no collective of this call running: they finish (their
+  // own failures secondary) before the error goes up.
+  struct WaitForStarted {
+    Frame& f;
+    ~WaitForStarted() {
+      for (PendingCollectivePtr& p : f.pending) {
+        if (!p) continue;
+        try {
+          p->wait();
+        } catch (...) {
+        }
+      }
+    }
+  } wait_for_started{f};
   StepProfile* profile = labels_.empty() ? nullptr : StepProfile::get();
   for (size_t s = 0; s < schedule_.steps.size(); ++s) {
     const auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
