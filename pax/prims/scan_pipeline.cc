@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "pax/backend/backend.h"
@@ -183,18 +184,24 @@ struct Rows {
 std::shared_ptr<const ScanPipeline> scan_pipeline(const std::shared_ptr<const Program>& body, int64_t num_consts,
                                                   int64_t num_carry) {
   static std::mutex mu;
-  // Keyed by the program, which the entry keeps alive (so no address is reused).
-  static auto* cache =
-      new std::map<const Program*, std::pair<std::shared_ptr<const Program>, std::shared_ptr<const ScanPipeline>>>;
+  // Per body and split; an entry whose program has gone is stale (its
+  // address may be another program's now) and is dropped.
+  struct Entry {
+    std::weak_ptr<const Program> body;
+    std::shared_ptr<const ScanPipeline> pipeline;
+  };
+  static auto* cache = new std::map<std::tuple<const Program*, int64_t, int64_t>, Entry>;
   std::lock_guard<std::mutex> lock(mu);
-  auto it = cache->find(body.get());
-  if (it != cache->end()) return it->second.second;
+  const auto key = std::make_tuple(body.get(), num_consts, num_carry);
+  auto it = cache->find(key);
+  if (it != cache->end() && !it->second.body.expired()) return it->second.pipeline;
+  for (auto e = cache->begin(); e != cache->end();) e = e->second.body.expired() ? cache->erase(e) : std::next(e);
   const Jaxpr& j = body->executable()->optimized_jaxpr();
   std::shared_ptr<const ScanPipeline> pl;
   bool any = false;
   for (const Eqn& e : j.eqns) any = any || (is_collective(e.prim) && e.prim != Prim::axis_index);
   if (any && j.invars.size() == body->jaxpr()->invars.size()) pl = split_body(j, size_t(num_consts), size_t(num_carry));
-  cache->emplace(body.get(), std::make_pair(body, pl));
+  (*cache)[key] = Entry{body, pl};
   return pl;
 }
 

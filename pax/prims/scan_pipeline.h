@@ -39,8 +39,8 @@ struct ScanPipeline {
 };
 
 // The split of `body` (whose inputs are num_consts constants, num_carry
-// carries, then the xs rows), cached per body; nullptr when no collective of
-// the body can move out of its iteration. Deterministic.
+// carries, then the xs rows), cached while the body exists; nullptr when no
+// collective of the body can move out of its iteration. Deterministic.
 std::shared_ptr<const ScanPipeline> scan_pipeline(const std::shared_ptr<const Program>& body, int64_t num_consts,
                                                   int64_t num_carry);
 
