@@ -14,6 +14,7 @@
 #include "pax/api/jit.h"
 #include "pax/api/transforms.h"
 #include "pax/dist/process_group.h"
+#include "pax/dist/tensor_parallel.h"
 #include "pax/interp/collective_thread.h"
 #include "pax/interp/interpreter.h"
 #include "pax/ops/lax.h"
@@ -460,6 +461,39 @@ TEST(ProcessAxis, ScanWithTwoReductionsOfOneValue) {
   }
   EXPECT_TRUE(all_close(got[0].leaf(), want_sum, 1e-5, 1e-6));
   EXPECT_TRUE(all_close(got[1].leaf(), want_max, 1e-6, 1e-6));
+}
+
+// Megatron's split of an MLP over the processes (dist/tensor_parallel.h):
+// the first weight by columns, the second by rows. Every process computes
+// the whole MLP's loss, and its gradients are the whole MLP's (x's whole, the
+// weights' for its own columns and rows), eagerly and under jit.
+TEST(ProcessAxis, MegatronSplitMlpMatchesTheWholeOne) {
+  const int p = process_count();
+  const int me = process_index();
+  const int64_t d = 4, part = 3, hidden = part * p;
+  const Array w1 = pax::testing::random_array(Shape{d, hidden}, DType::f32, 70);
+  const Array w2 = pax::testing::random_array(Shape{hidden, d}, DType::f32, 71);
+  const Array x = pax::testing::random_array(Shape{2, d}, DType::f32, 72);
+  const Array w1_part = lax::slice(w1, {0, me * part}, {d, (me + 1) * part});
+  const Array w2_part = lax::slice(w2, {me * part, 0}, {(me + 1) * part, d});
+  auto split_loss = [](const Array& x, const Array& a, const Array& b) {
+    Array y = leave_split(matmul(tanh(matmul(enter_split(x, kAxis), a)), b), kAxis);
+    return sum(square(y));
+  };
+  auto whole_loss = [](const Array& x, const Array& a, const Array& b) {
+    return sum(square(matmul(tanh(matmul(x, a)), b)));
+  };
+  auto [want_loss, want] = value_and_grad<0, 1, 2>(whole_loss)(x, w1, w2);
+  auto [want_x, want_w1, want_w2] = want;
+  for (int jitted = 0; jitted < 2; ++jitted) {
+    auto vg = value_and_grad<0, 1, 2>(split_loss);
+    auto [loss, got] = jitted ? jit(vg)(x, w1_part, w2_part) : vg(x, w1_part, w2_part);
+    auto [gx, g1, g2] = got;
+    EXPECT_TRUE(all_close(loss, want_loss, 1e-5, 1e-6));
+    EXPECT_TRUE(all_close(gx, want_x, 1e-5, 1e-6));
+    EXPECT_TRUE(all_close(g1, lax::slice(want_w1, {0, me * part}, {d, (me + 1) * part}), 1e-5, 1e-6));
+    EXPECT_TRUE(all_close(g2, lax::slice(want_w2, {me * part, 0}, {(me + 1) * part, d}), 1e-5, 1e-6));
+  }
 }
 
 TEST(ProcessAxis, JitDataParallelSgdStep) {
