@@ -11,10 +11,9 @@
 namespace pax::dist {
 
 Array enter_split(const Array& x, const std::string& axis) {
-  const auto f = custom_vjp([](const Array& v) { return v; },
-                            [](const Array& v) { return std::make_pair(v, std::vector<Array>{}); },
-                            [axis](const std::vector<Array>&, const Array& g) { return lax::psum(g, axis); },
-                            "enter_split");
+  const auto f = custom_vjp(
+      [](const Array& v) { return v; }, [](const Array& v) { return std::make_pair(v, std::vector<Array>{}); },
+      [axis](const std::vector<Array>&, const Array& g) { return lax::psum(g, axis); }, "enter_split");
   return f(x);
 }
 
