@@ -16,8 +16,6 @@
 namespace pax {
 namespace {
 
-bool moves_data(Prim p) { return is_collective(p) && p != Prim::axis_index; }
-
 // Steps that rearrange, cast, reduce or compute elementwise in one pass
 // over their operands: worth moving with the collective they prepare.
 bool cheap(const Jaxpr& j, const Step& s) {

@@ -67,6 +67,13 @@ void clear_stop_request() noexcept { g_stop.store(false, std::memory_order_relax
 StopListener::StopListener() noexcept { g_listeners.fetch_add(1); }
 StopListener::~StopListener() { g_listeners.fetch_sub(1); }
 
+void block_stop_signals_in_this_thread() noexcept {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
 int watch_stop_signals() {
   static std::mutex mu;
   static bool started = false;

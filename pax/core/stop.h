@@ -43,6 +43,10 @@ void clear_stop_request() noexcept;
 // pax::Error if the signal thread cannot be started.
 int watch_stop_signals();
 
+// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread: a worker thread
+// (compiler, communication) never receives a stop signal, whenever it starts.
+void block_stop_signals_in_this_thread() noexcept;
+
 // Marks a stretch of work that polls stop_requested() and ends in an orderly
 // way (a training loop that saves): while one exists, a stop signal becomes a
 // request instead of ending the process. Nests; any thread.

@@ -2,17 +2,16 @@
 // collectives, one thread that runs them, and the time figures.
 #include "pax/interp/collective_thread.h"
 
-#include <pthread.h>
 #include <sys/prctl.h>
 
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <thread>
 
+#include "pax/core/stop.h"
 #include "pax/interp/process_axis.h"
 
 namespace pax {
@@ -101,10 +100,7 @@ class CollectiveThread {
 
   void work() {
     // Stop signals are for the thread that waits on them, never this one.
-    sigset_t stops;
-    sigemptyset(&stops);
-    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, s);
-    pthread_sigmask(SIG_BLOCK, &stops, nullptr);
+    block_stop_signals_in_this_thread();
     // Short sleeps between polls (dist::ProcessGroup) end on time: no timer
     // slack beyond a microsecond.
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);

@@ -22,6 +22,7 @@ Stack& stack() {
 }  // namespace
 
 bool is_collective(Prim p) { return prim_family(p) == PrimFamily::collective; }
+bool moves_data(Prim p) { return is_collective(p) && p != Prim::axis_index; }
 
 Trace* trace_of(const Array& x) {
   if (!x.is_tracer()) return nullptr;

@@ -57,6 +57,9 @@ class LevelTracer : public Tracer {
 // The collective family of prims.def (psum, pmax, pmin, all_gather,
 // psum_scatter, axis_index): primitives with an axis_name.
 bool is_collective(Prim p);
+// The collectives that move data between processes (all but axis_index):
+// compiled programs run them on the communication thread.
+bool moves_data(Prim p);
 
 // The trace that owns `x`, or nullptr for a concrete array.
 Trace* trace_of(const Array& x);

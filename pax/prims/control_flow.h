@@ -88,6 +88,22 @@ std::vector<Array> remat(const std::shared_ptr<const Program>& jaxpr, RematPolic
 // ---------------------------------------------------------------------------
 // Helpers shared by the rules.
 
+// A freshly allocated [length, ...] output of a loop, filled row by row (a
+// copy shares the rows: each row written by one writer, from any thread).
+class RowWriter {
+ public:
+  RowWriter(const AVal& row, int64_t length);
+  void put(int64_t t, const Array& row) const;
+  Array finish() const { return Array(aval_, buffer_); }
+
+ private:
+  AVal aval_;
+  size_t row_bytes_;
+  std::shared_ptr<Buffer> buffer_;
+};
+// Row t of xs (along its leading axis), copied out.
+Array read_row(const Array& xs, int64_t t);
+
 // Shape and dtype equal (weak types may differ).
 bool same_type(const AVal& a, const AVal& b);
 bool same_types(std::span<const AVal> a, std::span<const AVal> b);  // elementwise, and equal counts

@@ -81,23 +81,16 @@ std::vector<AVal> scan_rule(std::span<const AVal> in, const Params& p) {
   return out;
 }
 
-// A freshly allocated [length, ...] output filled row by row.
-class RowWriter {
- public:
-  RowWriter(const AVal& row, int64_t length)
-      : aval_(stacked_aval(row, length)),
-        row_bytes_(size_t(row.shape.numel()) * itemsize(row.dtype)),
-        buffer_(default_backend().allocate(row_bytes_ * size_t(length))) {}
-  void put(int64_t t, const Array& row) {
-    default_backend().copy(static_cast<char*>(buffer_->data()) + size_t(t) * row_bytes_, row.data(), row_bytes_);
-  }
-  Array finish() { return Array(aval_, buffer_); }
+}  // namespace
 
- private:
-  AVal aval_;
-  size_t row_bytes_;
-  std::shared_ptr<Buffer> buffer_;
-};
+RowWriter::RowWriter(const AVal& row, int64_t length)
+    : aval_(stacked_aval(row, length)),
+      row_bytes_(size_t(row.shape.numel()) * itemsize(row.dtype)),
+      buffer_(default_backend().allocate(row_bytes_ * size_t(length))) {}
+
+void RowWriter::put(int64_t t, const Array& row) const {
+  default_backend().copy(static_cast<char*>(buffer_->data()) + size_t(t) * row_bytes_, row.data(), row_bytes_);
+}
 
 Array read_row(const Array& xs, int64_t t) {
   AVal a = row_aval(xs.aval());
@@ -106,6 +99,8 @@ Array read_row(const Array& xs, int64_t t) {
   default_backend().copy(buf->data(), static_cast<const char*>(xs.data()) + size_t(t) * nbytes, nbytes);
   return Array(a, buf);
 }
+
+namespace {
 
 std::vector<Array> scan_impl(std::span<const Array> in, const Params& p) {
   const ScanSpec s = scan_spec(p);

@@ -10,10 +10,10 @@
 #include <tuple>
 #include <utility>
 
-#include "pax/backend/backend.h"
 #include "pax/core/error.h"
 #include "pax/interp/collective_thread.h"
 #include "pax/interp/interpreter.h"
+#include "pax/prims/control_flow.h"
 
 namespace pax::cf {
 namespace {
@@ -147,38 +147,6 @@ std::shared_ptr<const ScanPipeline> split_body(const Jaxpr& j, size_t nc, size_t
   return pl;
 }
 
-AVal row_aval(const AVal& stacked) {
-  AVal a = stacked;
-  a.shape.dims().erase(a.shape.dims().begin());
-  return a;
-}
-
-// Row t of xs, copied out.
-Array row_of(const Array& xs, int64_t t) {
-  const AVal a = row_aval(xs.aval());
-  const size_t nbytes = size_t(a.shape.numel()) * itemsize(a.dtype);
-  std::shared_ptr<Buffer> buf = default_backend().allocate(nbytes);
-  default_backend().copy(buf->data(), static_cast<const char*>(xs.data()) + size_t(t) * nbytes, nbytes);
-  return Array(a, buf);
-}
-
-// A [length, ...] output, row by row (rows may be written from the
-// communication thread: each by one writer).
-struct Rows {
-  Rows(const AVal& row, int64_t length)
-      : row_bytes(size_t(row.shape.numel()) * itemsize(row.dtype)),
-        aval(row),
-        buffer(default_backend().allocate(row_bytes * size_t(length))) {
-    aval.shape.dims().insert(aval.shape.dims().begin(), length);
-  }
-  void put(int64_t t, const Array& row) const {
-    default_backend().copy(static_cast<char*>(buffer->data()) + size_t(t) * row_bytes, row.data(), row_bytes);
-  }
-  size_t row_bytes;
-  AVal aval;
-  std::shared_ptr<Buffer> buffer;
-};
-
 }  // namespace
 
 std::shared_ptr<const ScanPipeline> scan_pipeline(const std::shared_ptr<const Program>& body, int64_t num_consts,
@@ -199,7 +167,7 @@ std::shared_ptr<const ScanPipeline> scan_pipeline(const std::shared_ptr<const Pr
   const Jaxpr& j = body->executable()->optimized_jaxpr();
   std::shared_ptr<const ScanPipeline> pl;
   bool any = false;
-  for (const Eqn& e : j.eqns) any = any || (is_collective(e.prim) && e.prim != Prim::axis_index);
+  for (const Eqn& e : j.eqns) any = any || moves_data(e.prim);
   if (any && j.invars.size() == body->jaxpr()->invars.size()) pl = split_body(j, size_t(num_consts), size_t(num_carry));
   (*cache)[key] = Entry{body, pl};
   return pl;
@@ -209,7 +177,7 @@ std::vector<Array> run_scan_pipeline(const ScanPipeline& pl, std::span<const Arr
                                      std::span<const Array> xs, int64_t length, bool reverse, bool save_carries) {
   const size_t ncar = init.size();
   const std::vector<AVal> main_out = pl.main->optimized_jaxpr().out_avals();
-  std::vector<Rows> ys, carries;
+  std::vector<RowWriter> ys, carries;
   for (int64_t from : pl.ys_from) {
     const AVal row = from >= 0 ? main_out[ncar + size_t(from)]
                                : pl.finish->optimized_jaxpr().out_avals()[size_t(-1 - from)];
@@ -220,7 +188,7 @@ std::vector<Array> run_scan_pipeline(const ScanPipeline& pl, std::span<const Arr
   auto fetch = [&](int64_t t) -> PendingCollectivePtr {
     if (!pl.fetch) return nullptr;
     std::vector<Array> args(consts.begin(), consts.end());
-    for (const Array& x : xs) args.push_back(row_of(x, t));
+    for (const Array& x : xs) args.push_back(read_row(x, t));
     return start_collective([exe = pl.fetch, args = std::move(args)] { return exe->run(args); });
   };
   std::vector<PendingCollectivePtr> finishing;
@@ -241,13 +209,13 @@ std::vector<Array> run_scan_pipeline(const ScanPipeline& pl, std::span<const Arr
         if (save_carries) carries[k].put(t, carry[k]);
         args.push_back(std::move(carry[k]));
       }
-      for (const Array& x : xs) args.push_back(row_of(x, t));
+      for (const Array& x : xs) args.push_back(read_row(x, t));
       args.insert(args.end(), gathered.begin(), gathered.end());
       gathered.clear();
       std::vector<Array> out = pl.main->run(std::move(args));
       for (size_t k = 0; k < ncar; ++k) carry[k] = std::move(out[k]);
       std::vector<Array> pre(out.begin() + ptrdiff_t(ncar + pl.main_ys), out.end());
-      std::vector<Rows> behind;
+      std::vector<RowWriter> behind;
       for (size_t k = 0; k < ys.size(); ++k) {
         if (pl.ys_from[k] >= 0) {
           ys[k].put(t, out[ncar + size_t(pl.ys_from[k])]);
@@ -277,8 +245,8 @@ std::vector<Array> run_scan_pipeline(const ScanPipeline& pl, std::span<const Arr
   }
   wait_all();
   std::vector<Array> result = std::move(carry);
-  for (Rows& y : ys) result.emplace_back(y.aval, y.buffer);
-  for (Rows& c : carries) result.emplace_back(c.aval, c.buffer);
+  for (const RowWriter& y : ys) result.push_back(y.finish());
+  for (const RowWriter& c : carries) result.push_back(c.finish());
   return result;
 }
 

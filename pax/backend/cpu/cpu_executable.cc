@@ -89,10 +89,6 @@ class StepProfile {
   std::map<std::string, Entry> entries_;
 };
 
-// Collectives that move data between processes (axis_index only reads a
-// number): run on the communication thread.
-bool moves_data(Prim p) { return is_collective(p) && p != Prim::axis_index; }
-
 std::string avals_str(const Jaxpr& j, const std::vector<Var>& vars) {
   std::string s;
   for (Var v : vars) s += (s.empty() ? "" : ", ") + j.aval(v).str();

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "pax/core/error.h"
+#include "pax/core/stop.h"
 
 extern char** environ;
 
@@ -315,10 +316,7 @@ class JobQueue {
  private:
   void work() {
     // Stop signals are for the thread that waits on them, never this one.
-    sigset_t stops;
-    sigemptyset(&stops);
-    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, s);
-    pthread_sigmask(SIG_BLOCK, &stops, nullptr);
+    block_stop_signals_in_this_thread();
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
       cv_.wait(lock, [&] { return !jobs_.empty(); });
