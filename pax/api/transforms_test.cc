@@ -256,6 +256,35 @@ TEST(CustomVjp, UsesTheUserBackwardPass) {
   EXPECT_TRUE(all_close(grad(jit([&](const Array& v) { return sum(f(v)); }))(x), {2, 2}));
 }
 
+// grad of vmap keeps the user's backward pass (as JAX batches fwd and bwd),
+// batched and unbatched inputs alike, and a collective over the vmap axis
+// inside bwd binds to that axis.
+TEST(CustomVjp, VmapKeepsTheUserBackwardPass) {
+  auto f = custom_vjp([](const Array& x, const Array& w) { return round(x) * w; },
+                      [](const Array& x, const Array& w) { return std::make_pair(round(x) * w, w); },
+                      [](const Array& w, const Array& ct) { return std::make_tuple(ct * w * 2.0, ct * 0.0); });
+  const Array xs = array<double>({0.4, 1.6, -2.2}, {3, 1});
+  const Array w = array<double>({3.0});
+  auto loss = [&](const Array& x) { return sum(vmap([&](const Array& xi) { return f(xi, w); }, {.in_axes = {0}})(x)); };
+  EXPECT_TRUE(all_close(vmap([&](const Array& xi) { return f(xi, w); })(xs), {0, 6, -6}));
+  EXPECT_TRUE(all_close(grad(loss)(xs), {6, 6, 6}));
+  EXPECT_TRUE(all_close(jit(grad(loss))(xs), {6, 6, 6}));
+  // Megatron's f: the identity forward, a psum over the axis backward.
+  auto enter = custom_vjp([](const Array& x) { return x; },
+                          [](const Array& x) { return std::make_pair(x, std::vector<Array>{}); },
+                          [](const std::vector<Array>&, const Array& ct) { return lax::psum(ct, "m"); });
+  const Array x = array<double>({1.0, 2.0});
+  const Array scales = array<double>({1.0, 10.0, 100.0});
+  auto members = [&](const Array& v) {  // the same x on every member, scaled by its own factor
+    const Array copies = broadcast_to(reshape(v, {1, 2}), {3, 2});
+    return sum(vmap([&](const Array& s, const Array& xi) { return sum(enter(xi) * s); },
+                    {.in_axes = {0, 0}, .axis_name = "m"})(scales, copies));
+  };
+  // Each member's cotangent of x is the sum over members (111), and the
+  // three members' summed: 333.
+  EXPECT_TRUE(all_close(grad(members)(x), {333, 333}));
+}
+
 }  // namespace
 }  // namespace pax
 

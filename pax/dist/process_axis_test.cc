@@ -14,7 +14,7 @@
 #include "pax/api/jit.h"
 #include "pax/api/transforms.h"
 #include "pax/dist/process_group.h"
-#include "pax/dist/tensor_parallel.h"
+#include "pax/nn/tensor_parallel.h"
 #include "pax/interp/collective_thread.h"
 #include "pax/interp/interpreter.h"
 #include "pax/ops/lax.h"
@@ -463,7 +463,7 @@ TEST(ProcessAxis, ScanWithTwoReductionsOfOneValue) {
   EXPECT_TRUE(all_close(got[1].leaf(), want_max, 1e-6, 1e-6));
 }
 
-// Megatron's split of an MLP over the processes (dist/tensor_parallel.h):
+// Megatron's split of an MLP over the processes (nn/tensor_parallel.h):
 // the first weight by columns, the second by rows. Every process computes
 // the whole MLP's loss, and its gradients are the whole MLP's (x's whole, the
 // weights' for its own columns and rows), eagerly and under jit.
@@ -477,7 +477,7 @@ TEST(ProcessAxis, MegatronSplitMlpMatchesTheWholeOne) {
   const Array w1_part = lax::slice(w1, {0, me * part}, {d, (me + 1) * part});
   const Array w2_part = lax::slice(w2, {me * part, 0}, {(me + 1) * part, d});
   auto split_loss = [](const Array& x, const Array& a, const Array& b) {
-    Array y = leave_split(matmul(tanh(matmul(enter_split(x, kAxis), a)), b), kAxis);
+    Array y = nn::leave_split(matmul(tanh(matmul(nn::enter_split(x, kAxis), a)), b), kAxis);
     return sum(square(y));
   };
   auto whole_loss = [](const Array& x, const Array& a, const Array& b) {

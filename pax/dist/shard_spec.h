@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "pax/core/error.h"
 #include "pax/core/shape.h"
@@ -20,6 +21,10 @@ struct ShardSpec {
   int64_t dim = -1;   // the split dimension; -1: replicated
   int64_t count = 1;  // blocks along dim (divides global[dim])
   int64_t index = 0;  // this process's block, 0..count-1
+  // The mesh axes the blocks are split over, outer first: block index is
+  // row-major over them ({"mdl", "data"}: mdl's blocks, each split over
+  // data). For gathering the whole array; a checkpoint does not record it.
+  std::vector<std::string> axes = {};
 
   bool replicated() const { return dim < 0 || count == 1; }
   // The shape of this process's block.

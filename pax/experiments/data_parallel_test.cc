@@ -254,6 +254,28 @@ TEST(DataParallel, ResumesOnAnotherProcessCountWhereThePositionDivides) {
       << out;
 }
 
+// The run in `two` (20 steps, evals at 10 and 20) against one process's in
+// `one`: the same losses, final params and last eval. Returns two's evals.
+std::vector<double> expect_trained_alike(const std::string& one, const std::string& two, const RunResult& reference,
+                                         const std::string& out) {
+  const auto want = train_losses(one), got = train_losses(two);
+  EXPECT_EQ(got.size(), 20u) << out;
+  for (const auto& [step, loss] : want)
+    if (got.count(step)) EXPECT_NEAR(got.at(step), loss, kLossTolerance * std::abs(loss)) << "step " << step;
+  const Tree p1 = final_params(one), p2 = final_params(two);
+  check_same_structure(p1, p2, "params");
+  const auto a = tree_leaves(p1), b = tree_leaves(p2);
+  const auto paths = tree_paths(p1);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(relative_difference(a[i], b[i]), kParamTolerance) << paths[i];
+  // The eval at step 20 (sharded params, every process in step).
+  std::vector<double> evals;
+  for (const train::StepMetrics& m : train::read_metrics_jsonl(two + "/metrics.jsonl"))
+    if (m.split != train::kTrainSplit) evals.push_back(m.metrics.at("log_pplx"));
+  const double want_eval = reference.eval_metrics.at("validation").at("log_pplx");
+  if (evals.size() == 2) EXPECT_NEAR(evals[1], want_eval, 1e-4 * want_eval);
+  return evals;
+}
+
 // Fully sharded data parallelism (the mesh's data axis of 2, every parameter
 // split): the same training as one process with the global batch, an eval
 // over sharded params in lockstep, a resume of the sharded state, and the
@@ -276,22 +298,9 @@ TEST(FullySharded, TwoProcessesMatchOneAndResume) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("split over the data axis of 2 processes"), std::string::npos) << out;
 
-  const auto want = train_losses(one), got = train_losses(two);
-  ASSERT_EQ(got.size(), 20u) << out;
-  for (const auto& [step, loss] : want)
-    EXPECT_NEAR(got.at(step), loss, kLossTolerance * std::abs(loss)) << "step " << step;
-  const Tree p1 = final_params(one), p2 = final_params(two);
-  check_same_structure(p1, p2, "params");
-  const auto a = tree_leaves(p1), b = tree_leaves(p2);
-  const auto paths = tree_paths(p1);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(relative_difference(a[i], b[i]), kParamTolerance) << paths[i];
-  // The eval at step 20 (sharded params, every process in step).
-  std::vector<double> evals;
-  for (const train::StepMetrics& m : train::read_metrics_jsonl(two + "/metrics.jsonl"))
-    if (m.split != train::kTrainSplit) evals.push_back(m.metrics.at("log_pplx"));
+  const auto got = train_losses(two);
+  const std::vector<double> evals = expect_trained_alike(one, two, reference, out);
   ASSERT_EQ(evals.size(), 2u) << out;
-  const double want_eval = reference.eval_metrics.at("validation").at("log_pplx");
-  EXPECT_NEAR(evals[1], want_eval, 1e-4 * want_eval);
 
   // Stopped at 10 and resumed: the same losses as the uninterrupted run.
   std::vector<std::string> first = dual;
@@ -314,6 +323,78 @@ TEST(FullySharded, TwoProcessesMatchOneAndResume) {
   std::tie(rc, out) = shell(paxcc_command(l, 2, moved, first), moved + ".log");
   ASSERT_EQ(rc, 0) << out;
   run_here(single, moved);
+  const auto continued = train_losses(moved);
+  for (int64_t step = 11; step <= 20; ++step)
+    EXPECT_NEAR(continued.at(step), got.at(step), kLossTolerance * std::abs(got.at(step))) << "step " << step;
+}
+
+// Tensor parallelism (the mesh's mdl axis of 2: each process computes one of
+// the tiny model's two heads and half of each feed-forward's hidden width,
+// both on the same batch): the same training as one process, the eval in
+// lockstep, a resume, and the checkpoint read by one process. Then the
+// mesh [1,2,2] (mdl blocks split over data too, two input shards) trains as
+// one process does, and continues the [1,1,2] run stopped at 10, reading
+// its checkpoint as its own blocks.
+TEST(TensorParallel, SplitHeadsAndWidthsMatchOneProcessAndResume) {
+  const Launcher l = launcher();
+  if (!l.available()) GTEST_SKIP() << "needs $PAX_TEST_PAXCC and $PAX_TEST_MPIRUN (ctest dist_mpirun_data_parallel)";
+  const std::string one = fresh_dir("tp_one"), two = fresh_dir("tp_two"), halves = fresh_dir("tp_halves");
+  std::vector<std::string> single = tiny_overrides(20, 8), dual = tiny_overrides(20, 8);
+  for (auto* o : {&single, &dual}) {
+    o->push_back("learner.optimizer.epsilon=1e-5");
+    o->push_back("learner.optimizer.learning_rate=0.001");
+    o->push_back("learner.clip_gradient_norm_to_value=0.5");  // the norm spans the blocks
+    o->push_back("train.eval_interval_steps=10");
+    o->push_back("eval_inputs[0].batch_size=16");
+  }
+  dual.push_back("train.ici_mesh_shape=[1,1,2]");
+  const RunResult reference = run_here(single, one);
+  auto [rc, out] = shell(paxcc_command(l, 2, two, dual), two + ".log");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("split over the mdl axis of 2 processes (tensor parallel)"), std::string::npos) << out;
+  EXPECT_NE(out.find("global batch 8 (8 per process x 1"), std::string::npos) << out;
+
+  const auto want = train_losses(one), got = train_losses(two);
+  const std::vector<double> evals = expect_trained_alike(one, two, reference, out);
+  ASSERT_EQ(evals.size(), 2u) << out;
+
+  // Stopped at 10 and resumed: the same losses as the uninterrupted run.
+  std::vector<std::string> first = dual;
+  first[0] = "train.num_train_steps=10";
+  std::tie(rc, out) = shell(paxcc_command(l, 2, halves, first), halves + ".log");
+  ASSERT_EQ(rc, 0) << out;
+  const std::string moved = fresh_dir("tp_moved");
+  std::filesystem::copy(halves, moved, std::filesystem::copy_options::recursive);
+  std::tie(rc, out) = shell(paxcc_command(l, 2, halves, dual), halves + ".log");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("at step 10"), std::string::npos) << out;
+  const auto resumed = train_losses(halves);
+  for (const auto& [step, loss] : got) EXPECT_EQ(resumed.at(step), loss) << "step " << step;
+
+  // One process evaluates the 2-process checkpoint.
+  const RunResult evaluated = run_here(single, two, Mode::eval);
+  EXPECT_NEAR(evaluated.eval_metrics.at("validation").at("log_pplx"), evals[1], 1e-5 * evals[1]);
+
+  // [1,2,2]: 4 processes, two input shards of 4 examples, blocks of the
+  // blocks; the same losses as one process.
+  std::vector<std::string> quad = tiny_overrides(20, 4);
+  for (size_t i = tiny_overrides(20, 4).size(); i < dual.size() - 1; ++i) quad.push_back(dual[i]);
+  quad.push_back("train.ici_mesh_shape=[1,2,2]");
+  quad.push_back("train.fsdp_min_elements=1");
+  const std::string four = fresh_dir("tp_four");
+  std::tie(rc, out) = shell(paxcc_command(l, 4, four, quad), four + ".log");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("split over the data axis of 2"), std::string::npos) << out;
+  const auto got4 = train_losses(four);
+  ASSERT_EQ(got4.size(), 20u) << out;
+  for (const auto& [step, loss] : want)
+    EXPECT_NEAR(got4.at(step), loss, kLossTolerance * std::abs(loss)) << "step " << step;
+
+  // The [1,1,2] checkpoint of step 10 resumed on [1,2,2]: its train state
+  // read as the new blocks, its one input shard's position divided in two.
+  std::tie(rc, out) = shell(paxcc_command(l, 4, moved, quad), moved + ".log");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("at step 10"), std::string::npos) << out;
   const auto continued = train_losses(moved);
   for (int64_t step = 11; step <= 20; ++step)
     EXPECT_NEAR(continued.at(step), got.at(step), kLossTolerance * std::abs(got.at(step))) << "step " << step;

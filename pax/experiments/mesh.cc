@@ -23,12 +23,13 @@ int64_t product(const std::vector<int64_t>& v) {
   return p;
 }
 
-// `mesh` with every device on the data-parallel axis (`data_axis`) of a
-// mesh of `rank` axes; "[]" stays empty.
+// `mesh` (4 axes: stage first) with the stage axis's devices moved onto the
+// data-parallel axis (`data_axis`); "[]" stays empty.
 std::vector<int64_t> folded(const std::vector<int64_t>& mesh, size_t data_axis) {
-  if (mesh.empty()) return {};
-  std::vector<int64_t> out(mesh.size(), 1);
-  out[data_axis] = product(mesh);
+  if (mesh.size() != 4) return mesh;
+  std::vector<int64_t> out = mesh;
+  out[data_axis] *= out[0];
+  out[0] = 1;
   return out;
 }
 
@@ -82,9 +83,6 @@ std::string unsupported_mesh_reason(const TrainSettings& t) {
   std::string reason;
   for (size_t i = 0; i < axes.size(); ++i) {
     if (shape[i] == 1) continue;
-    if (axes[i] == "mdl")
-      reason += (reason.empty() ? "" : "; ") + std::string("the mdl axis is ") + std::to_string(shape[i]) +
-                ", but tensor parallelism (parameters sharded over 'mdl') is not implemented";
     if (axes[i] == "stage")
       reason += (reason.empty() ? "" : "; ") + std::string("the stage axis is ") + std::to_string(shape[i]) +
                 ", but pipeline parallelism is not implemented (the stages run as one: every process holds all "
@@ -102,8 +100,8 @@ void check_mesh(const TrainSettings& t, int64_t process_count) {
     const std::vector<int64_t> ici = folded(t.ici_mesh_shape, data_axis), dcn = folded(t.dcn_mesh_shape, data_axis);
     PAX_FAIL(
         "the mesh ", mesh, " cannot run here: ", reason,
-        "; paxcc replicates parameters over replica and splits them over data (fully sharded data parallelism), so "
-        "every other axis must be 1. "
+        "; paxcc replicates parameters over replica, splits them over data (fully sharded data parallelism) and "
+        "splits attention heads and feed-forward widths over mdl (tensor parallelism), so the stage axis must be 1. "
         "For the same ",
         mesh_processes(t), " processes use --set train.ici_mesh_shape=", list_text(ici, ","),
         dcn.empty() ? "" : " --set train.dcn_mesh_shape=" + list_text(dcn, ","),

@@ -47,14 +47,17 @@ TEST(Mesh, AMismatchNamesTheProcessCountToUse) {
   EXPECT_PAX_ERROR(check_mesh(settings({1, 64, 1}, {2, 1, 1}), 64), "needs 128 processes, but this run has 64");
 }
 
-TEST(Mesh, ModelAndStageAxesAreRefused) {
+// The mdl axis runs (tensor parallelism); the stage axis is refused with the
+// same processes on the data axis instead, mdl kept.
+TEST(Mesh, StageAxisIsRefusedModelAxisRuns) {
   EXPECT_EQ(unsupported_mesh_reason(settings({1, 32, 1})), "");
-  EXPECT_PAX_ERROR(check_mesh(settings({1, 16, 2}), 32), "tensor parallelism (parameters sharded over 'mdl') is not");
-  EXPECT_PAX_ERROR(check_mesh(settings({1, 16, 2}), 32),
-                   "For the same 32 processes use --set train.ici_mesh_shape=[1,32,1]");
+  EXPECT_EQ(unsupported_mesh_reason(settings({1, 16, 2})), "");
+  EXPECT_NO_THROW(check_mesh(settings({1, 16, 2}), 32));
   EXPECT_PAX_ERROR(check_mesh(settings({4, 1, 4, 4}), 64),
                    "pipeline parallelism is not implemented (the stages run as");
-  EXPECT_PAX_ERROR(check_mesh(settings({4, 1, 4, 4}), 64), "use --set train.ici_mesh_shape=[1,1,64,1]");
+  EXPECT_PAX_ERROR(check_mesh(settings({4, 1, 4, 4}), 64), "use --set train.ici_mesh_shape=[1,1,16,4]");
+  EXPECT_PAX_ERROR(check_mesh(settings({2, 1, 1, 1}, {1, 2, 1, 1}), 4),
+                   "--set train.ici_mesh_shape=[1,1,2,1] --set train.dcn_mesh_shape=[1,2,1,1]");
 }
 
 // The run's mesh becomes the process mesh: its axes are bound names of the

@@ -179,6 +179,18 @@ int64_t saved_process_count(const train::CheckpointItems& items) {
   return j["process_count"].get<int64_t>();
 }
 
+// The input shards a checkpoint was written with (its process count before
+// they were recorded: every process read its own).
+int64_t saved_data_shards(const train::CheckpointItems& items) {
+  auto it = items.json.find(kProcessesItem);
+  if (it == items.json.end()) return 1;
+  const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("data_shards")) return saved_process_count(items);
+  PAX_CHECK(j["data_shards"].is_number_integer(), "the checkpoint's ", kProcessesItem,
+            ".json has a data_shards that is not an integer: ", it->second);
+  return j["data_shards"].get<int64_t>();
+}
+
 void check_process_count(const train::CheckpointItems& items, int64_t step, const std::string& dir, int processes) {
   const int64_t saved = saved_process_count(items);
   PAX_CHECK(saved == processes, "the checkpoint of step ", step, " in ", dir, " was written by ", saved,
@@ -248,7 +260,7 @@ std::map<std::string, std::map<std::string, double>> run_evals(const Job& job, c
     const AllocationPurpose purpose("evaluating input '" + name + "' at step " + std::to_string(step));
     // Each process evaluates its shard; the metrics cover all of them.
     train::EvalResult r = train::run_eval(eval_step, variables, *input, /*across_processes=*/job.multi_process(), rules,
-                                          /*lockstep=*/job.sharding.fsdp.enabled());
+                                          /*lockstep=*/job.sharding.sharded());
     train::StepMetrics m;
     m.step = step;
     m.split = train::eval_split(name);
@@ -356,7 +368,7 @@ std::optional<int64_t> restore_for_training(const Job& job, std::optional<train:
                                             const dist::ShardSpecs& specs, train::TrainState& state,
                                             data::BaseInput& input, train::EarlyStopping& stopper,
                                             bool early_stopping) {
-  const bool sharded = job.sharding.fsdp.enabled();
+  const bool sharded = job.sharding.sharded();
   int64_t latest = -1;
   if (job.chief() && mgr->latest_step()) latest = *mgr->latest_step();
   latest = broadcast_from_chief(latest);
@@ -376,7 +388,9 @@ std::optional<int64_t> restore_for_training(const Job& job, std::optional<train:
                                            : mgr->restore(latest, targets);
     const Tree& saved_inputs = items.trees.at(kInputStateItem);
     const int64_t saved = saved_process_count(items);
-    if (saved == job.processes) {
+    // The same processes reading the same shards (a mesh that moves
+    // processes between data and mdl changes the shards, not the count).
+    if (saved == job.processes && saved_data_shards(items) == job.data_shards) {
       check_input_state(saved_inputs, input_state);
       input_state = saved_inputs;
     } else {
@@ -387,7 +401,13 @@ std::optional<int64_t> restore_for_training(const Job& job, std::optional<train:
           saved > 1 ? tree_map([](const Array& a) { return squeeze(slice_along(a, 0, 0, 1), 0); }, saved_inputs)
                     : saved_inputs;
       resharded = input.reshard_state(host0);
-      if (!resharded) check_process_count(items, latest, mgr->directory(), job.processes);
+      if (!resharded) {
+        check_process_count(items, latest, mgr->directory(), job.processes);
+        PAX_CHECK(saved_data_shards(items) == job.data_shards, "the checkpoint of step ", latest, " in ",
+                  mgr->directory(), " was written by processes reading ", saved_data_shards(items),
+                  " input shard(s) but this run's mesh reads ", job.data_shards,
+                  "; resume it with the mesh it was written with (this input's position cannot be divided so)");
+      }
     }
     state_tree = items.trees.at(kTrainStateItem);
     if (early_stopping && items.json.count(kEarlyStoppingItem)) stopper_json = items.json.at(kEarlyStoppingItem);
@@ -565,8 +585,9 @@ class TrainingLoop {
                      .vn = exp_.vn,
                      .summaries = settings_.layer_summaries,
                      .fsdp = job.sharding.fsdp,
-                     .replica_axis = job.sharding.replica_axis}),
-        eval_step_(*job.model, job.sharding.fsdp),
+                     .replica_axis = job.sharding.replica_axis,
+                     .tp = job.sharding.tp}),
+        eval_step_(*job.model, job.sharding.fsdp, job.sharding.tp),
         early_stopping_(!settings_.early_stopping_metric.empty()),
         stopper_{.min_delta = settings_.early_stopping_min_delta, .patience = settings_.early_stopping_patience} {}
 
@@ -631,10 +652,10 @@ class TrainingLoop {
       for (const HParamsPtr& p : exp_.decode_inputs) decode_inputs_.push_back(data::build_input(p));
     if (settings_.eval_interval_steps > 0)  // after the errors above, so that an error stays one line
       for (const std::string& line : eval_input_mismatches(exp_)) out_ << "warning: " << line << "\n";
-    job_.open_checkpoints(mgr_, /*every_process=*/job_.sharding.fsdp.enabled());
+    job_.open_checkpoints(mgr_, /*every_process=*/job_.sharding.sharded());
     const AllocationPurpose purpose("the train state (parameters, optimizer state)");
     state_ = train_step_.init_state(init_key);
-    if (job_.sharding.fsdp.enabled()) specs_ = train_step_.state_specs();
+    if (job_.sharding.sharded()) specs_ = train_step_.state_specs();
   }
 
   // Resumes from the latest checkpoint, if any; then writes config.json,
@@ -665,6 +686,10 @@ class TrainingLoop {
     if (const nn::FsdpOptions& fsdp = job_.sharding.fsdp; fsdp.enabled())
       out_ << "params and optimizer state split over the data axis of " << fsdp.size
            << " processes (fully sharded): " << format_bytes(tree_bytes(state_.to_tree())) << " per process\n";
+    if (const nn::TensorParallelOptions& tp = job_.sharding.tp; tp.enabled())
+      out_ << "attention heads and feed-forward hidden widths split over the mdl axis of " << tp.size
+           << " processes (tensor parallel): " << format_bytes(tree_bytes(state_.to_tree()))
+           << " of train state per process\n";
     if (stopper_.should_stop) {  // the restored run had already stopped early: nothing more to train
       result_.early_stopped = true;
       out_ << "early stopping: the run had stopped at step " << step_ << ": " << settings_.early_stopping_metric
@@ -692,9 +717,14 @@ class TrainingLoop {
     const auto start = Clock::now();
     const AllocationPurpose purpose("training step " + std::to_string(step_ + 1));
     Tree batch = train_input_->get_next();
-    if (flops_per_step_ < 0) flops_per_step_ = job_.model->flops_per_example(batch) * double(batch_examples(batch));
+    // Processes that differ in mdl alone share one batch's FLOPs.
+    if (flops_per_step_ < 0)
+      flops_per_step_ =
+          job_.model->flops_per_example(batch) * double(batch_examples(batch)) / double(job_.sharding.tp.size);
     Array step_key = random::fold_in(dropout_key_, uint32_t(step_));
-    if (job_.multi_process()) step_key = random::fold_in(step_key, uint32_t(job_.process));  // own dropout masks
+    // Own dropout masks per batch; processes that differ in mdl alone share
+    // them (they compute one model on one batch).
+    if (job_.multi_process()) step_key = random::fold_in(step_key, uint32_t(job_.data_shard));
     auto [next, step_out] = train_step_(std::move(state_), batch, step_key);
     state_ = std::move(next);
     ++step_;
@@ -773,7 +803,7 @@ class TrainingLoop {
   void decode() {
     // The chief decodes alone, so with sharded params with whole ones.
     Tree variables = train::model_variables(state_);
-    if (job_.sharding.fsdp.enabled()) variables = gather_whole(variables, specs_, job_.sharding.fsdp.axis);
+    if (job_.sharding.sharded()) variables = gather_whole(variables, specs_);
     if (job_.chief()) result_.decode_files = run_decodes(job_, variables, decode_inputs_, step_, &*progress_);
     dist::process_group().meet_after("decoding at step " + std::to_string(step_));
   }
@@ -788,10 +818,11 @@ class TrainingLoop {
     train::CheckpointItems items;
     items.trees[kTrainStateItem] = state_.to_tree();
     items.trees[kInputStateItem] = input_state;
-    items.json[kProcessesItem] = nlohmann::json{{"process_count", job_.processes}}.dump();
+    items.json[kProcessesItem] =
+        nlohmann::json{{"process_count", job_.processes}, {"data_shards", job_.data_shards}}.dump();
     if (early_stopping_)
       items.json[kEarlyStoppingItem] = stopper_.to_json();  // JSON items restore whatever the targets
-    if (job_.sharding.fsdp.enabled()) {
+    if (job_.sharding.sharded()) {
       mgr_->save_sharded(step_, items, {{kTrainStateItem, specs_}}, {.force = force});
     } else {
       mgr_->save(step_, items, {.force = force});
@@ -892,23 +923,28 @@ std::string mesh_summary(const ExperimentConfig& exp, const nn::BaseModel& model
     if (reason.empty()) s << " (mpirun -np " << processes << ")\n";
     else s << "\n  not runnable as set: " << reason << "\n";
   }
-  auto state_bytes = [&](const nn::FsdpOptions& fsdp) {
+  auto state_bytes = [&](const nn::FsdpOptions& fsdp, const nn::TensorParallelOptions& tp) {
     const train::TrainStep step(model, exp.learner_hparams(),
-                                {.data_parallel_axis = fsdp.axis, .summaries = false, .fsdp = fsdp});
-    return tree_bytes(eval_shape([&](const Array& key) { return step.init_state(key).to_tree(); })(random::key(0)));
+                                {.data_parallel_axis = "replica,data", .summaries = false, .fsdp = fsdp, .tp = tp});
+    return tree_bytes(step.state_shapes(fsdp, tp));
   };
-  const double whole = state_bytes({});
-  const int64_t data = mesh_axis_size(t, "data");
-  if (data <= 1) {
+  const double whole = state_bytes({}, {});
+  const int64_t data = mesh_axis_size(t, "data"), mdl = mesh_axis_size(t, "mdl");
+  if (data <= 1 && mdl <= 1) {
     s << "train state per process: " << format_bytes(whole)
-      << " (parameters and optimizer state; the mesh's data axis is 1, so every process holds all of it)\n";
+      << " (parameters and optimizer state; the mesh's data and mdl axes are 1, so every process holds all of it)\n";
     return s.str();
   }
   try {
-    const double mine = state_bytes({.axis = "data", .size = data, .min_elements = t.fsdp_min_elements});
+    const double mine =
+        state_bytes({.axis = "data", .size = data, .min_elements = t.fsdp_min_elements}, {.axis = "mdl", .size = mdl});
     s << "train state per process: " << format_bytes(mine) << " of " << format_bytes(whole)
-      << " (parameters and optimizer state split over the data axis of " << data
-      << ": fully sharded; small arrays and arrays no dimension of which " << data << " divides stay whole)\n";
+      << " (parameters and optimizer state";
+    if (mdl > 1) s << "; attention heads and feed-forward hidden widths split over the mdl axis of " << mdl;
+    if (data > 1)
+      s << "; split over the data axis of " << data << ": fully sharded; small arrays and arrays no dimension of which "
+        << data << " divides stay whole";
+    s << ")\n";
   } catch (const Error& e) {
     s << "train state per process: " << format_bytes(whole) << " whole; not shardable as set: " << e.what() << "\n";
   }

@@ -304,7 +304,10 @@ TEST(Runner, AMeshForOtherProcessCountsIsRefusedBeforeAnyWork) {
   EXPECT_PAX_ERROR(run_experiment(cfg, options(dir)), "needs 4 processes, but this run has 1: run it as mpirun -np 4");
   EXPECT_FALSE(fs::exists(dir));
   cfg.apply_overrides({"train.ici_mesh_shape=[1,1,2]", "train.dcn_mesh_shape=[]"});
-  EXPECT_PAX_ERROR(run_experiment(cfg, options(dir)), "tensor parallelism");
+  EXPECT_PAX_ERROR(run_experiment(cfg, options(dir)), "needs 2 processes, but this run has 1");
+  EXPECT_FALSE(fs::exists(dir));
+  cfg.apply_overrides({"train.ici_mesh_shape=[2,1,1,1]"});
+  EXPECT_PAX_ERROR(run_experiment(cfg, options(dir)), "pipeline parallelism is not implemented");
   cfg.apply_overrides({"train.ici_mesh_shape=[1,1,1]"});
   EXPECT_EQ(run_experiment(cfg, options(dir)).step, 2);
 }
@@ -343,6 +346,11 @@ TEST(Runner, SeedPortsInspectAtFullSize) {
   const std::string pipeline =
       inspect_experiment(make_experiment("lm.C4SpmdPipelineGpt3SmallAdam64Replicas")->config());
   EXPECT_NE(pipeline.find("not runnable as set: the stage axis is 4, but pipeline parallelism"), std::string::npos);
+  // Its mdl axis of 4 splits the heads and widths (and data's 4 splits those blocks again).
+  EXPECT_NE(pipeline.find("attention heads and feed-forward hidden widths split over the mdl axis of 4; split over "
+                          "the data axis of 4"),
+            std::string::npos)
+      << pipeline;
 }
 
 // Scaled down with --set (the mesh set to this one process), each port

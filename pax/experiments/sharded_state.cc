@@ -12,30 +12,36 @@ namespace pax::experiments {
 ShardingPlan plan_sharding(const TrainSettings& t, int64_t process_count, const std::string& process_axis) {
   ShardingPlan plan;
   if (process_count > 1) plan.batch_axis = process_axis;
-  const int64_t data = mesh_axis_size(t, "data"), replica = mesh_axis_size(t, "replica");
-  if (data <= 1 || process_count <= 1) return plan;
+  const int64_t data = mesh_axis_size(t, "data"), replica = mesh_axis_size(t, "replica"),
+                mdl = mesh_axis_size(t, "mdl");
+  if ((data <= 1 && mdl <= 1) || process_count <= 1) return plan;
   PAX_CHECK(t.fsdp_min_elements >= 1, "train.fsdp_min_elements must be >= 1, got ", t.fsdp_min_elements);
   dist::Mesh& mesh = dist::mesh();
-  PAX_CHECK(mesh.has("data") && mesh.size("data") == data, "the mesh ", describe_mesh(t),
-            " is not the job's mesh (init_process_mesh first)");
-  if (replica > 1) {
-    plan.batch_axis = "replica,data";
-    plan.replica_axis = "replica";
+  for (const auto& [axis, size] : {std::pair<const char*, int64_t>{"data", data}, {"mdl", mdl}})
+    PAX_CHECK(mesh.has(axis) && mesh.size(axis) == size, "the mesh ", describe_mesh(t),
+              " is not the job's mesh (init_process_mesh first)");
+  if (replica > 1 || mdl > 1) {
+    plan.batch_axis = "replica,data";  // processes that differ in mdl alone read one batch
+    if (replica > 1) plan.replica_axis = "replica";
   }
-  plan.fsdp = nn::FsdpOptions{
-      .axis = "data", .size = data, .index = mesh.coordinate("data"), .min_elements = t.fsdp_min_elements};
+  if (data > 1)
+    plan.fsdp = nn::FsdpOptions{
+        .axis = "data", .size = data, .index = mesh.coordinate("data"), .min_elements = t.fsdp_min_elements};
+  if (mdl > 1) plan.tp = nn::TensorParallelOptions{.axis = "mdl", .size = mdl, .index = mesh.coordinate("mdl")};
   return plan;
 }
 
-Tree gather_whole(const Tree& tree, const dist::ShardSpecs& specs, const std::string& axis) {
+Tree gather_whole(const Tree& tree, const dist::ShardSpecs& specs) {
   const std::vector<std::string> paths = tree_paths(tree);
   std::vector<Array> leaves = tree_leaves(tree);
   for (size_t i = 0; i < leaves.size(); ++i) {
     const auto it = specs.find(paths[i]);
     if (it == specs.end() || it->second.replicated()) continue;
-    PAX_CHECK(leaves[i].shape() == it->second.local(), "gather_whole: ", paths[i], " is ", leaves[i].aval().str(),
-              ", not a block ", it->second.local(), " of ", it->second.global);
-    leaves[i] = lax::all_gather(leaves[i], axis, it->second.dim, /*tiled=*/true);
+    const dist::ShardSpec& spec = it->second;
+    PAX_CHECK(leaves[i].shape() == spec.local() && !spec.axes.empty(), "gather_whole: ", paths[i], " is ",
+              leaves[i].aval().str(), ", not a block ", spec.local(), " of ", spec.global, " split over named axes");
+    for (auto axis = spec.axes.rbegin(); axis != spec.axes.rend(); ++axis)
+      leaves[i] = lax::all_gather(leaves[i], *axis, spec.dim, /*tiled=*/true);
   }
   return tree_unflatten(tree_structure(tree), leaves);
 }

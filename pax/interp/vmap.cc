@@ -31,8 +31,8 @@ std::pair<Array, int64_t> VmapTrace::unpack(const Array& x) const {
 }
 
 std::vector<Array> VmapTrace::process(Prim prim, std::span<const Array> inputs, const Params& params) {
-  // A primitive without a batching rule that expands (jit_call, a
-  // custom_vjp function) is batched through its body.
+  // A primitive without a batching rule that expands (jit_call) is batched
+  // through its body.
   if (const PrimDef& def = prim_def(prim); def.expand && !def.batch) return def.expand(inputs, params);
   std::vector<Array> values;
   std::vector<int64_t> bdims;
@@ -43,8 +43,10 @@ std::vector<Array> VmapTrace::process(Prim prim, std::span<const Array> inputs, 
     bdims.push_back(d);
     any = any || d >= 0;
   }
-  // Collectives over this level's axis apply even to unbatched values.
-  if (!any && !(is_collective(prim) && params.s("axis_name") == axis_name_)) return bind(prim, values, params);
+  // Collectives over this level's axis apply even to unbatched values, and
+  // so may a custom_vjp function's (it is batched whole, keeping its bwd).
+  if (!any && prim != Prim::custom_vjp_call && !(is_collective(prim) && params.s("axis_name") == axis_name_))
+    return bind(prim, values, params);
   const PrimDef& def = prim_def(prim);
   PAX_CHECK(def.batch, "vmap: primitive ", prim_name(prim), " has no batching rule");
   BatchInfo info{axis_size_, axis_name_, {}, {}};

@@ -8,6 +8,7 @@
 
 #include "pax/api/transforms.h"
 #include "pax/ops/nn.h"
+#include "pax/nn/tensor_parallel.h"
 #include "pax/ops/numpy.h"
 
 namespace pax::nn {
@@ -63,6 +64,15 @@ WeightHParams zero_bias(Shape shape) {
   return b;
 }
 
+// `w` with its heads dimension split over mdl under tensor parallelism.
+WeightHParams split_heads(WeightHParams w, int64_t heads_dim) {
+  w.mdl_dim = heads_dim;
+  return w;
+}
+
+// The heads one process computes: all of them, or its share under tp.
+int64_t local_heads(int64_t heads, const TensorParallelOptions& tp) { return tp.enabled() ? heads / tp.size : heads; }
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -109,30 +119,36 @@ void AttentionProjection::setup() {
   PAX_CHECK(hp.input_dim > 0 && hp.num_heads > 0 && hp.dim_per_head > 0, "AttentionProjection '", path(),
             "': input_dim, num_heads and dim_per_head must be > 0, got ", hp.input_dim, ", ", hp.num_heads, " and ",
             hp.dim_per_head);
+  // The heads split over mdl under tensor parallelism.
   if (hp.is_output_projection) {
-    create_variable("w", projection_weight(Shape{hp.num_heads, hp.dim_per_head, hp.input_dim}, {0, 1}, {2}));
+    create_variable("w",
+                    split_heads(projection_weight(Shape{hp.num_heads, hp.dim_per_head, hp.input_dim}, {0, 1}, {2}), 0));
     if (hp.use_bias) create_variable("b", zero_bias(Shape{hp.input_dim}));
   } else {
-    create_variable("w", projection_weight(Shape{hp.input_dim, hp.num_heads, hp.dim_per_head}, {0}, {1, 2}));
-    if (hp.use_bias) {
-      create_variable("b", zero_bias(Shape{hp.num_heads, hp.dim_per_head}));
-    }
+    create_variable("w",
+                    split_heads(projection_weight(Shape{hp.input_dim, hp.num_heads, hp.dim_per_head}, {0}, {1, 2}), 1));
+    if (hp.use_bias) create_variable("b", split_heads(zero_bias(Shape{hp.num_heads, hp.dim_per_head}), 0));
   }
 }
 
 Array AttentionProjection::fprop(const Array& x) const {
   const auto& hp = hparams<HParams>();
-  Array y;
-  if (hp.is_output_projection) {
-    PAX_CHECK(x.ndim() >= 2 && x.dim(-2) == hp.num_heads && x.dim(-1) == hp.dim_per_head, "AttentionProjection '",
-              path(), "': input ", x.aval().str(), " must end in (num_heads, dim_per_head) = (", hp.num_heads, ", ",
-              hp.dim_per_head, ")");
-    y = einsum("...NH,NHD->...D", to_fprop_dtype(x), theta("w"));
-  } else {
-    PAX_CHECK(x.ndim() >= 1 && x.dim(-1) == hp.input_dim, "AttentionProjection '", path(), "': input ", x.aval().str(),
-              " must end in input_dim = ", hp.input_dim);
-    y = einsum("...D,DNH->...NH", to_fprop_dtype(x), theta("w"));
-  }
+  if (!hp.is_output_projection) return project_entered(enter_split(x, tensor_parallel()));
+  const TensorParallelOptions& tp = tensor_parallel();
+  const int64_t heads = local_heads(hp.num_heads, tp);
+  PAX_CHECK(x.ndim() >= 2 && x.dim(-2) == heads && x.dim(-1) == hp.dim_per_head, "AttentionProjection '", path(),
+            "': input ", x.aval().str(), " must end in (num_heads, dim_per_head) = (", heads, ", ", hp.dim_per_head,
+            ")", tp.enabled() ? " (this process's heads of those split over mdl)" : "");
+  const Array y = leave_split(einsum("...NH,NHD->...D", to_fprop_dtype(x), theta("w")), tp);  // (..., D)
+  return hp.use_bias ? y + theta("b") : y;
+}
+
+Array AttentionProjection::project_entered(const Array& x) const {
+  const auto& hp = hparams<HParams>();
+  PAX_CHECK(!hp.is_output_projection, "AttentionProjection '", path(), "': project_entered is for input projections");
+  PAX_CHECK(x.ndim() >= 1 && x.dim(-1) == hp.input_dim, "AttentionProjection '", path(), "': input ", x.aval().str(),
+            " must end in input_dim = ", hp.input_dim);
+  const Array y = einsum("...D,DNH->...NH", to_fprop_dtype(x), theta("w"));  // (..., N / mdl, H)
   return hp.use_bias ? y + theta("b") : y;
 }
 
@@ -142,9 +158,10 @@ void CombinedQKVProjectionLayer::setup() {
             "': input_dim, num_heads and dim_per_head must be > 0, got ", hp.input_dim, ", ", hp.num_heads, " and ",
             hp.dim_per_head);
   // Fans as for one of the three projections: D in, N * H out.
-  create_variable("w", projection_weight(Shape{hp.input_dim, 3, hp.num_heads, hp.dim_per_head}, {0}, {2, 3}));
+  create_variable(
+      "w", split_heads(projection_weight(Shape{hp.input_dim, 3, hp.num_heads, hp.dim_per_head}, {0}, {2, 3}), 2));
   if (hp.use_bias) {
-    create_variable("b", zero_bias(Shape{3, hp.num_heads, hp.dim_per_head}));
+    create_variable("b", split_heads(zero_bias(Shape{3, hp.num_heads, hp.dim_per_head}), 1));
   }
 }
 
@@ -155,8 +172,8 @@ std::tuple<Array, Array, Array> CombinedQKVProjectionLayer::project(const Array&
   // Three products with slices of the weight rather than one product sliced
   // afterwards: the slices (and their gradients, pads) are then of the
   // (D, 3, N, H) weight, not of the (..., 3, N, H) activations.
-  const Array xf = to_fprop_dtype(x);
-  const Array w = theta("w");  // (D, 3, N, H)
+  const Array xf = enter_split(to_fprop_dtype(x), tensor_parallel());
+  const Array w = theta("w");  // (D, 3, N / mdl, H)
   auto part = [&](int64_t i) {
     Array y = einsum("...D,DNH->...NH", xf, squeeze(slice_along(w, 1, i, i + 1), 1));  // (..., N, H)
     return hp.use_bias ? y + squeeze(slice_along(theta("b"), 0, i, i + 1), 0) : y;
@@ -254,10 +271,20 @@ Array DotProductAttention::dot_atten(const Array& q, const Array& k, const Array
   if (hp.atten_logit_cap > 0) logits = tanh(logits / hp.atten_logit_cap) * hp.atten_logit_cap;
   logits = logits.astype(ld);
   if (atten_mask.defined()) {
+    // A mask per head, of every head: this process's heads under tp.
+    const TensorParallelOptions& tp = tensor_parallel();
+    Array mask = atten_mask;
+    if (tp.enabled() && mask.dim(1) == hp.num_heads) {
+      // This process's position on the axis (a vmap axis standing in for it too).
+      const Array zero = scalar<int32_t>(0), first = lax::axis_index(tp.axis).astype(DType::i32) * int32_t(heads);
+      Ints sizes = mask.shape().dims();
+      sizes[1] = heads;
+      mask = lax::dynamic_slice(mask, {zero, first, zero, zero}, sizes);
+    }
     // Half the large negative number of the mask's dtype, or of f32 for an
     // f64 mask, which may hold the f32 value of the mask helpers.
-    const DType md = atten_mask.dtype() == DType::f64 ? DType::f32 : atten_mask.dtype();
-    const Array allowed = atten_mask >= large_negative_number(md) * 0.5;
+    const DType md = mask.dtype() == DType::f64 ? DType::f32 : mask.dtype();
+    const Array allowed = mask >= large_negative_number(md) * 0.5;
     logits = where(allowed, logits, full({}, large_negative_number(ld), ld));
   }
   Array probs = attention_probs(logits, v.dtype());  // (B, N, T, S)
@@ -276,7 +303,16 @@ Array DotProductAttention::dot_atten(const Array& q, const Array& k, const Array
 
 std::tuple<Array, Array, Array> DotProductAttention::project_qkv(const Array& query_vec, const Array& key_vec,
                                                                  const Array& value_vec) const {
-  if (!combined_qkv_) return {query_->fprop(query_vec), key_->fprop(key_vec), value_->fprop(value_vec)};
+  if (!combined_qkv_) {
+    // One enter_split per distinct input (self-attention: one for all three).
+    const TensorParallelOptions& tp = tensor_parallel();
+    const Array q_in = enter_split(query_vec, tp);
+    const Array k_in = key_vec.id() == query_vec.id() ? q_in : enter_split(key_vec, tp);
+    const Array v_in = value_vec.id() == query_vec.id() ? q_in
+                       : value_vec.id() == key_vec.id() ? k_in
+                                                        : enter_split(value_vec, tp);
+    return {query_->project_entered(q_in), key_->project_entered(k_in), value_->project_entered(v_in)};
+  }
   PAX_CHECK(query_vec.id() == key_vec.id() && query_vec.id() == value_vec.id(), "DotProductAttention '", path(),
             "': combine_qkv projects query_vec only; pass the same array as key_vec and value_vec "
             "(self-attention)");
@@ -321,6 +357,7 @@ int64_t DotProductAttention::decode_cache_length() const {
 }
 
 void DotProductAttention::init_states(int64_t batch, int64_t max_length) const {
+  check_not_split("init_states");
   PAX_CHECK(batch > 0 && max_length > 0, "DotProductAttention '", path(),
             "': init_states needs batch > 0 and max_length > 0, got ", batch, " and ", max_length);
   const Shape shape{batch, max_length, num_kv_heads_, dim_per_head_};  // (B, S, K, H)
@@ -349,8 +386,15 @@ Array DotProductAttention::update_cache(const std::string& name, const Array& va
   return updated;
 }
 
+void DotProductAttention::check_not_split(const char* what) const {
+  PAX_CHECK(!tensor_parallel().enabled(), "DotProductAttention '", path(), "': ", what,
+            " decodes with whole weights; apply it without tensor parallelism (gather the blocks split over '",
+            tensor_parallel().axis, "' first)");
+}
+
 Array DotProductAttention::extend_step(const Array& query_vec, const Array& atten_mask, const Array& time_step) const {
   const auto& hp = hparams<HParams>();
+  check_not_split("extend_step");
   PAX_CHECK(query_vec.ndim() == 2 && query_vec.dim(1) == hp.input_dim, "DotProductAttention '", path(),
             "': extend_step query_vec ", query_vec.aval().str(), " must be (batch, ", hp.input_dim, ")");
   const int64_t batch = query_vec.dim(0);

@@ -47,6 +47,9 @@ Array causal_step_mask(const Array& time_step, int64_t length, DType dtype = DTy
 // Per-head projection. Input projection: (..., D) -> (..., N, H) with w
 // (D, N, H) and b (N, H). Output projection: (..., N, H) -> (..., D) with
 // w (N, H, D) and b (D,). Fans: D in, N * H out (reversed for the output).
+// Under tensor parallelism the heads split over mdl: each process projects
+// onto its N / mdl heads, and the output projection sums the processes'
+// partial outputs (leave_split) before its bias.
 class AttentionProjection : public Layer {
  public:
   struct HParams : Layer::HParams {
@@ -61,6 +64,9 @@ class AttentionProjection : public Layer {
                 (use_bias, "Add a bias (initialised to 0)."));
   };
   Array fprop(const Array& x) const;
+  // An input projection of x that already entered the mdl split
+  // (enter_split): DotProductAttention enters once for its three projections.
+  Array project_entered(const Array& x) const;
 
  protected:
   void setup() override;
@@ -159,6 +165,8 @@ class DotProductAttention : public Layer {
  private:
   // q (B, T, N, H), k / v (B, S, K, H), mask (.., .., T or 1, S) -> (B, T, N, H).
   Array dot_atten(const Array& q, const Array& k, const Array& v, const Array& atten_mask) const;
+  // Throws for decoding under tensor parallelism (the caches hold every head).
+  void check_not_split(const char* what) const;
   void check_mask(const Array& mask, int64_t batch, int64_t time, int64_t source, const char* what) const;
   // Query (..., N, H), key and value (..., K, H) projections.
   std::tuple<Array, Array, Array> project_qkv(const Array& query_vec, const Array& key_vec,

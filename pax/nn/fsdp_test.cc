@@ -11,6 +11,7 @@
 #include "pax/ops/numpy.h"
 #include "pax/ops/random.h"
 #include "pax/testing/testing.h"
+#include "pax/train/common_utils.h"
 
 namespace pax::nn {
 namespace {
@@ -56,19 +57,6 @@ Repeat::HParams repeated_transformer(int64_t layers) {
   return hp;
 }
 
-// Leaf-wise stack of trees of one structure (a leading member axis).
-Tree stack_trees(const std::vector<Tree>& trees) {
-  std::vector<std::vector<Array>> leaves;
-  for (const Tree& t : trees) leaves.push_back(tree_leaves(t));
-  std::vector<Array> stacked;
-  for (size_t i = 0; i < leaves[0].size(); ++i) {
-    std::vector<Array> members;
-    for (const auto& l : leaves) members.push_back(l[i]);
-    stacked.push_back(stack(members, 0));
-  }
-  return tree_unflatten(tree_structure(trees[0]), stacked);
-}
-
 // The block of `full` that `block` is (its split dimension found from the shapes).
 Array block_of(const Array& full, const Array& block, int64_t size, int64_t index) {
   for (int64_t d = 0; d < full.ndim(); ++d)
@@ -101,7 +89,7 @@ TEST(Fsdp, InitBlocksAndGatheredApplyAndGradMatchTheWholeWeights) {
     auto member_out = [&](const Tree& vars, const Array& x) {
       return apply(*repeat, vars, ApplyOptions{.fsdp = on(members)}, x, paddings).output;
     };
-    const Tree stacked = stack_trees(blocks);
+    const Tree stacked = train::stack_forest(blocks);
     const Array outs = vmap(member_out, {.in_axes = {0, 0}, .axis_name = "data"})(stacked, xs);
     for (int64_t k = 0; k < members; ++k) {
       const Array x = squeeze(slice_along(xs, 0, k, k + 1), 0);

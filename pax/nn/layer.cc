@@ -71,6 +71,7 @@ struct ApplyState {
   std::map<std::string, uint32_t> counters;  // "stream|path" -> calls so far
   bool summaries_on = true;
   FsdpOptions fsdp;
+  TensorParallelOptions tp;
   Tree summaries;
   std::vector<Array> aux_losses;
 };
@@ -265,16 +266,21 @@ Array Layer::theta(const std::string& name) const {
   for (const VariableSpec& v : variables_) {
     if (v.name == name && v.spec.collection == "params") {
       // A block of the weight under fsdp is gathered in fprop_dtype (half
-      // the traffic in bf16).
-      return fsdp_gather(
-          w, v.spec.shape, fsdp(),
-          std::string(type_name()) + " '" + path_ + "': params/" + (path_.empty() ? "" : path_ + "/") + name);
+      // the traffic in bf16) into this process's block under tp (the whole
+      // weight without it); a whole weight under tp (init_with) is cut.
+      const std::string what =
+          std::string(type_name()) + " '" + path_ + "': params/" + (path_.empty() ? "" : path_ + "/") + name;
+      const TensorParallelOptions& tp = tensor_parallel();
+      if (mdl_split(v.spec, tp) && w.shape() == v.spec.shape) return mdl_block(w, v.spec, tp);
+      return fsdp_gather(w, mdl_local_shape(v.spec, tp, what), fsdp(), what);
     }
   }
   return w;
 }
 
 const FsdpOptions& Layer::fsdp() const { return state("fsdp", *this).fsdp; }
+
+const TensorParallelOptions& Layer::tensor_parallel() const { return state("tensor_parallel", *this).tp; }
 
 bool Layer::has_variable(const std::string& collection, const std::string& name) const {
   ApplyState& st = state("has_variable", *this);
@@ -339,6 +345,7 @@ ApplyScope::ApplyScope(bool initializing, const Tree* variables, const ApplyOpti
   st->train = options.train;
   st->summaries_on = options.summaries;
   st->fsdp = options.fsdp;
+  st->tp = options.tp;
   st->variables = variables;
   st->mutable_collections.insert(options.mutable_collections.begin(), options.mutable_collections.end());
   st->rngs = options.rngs;
@@ -381,8 +388,10 @@ Array ApplyScope::take_aux_loss() {
   return total;
 }
 
-void ApplyScope::create_variables(const Layer& root, const Array& key, const FsdpOptions& fsdp) {
+void ApplyScope::create_variables(const Layer& root, const Array& key, const FsdpOptions& fsdp,
+                                  const TensorParallelOptions& tp) {
   g_state->fsdp = fsdp;
+  g_state->tp = tp;
   std::set<const Layer*> seen;
   std::function<void(const Layer&)> visit = [&](const Layer& l) {
     if (!seen.insert(&l).second) return;  // a shared child is created once
@@ -391,7 +400,8 @@ void ApplyScope::create_variables(const Layer& root, const Array& key, const Fsd
       Array value = init_weight(v.init, random::fold_in(layer_key, hash32(v.name)), v.spec.shape, v.dtype,
                                 v.spec.fan_in_axes, v.spec.fan_out_axes, v.spec.repeat_prefix_axes);
       const std::string where = v.spec.collection + "/" + (l.path().empty() ? "" : l.path() + "/") + v.name;
-      value = fsdp_block(value, fsdp_split_dim(v.spec, fsdp, where), fsdp);
+      const WeightHParams held = held_spec(v.spec, tp, fsdp, where);  // this process's block under tp
+      value = fsdp_block(mdl_block(value, v.spec, tp), fsdp_split_dim(held, fsdp, where), fsdp);
       put(g_state->updated, variable_location(v.spec.collection, l, v.name), value);
     }
     for (const auto& [name, child] : l.children()) visit(*child);
@@ -407,9 +417,9 @@ Tree init(const Layer& layer, const Array& key) {
   return scope.take_updates();
 }
 
-Tree init_sharded(const Layer& layer, const Array& key, const FsdpOptions& fsdp) {
-  detail::ApplyScope scope(true, nullptr, ApplyOptions{.fsdp = fsdp});
-  scope.create_variables(layer, key, fsdp);
+Tree init_sharded(const Layer& layer, const Array& key, const FsdpOptions& fsdp, const TensorParallelOptions& tp) {
+  detail::ApplyScope scope(true, nullptr, ApplyOptions{.fsdp = fsdp, .tp = tp});
+  scope.create_variables(layer, key, fsdp, tp);
   return scope.take_updates();
 }
 

@@ -23,6 +23,7 @@
 #include "pax/config/config.h"
 #include "pax/core/tree.h"
 #include "pax/nn/fsdp.h"
+#include "pax/nn/tensor_parallel.h"
 #include "pax/nn/weight_init.h"
 
 namespace pax::nn {
@@ -128,6 +129,9 @@ class Layer {
   Array to_fprop_dtype(const Array& x) const;
   // The fully sharded data parallelism of this apply (off when none).
   const FsdpOptions& fsdp() const;
+  // The tensor parallelism of this apply (off when none): variables declared
+  // with mdl_dim are this process's blocks (theta returns them so).
+  const TensorParallelOptions& tensor_parallel() const;
 
  private:
   friend std::unique_ptr<Layer> build_layer(const HParamsPtr& hparams, const std::string& name);
@@ -193,6 +197,7 @@ struct ApplyOptions {
   bool train = false;                            // training mode
   bool summaries = true;                         // collect add_summary values
   FsdpOptions fsdp;                              // params held as blocks (nn/fsdp.h)
+  TensorParallelOptions tp;                      // variables split over mdl (nn/tensor_parallel.h)
 };
 
 template <class R>
@@ -216,9 +221,10 @@ class ApplyScope {
   Tree take_updates();
   Tree take_summaries();
   Array take_aux_loss();
-  // Creates every variable the layer tree declares (init); with fsdp on,
-  // only this process's block of each params variable it splits.
-  void create_variables(const Layer& root, const Array& key, const FsdpOptions& fsdp = {});
+  // Creates every variable the layer tree declares (init); with fsdp or tp
+  // on, only this process's block of each variable they split.
+  void create_variables(const Layer& root, const Array& key, const FsdpOptions& fsdp = {},
+                        const TensorParallelOptions& tp = {});
 
  private:
   void* previous_;
@@ -229,9 +235,10 @@ class ApplyScope {
 // All variables the layer tree declares, drawn from `key` (a key per layer
 // path and variable name): {params: ..., batch_stats: ..., ...}.
 Tree init(const Layer& layer, const Array& key);
-// The same, with params split by fully sharded data parallelism: this
-// process's blocks (nn/fsdp.h) of the arrays init(layer, key) returns.
-Tree init_sharded(const Layer& layer, const Array& key, const FsdpOptions& fsdp);
+// The same, with params split by fully sharded data parallelism and by
+// tensor parallelism: this process's blocks (nn/fsdp.h, nn/tensor_parallel.h)
+// of the arrays init(layer, key) returns.
+Tree init_sharded(const Layer& layer, const Array& key, const FsdpOptions& fsdp, const TensorParallelOptions& tp = {});
 
 // Variables of `layer`, after running `call(layer)` once (as Flax does) so
 // that collections written in the forward pass exist too.

@@ -9,26 +9,38 @@ void Linear::setup() {
   const auto& hp = hparams<HParams>();
   PAX_CHECK(hp.input_dims > 0 && hp.output_dims > 0, "Linear '", path(),
             "': input_dims and output_dims must be > 0, got ", hp.input_dims, " and ", hp.output_dims);
-  create_variable("w", WeightHParams{Shape{hp.input_dims, hp.output_dims}});
+  WeightHParams w{Shape{hp.input_dims, hp.output_dims}};
+  if (hp.mdl_split != MdlSplit::none) w.mdl_dim = hp.mdl_split == MdlSplit::output ? 1 : 0;
+  create_variable("w", w);
 }
 
 Array Linear::fprop(const Array& x) const {
   const auto& hp = hparams<HParams>();
-  PAX_CHECK(x.ndim() >= 1 && x.dim(-1) == hp.input_dims, "Linear '", path(), "': input ", x.aval().str(),
-            " must end in input_dims = ", hp.input_dims);
-  return matmul(to_fprop_dtype(x), theta("w"));
+  const TensorParallelOptions& tp = tensor_parallel();
+  const bool rows = hp.mdl_split == MdlSplit::input && tp.enabled();
+  const int64_t input_dims = rows ? hp.input_dims / tp.size : hp.input_dims;
+  PAX_CHECK(x.ndim() >= 1 && x.dim(-1) == input_dims, "Linear '", path(), "': input ", x.aval().str(),
+            " must end in input_dims = ", input_dims, rows ? " (this process's part of the rows split over mdl)" : "");
+  const Array w = theta("w");
+  if (hp.mdl_split == MdlSplit::output) return matmul(enter_split(to_fprop_dtype(x), tp), w);
+  const Array y = matmul(to_fprop_dtype(x), w);
+  return rows ? leave_split(y, tp) : y;
 }
 
 void Bias::setup() {
   const auto& hp = hparams<HParams>();
   PAX_CHECK(hp.dims > 0, "Bias '", path(), "': dims must be > 0, got ", hp.dims);
-  create_variable("b", WeightHParams{Shape{hp.dims}, WeightInit::constant(0.0)});
+  WeightHParams b{Shape{hp.dims}, WeightInit::constant(0.0)};
+  if (hp.mdl_split) b.mdl_dim = 0;
+  create_variable("b", b);
 }
 
 Array Bias::fprop(const Array& x) const {
   const auto& hp = hparams<HParams>();
-  PAX_CHECK(x.ndim() >= 1 && x.dim(-1) == hp.dims, "Bias '", path(), "': input ", x.aval().str(),
-            " must end in dims = ", hp.dims);
+  const TensorParallelOptions& tp = tensor_parallel();
+  const int64_t dims = hp.mdl_split && tp.enabled() ? hp.dims / tp.size : hp.dims;
+  PAX_CHECK(x.ndim() >= 1 && x.dim(-1) == dims, "Bias '", path(), "': input ", x.aval().str(),
+            " must end in dims = ", dims);
   return to_fprop_dtype(x) + theta("b");
 }
 
@@ -37,10 +49,12 @@ void FeedForward::setup() {
   auto linear = clone_template<Linear::HParams>(hp.linear_tpl, "linear_tpl", "FeedForward '" + path() + "': ");
   linear->input_dims = hp.input_dims;
   linear->output_dims = hp.output_dims;
+  linear->mdl_split = hp.mdl_split;
   linear_ = &create_child<Linear>("linear", linear);
   if (hp.has_bias) {
     auto bias = tpl<Bias>();
     bias->dims = hp.output_dims;
+    bias->mdl_split = hp.mdl_split == MdlSplit::output;
     bias_ = &create_child<Bias>("bias", bias);
   }
   activation_ = &create_child<Activation>("activation", hp.activation_tpl);

@@ -7,13 +7,26 @@
 
 namespace pax::nn {
 
+// How a weight splits over the mesh's mdl axis under tensor parallelism
+// (nn/tensor_parallel.h); without it every process holds it whole.
+enum class MdlSplit : int {
+  none,    // whole on every process
+  output,  // by output columns: the input is shared (enter_split), the output is this process's part
+  input,   // by input rows: the input is this process's part, the outputs are summed (leave_split)
+};
+PAX_ENUM(MdlSplit, "none", "output", "input")
+
 // y = x @ w, w: (input_dims, output_dims).
 class Linear : public Layer {
  public:
   struct HParams : Layer::HParams {
     int64_t input_dims = 0;
     int64_t output_dims = 0;
-    PAX_HPARAMS(Linear, Layer::HParams, (input_dims, "Depth of the input."), (output_dims, "Depth of the output."));
+    MdlSplit mdl_split = MdlSplit::none;
+    PAX_HPARAMS(Linear, Layer::HParams, (input_dims, "Depth of the input."), (output_dims, "Depth of the output."),
+                (mdl_split,
+                 "Tensor parallelism: none, output (columns split over mdl) or input (rows; the "
+                 "outputs are summed over mdl)."));
   };
   // x: (..., input_dims) -> (..., output_dims)
   Array fprop(const Array& x) const override;
@@ -27,7 +40,9 @@ class Bias : public Layer {
  public:
   struct HParams : Layer::HParams {
     int64_t dims = 0;
-    PAX_HPARAMS(Bias, Layer::HParams, (dims, "Depth of the input (and of the bias)."));
+    bool mdl_split = false;
+    PAX_HPARAMS(Bias, Layer::HParams, (dims, "Depth of the input (and of the bias)."),
+                (mdl_split, "Tensor parallelism: the bias split over mdl, for an input that is this process's part."));
   };
   Array fprop(const Array& x) const override;
 
@@ -42,10 +57,12 @@ class FeedForward : public Layer {
     int64_t input_dims = 0;
     int64_t output_dims = 0;
     bool has_bias = true;
+    MdlSplit mdl_split = MdlSplit::none;
     HParamsPtr linear_tpl = tpl<Linear>();
     HParamsPtr activation_tpl = tpl<ReLU>();
     PAX_HPARAMS(FeedForward, Layer::HParams, (input_dims, "Depth of the input."), (output_dims, "Depth of the output."),
                 (has_bias, "Add a bias after the projection."),
+                (mdl_split, "Tensor parallelism of the projection (see Linear); the bias follows it."),
                 (linear_tpl, "Template of the projection (its dims are set from this layer's)."),
                 (activation_tpl, "Template of the activation (ReLU, GELU, SiLU, Tanh, Sigmoid, Identity)."));
   };

@@ -66,18 +66,20 @@ void TransformerFeedForward::setup() {
             "add_skip_connection needs output_dims == input_dims, got ", output_dims, " and ", hp.input_dims);
   check_norm_policy(hp.norm_policy, where);
   norm_ = &create_child("layer_norm", norm_params(hp.ln_tpl, hp.input_dims, where));
-  auto ffn = [&](const char* name, int64_t in, int64_t out, const HParamsPtr& activation) {
+  // Under tensor parallelism the hidden width splits over mdl: ffn1 by columns, ffn2 by rows.
+  auto ffn = [&](const char* name, int64_t in, int64_t out, const HParamsPtr& activation, MdlSplit split) {
     auto p = clone_template<FeedForward::HParams>(hp.fflayer_tpl, "fflayer_tpl", where);
     p->input_dims = in;
     p->output_dims = out;
     p->has_bias = hp.has_bias;
     p->activation_tpl = activation;
+    p->mdl_split = split;
     return &create_child<FeedForward>(name, p);
   };
-  ffn1_ = ffn("ffn_layer1", hp.input_dims, hp.hidden_dims, hp.activation_tpl);
+  ffn1_ = ffn("ffn_layer1", hp.input_dims, hp.hidden_dims, hp.activation_tpl, MdlSplit::output);
   relu_dropout_ = &create_child<Dropout>(
       "relu_dropout", dropout_params(hp.dropout_tpl, hp.relu_dropout_prob, "relu_dropout_prob", where));
-  ffn2_ = ffn("ffn_layer2", hp.hidden_dims, output_dims, tpl<Identity>());
+  ffn2_ = ffn("ffn_layer2", hp.hidden_dims, output_dims, tpl<Identity>(), MdlSplit::input);
   residual_dropout_ = &create_child<Dropout>(
       "residual_dropout", dropout_params(hp.dropout_tpl, hp.residual_dropout_prob, "residual_dropout_prob", where));
 }
@@ -302,6 +304,7 @@ void RepeatedVariables::setup() {
     dims.insert(dims.begin(), hp.x_times);
     ++spec.repeat_prefix_axes;                                   // each repetition drawn with the fans of one
     if (spec.fsdp_dim && *spec.fsdp_dim >= 0) ++*spec.fsdp_dim;  // it names a dimension of one repetition
+    if (spec.mdl_dim) ++*spec.mdl_dim;
     spec.shape = Shape(dims);
     spec.init = v.init;
     spec.dtype = v.dtype;
@@ -402,6 +405,7 @@ Array Repeat::run(const Array& inputs, const Step& step, const Tree& vars,
   options.mutable_collections = mutable_collections;
   options.summaries = summaries_enabled();
   options.fsdp = fsdp();
+  options.tp = tensor_parallel();
   auto body = [&](const Array& carry, const Tree& slice) -> std::pair<Array, Tree> {
     ApplyOptions o = options;
     if (slice.contains("key")) o.rngs["dropout"] = slice["key"].leaf();

@@ -79,6 +79,12 @@ struct WeightHParams {
   // over the data axis (praxis's sharding annotation); nullopt: the largest
   // dimension after the repeat prefix that the axis divides; -1: never split.
   std::optional<int64_t> fsdp_dim = {};
+  // Under tensor parallelism (nn/tensor_parallel.h), the dimension split over
+  // the mdl axis (attention heads, the feed-forward's hidden width); nullopt:
+  // whole on every process of the axis. A variable split over mdl is split
+  // further over the data axis (fsdp) along the same dimension, where it
+  // divides, and otherwise kept whole there.
+  std::optional<int64_t> mdl_dim = {};
 };
 
 // (fan_in, fan_out) of a weight shape.

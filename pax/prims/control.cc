@@ -3,14 +3,16 @@
 // pass). Their rules sit here like every primitive's: jit_call expands into
 // its program under grad, jvp and vmap (which then process it equation by
 // equation); custom_vjp_call has a VJP rule with a forward pass of its own
-// (fwd: outputs and residuals) and expands into its function under jvp and
-// vmap.
+// (fwd: outputs and residuals), expands into its function under jvp, and
+// under vmap becomes a custom_vjp_call of the batched function.
 #include <cstring>
 
 #include "pax/ir/executable.h"
 #include "pax/core/error.h"
 #include "pax/interp/custom_vjp.h"
 #include "pax/interp/vjp.h"
+#include "pax/interp/vmap.h"
+#include "pax/prims/control_flow.h"
 #include "pax/prims/registry.h"
 
 namespace pax {
@@ -94,6 +96,60 @@ std::vector<Array> custom_vjp_vjp(std::span<const Array> primals_in, std::span<c
   return result;
 }
 
+// Under vmap a custom_vjp_call stays one, of the batched function: its
+// fn, fwd and bwd each run under a vmap level of the same axis (so that a
+// collective over that axis inside bwd, as tensor parallelism's psum, binds
+// to it), every input and output with its batch axis first. Inputs that
+// were not batched are broadcast; the broadcast's own transpose sums their
+// cotangents. (Batching through fn instead would differentiate fn, not bwd.)
+Batched custom_vjp_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p,
+                         const BatchInfo& info) {
+  auto rule = p.object<CustomVjpRule>("rule");
+  const int64_t n = info.axis_size;
+  std::vector<Array> inputs;
+  for (size_t i = 0; i < values.size(); ++i) inputs.push_back(move_batch_axis(values[i], bdims[i], 0, n));
+  // f over arrays whose axis 0 is the batch, its outputs with the batch first.
+  auto batched = [info, n](const FlatFn& f) {
+    return [f, info, n](std::span<const Array> xs) {
+      const std::vector<int64_t> zeros(xs.size(), 0);
+      Batched r = cf::batch_fn(f, xs, zeros, info);
+      std::vector<Array> out;
+      for (size_t j = 0; j < r.values.size(); ++j)
+        out.push_back(r.values[j].defined() ? move_batch_axis(r.values[j], r.bdims[j], 0, n) : Array());
+      return out;
+    };
+  };
+  auto next = std::make_shared<CustomVjpRule>();
+  next->name = rule->name;
+  next->fn = batched(rule->fn);
+  const size_t num_out = rule->out_avals.size();
+  next->fwd = [fwd = batched([rule](std::span<const Array> xs) {
+                 auto [outs, res] = rule->fwd(xs);
+                 outs.insert(outs.end(), res.begin(), res.end());
+                 return outs;
+               }),
+               num_out](std::span<const Array> xs) {
+    std::vector<Array> all = fwd(xs);
+    return std::make_pair(std::vector<Array>(all.begin(), all.begin() + int64_t(num_out)),
+                          std::vector<Array>(all.begin() + int64_t(num_out), all.end()));
+  };
+  next->bwd = [bwd = batched([rule](std::span<const Array> res_and_cts) {
+                 const size_t r = res_and_cts.size() - rule->out_avals.size();
+                 return rule->bwd(res_and_cts.first(r), res_and_cts.subspan(r));
+               })](std::span<const Array> residuals, std::span<const Array> cts) {
+    std::vector<Array> both(residuals.begin(), residuals.end());
+    both.insert(both.end(), cts.begin(), cts.end());
+    return bwd(both);
+  };
+  std::vector<AVal> avals;
+  for (const Array& x : inputs) avals.push_back(x.aval());
+  next->jaxpr = trace_to_jaxpr(next->fn, avals);
+  next->out_avals = next->jaxpr->out_avals();
+  std::vector<Array> out =
+      bind(Prim::custom_vjp_call, inputs, Params{{"rule", std::static_pointer_cast<const ParamObject>(next)}});
+  return {out, std::vector<int64_t>(out.size(), 0)};
+}
+
 }  // namespace
 
 void register_control_prims(PrimTable& t) {
@@ -111,6 +167,7 @@ void register_control_prims(PrimTable& t) {
   t[size_t(Prim::custom_vjp_call)].expand = custom_vjp_impl;
   t[size_t(Prim::custom_vjp_call)].vjp = custom_vjp_vjp;
   t[size_t(Prim::custom_vjp_call)].vjp_forward = custom_vjp_forward;
+  t[size_t(Prim::custom_vjp_call)].batch = custom_vjp_batch;
 }
 
 }  // namespace pax

@@ -63,8 +63,8 @@ TEST(Registry, EveryPrimitiveHasItsTransformRules) {
   for (int i = 0; i < kNumPrims; ++i) {
     const Prim p = Prim(i);
     const PrimDef& def = prim_def(p);
-    // jit_call and custom_vjp_call are batched through their bodies by the vmap level.
-    if (p != Prim::jit_call && p != Prim::custom_vjp_call) EXPECT_NE(def.batch, nullptr) << prim_name(p);
+    // jit_call is batched through its body by the vmap level.
+    if (p != Prim::jit_call) EXPECT_NE(def.batch, nullptr) << prim_name(p);
     if (non_differentiable(p)) continue;
     EXPECT_NE(def.vjp, nullptr) << prim_name(p);
     // custom_vjp has no forward mode, as in JAX; stop_gradient's VJP is the level's.

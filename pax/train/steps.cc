@@ -125,24 +125,35 @@ Tree psum_leaves(const Tree& tree, const std::vector<bool>& pick, bool want, con
   return tree_unflatten(tree_structure(tree), leaves);
 }
 
+// Which leaves of the params (and of their gradients) this process holds as
+// blocks: split over the fsdp axis (gathered per layer, so their gradients
+// arrive summed over it), and split over the mdl axis (tensor parallelism:
+// each process holds its own part, whose gradient is its own). Empty masks
+// when the step is not sharded.
+struct LeafSplits {
+  std::vector<bool> data, mdl;
+  std::string data_axis, mdl_axis;
+};
+
 // Per leaf, sum(x^2) in f32 (f64 for f64 leaves), of the whole array: a
-// block's summed over the fsdp axis (one bucketed psum for all of them).
-std::vector<Array> whole_squares(const Tree& tree, const std::vector<bool>& split, const std::string& fsdp_axis) {
+// block's summed over the axes it is split over (one bucketed psum per axis).
+std::vector<Array> whole_squares(const Tree& tree, const LeafSplits& splits) {
   Tree squares = tree_map(
       [](const Array& x) { return sum(square(x.astype(promote_types(optim::moment_dtype(x.dtype()), DType::f32)))); },
       tree);
-  return tree_leaves(split.empty() ? squares : psum_leaves(squares, split, true, fsdp_axis));
+  if (!splits.data.empty()) squares = psum_leaves(squares, splits.data, true, splits.data_axis);
+  if (!splits.mdl.empty()) squares = psum_leaves(squares, splits.mdl, true, splits.mdl_axis);
+  return tree_leaves(squares);
 }
 
 // `summaries` plus, per group of variables (a layer: a variable's path
 // without its name), the L2 norms of its parameters and of their gradients:
 // "param_norm/<layer path>", "grad_norm/<layer path>".
-// Under fsdp (`split` not empty) a block's squares are summed over fsdp_axis.
-Tree with_norm_summaries(Tree summaries, const Tree& params, const Tree& grads, const std::vector<bool>& split,
-                         const std::string& fsdp_axis) {
+// A block's squares are summed over the axes it is split over.
+Tree with_norm_summaries(Tree summaries, const Tree& params, const Tree& grads, const LeafSplits& splits) {
   if (!summaries.is_dict()) summaries = Tree::dict();
   const std::vector<std::string> paths = tree_paths(params);
-  const std::vector<Array> p = whole_squares(params, split, fsdp_axis), g = whole_squares(grads, split, fsdp_axis);
+  const std::vector<Array> p = whole_squares(params, splits), g = whole_squares(grads, splits);
   std::map<std::string, std::pair<Array, Array>> squares;  // group -> (sum p^2, sum g^2)
   for (size_t i = 0; i < paths.size(); ++i) {
     const size_t slash = paths[i].rfind('/');
@@ -192,25 +203,35 @@ struct TrainStep::Impl {
   std::function<size_t(const TrainState&, const Tree&, const Array&)> arena_bytes;
 };
 
-// The optimizer of a train step: under fsdp without the clipping (the step
-// clips with the norm over every block), and only one that works on blocks.
-optim::GradientTransformation step_optimizer(const Learner& learner, const nn::FsdpOptions& fsdp) {
-  if (!fsdp.enabled()) return learner.make_optimizer();
+// The optimizer of a train step: sharded (fsdp or tp), without the clipping
+// (the step clips with the norm over every block), and only one that works
+// on blocks.
+optim::GradientTransformation step_optimizer(const Learner& learner, const nn::FsdpOptions& fsdp,
+                                             const nn::TensorParallelOptions& tp) {
+  if (!fsdp.enabled() && !tp.enabled()) return learner.make_optimizer();
   const std::string type = learner.optimizer ? learner.optimizer->type_name() : "";
+  const std::string axes =
+      fsdp.enabled() ? "the mesh's data axis of " + std::to_string(fsdp.size) + " (fully sharded data parallelism)"
+                     : "the mesh's mdl axis of " + std::to_string(tp.size) + " (tensor parallelism)";
   PAX_CHECK(type != "Adafactor" && type != "Lamb", "learner.optimizer: ", type,
-            " computes statistics over whole tensors (factored moments, trust ratios), but with the mesh's data axis "
-            "of ",
-            fsdp.size,
-            " each process holds blocks of them (fully sharded data parallelism); use Adam, Sgd, "
-            "Lion, RmsProp or Adagrad, or a mesh whose data axis is 1 (replica axis for plain data parallelism)");
+            " computes statistics over whole tensors (factored moments, trust ratios), but with ", axes,
+            " each process holds blocks of them; use Adam, Sgd, Lion, RmsProp or Adagrad, or a mesh whose data and "
+            "mdl axes are 1 (replica axis for plain data parallelism)");
   return learner.make_optimizer_without_clipping();
+}
+
+// Which leaves of `held` are blocks of the leaf of `whole` at the same place
+// (empty when `whole` is None: nothing is split).
+std::vector<bool> split_mask(const Tree& held, const Tree& whole) {
+  return whole.is_none() ? std::vector<bool>{} : split_leaves(held, whole);
 }
 
 TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainStepOptions options)
     : model_(model),
-      tx_(step_optimizer(learner, options.fsdp)),
+      tx_(step_optimizer(learner, options.fsdp, options.tp)),
       vn_(options.vn),
       fsdp_(options.fsdp),
+      tp_(options.tp),
       impl_(std::make_shared<Impl>()) {
   const std::vector<LossTerm> terms = loss_terms(options.loss_aggregator, learner.loss_name);
   const MetricRules rules = metric_rules(options.metrics);
@@ -223,16 +244,22 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
   const VariationalNoise vn = options.vn;
   const bool summaries_on = options.summaries;
   const nn::FsdpOptions fsdp = options.fsdp;
-  PAX_CHECK(!fsdp.enabled() || !axis.empty(), "train step: fully sharded params (axis '", fsdp.axis,
+  const nn::TensorParallelOptions tp = options.tp;
+  const bool sharded = fsdp.enabled() || tp.enabled();
+  PAX_CHECK(!sharded || !axis.empty(), "train step: sharded params (fsdp axis '", fsdp.axis, "', tp axis '", tp.axis,
             "') need the data-parallel axis set");
   const std::string replica_axis = options.replica_axis;
-  // Under fsdp: the whole params' shapes, to tell blocks from whole arrays.
-  const Tree global_params = fsdp.enabled() ? global_state_shapes()["params"] : Tree();
+  // The params' shapes as the layers declare them under tp (whole without
+  // it), to tell fsdp's blocks from them; and the whole params' shapes, to
+  // tell tp's blocks (None when not split).
+  const Tree global_params = sharded ? global_state_shapes()["params"] : Tree();
+  const Tree mdl_params = tp.enabled() ? state_shapes({}, tp)["params"] : global_params;
   // Losses are normalised before the gradient when the gradients come out
   // summed (several terms; blocks, whose gather's derivative sums them).
-  const bool normalise = !axis.empty() && (terms.size() > 1 || fsdp.enabled());
-  auto step = [m, tx, terms, rules, vn, skip_nonfinite, max_norm, clip_norm, axis, replica_axis, summaries_on, fsdp,
-               global_params, normalise](const TrainState& state, const Tree& batch, const Array& key) {
+  const bool normalise = !axis.empty() && (terms.size() > 1 || sharded);
+  auto step = [m, tx, terms, rules, vn, skip_nonfinite, max_norm, clip_norm, axis, replica_axis, summaries_on, fsdp, tp,
+               sharded, global_params, mdl_params,
+               normalise](const TrainState& state, const Tree& batch, const Array& key) {
     std::vector<std::string> collections = mutable_collections(state);
     std::optional<Array> loss_weight;  // set by aggregate_loss
     // Each block draws its own noise.
@@ -245,7 +272,8 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
                                .mutable_collections = collections,
                                .train = true,
                                .summaries = summaries_on,
-                               .fsdp = fsdp};
+                               .fsdp = fsdp,
+                               .tp = tp};
       auto out = nn::apply_with(
           *m, model_variables(with_params), [&](const nn::BaseModel& model) { return model.fprop_batch(batch).first; },
           options);
@@ -259,13 +287,18 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
     auto [loss, aux] = loss_aux;
     auto [metrics, written] = aux;
     auto [updated_collections, summaries] = written;
-    const std::vector<bool> split = fsdp.enabled() ? split_leaves(state.params, global_params) : std::vector<bool>{};
+    LeafSplits splits;
+    if (fsdp.enabled()) splits.data = split_mask(state.params, mdl_params), splits.data_axis = fsdp.axis;
+    if (tp.enabled()) splits.mdl = split_mask(mdl_params, global_params), splits.mdl_axis = tp.axis;
     if (!axis.empty()) {
-      Reduced r = reduce_over(axis, loss_weight, rules, fsdp.enabled() ? Tree::dict() : grads, metrics,
-                              updated_collections, loss);
-      // Blocks come summed over the fsdp axis; the rest of the sum is here.
-      if (fsdp.enabled()) {
-        grads = psum_leaves(psum_leaves(grads, split, false, axis), split, true, replica_axis);
+      Reduced r =
+          reduce_over(axis, loss_weight, rules, sharded ? Tree::dict() : grads, metrics, updated_collections, loss);
+      // fsdp's blocks come summed over its axis; the rest of the sum is here
+      // (tp's blocks are summed over the batch axes like whole arrays).
+      if (sharded) {
+        const std::vector<bool> gathered = fsdp.enabled() ? splits.data
+                                                          : std::vector<bool>(tree_leaves(grads).size(), false);
+        grads = psum_leaves(psum_leaves(grads, gathered, false, axis), gathered, true, replica_axis);
       } else {
         grads = r.grads;
       }
@@ -274,9 +307,9 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
       loss = r.loss;
     }
     Array grad_norm;
-    if (fsdp.enabled()) {
+    if (sharded) {
       Array total = scalar(0.0f);
-      for (const Array& sq : whole_squares(grads, split, fsdp.axis)) total = total + sq.astype(DType::f32);
+      for (const Array& sq : whole_squares(grads, splits)) total = total + sq.astype(DType::f32);
       grad_norm = sqrt(total);
     } else {
       grad_norm = optim::global_norm(grads);
@@ -285,7 +318,7 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
     // over every block) is the step's; the summaries see unclipped gradients
     // either way.
     Tree update_grads = grads;
-    if (fsdp.enabled() && clip_norm > 0) {
+    if (sharded && clip_norm > 0) {
       const Array keep = grad_norm < clip_norm;
       update_grads = tree_map(
           [&](const Array& g) {
@@ -306,7 +339,7 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
     next.params = optim::tree_select(ok, updated.params, state.params, "train step params");
     next.opt_state = optim::tree_select(ok, updated.opt_state, state.opt_state, "train step optimizer state");
     next.extra = optim::tree_select(ok, updated.extra, state.extra, "train step collections");
-    if (summaries_on) summaries = with_norm_summaries(summaries, state.params, grads, split, fsdp.axis);
+    if (summaries_on) summaries = with_norm_summaries(summaries, state.params, grads, splits);
     Tree out = Tree::dict({{"metrics", metrics},
                            {"summaries", summaries},
                            {"loss", loss},
@@ -331,9 +364,11 @@ TrainState TrainStep::init_state(const Array& key) const {
   // the whole model never exists at once.
   const nn::BaseModel& model = model_;
   const nn::FsdpOptions fsdp = fsdp_;
-  Tree variables = fsdp_.enabled() ? jit([&model, fsdp](const Array& k) { return nn::init_sharded(model, k, fsdp); },
-                                         {.name = "init_sharded"})(key)
-                                   : nn::init(model_, key);
+  const nn::TensorParallelOptions tp = tp_;
+  Tree variables = fsdp_.enabled() || tp_.enabled()
+                       ? jit([&model, fsdp, tp](const Array& k) { return nn::init_sharded(model, k, fsdp, tp); },
+                             {.name = "init_sharded"})(key)
+                       : nn::init(model_, key);
   Tree params = variables.contains("params") ? variables["params"] : Tree::dict();
   if (vn_.enabled()) vn_.selection(params);  // a regex that selects nothing fails before training
   Tree extra = Tree::dict();
@@ -342,10 +377,12 @@ TrainState TrainStep::init_state(const Array& key) const {
   return TrainState::create(params, tx_, extra);
 }
 
-Tree TrainStep::global_state_shapes() const {
-  // The same optimizer state's structure, from the whole params.
+Tree TrainStep::global_state_shapes() const { return state_shapes({}, {}); }
+
+Tree TrainStep::state_shapes(const nn::FsdpOptions& fsdp, const nn::TensorParallelOptions& tp) const {
+  // The same optimizer state's structure, from the params held so.
   return eval_shape([&](const Array& key) {
-    Tree variables = nn::init(model_, key);
+    Tree variables = nn::init_sharded(model_, key, fsdp, tp);
     Tree params = variables.contains("params") ? variables["params"] : Tree::dict();
     Tree extra = Tree::dict();
     for (const auto& [name, collection] : variables.entries())
@@ -354,22 +391,53 @@ Tree TrainStep::global_state_shapes() const {
   })(random::key(0));
 }
 
+namespace {
+
+// The one dimension where `a` and `b` differ (-1: none).
+int64_t split_dimension(const Shape& a, const Shape& b, const std::string& what) {
+  int64_t dim = -1;
+  for (int64_t d = 0; d < a.rank(); ++d) {
+    if (a[d] == b[d]) continue;
+    PAX_CHECK(dim < 0, what, ": ", b, " differs from ", a, " in more than one dimension");
+    dim = d;
+  }
+  return dim;
+}
+
+}  // namespace
+
 dist::ShardSpecs TrainStep::state_specs() const {
+  // Whole, held under tp alone (its blocks over mdl), held (fsdp's blocks of
+  // those, along the same dimension: nn::held_spec).
   const Tree global = global_state_shapes();
-  const Tree local = eval_shape([&](const Array& key) { return init_state(key).to_tree(); })(random::key(0));
+  const Tree mdl = tp_.enabled() ? state_shapes({}, tp_) : global;
+  const Tree local = state_shapes(fsdp_, tp_);
   const std::vector<std::string> paths = tree_paths(global);
-  const std::vector<Array> g = tree_leaves(global), l = tree_leaves(local);
-  PAX_CHECK(g.size() == l.size(), "train state: ", l.size(), " arrays, the whole state has ", g.size());
+  const std::vector<Array> g = tree_leaves(global), m = tree_leaves(mdl), l = tree_leaves(local);
+  PAX_CHECK(g.size() == l.size() && g.size() == m.size(), "train state: ", l.size(), " arrays, the whole state has ",
+            g.size());
   dist::ShardSpecs specs;
   for (size_t i = 0; i < g.size(); ++i) {
-    const Shape& whole = g[i].aval().shape;
-    const Shape& mine = l[i].aval().shape;
-    for (int64_t d = 0; d < whole.rank(); ++d) {
-      if (whole[d] == mine[d]) continue;
-      specs[paths[i]] = dist::ShardSpec{whole, d, whole[d] / mine[d], fsdp_.index};
-      specs[paths[i]].check("train state " + paths[i]);
-      break;
+    const std::string what = "train state " + paths[i];
+    const Shape &whole = g[i].aval().shape, &part = m[i].aval().shape, &mine = l[i].aval().shape;
+    const int64_t dm = split_dimension(whole, part, what), df = split_dimension(part, mine, what);
+    if (dm < 0 && df < 0) continue;
+    PAX_CHECK(dm < 0 || df < 0 || dm == df, what, ": split over mdl along dimension ", dm, " and over data along ", df,
+              " (the two splits must nest along one dimension)");
+    dist::ShardSpec spec{whole, dm >= 0 ? dm : df};
+    spec.count = whole[spec.dim] / mine[spec.dim];
+    if (dm >= 0 && df >= 0) {
+      spec.index = tp_.index * fsdp_.size + fsdp_.index;
+      spec.axes = {tp_.axis, fsdp_.axis};
+    } else if (dm >= 0) {
+      spec.index = tp_.index;
+      spec.axes = {tp_.axis};
+    } else {
+      spec.index = fsdp_.index;
+      spec.axes = {fsdp_.axis};
     }
+    spec.check(what);
+    specs[paths[i]] = spec;
   }
   return specs;
 }
@@ -389,11 +457,12 @@ struct EvalStep::Impl {
   std::function<size_t(const Tree&, const Tree&)> arena_bytes;
 };
 
-EvalStep::EvalStep(const nn::BaseModel& model, const nn::FsdpOptions& fsdp) : impl_(std::make_shared<Impl>()) {
+EvalStep::EvalStep(const nn::BaseModel& model, const nn::FsdpOptions& fsdp, const nn::TensorParallelOptions& tp)
+    : impl_(std::make_shared<Impl>()) {
   const nn::BaseModel* m = &model;
-  auto step = [m, fsdp](const Tree& variables, const Tree& batch) {
+  auto step = [m, fsdp, tp](const Tree& variables, const Tree& batch) {
     return nn::apply_with(*m, variables, [&](const nn::BaseModel& model) { return model.fprop_batch(batch); },
-                          {.summaries = false, .fsdp = fsdp})
+                          {.summaries = false, .fsdp = fsdp, .tp = tp})
         .output;
   };
   auto jitted = std::make_shared<decltype(jit(step))>(jit(step, {.name = "eval_step"}));

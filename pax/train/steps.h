@@ -67,6 +67,13 @@ struct TrainStepOptions {
   // refused.
   nn::FsdpOptions fsdp;
   std::string replica_axis;
+  // Tensor parallelism (nn/tensor_parallel.h): the variables the layers
+  // split over tp.axis (attention heads, feed-forward hidden width) are this
+  // process's blocks, whose gradients are its own (summed over the batch
+  // axes like whole arrays); every process of tp.axis reads the same batch,
+  // and data_parallel_axis names the batch axes alone. fsdp then splits
+  // those blocks further along the same dimension.
+  nn::TensorParallelOptions tp;
 };
 
 class TrainStep {
@@ -79,7 +86,11 @@ class TrainStep {
   // array of init_state's is split (by the path of TrainState::to_tree()).
   Tree global_state_shapes() const;
   dist::ShardSpecs state_specs() const;
+  // The train state's shapes (abstract) with the params held under `fsdp`
+  // and `tp`.
+  Tree state_shapes(const nn::FsdpOptions& fsdp, const nn::TensorParallelOptions& tp) const;
   const nn::FsdpOptions& fsdp() const { return fsdp_; }
+  const nn::TensorParallelOptions& tp() const { return tp_; }
   // One step on `batch` with dropout keys from `key`. Pass the state with
   // std::move: its buffers are reused for the new state.
   std::pair<TrainState, Tree> operator()(TrainState state, const Tree& batch, const Array& key) const;
@@ -96,6 +107,7 @@ class TrainStep {
   optim::GradientTransformation tx_;
   VariationalNoise vn_;
   nn::FsdpOptions fsdp_;
+  nn::TensorParallelOptions tp_;
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
@@ -103,9 +115,10 @@ class TrainStep {
 // compute_predictions + compute_loss in evaluation mode: (metrics, per-example outputs).
 class EvalStep {
  public:
-  // With fsdp on, `variables` hold this process's blocks of the params
-  // (every process of fsdp.axis runs the step together).
-  explicit EvalStep(const nn::BaseModel& model, const nn::FsdpOptions& fsdp = {});
+  // With fsdp or tp on, `variables` hold this process's blocks of the
+  // params (every process of their axes runs the step together).
+  explicit EvalStep(const nn::BaseModel& model, const nn::FsdpOptions& fsdp = {},
+                    const nn::TensorParallelOptions& tp = {});
   std::pair<Tree, Tree> operator()(const Tree& variables, const Tree& batch) const;
   // Bytes of the compiled eval step's intermediates for variables and a
   // batch of these shapes (abstract ones too), as TrainStep's.

@@ -1,0 +1,74 @@
+// Tensor parallelism: the blocks of split variables, and Megatron's f and g
+// over a mesh axis as custom_vjp pairs around lax::psum.
+#include "pax/nn/tensor_parallel.h"
+
+#include <utility>
+#include <vector>
+
+#include "pax/api/transforms.h"
+#include "pax/core/error.h"
+#include "pax/ops/lax.h"
+
+namespace pax::nn {
+
+bool mdl_split(const WeightHParams& spec, const TensorParallelOptions& tp) {
+  return tp.enabled() && spec.mdl_dim.has_value();
+}
+
+Shape mdl_local_shape(const WeightHParams& spec, const TensorParallelOptions& tp, const std::string& what) {
+  if (!mdl_split(spec, tp)) return spec.shape;
+  const int64_t d = *spec.mdl_dim;
+  PAX_CHECK(d >= spec.repeat_prefix_axes && d < spec.shape.rank(), what, ": mdl_dim ", d, " is not a dimension of ",
+            spec.shape, " after its ", spec.repeat_prefix_axes, " repeat axes");
+  PAX_CHECK(spec.shape[d] % tp.size == 0, what, " ", spec.shape, ": dimension ", d, " (", spec.shape[d],
+            ") does not split over the ", tp.size, " processes of the mesh axis '", tp.axis,
+            "' (tensor parallelism needs the heads and hidden widths divisible by it)");
+  Shape s = spec.shape;
+  s[d] /= tp.size;
+  return s;
+}
+
+Array mdl_block(const Array& full, const WeightHParams& spec, const TensorParallelOptions& tp) {
+  if (!mdl_split(spec, tp)) return full;
+  const int64_t d = *spec.mdl_dim;
+  const int64_t block = full.dim(d) / tp.size;
+  Ints start(size_t(full.ndim()), 0), limit = full.shape().dims();
+  start[size_t(d)] = tp.index * block;
+  limit[size_t(d)] = (tp.index + 1) * block;
+  return lax::slice(full, start, limit);
+}
+
+WeightHParams held_spec(const WeightHParams& spec, const TensorParallelOptions& tp, const FsdpOptions& fsdp,
+                        const std::string& what) {
+  if (!mdl_split(spec, tp)) return spec;
+  WeightHParams held = spec;
+  held.shape = mdl_local_shape(spec, tp, what);
+  const int64_t d = *spec.mdl_dim;
+  const bool nests = fsdp.enabled() && held.shape.numel() >= fsdp.min_elements && held.shape[d] % fsdp.size == 0;
+  held.fsdp_dim = nests ? d : -1;
+  return held;
+}
+
+Array enter_split(const Array& x, const std::string& axis) {
+  const auto f = custom_vjp(
+      [](const Array& v) { return v; }, [](const Array& v) { return std::make_pair(v, std::vector<Array>{}); },
+      [axis](const std::vector<Array>&, const Array& g) { return lax::psum(g, axis); }, "enter_split");
+  return f(x);
+}
+
+Array leave_split(const Array& partial, const std::string& axis) {
+  const auto g = custom_vjp([axis](const Array& v) { return lax::psum(v, axis); },
+                            [axis](const Array& v) { return std::make_pair(lax::psum(v, axis), std::vector<Array>{}); },
+                            [](const std::vector<Array>&, const Array& ct) { return ct; }, "leave_split");
+  return g(partial);
+}
+
+Array enter_split(const Array& x, const TensorParallelOptions& tp) {
+  return tp.enabled() ? enter_split(x, tp.axis) : x;
+}
+
+Array leave_split(const Array& partial, const TensorParallelOptions& tp) {
+  return tp.enabled() ? leave_split(partial, tp.axis) : partial;
+}
+
+}  // namespace pax::nn

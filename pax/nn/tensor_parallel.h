@@ -1,0 +1,61 @@
+// Tensor parallelism over a mesh axis (Pax's "mdl"), Megatron's split of the
+// attention heads and of the feed-forward's hidden width. A variable that a
+// layer declares with WeightHParams::mdl_dim is held as one block along that
+// dimension per process of the axis; Layer::theta returns that block, and the
+// layer computes its part (its heads, its columns of the hidden layer).
+// A split block starts with enter_split and ends with leave_split:
+//
+//   y = leave_split(relu(enter_split(x, "mdl") @ w1_part) @ w2_part, "mdl")
+//
+// computes the whole MLP on every process when w1 is split by columns and
+// w2 by rows. enter_split is the identity, and its derivative sums the
+// cotangent over the axis (each process's part of the block contributes to
+// x's gradient); leave_split sums the processes' partial outputs, and its
+// derivative passes the cotangent through (every process holds the whole
+// output's cotangent already). Everything outside split blocks (norms,
+// embeddings, biases after leave_split) is computed alike on every process
+// of the axis, which therefore reads the same batch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "pax/core/array.h"
+#include "pax/nn/fsdp.h"
+#include "pax/nn/weight_init.h"
+
+namespace pax::nn {
+
+struct TensorParallelOptions {
+  std::string axis;   // the named axis the split variables are split over ("" : off)
+  int64_t size = 1;   // processes on that axis
+  int64_t index = 0;  // this process's position on it (the block it holds)
+  bool enabled() const { return !axis.empty() && size > 1; }
+};
+
+// Whether `tp` splits a variable declared as `spec` (its mdl_dim set, tp on).
+bool mdl_split(const WeightHParams& spec, const TensorParallelOptions& tp);
+// The shape this process holds of a variable declared as `spec`: spec.shape
+// with mdl_dim divided by the axis size. Throws naming `what`, the dimension
+// and the axis when the size does not divide it.
+Shape mdl_local_shape(const WeightHParams& spec, const TensorParallelOptions& tp, const std::string& what);
+// Block tp.index of `full` (of spec.shape) along spec.mdl_dim; `full` itself
+// when the variable is not split.
+Array mdl_block(const Array& full, const WeightHParams& spec, const TensorParallelOptions& tp);
+// The declaration of what this process holds under tp: `spec` with the
+// local shape and, for a split variable, its fsdp split along the same
+// dimension (where fsdp's axis size divides the block and it has at least
+// fsdp.min_elements elements; otherwise whole over fsdp's axis), so that
+// the two splits nest along one dimension.
+WeightHParams held_spec(const WeightHParams& spec, const TensorParallelOptions& tp, const FsdpOptions& fsdp,
+                        const std::string& what);
+
+// Megatron's f: the identity forward, a psum over `axis` backward.
+Array enter_split(const Array& x, const std::string& axis);
+// Megatron's g: a psum over `axis` forward, the identity backward.
+Array leave_split(const Array& partial, const std::string& axis);
+// The same, as the identity when tp is off.
+Array enter_split(const Array& x, const TensorParallelOptions& tp);
+Array leave_split(const Array& partial, const TensorParallelOptions& tp);
+
+}  // namespace pax::nn

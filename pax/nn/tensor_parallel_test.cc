@@ -1,0 +1,130 @@
+// Tensor parallelism in the layers: the blocks init holds, their shapes and
+// errors, and a stack of Transformers whose heads and hidden widths are split
+// over a named axis (a vmap axis standing in for the processes of "mdl"):
+// every member computes the whole stack's output, and its gradients are the
+// whole stack's (its own block of each split variable, all of the others).
+#include "pax/nn/tensor_parallel.h"
+
+#include <gtest/gtest.h>
+
+#include "pax/api/transforms.h"
+#include "pax/nn/attention.h"
+#include "pax/nn/layer.h"
+#include "pax/nn/transformers.h"
+#include "pax/ops/numpy.h"
+#include "pax/ops/random.h"
+#include "pax/testing/testing.h"
+#include "pax/train/common_utils.h"
+
+namespace pax::nn {
+namespace {
+
+TensorParallelOptions mdl(int64_t size, int64_t index = 0) {
+  return TensorParallelOptions{.axis = "mdl", .size = size, .index = index};
+}
+
+TEST(TensorParallel, BlockShapesAndTheSplitNestedWithFsdp) {
+  const WeightHParams w{.shape = Shape{8, 4, 2}, .mdl_dim = 1};
+  EXPECT_EQ(mdl_local_shape(w, mdl(2), "w"), (Shape{8, 2, 2}));
+  EXPECT_EQ(mdl_local_shape(w, TensorParallelOptions{}, "w"), (Shape{8, 4, 2}));   // off
+  EXPECT_EQ(mdl_local_shape({.shape = Shape{8, 4}}, mdl(2), "w"), (Shape{8, 4}));  // not split
+  EXPECT_PAX_ERROR(mdl_local_shape(w, mdl(3), "attention w"),
+                   "attention w (8, 4, 2): dimension 1 (4) does not split over the 3 processes of the mesh axis 'mdl'");
+  // fsdp splits the block along the same dimension where it divides it.
+  const FsdpOptions data{.axis = "data", .size = 2, .min_elements = 1};
+  EXPECT_EQ(held_spec(w, mdl(2), data, "w").fsdp_dim, 1);
+  EXPECT_EQ(held_spec(w, mdl(4), data, "w").fsdp_dim, -1);  // one head each: whole over data
+  EXPECT_EQ(held_spec(w, mdl(2), FsdpOptions{.axis = "data", .size = 2, .min_elements = 100}, "w").fsdp_dim, -1);
+  const Array full = testing::random_array({8, 4, 2}, DType::f32, 1);
+  EXPECT_TRUE(testing::all_close(mdl_block(full, w, mdl(2, 1)), slice_along(full, 1, 2, 4), 0, 0));
+}
+
+Repeat::HParams repeated_transformer(int64_t layers, bool combine_qkv, int64_t kv_heads) {
+  auto atten = tpl<DotProductAttention>();
+  atten->combine_qkv = combine_qkv;
+  auto sub = tpl<Transformer>();
+  sub->input_dims = 8;
+  sub->hidden_dims = 12;
+  sub->num_heads = 4;
+  sub->num_kv_heads = kv_heads;
+  sub->tr_atten_tpl = atten;
+  sub->dtype = sub->fprop_dtype = DType::f64;
+  Repeat::HParams hp;
+  hp.sub_tpl = sub;
+  hp.x_times = layers;
+  hp.dtype = hp.fprop_dtype = DType::f64;
+  return hp;
+}
+
+// Block `index` of `size` of `full` along the one dimension where it differs from `block`.
+Array block_of(const Array& full, const Array& block, int64_t size, int64_t index) {
+  for (int64_t d = 0; d < full.ndim(); ++d)
+    if (full.dim(d) != block.dim(d)) return slice_along(full, d, index * block.dim(d), (index + 1) * block.dim(d));
+  return full;
+}
+
+TEST(TensorParallel, SplitTransformerStackMatchesTheWholeOne) {
+  const int64_t members = 2, layers = 2, B = 2, T = 5;
+  struct Case {
+    bool combine_qkv;
+    int64_t kv_heads;
+    bool mask_per_head;
+  };
+  for (const Case c : {Case{false, 0, false}, Case{true, 0, false}, Case{false, 2, true}}) {
+    SCOPED_TRACE(::testing::Message() << "combine_qkv " << c.combine_qkv << ", kv heads " << c.kv_heads
+                                      << ", a mask per head " << c.mask_per_head);
+    auto repeat = build<Repeat>(repeated_transformer(layers, c.combine_qkv, c.kv_heads));
+    const Tree full = init(*repeat, random::key(3));
+    std::vector<Tree> blocks;
+    int64_t split = 0;
+    for (int64_t k = 0; k < members; ++k) {
+      blocks.push_back(init_sharded(*repeat, random::key(3), {}, mdl(members, k)));
+      const std::vector<Array> f = tree_leaves(full), b = tree_leaves(blocks.back());
+      ASSERT_EQ(f.size(), b.size());
+      for (size_t i = 0; i < f.size(); ++i) {
+        if (f[i].shape() != b[i].shape()) ++split;
+        EXPECT_TRUE(testing::all_close(b[i], block_of(f[i], b[i], members, k), 0, 0)) << i;
+      }
+    }
+    // Per member: q, k, v (or the combined weight and bias) and the output
+    // weight, the feed-forward's two weights and first bias.
+    EXPECT_EQ(split, members * (c.combine_qkv ? 2 + 1 + 3 : 6 + 1 + 3));
+    const Array x = testing::random_array({B, T, 8}, DType::f64, 5);
+    const Array paddings = zeros({B, T}, DType::f64);
+    Array causal = causal_mask(T, DType::f64);  // (1, 1, T, T)
+    if (c.mask_per_head) {
+      // Heads 1 and 3 also cannot see the first position (after it).
+      const Array odd = array<double>({0, 1, 0, 1}, Shape{1, 4, 1, 1});
+      const Array first =
+          array<double>({0, 1, 1, 1, 1}, Shape{1, 1, T, 1}) * array<double>({1, 0, 0, 0, 0}, Shape{1, 1, 1, T});
+      causal = combine_masks(causal, odd * first * large_negative_number(DType::f64));  // (1, 4, T, T)
+    }
+    auto member_out = [&](const Tree& vars) {
+      return apply(*repeat, vars, ApplyOptions{.tp = mdl(members)}, x, paddings, causal).output;
+    };
+    const Tree stacked = train::stack_forest(blocks);
+    const Array want = apply(*repeat, full, x, paddings, causal).output;
+    const Array outs = vmap(member_out, {.in_axes = {0}, .axis_name = "mdl"})(stacked);
+    for (int64_t k = 0; k < members; ++k)
+      EXPECT_TRUE(testing::all_close(squeeze(slice_along(outs, 0, k, k + 1), 0), want, 1e-12, 1e-12)) << k;
+    // Every member's loss is the whole stack's; each differentiates its own.
+    auto split_loss = [&](const Tree& vars) {
+      return sum(square(vmap(member_out, {.in_axes = {0}, .axis_name = "mdl"})(vars)));
+    };
+    auto full_loss = [&](const Tree& vars) { return sum(square(apply(*repeat, vars, x, paddings, causal).output)); };
+    const std::vector<Array> g_blocks = tree_leaves(grad(split_loss)(stacked));
+    const std::vector<Array> g_full = tree_leaves(grad(full_loss)(full));
+    const std::vector<std::string> paths = tree_paths(full);
+    for (int64_t k = 0; k < members; ++k) {
+      const std::vector<Array> mine_blocks = tree_leaves(blocks[size_t(k)]);
+      for (size_t i = 0; i < g_full.size(); ++i) {
+        const Array mine = squeeze(slice_along(g_blocks[i], 0, k, k + 1), 0);
+        EXPECT_TRUE(testing::all_close(mine, block_of(g_full[i], mine_blocks[i], members, k), 1e-10, 1e-10))
+            << paths[i] << " member " << k;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pax::nn
