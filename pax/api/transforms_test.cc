@@ -257,7 +257,7 @@ TEST(CustomVjp, UsesTheUserBackwardPass) {
 }
 
 // grad of vmap keeps the user's backward pass (as JAX batches fwd and bwd),
-// batched and unbatched inputs alike, and a collective over the vmap axis
+// with a batched and an unbatched input, and a collective over the vmap axis
 // inside bwd binds to that axis.
 TEST(CustomVjp, VmapKeepsTheUserBackwardPass) {
   auto f = custom_vjp([](const Array& x, const Array& w) { return round(x) * w; },

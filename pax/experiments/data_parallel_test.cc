@@ -390,6 +390,18 @@ TEST(TensorParallel, SplitHeadsAndWidthsMatchOneProcessAndResume) {
   for (const auto& [step, loss] : want)
     EXPECT_NEAR(got4.at(step), loss, kLossTolerance * std::abs(loss)) << "step " << step;
 
+  // [2,1,2]: replicas of a tensor-parallel pair (the blocks' gradients
+  // summed over replica).
+  std::vector<std::string> replicas = quad;
+  replicas[replicas.size() - 2] = "train.ici_mesh_shape=[2,1,2]";
+  const std::string paired = fresh_dir("tp_replicas");
+  std::tie(rc, out) = shell(paxcc_command(l, 4, paired, replicas), paired + ".log");
+  ASSERT_EQ(rc, 0) << out;
+  const auto got_replicas = train_losses(paired);
+  ASSERT_EQ(got_replicas.size(), 20u) << out;
+  for (const auto& [step, loss] : want)
+    EXPECT_NEAR(got_replicas.at(step), loss, kLossTolerance * std::abs(loss)) << "step " << step;
+
   // The [1,1,2] checkpoint of step 10 resumed on [1,2,2]: its train state
   // read as the new blocks, its one input shard's position divided in two.
   std::tie(rc, out) = shell(paxcc_command(l, 4, moved, quad), moved + ".log");

@@ -1,6 +1,7 @@
 // The train / eval / decode / inspect modes.
 #include "pax/experiments/runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -394,9 +395,10 @@ std::optional<int64_t> restore_for_training(const Job& job, std::optional<train:
       check_input_state(saved_inputs, input_state);
       input_state = saved_inputs;
     } else {
-      // Another process count: the train state is read whole or as this
-      // run's blocks; the input continues from process 0's position where
-      // its order allows (every process is at the same one), else refused.
+      // Another process count or input sharding: the train state is read
+      // whole or as this run's blocks; the input continues from process 0's
+      // position where its order allows (every process is at the same
+      // one), else refused.
       const Tree host0 =
           saved > 1 ? tree_map([](const Array& a) { return squeeze(slice_along(a, 0, 0, 1), 0); }, saved_inputs)
                     : saved_inputs;
@@ -686,10 +688,19 @@ class TrainingLoop {
     if (const nn::FsdpOptions& fsdp = job_.sharding.fsdp; fsdp.enabled())
       out_ << "params and optimizer state split over the data axis of " << fsdp.size
            << " processes (fully sharded): " << format_bytes(tree_bytes(state_.to_tree())) << " per process\n";
-    if (const nn::TensorParallelOptions& tp = job_.sharding.tp; tp.enabled())
+    if (const nn::TensorParallelOptions& tp = job_.sharding.tp; tp.enabled()) {
       out_ << "attention heads and feed-forward hidden widths split over the mdl axis of " << tp.size
            << " processes (tensor parallel): " << format_bytes(tree_bytes(state_.to_tree()))
            << " of train state per process\n";
+      const bool any_split = std::any_of(specs_.begin(), specs_.end(), [&](const auto& entry) {
+        const std::vector<std::string>& axes = entry.second.axes;
+        return std::find(axes.begin(), axes.end(), tp.axis) != axes.end();
+      });
+      if (!any_split)
+        out_ << "warning: the mesh's mdl axis is " << tp.size << " but " << job_.model->type_name()
+             << " splits no weight over it (attention and feed-forward layers do): its " << tp.size
+             << " processes compute the same thing; put them on the data axis instead\n";
+    }
     if (stopper_.should_stop) {  // the restored run had already stopped early: nothing more to train
       result_.early_stopped = true;
       out_ << "early stopping: the run had stopped at step " << step_ << ": " << settings_.early_stopping_metric
@@ -943,7 +954,8 @@ std::string mesh_summary(const ExperimentConfig& exp, const nn::BaseModel& model
     if (mdl > 1) s << "; attention heads and feed-forward hidden widths split over the mdl axis of " << mdl;
     if (data > 1)
       s << "; split over the data axis of " << data << ": fully sharded; small arrays and arrays no dimension of which "
-        << data << " divides stay whole";
+        << data << " divides stay whole"
+        << (mdl > 1 ? ", and blocks over mdl split only along their mdl dimension" : "");
     s << ")\n";
   } catch (const Error& e) {
     s << "train state per process: " << format_bytes(whole) << " whole; not shardable as set: " << e.what() << "\n";

@@ -43,10 +43,8 @@ std::vector<Array> VmapTrace::process(Prim prim, std::span<const Array> inputs, 
     bdims.push_back(d);
     any = any || d >= 0;
   }
-  // Collectives over this level's axis apply even to unbatched values, and
-  // so may a custom_vjp function's (it is batched whole, keeping its bwd).
-  if (!any && prim != Prim::custom_vjp_call && !(is_collective(prim) && params.s("axis_name") == axis_name_))
-    return bind(prim, values, params);
+  // Collectives over this level's axis apply even to unbatched values.
+  if (!any && !(is_collective(prim) && params.s("axis_name") == axis_name_)) return bind(prim, values, params);
   const PrimDef& def = prim_def(prim);
   PAX_CHECK(def.batch, "vmap: primitive ", prim_name(prim), " has no batching rule");
   BatchInfo info{axis_size_, axis_name_, {}, {}};

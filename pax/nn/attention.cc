@@ -133,7 +133,7 @@ void AttentionProjection::setup() {
 
 Array AttentionProjection::fprop(const Array& x) const {
   const auto& hp = hparams<HParams>();
-  if (!hp.is_output_projection) return project_entered(enter_split(x, tensor_parallel()));
+  if (!hp.is_output_projection) return project_entered(enter_split(to_fprop_dtype(x), tensor_parallel()));
   const TensorParallelOptions& tp = tensor_parallel();
   const int64_t heads = local_heads(hp.num_heads, tp);
   PAX_CHECK(x.ndim() >= 2 && x.dim(-2) == heads && x.dim(-1) == hp.dim_per_head, "AttentionProjection '", path(),
@@ -293,9 +293,12 @@ Array DotProductAttention::dot_atten(const Array& q, const Array& k, const Array
     // attends to one key; log S: uniform over S keys).
     const Array p = stop_gradient(probs).astype(DType::f32);
     const Array plogp = where(p > 0.0, p * log(maximum(p, 1e-30)), zeros_like(p));
-    add_summary("attention_entropy", -mean(sum(plogp, -1)));
+    Array entropy = -mean(sum(plogp, -1));
+    // Under tp each process has its heads: the mean over all of them.
+    if (const TensorParallelOptions& tp = tensor_parallel(); tp.enabled()) entropy = lax::pmean(entropy, tp.axis);
+    add_summary("attention_entropy", entropy);
   }
-  probs = atten_dropout_->fprop(probs);
+  probs = atten_dropout_->fprop_split(probs);  // this process's heads under tp
   if (group == 1) return einsum("BNTS,BSNH->BTNH", probs, v);
   Array grouped = reshape(probs, {batch, kv_heads, group, time, source});  // (B, K, G, T, S)
   return reshape(einsum("BKGTS,BSKH->BTKGH", grouped, v), {batch, time, heads, h});
@@ -306,11 +309,12 @@ std::tuple<Array, Array, Array> DotProductAttention::project_qkv(const Array& qu
   if (!combined_qkv_) {
     // One enter_split per distinct input (self-attention: one for all three).
     const TensorParallelOptions& tp = tensor_parallel();
-    const Array q_in = enter_split(query_vec, tp);
-    const Array k_in = key_vec.id() == query_vec.id() ? q_in : enter_split(key_vec, tp);
+    // In fprop_dtype: the backward psum then moves bf16 under bf16 training.
+    const Array q_in = enter_split(to_fprop_dtype(query_vec), tp);
+    const Array k_in = key_vec.id() == query_vec.id() ? q_in : enter_split(to_fprop_dtype(key_vec), tp);
     const Array v_in = value_vec.id() == query_vec.id() ? q_in
                        : value_vec.id() == key_vec.id() ? k_in
-                                                        : enter_split(value_vec, tp);
+                                                        : enter_split(to_fprop_dtype(value_vec), tp);
     return {query_->project_entered(q_in), key_->project_entered(k_in), value_->project_entered(v_in)};
   }
   PAX_CHECK(query_vec.id() == key_vec.id() && query_vec.id() == value_vec.id(), "DotProductAttention '", path(),

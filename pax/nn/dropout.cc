@@ -12,14 +12,19 @@ void Dropout::setup() {
             hp.keep_prob);
 }
 
-Array Dropout::fprop(const Array& x) const {
+Array Dropout::fprop(const Array& x) const { return drop(x, false); }
+
+Array Dropout::fprop_split(const Array& x) const { return drop(x, true); }
+
+Array Dropout::drop(const Array& x, bool split) const {
   const auto& hp = hparams<HParams>();
   if (hp.deterministic || hp.keep_prob == 1.0 || !is_training()) return x;
   Shape noise = x.shape();
   for (int64_t d : normalize_axes(hp.noise_shape_broadcast_dims, x.ndim(), "Dropout noise_shape_broadcast_dims")) {
     noise[d] = 1;
   }
-  Array keep = random::bernoulli(next_prng_key("dropout"), hp.keep_prob, noise);
+  const Array key = next_prng_key("dropout");
+  Array keep = random::bernoulli(split ? key_of_this_part(key, tensor_parallel()) : key, hp.keep_prob, noise);
   Array scaled = x * (1.0 / hp.keep_prob);
   return where(broadcast_to(keep, x.shape()), scaled, zeros_like(x));
 }

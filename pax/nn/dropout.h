@@ -18,9 +18,17 @@ class Dropout : public Layer {
                 (deterministic, "Never drop, even in training."));
   };
   Array fprop(const Array& x) const override;
+  // Dropout of x, this process's part of an activation split over the mdl
+  // axis (tensor parallelism: a part of the heads or of the hidden width):
+  // its mask differs from the other parts' (nn/tensor_parallel.h,
+  // key_of_this_part); fprop's would repeat on every part.
+  Array fprop_split(const Array& x) const;
 
  protected:
   void setup() override;
+
+ private:
+  Array drop(const Array& x, bool split) const;
 };
 
 }  // namespace pax::nn

@@ -267,12 +267,10 @@ Array Layer::theta(const std::string& name) const {
     if (v.name == name && v.spec.collection == "params") {
       // A block of the weight under fsdp is gathered in fprop_dtype (half
       // the traffic in bf16) into this process's block under tp (the whole
-      // weight without it); a whole weight under tp (init_with) is cut.
+      // weight without it; a whole weight under tp is refused).
       const std::string what =
           std::string(type_name()) + " '" + path_ + "': params/" + (path_.empty() ? "" : path_ + "/") + name;
-      const TensorParallelOptions& tp = tensor_parallel();
-      if (mdl_split(v.spec, tp) && w.shape() == v.spec.shape) return mdl_block(w, v.spec, tp);
-      return fsdp_gather(w, mdl_local_shape(v.spec, tp, what), fsdp(), what);
+      return fsdp_gather(w, mdl_local_shape(v.spec, tensor_parallel(), what), fsdp(), what);
     }
   }
   return w;

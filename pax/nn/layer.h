@@ -247,7 +247,7 @@ Tree init_with(const L& layer, const Array& key, F&& call, const ApplyOptions& o
   ApplyOptions o = options;
   if (!o.rngs.count("dropout")) o.rngs["dropout"] = random_fold(key, 1);
   detail::ApplyScope scope(true, nullptr, o);
-  scope.create_variables(layer, key);
+  scope.create_variables(layer, key, o.fsdp, o.tp);
   call(layer);
   return scope.take_updates();
 }

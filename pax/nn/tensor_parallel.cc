@@ -8,6 +8,8 @@
 #include "pax/api/transforms.h"
 #include "pax/core/error.h"
 #include "pax/ops/lax.h"
+#include "pax/ops/numpy.h"
+#include "pax/ops/random.h"
 
 namespace pax::nn {
 
@@ -30,6 +32,8 @@ Shape mdl_local_shape(const WeightHParams& spec, const TensorParallelOptions& tp
 
 Array mdl_block(const Array& full, const WeightHParams& spec, const TensorParallelOptions& tp) {
   if (!mdl_split(spec, tp)) return full;
+  PAX_CHECK(full.shape() == spec.shape, "mdl_block: ", full.aval().str(), " is not the declared ", spec.shape);
+  mdl_local_shape(spec, tp, "mdl_block");  // checks the split
   const int64_t d = *spec.mdl_dim;
   const int64_t block = full.dim(d) / tp.size;
   Ints start(size_t(full.ndim()), 0), limit = full.shape().dims();
@@ -44,9 +48,22 @@ WeightHParams held_spec(const WeightHParams& spec, const TensorParallelOptions& 
   WeightHParams held = spec;
   held.shape = mdl_local_shape(spec, tp, what);
   const int64_t d = *spec.mdl_dim;
-  const bool nests = fsdp.enabled() && held.shape.numel() >= fsdp.min_elements && held.shape[d] % fsdp.size == 0;
+  PAX_CHECK(!spec.fsdp_dim || *spec.fsdp_dim == -1 || *spec.fsdp_dim == d, what, ": fsdp_dim ", *spec.fsdp_dim,
+            " differs from mdl_dim ", d,
+            "; under tensor parallelism the data axis splits a block along its mdl_dim "
+            "(set fsdp_dim to ",
+            d, " or -1, or leave it unset)");
+  const bool nests = fsdp.enabled() && spec.fsdp_dim != -1 && held.shape.numel() >= fsdp.min_elements &&
+                     held.shape[d] % fsdp.size == 0;
   held.fsdp_dim = nests ? d : -1;
   return held;
+}
+
+Array key_of_this_part(const Array& key, const TensorParallelOptions& tp) {
+  if (!tp.enabled()) return key;
+  const Array keys = random::split(key, tp.size);  // (size, 2)
+  const Array zero = scalar<int32_t>(0), me = lax::axis_index(tp.axis).astype(DType::i32);
+  return reshape(lax::dynamic_slice(keys, {me, zero}, {1, keys.dim(1)}), {keys.dim(1)});
 }
 
 Array enter_split(const Array& x, const std::string& axis) {

@@ -40,7 +40,7 @@ bool mdl_split(const WeightHParams& spec, const TensorParallelOptions& tp);
 // and the axis when the size does not divide it.
 Shape mdl_local_shape(const WeightHParams& spec, const TensorParallelOptions& tp, const std::string& what);
 // Block tp.index of `full` (of spec.shape) along spec.mdl_dim; `full` itself
-// when the variable is not split.
+// when the variable is not split. Throws when tp.size does not divide it.
 Array mdl_block(const Array& full, const WeightHParams& spec, const TensorParallelOptions& tp);
 // The declaration of what this process holds under tp: `spec` with the
 // local shape and, for a split variable, its fsdp split along the same
@@ -49,6 +49,13 @@ Array mdl_block(const Array& full, const WeightHParams& spec, const TensorParall
 // the two splits nest along one dimension.
 WeightHParams held_spec(const WeightHParams& spec, const TensorParallelOptions& tp, const FsdpOptions& fsdp,
                         const std::string& what);
+
+// The key of this process's part of a value split over tp.axis (dropout on
+// split activations, noise on split weights): one of tp.size keys split from
+// `key`, picked by the process's position on the axis (lax::axis_index, so
+// a vmap axis standing in for the processes picks per member); `key` itself
+// when tp is off.
+Array key_of_this_part(const Array& key, const TensorParallelOptions& tp);
 
 // Megatron's f: the identity forward, a psum over `axis` backward.
 Array enter_split(const Array& x, const std::string& axis);

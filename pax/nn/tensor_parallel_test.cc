@@ -9,6 +9,7 @@
 
 #include "pax/api/transforms.h"
 #include "pax/nn/attention.h"
+#include "pax/nn/dropout.h"
 #include "pax/nn/layer.h"
 #include "pax/nn/transformers.h"
 #include "pax/ops/numpy.h"
@@ -123,6 +124,35 @@ TEST(TensorParallel, SplitTransformerStackMatchesTheWholeOne) {
             << paths[i] << " member " << k;
       }
     }
+  }
+}
+
+// Dropout on whole activations draws one mask on every member (they compute
+// one model); on split activations each member's part draws its own.
+TEST(TensorParallel, DropoutOnASplitActivationDrawsPerPart) {
+  auto hp = tpl<Dropout>();
+  hp->keep_prob = 0.5;
+  auto drop = build<Dropout>(*hp);
+  const Array x = ones({2, 64}, DType::f32);  // the same part on both members
+  const Array members = zeros({2}, DType::f32);
+  for (bool split : {false, true}) {
+    auto member = [&](const Array&) {
+      return apply_with(
+                 *drop, Tree::dict(), [&](const Dropout& d) { return split ? d.fprop_split(x) : d.fprop(x); },
+                 ApplyOptions{.rngs = {{"dropout", random::key(7)}}, .train = true, .tp = mdl(2)})
+          .output;
+    };
+    const Array out = vmap(member, {.in_axes = {0}, .axis_name = "mdl"})(members);  // (2, 2, 64)
+    const Array first = squeeze(slice_along(out, 0, 0, 1), 0), second = squeeze(slice_along(out, 0, 1, 2), 0);
+    const double differing = sum(not_equal(first, second).astype(DType::f32)).item<double>();
+    if (split) {
+      EXPECT_GT(differing, 20) << "the parts drew one mask";
+    } else {
+      EXPECT_EQ(differing, 0) << "whole activations drew different masks";
+    }
+    const double kept = sum(first).item<double>() / 2.0;  // kept elements scaled by 2
+    EXPECT_GT(kept, 32) << split;
+    EXPECT_LT(kept, 96) << split;
   }
 }
 

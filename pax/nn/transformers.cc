@@ -100,7 +100,7 @@ Array TransformerFeedForward::fprop(const Array& inputs, const Array& paddings) 
   if (hp.norm_policy == "pre") x = norm_->fprop(x);
   Array h = ffn1_->fprop(x);  // (..., hidden_dims)
   if (keep.defined() && !hp.apply_padding_first) h = h * keep;
-  h = ffn2_->fprop(relu_dropout_->fprop(h));
+  h = ffn2_->fprop(relu_dropout_->fprop_split(h));  // this process's hidden width under tp
   if (keep.defined() && !hp.apply_padding_first) h = h * keep;
   if (hp.norm_policy == "post") h = norm_->fprop(h);
   h = residual_dropout_->fprop(h);

@@ -210,20 +210,17 @@ optim::GradientTransformation step_optimizer(const Learner& learner, const nn::F
                                              const nn::TensorParallelOptions& tp) {
   if (!fsdp.enabled() && !tp.enabled()) return learner.make_optimizer();
   const std::string type = learner.optimizer ? learner.optimizer->type_name() : "";
-  const std::string axes =
-      fsdp.enabled() ? "the mesh's data axis of " + std::to_string(fsdp.size) + " (fully sharded data parallelism)"
-                     : "the mesh's mdl axis of " + std::to_string(tp.size) + " (tensor parallelism)";
+  std::string axes;
+  if (fsdp.enabled())
+    axes = "the mesh's data axis of " + std::to_string(fsdp.size) + " (fully sharded data parallelism)";
+  if (tp.enabled())
+    axes +=
+        (axes.empty() ? "" : " and ") + ("the mesh's mdl axis of " + std::to_string(tp.size)) + " (tensor parallelism)";
   PAX_CHECK(type != "Adafactor" && type != "Lamb", "learner.optimizer: ", type,
             " computes statistics over whole tensors (factored moments, trust ratios), but with ", axes,
             " each process holds blocks of them; use Adam, Sgd, Lion, RmsProp or Adagrad, or a mesh whose data and "
             "mdl axes are 1 (replica axis for plain data parallelism)");
   return learner.make_optimizer_without_clipping();
-}
-
-// Which leaves of `held` are blocks of the leaf of `whole` at the same place
-// (empty when `whole` is None: nothing is split).
-std::vector<bool> split_mask(const Tree& held, const Tree& whole) {
-  return whole.is_none() ? std::vector<bool>{} : split_leaves(held, whole);
 }
 
 TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainStepOptions options)
@@ -254,11 +251,12 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
   // tell tp's blocks (None when not split).
   const Tree global_params = sharded ? global_state_shapes()["params"] : Tree();
   const Tree mdl_params = tp.enabled() ? state_shapes({}, tp)["params"] : global_params;
+  const std::vector<bool> mdl_split = tp.enabled() ? split_leaves(mdl_params, global_params) : std::vector<bool>{};
   // Losses are normalised before the gradient when the gradients come out
   // summed (several terms; blocks, whose gather's derivative sums them).
   const bool normalise = !axis.empty() && (terms.size() > 1 || sharded);
   auto step = [m, tx, terms, rules, vn, skip_nonfinite, max_norm, clip_norm, axis, replica_axis, summaries_on, fsdp, tp,
-               sharded, global_params, mdl_params,
+               sharded, mdl_params, mdl_split,
                normalise](const TrainState& state, const Tree& batch, const Array& key) {
     std::vector<std::string> collections = mutable_collections(state);
     std::optional<Array> loss_weight;  // set by aggregate_loss
@@ -267,7 +265,7 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
         random::fold_in(fsdp.enabled() ? random::fold_in(key, uint32_t(fsdp.index)) : key, kNoiseStream);
     auto loss_fn = [&](const Tree& params) {
       TrainState with_params = state;
-      with_params.params = vn.add_noise(params, state.step, noise_key);
+      with_params.params = vn.add_noise(params, state.step, noise_key, mdl_split, tp);
       nn::ApplyOptions options{.rngs = {{"dropout", key}},
                                .mutable_collections = collections,
                                .train = true,
@@ -288,8 +286,8 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
     auto [metrics, written] = aux;
     auto [updated_collections, summaries] = written;
     LeafSplits splits;
-    if (fsdp.enabled()) splits.data = split_mask(state.params, mdl_params), splits.data_axis = fsdp.axis;
-    if (tp.enabled()) splits.mdl = split_mask(mdl_params, global_params), splits.mdl_axis = tp.axis;
+    if (fsdp.enabled()) splits.data = split_leaves(state.params, mdl_params), splits.data_axis = fsdp.axis;
+    if (tp.enabled()) splits.mdl = mdl_split, splits.mdl_axis = tp.axis;
     if (!axis.empty()) {
       Reduced r =
           reduce_over(axis, loss_weight, rules, sharded ? Tree::dict() : grads, metrics, updated_collections, loss);

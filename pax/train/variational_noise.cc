@@ -46,7 +46,8 @@ std::vector<bool> VariationalNoise::selection(const Tree& params) const {
   return selected;
 }
 
-Tree VariationalNoise::add_noise(const Tree& params, const Array& step, const Array& key) const {
+Tree VariationalNoise::add_noise(const Tree& params, const Array& step, const Array& key,
+                                 const std::vector<bool>& split_over_tp, const nn::TensorParallelOptions& tp) const {
   if (!enabled()) return params;
   const std::vector<bool> selected = selection(params);
   const std::vector<Array> keys_of = random::split_keys(key, int64_t(selected.size()));
@@ -56,7 +57,10 @@ Tree VariationalNoise::add_noise(const Tree& params, const Array& step, const Ar
       [&](const Array& p) {
         const size_t leaf = i++;
         if (!selected[leaf]) return p;
-        const Array noise = random::normal(keys_of[leaf], p.shape(), p.dtype()) * vn_scale;
+        const bool split = leaf < split_over_tp.size() && split_over_tp[leaf];
+        const Array noise =
+            random::normal(split ? nn::key_of_this_part(keys_of[leaf], tp) : keys_of[leaf], p.shape(), p.dtype()) *
+            vn_scale;
         return where(on, p + noise.astype(p.dtype()), p);
       },
       params);

@@ -17,6 +17,7 @@
 
 #include "pax/config/hparams.h"
 #include "pax/core/tree.h"
+#include "pax/nn/tensor_parallel.h"
 
 namespace pax::train {
 
@@ -36,8 +37,11 @@ struct VariationalNoise : BaseHParams {
   // regex that matches no variable (listing a few paths).
   std::vector<bool> selection(const Tree& params) const;
   // `params` with noise where selected, when step >= vn_start_step (traced:
-  // `step` may be abstract). `key`: this step's noise key.
-  Tree add_noise(const Tree& params, const Array& step, const Array& key) const;
+  // `step` may be abstract). `key`: this step's noise key. Leaves marked in
+  // `split_over_tp` are this process's blocks of weights split over tp's
+  // axis: each block draws its own noise (nn::key_of_this_part).
+  Tree add_noise(const Tree& params, const Array& step, const Array& key, const std::vector<bool>& split_over_tp = {},
+                 const nn::TensorParallelOptions& tp = {}) const;
 };
 
 }  // namespace pax::train
