@@ -940,7 +940,10 @@ std::string mesh_summary(const ExperimentConfig& exp, const nn::BaseModel& model
     return tree_bytes(step.state_shapes(fsdp, tp));
   };
   const double whole = state_bytes({}, {});
-  const int64_t data = mesh_axis_size(t, "data"), mdl = mesh_axis_size(t, "mdl");
+  // A stage axis runs folded into data (check_mesh's suggestion): its figure.
+  const int64_t stage = mesh_axis_size(t, "stage");
+  const int64_t data = mesh_axis_size(t, "data") * stage, mdl = mesh_axis_size(t, "mdl");
+  if (stage > 1) s << "  (the train state below is for the stage axis folded into data: " << data << " on data)\n";
   if (data <= 1 && mdl <= 1) {
     s << "train state per process: " << format_bytes(whole)
       << " (parameters and optimizer state; the mesh's data and mdl axes are 1, so every process holds all of it)\n";

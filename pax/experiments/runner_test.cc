@@ -346,9 +346,11 @@ TEST(Runner, SeedPortsInspectAtFullSize) {
   const std::string pipeline =
       inspect_experiment(make_experiment("lm.C4SpmdPipelineGpt3SmallAdam64Replicas")->config());
   EXPECT_NE(pipeline.find("not runnable as set: the stage axis is 4, but pipeline parallelism"), std::string::npos);
-  // Its mdl axis of 4 splits the heads and widths (and data's 4 splits those blocks again).
+  // Its mdl axis of 4 splits the heads and widths, and data splits those
+  // blocks again: 16 with the stage axis folded in, as check_mesh suggests.
+  EXPECT_NE(pipeline.find("the stage axis folded into data: 16 on data"), std::string::npos) << pipeline;
   EXPECT_NE(pipeline.find("attention heads and feed-forward hidden widths split over the mdl axis of 4; split over "
-                          "the data axis of 4"),
+                          "the data axis of 16"),
             std::string::npos)
       << pipeline;
 }
