@@ -276,6 +276,22 @@ std::vector<double> expect_trained_alike(const std::string& one, const std::stri
   return evals;
 }
 
+// 2 processes stopped at step 10 (`first`) in `dir` and resumed (`full`):
+// the losses `got` of the uninterrupted run. With `copy_to`, the stopped
+// run is copied there before it resumes.
+void expect_resumes_alike(const Launcher& l, const std::string& dir, const std::vector<std::string>& first,
+                          const std::vector<std::string>& full, const std::map<int64_t, double>& got,
+                          const std::string& copy_to = "") {
+  auto [rc, out] = shell(paxcc_command(l, 2, dir, first), dir + ".log");
+  ASSERT_EQ(rc, 0) << out;
+  if (!copy_to.empty()) fs::copy(dir, copy_to, fs::copy_options::recursive);
+  std::tie(rc, out) = shell(paxcc_command(l, 2, dir, full), dir + ".log");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("at step 10"), std::string::npos) << out;
+  const auto resumed = train_losses(dir);
+  for (const auto& [step, loss] : got) EXPECT_EQ(resumed.at(step), loss) << "step " << step;
+}
+
 // Fully sharded data parallelism (the mesh's data axis of 2, every parameter
 // split): the same training as one process with the global batch, an eval
 // over sharded params in lockstep, a resume of the sharded state, and the
@@ -302,17 +318,9 @@ TEST(FullySharded, TwoProcessesMatchOneAndResume) {
   const std::vector<double> evals = expect_trained_alike(one, two, reference, out);
   ASSERT_EQ(evals.size(), 2u) << out;
 
-  // Stopped at 10 and resumed: the same losses as the uninterrupted run.
   std::vector<std::string> first = dual;
   first[0] = "train.num_train_steps=10";
-  std::tie(rc, out) = shell(paxcc_command(l, 2, halves, first), halves + ".log");
-  ASSERT_EQ(rc, 0) << out;
-  std::tie(rc, out) = shell(paxcc_command(l, 2, halves, dual), halves + ".log");
-  ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("at step 10"), std::string::npos) << out;
-  const auto resumed = train_losses(halves);
-  for (const auto& [step, loss] : got) EXPECT_EQ(resumed.at(step), loss) << "step " << step;
-
+  expect_resumes_alike(l, halves, first, dual, got);
   // One process evaluates the 2-process checkpoint.
   const RunResult evaluated = run_here(single, two, Mode::eval);
   EXPECT_NEAR(evaluated.eval_metrics.at("validation").at("log_pplx"), evals[1], 1e-5 * evals[1]);
@@ -358,19 +366,10 @@ TEST(TensorParallel, SplitHeadsAndWidthsMatchOneProcessAndResume) {
   const std::vector<double> evals = expect_trained_alike(one, two, reference, out);
   ASSERT_EQ(evals.size(), 2u) << out;
 
-  // Stopped at 10 and resumed: the same losses as the uninterrupted run.
   std::vector<std::string> first = dual;
   first[0] = "train.num_train_steps=10";
-  std::tie(rc, out) = shell(paxcc_command(l, 2, halves, first), halves + ".log");
-  ASSERT_EQ(rc, 0) << out;
-  const std::string moved = fresh_dir("tp_moved");
-  std::filesystem::copy(halves, moved, std::filesystem::copy_options::recursive);
-  std::tie(rc, out) = shell(paxcc_command(l, 2, halves, dual), halves + ".log");
-  ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("at step 10"), std::string::npos) << out;
-  const auto resumed = train_losses(halves);
-  for (const auto& [step, loss] : got) EXPECT_EQ(resumed.at(step), loss) << "step " << step;
-
+  const std::string moved = fresh_dir("tp_moved");  // the run stopped at 10, resumed on another mesh below
+  expect_resumes_alike(l, halves, first, dual, got, moved);
   // One process evaluates the 2-process checkpoint.
   const RunResult evaluated = run_here(single, two, Mode::eval);
   EXPECT_NEAR(evaluated.eval_metrics.at("validation").at("log_pplx"), evals[1], 1e-5 * evals[1]);
