@@ -689,7 +689,7 @@ class TrainingLoop {
       out_ << "params and optimizer state split over the data axis of " << fsdp.size
            << " processes (fully sharded): " << format_bytes(tree_bytes(state_.to_tree())) << " per process\n";
     if (const nn::TensorParallelOptions& tp = job_.sharding.tp; tp.enabled()) {
-      out_ << "attention heads and feed-forward hidden widths split over the mdl axis of " << tp.size
+      out_ << "attention heads, feed-forward hidden widths and vocabulary split over the mdl axis of " << tp.size
            << " processes (tensor parallel): " << format_bytes(tree_bytes(state_.to_tree()))
            << " of train state per process\n";
       const bool any_split = std::any_of(specs_.begin(), specs_.end(), [&](const auto& entry) {
@@ -698,7 +698,7 @@ class TrainingLoop {
       });
       if (!any_split)
         out_ << "warning: the mesh's mdl axis is " << tp.size << " but " << job_.model->type_name()
-             << " splits no weight over it (attention and feed-forward layers do): its " << tp.size
+             << " splits no weight over it (attention, feed-forward and embedding layers do): its " << tp.size
              << " processes compute the same thing; put them on the data axis instead\n";
     }
     if (stopper_.should_stop) {  // the restored run had already stopped early: nothing more to train
@@ -954,7 +954,10 @@ std::string mesh_summary(const ExperimentConfig& exp, const nn::BaseModel& model
         state_bytes({.axis = "data", .size = data, .min_elements = t.fsdp_min_elements}, {.axis = "mdl", .size = mdl});
     s << "train state per process: " << format_bytes(mine) << " of " << format_bytes(whole)
       << " (parameters and optimizer state";
-    if (mdl > 1) s << "; attention heads and feed-forward hidden widths split over the mdl axis of " << mdl;
+    if (mdl > 1)
+      s << "; attention heads, feed-forward hidden widths and (where it divides) the vocabulary split over the mdl "
+           "axis of "
+        << mdl;
     if (data > 1)
       s << "; split over the data axis of " << data << ": fully sharded; small arrays and arrays no dimension of which "
         << data << " divides stay whole"

@@ -349,8 +349,8 @@ TEST(Runner, SeedPortsInspectAtFullSize) {
   // Its mdl axis of 4 splits the heads and widths, and data splits those
   // blocks again: 16 with the stage axis folded in, as check_mesh suggests.
   EXPECT_NE(pipeline.find("the stage axis folded into data: 16 on data"), std::string::npos) << pipeline;
-  EXPECT_NE(pipeline.find("attention heads and feed-forward hidden widths split over the mdl axis of 4; split over "
-                          "the data axis of 16"),
+  EXPECT_NE(pipeline.find("attention heads, feed-forward hidden widths and (where it divides) the vocabulary split "
+                          "over the mdl axis of 4; split over the data axis of 16"),
             std::string::npos)
       << pipeline;
 }

@@ -12,12 +12,15 @@ namespace pax::nn {
 
 namespace {
 
-// A (rows, depth) table whose depth axis is the fan-in (see the header).
+// A (rows, depth) table whose depth axis is the fan-in (see the header); its
+// rows split over mdl under tensor parallelism where the axis divides them.
 WeightHParams table_spec(int64_t rows, int64_t depth) {
   WeightHParams w;
   w.shape = Shape{rows, depth};
   w.fan_in_axes = {1};
   w.fan_out_axes = {0};
+  w.mdl_dim = 0;
+  w.mdl_split_if_divisible = true;
   return w;
 }
 
@@ -64,18 +67,42 @@ void Embedding::setup() {
 Array Embedding::emb_lookup(const Array& ids) const {
   const auto& hp = hparams<HParams>();
   check_ids(*this, ids, "ids");
-  Array embs = gather_rows(theta("emb_var"), ids);  // (..., D)
+  const Array table = theta("emb_var");  // (N, D), or this process's N / mdl rows
+  Array embs;                            // (..., D)
+  if (table.dim(0) == hp.num_classes) {
+    embs = gather_rows(table, ids);
+  } else {
+    // Rows split over mdl: each process looks up the ids in its rows (zeros
+    // elsewhere), and the parts are summed. Ids are clamped first, as whole.
+    const TensorParallelOptions& tp = tensor_parallel();
+    const int64_t rows = table.dim(0);
+    const Array clamped = clip(ids.astype(DType::i32), 0, int32_t(hp.num_classes - 1));
+    const Array local = clamped - lax::axis_index(tp.axis).astype(DType::i32) * int32_t(rows);
+    const Array mine = logical_and(local >= 0, local < int32_t(rows));
+    const Array part = gather_rows(table, local);  // clipped outside this process's rows
+    embs = leave_split(where(expand_dims(mine, {-1}), part, zeros_like(part)), tp);
+  }
   if (hp.scale_sqrt_depth) embs = embs * std::sqrt(double(hp.input_dims));
   return embs;
 }
 
-// x @ table^T without materialising the transpose: (..., D) -> (..., N).
-Array Embedding::attend(const Array& x) const {
+Array Embedding::attend(const Array& x) const { return whole_logits(attend_part(x)); }
+
+// x @ table^T without materialising the transpose: (..., D) -> (..., N), or
+// (..., N / mdl) for this process's rows of a table split over mdl.
+Array Embedding::attend_part(const Array& x) const {
   const auto& hp = hparams<HParams>();
   const Array xf = to_fprop_dtype(x);
   PAX_CHECK(xf.ndim() >= 1 && xf.dim(-1) == hp.input_dims && is_floating(xf.dtype()), type_name(), " '", path(),
             "': input ", x.aval().str(), " must be floating and end in input_dims = ", hp.input_dims);
-  return lax::dot_general(xf, theta("emb_var"), {{xf.ndim() - 1}, {1}, {}, {}});
+  const Array table = theta("emb_var");
+  const Array input = table.dim(0) == hp.num_classes ? xf : enter_split(xf, tensor_parallel());
+  return lax::dot_general(input, table, {{xf.ndim() - 1}, {1}, {}, {}});
+}
+
+Array Embedding::whole_logits(const Array& part) const {
+  const auto& hp = hparams<HParams>();
+  return part.dim(-1) == hp.num_classes ? part : gather_parts(part, part.ndim() - 1, tensor_parallel());
 }
 
 // ---------------------------------------------------------------------------
@@ -90,14 +117,17 @@ void SharedEmbeddingSoftmax::setup() {
     WeightHParams bias;
     bias.shape = Shape{hp.num_classes};
     bias.init = WeightInit::constant(0.0);
+    bias.mdl_dim = 0;  // split with the table's rows
+    bias.mdl_split_if_divisible = true;
     create_variable("bias", bias);
   }
 }
 
 Array SharedEmbeddingSoftmax::get_logits(const Array& x) const {
   const auto& hp = hparams<HParams>();
-  Array logits = attend(x);  // (..., N)
+  Array logits = attend_part(x);  // (..., N), or this process's N / mdl under tp
   if (hp.has_bias) logits = logits + theta("bias");
+  logits = whole_logits(logits);  // (..., N)
   if (hp.soft_cap_logits > 0) logits = tanh(logits / hp.soft_cap_logits) * hp.soft_cap_logits;
   return logits;
 }

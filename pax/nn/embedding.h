@@ -41,6 +41,11 @@ class Embedding : public Layer {
 
  protected:
   void setup() override;
+  // Under tensor parallelism the table's rows split over mdl where the axis
+  // size divides num_classes (nn/tensor_parallel.h): attend_part gives this
+  // process's logits, whole_logits gathers them (the identity when whole).
+  Array attend_part(const Array& x) const;
+  Array whole_logits(const Array& part) const;
 };
 
 // An Embedding whose table also produces logits (tied input and output

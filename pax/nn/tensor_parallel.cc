@@ -14,7 +14,9 @@
 namespace pax::nn {
 
 bool mdl_split(const WeightHParams& spec, const TensorParallelOptions& tp) {
-  return tp.enabled() && spec.mdl_dim.has_value();
+  if (!tp.enabled() || !spec.mdl_dim) return false;
+  const int64_t d = *spec.mdl_dim;
+  return !spec.mdl_split_if_divisible || (d >= 0 && d < spec.shape.rank() && spec.shape[d] % tp.size == 0);
 }
 
 Shape mdl_local_shape(const WeightHParams& spec, const TensorParallelOptions& tp, const std::string& what) {
@@ -64,6 +66,25 @@ Array key_of_this_part(const Array& key, const TensorParallelOptions& tp) {
   const Array keys = random::split(key, tp.size);  // (size, 2)
   const Array zero = scalar<int32_t>(0), me = lax::axis_index(tp.axis).astype(DType::i32);
   return reshape(lax::dynamic_slice(keys, {me, zero}, {1, keys.dim(1)}), {keys.dim(1)});
+}
+
+Array gather_parts(const Array& part, int64_t dim, const TensorParallelOptions& tp) {
+  if (!tp.enabled()) return part;
+  const std::string axis = tp.axis;
+  const auto g =
+      custom_vjp([axis, dim](const Array& v) { return lax::all_gather(v, axis, dim, /*tiled=*/true); },
+                 [axis, dim](const Array& v) {
+                   return std::make_pair(lax::all_gather(v, axis, dim, /*tiled=*/true), std::vector<Array>{});
+                 },
+                 [axis, dim, n = part.dim(dim)](const std::vector<Array>&, const Array& ct) {
+                   std::vector<Array> start(size_t(ct.ndim()), scalar<int32_t>(0));
+                   start[size_t(dim)] = lax::axis_index(axis).astype(DType::i32) * int32_t(n);
+                   Ints sizes = ct.shape().dims();
+                   sizes[size_t(dim)] = n;
+                   return lax::dynamic_slice(ct, start, sizes);
+                 },
+                 "gather_parts");
+  return g(part);
 }
 
 Array enter_split(const Array& x, const std::string& axis) {

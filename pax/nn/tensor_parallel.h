@@ -57,6 +57,12 @@ WeightHParams held_spec(const WeightHParams& spec, const TensorParallelOptions& 
 // when tp is off.
 Array key_of_this_part(const Array& key, const TensorParallelOptions& tp);
 
+// The whole of a value split over tp.axis along `dim` on every process: an
+// all_gather forward; backward, this process's part of the cotangent (every
+// process holds the whole cotangent already, as for leave_split). `part`
+// itself when tp is off.
+Array gather_parts(const Array& part, int64_t dim, const TensorParallelOptions& tp);
+
 // Megatron's f: the identity forward, a psum over `axis` backward.
 Array enter_split(const Array& x, const std::string& axis);
 // Megatron's g: a psum over `axis` forward, the identity backward.

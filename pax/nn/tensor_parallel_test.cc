@@ -10,6 +10,7 @@
 #include "pax/api/transforms.h"
 #include "pax/nn/attention.h"
 #include "pax/nn/dropout.h"
+#include "pax/nn/embedding.h"
 #include "pax/nn/layer.h"
 #include "pax/nn/transformers.h"
 #include "pax/ops/numpy.h"
@@ -122,6 +123,58 @@ TEST(TensorParallel, SplitTransformerStackMatchesTheWholeOne) {
         const Array mine = squeeze(slice_along(g_blocks[i], 0, k, k + 1), 0);
         EXPECT_TRUE(testing::all_close(mine, block_of(g_full[i], mine_blocks[i], members, k), 1e-10, 1e-10))
             << paths[i] << " member " << k;
+      }
+    }
+  }
+}
+
+// A tied embedding and softmax whose table rows (and bias) split over mdl:
+// lookups and logits as the whole table's, and the gradients of each
+// member's rows; a vocabulary the axis does not divide stays whole.
+TEST(TensorParallel, SplitVocabularyMatchesTheWholeTable) {
+  const int64_t members = 2;
+  for (int64_t classes : {8, 7}) {
+    SCOPED_TRACE(classes);
+    auto hp = tpl<SharedEmbeddingSoftmax>();
+    hp->num_classes = classes;
+    hp->input_dims = 4;
+    hp->dtype = hp->fprop_dtype = DType::f64;
+    auto sm = build<SharedEmbeddingSoftmax>(*hp);
+    const Tree full = init(*sm, random::key(4));
+    // The bias is drawn as zeros: make it count.
+    Tree whole = full;
+    whole["params"].set("bias", testing::random_array({classes}, DType::f64, 9));
+    std::vector<Tree> blocks;
+    for (int64_t k = 0; k < members; ++k) {
+      Tree b = init_sharded(*sm, random::key(4), {}, mdl(members, k));
+      const Array bias = whole["params"]["bias"].leaf();
+      b["params"].set("bias", classes % members ? bias : slice_along(bias, 0, k * classes / 2, (k + 1) * classes / 2));
+      blocks.push_back(b);
+    }
+    const int64_t split_rows = tree_leaves(blocks[0])[1].dim(0);
+    EXPECT_EQ(split_rows, classes % members ? classes : classes / members);
+    const Array ids = array<int32_t>({0, 3, 7, 5, 9, -1}, Shape{2, 3});  // 9 and -1 are clamped
+    auto forward = [&](const SharedEmbeddingSoftmax& l) { return l.get_logits(l.emb_lookup(ids)); };
+    auto member_out = [&](const Tree& vars) {
+      return apply_with(*sm, vars, forward, ApplyOptions{.tp = mdl(members)}).output;
+    };
+    const Array want = apply_with(*sm, whole, forward).output;  // (2, 3, classes)
+    const Tree stacked = train::stack_forest(blocks);
+    const Array outs = vmap(member_out, {.in_axes = {0}, .axis_name = "mdl"})(stacked);
+    for (int64_t k = 0; k < members; ++k)
+      EXPECT_TRUE(testing::all_close(squeeze(slice_along(outs, 0, k, k + 1), 0), want, 1e-12, 1e-12)) << k;
+    auto split_loss = [&](const Tree& vars) {
+      return sum(square(vmap(member_out, {.in_axes = {0}, .axis_name = "mdl"})(vars)));
+    };
+    auto full_loss = [&](const Tree& vars) { return sum(square(apply_with(*sm, vars, forward).output)); };
+    const std::vector<Array> g_blocks = tree_leaves(grad(split_loss)(stacked));
+    const std::vector<Array> g_full = tree_leaves(grad(full_loss)(whole));
+    for (int64_t k = 0; k < members; ++k) {
+      const std::vector<Array> mine_blocks = tree_leaves(blocks[size_t(k)]);
+      for (size_t i = 0; i < g_full.size(); ++i) {
+        const Array mine = squeeze(slice_along(g_blocks[i], 0, k, k + 1), 0);
+        EXPECT_TRUE(testing::all_close(mine, block_of(g_full[i], mine_blocks[i], members, k), 1e-10, 1e-10))
+            << i << " member " << k;
       }
     }
   }

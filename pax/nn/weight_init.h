@@ -85,6 +85,9 @@ struct WeightHParams {
   // further over the data axis (fsdp) along the same dimension, where it
   // divides, and otherwise kept whole there.
   std::optional<int64_t> mdl_dim = {};
+  // Split over mdl only where the axis size divides shape[mdl_dim]; whole
+  // otherwise (a vocabulary of any size), instead of an error.
+  bool mdl_split_if_divisible = false;
 };
 
 // (fan_in, fan_out) of a weight shape.
