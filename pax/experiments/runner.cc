@@ -170,30 +170,29 @@ struct Job {
   }
 };
 
-// The process count a checkpoint was written with (1 before it was recorded).
-int64_t saved_process_count(const train::CheckpointItems& items) {
-  auto it = items.json.find(kProcessesItem);
-  if (it == items.json.end()) return 1;
-  const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-  PAX_CHECK(j.is_object() && j.contains("process_count") && j["process_count"].is_number_integer(), "the checkpoint's ",
-            kProcessesItem, ".json is not {\"process_count\": N}: ", it->second);
-  return j["process_count"].get<int64_t>();
-}
+// The processes a checkpoint was written by and the input shards they read
+// (1 and 1 before they were recorded; the process count before the shards
+// were: every process read its own).
+struct SavedProcesses {
+  int64_t count = 1;
+  int64_t data_shards = 1;
+};
 
-// The input shards a checkpoint was written with (its process count before
-// they were recorded: every process read its own).
-int64_t saved_data_shards(const train::CheckpointItems& items) {
+SavedProcesses saved_processes(const train::CheckpointItems& items) {
   auto it = items.json.find(kProcessesItem);
-  if (it == items.json.end()) return 1;
+  if (it == items.json.end()) return {};
   const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("data_shards")) return saved_process_count(items);
-  PAX_CHECK(j["data_shards"].is_number_integer(), "the checkpoint's ", kProcessesItem,
-            ".json has a data_shards that is not an integer: ", it->second);
-  return j["data_shards"].get<int64_t>();
+  const bool shards = j.is_object() && j.contains("data_shards");
+  PAX_CHECK(j.is_object() && j.contains("process_count") && j["process_count"].is_number_integer() &&
+                (!shards || j["data_shards"].is_number_integer()),
+            "the checkpoint's ", kProcessesItem,
+            ".json is not {\"process_count\": N, \"data_shards\": K}: ", it->second);
+  const int64_t count = j["process_count"].get<int64_t>();
+  return {count, shards ? j["data_shards"].get<int64_t>() : count};
 }
 
 void check_process_count(const train::CheckpointItems& items, int64_t step, const std::string& dir, int processes) {
-  const int64_t saved = saved_process_count(items);
+  const int64_t saved = saved_processes(items).count;
   PAX_CHECK(saved == processes, "the checkpoint of step ", step, " in ", dir, " was written by ", saved,
             " process(es) but this run has ", processes, "; resume it with ",
             saved == 1 ? std::string("a single process") : "mpirun -np " + std::to_string(saved),
@@ -388,10 +387,11 @@ std::optional<int64_t> restore_for_training(const Job& job, std::optional<train:
     train::CheckpointItems items = sharded ? mgr->restore_sharded(latest, targets, {{kTrainStateItem, specs}})
                                            : mgr->restore(latest, targets);
     const Tree& saved_inputs = items.trees.at(kInputStateItem);
-    const int64_t saved = saved_process_count(items);
+    const SavedProcesses saved_by = saved_processes(items);
+    const int64_t saved = saved_by.count;
     // The same processes reading the same shards (a mesh that moves
     // processes between data and mdl changes the shards, not the count).
-    if (saved == job.processes && saved_data_shards(items) == job.data_shards) {
+    if (saved == job.processes && saved_by.data_shards == job.data_shards) {
       check_input_state(saved_inputs, input_state);
       input_state = saved_inputs;
     } else {
@@ -405,8 +405,8 @@ std::optional<int64_t> restore_for_training(const Job& job, std::optional<train:
       resharded = input.reshard_state(host0);
       if (!resharded) {
         check_process_count(items, latest, mgr->directory(), job.processes);
-        PAX_CHECK(saved_data_shards(items) == job.data_shards, "the checkpoint of step ", latest, " in ",
-                  mgr->directory(), " was written by processes reading ", saved_data_shards(items),
+        PAX_CHECK(saved_by.data_shards == job.data_shards, "the checkpoint of step ", latest, " in ", mgr->directory(),
+                  " was written by processes reading ", saved_by.data_shards,
                   " input shard(s) but this run's mesh reads ", job.data_shards,
                   "; resume it with the mesh it was written with (this input's position cannot be divided so)");
       }

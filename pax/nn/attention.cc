@@ -274,13 +274,7 @@ Array DotProductAttention::dot_atten(const Array& q, const Array& k, const Array
     // A mask per head, of every head: this process's heads under tp.
     const TensorParallelOptions& tp = tensor_parallel();
     Array mask = atten_mask;
-    if (tp.enabled() && mask.dim(1) == hp.num_heads) {
-      // This process's position on the axis (a vmap axis standing in for it too).
-      const Array zero = scalar<int32_t>(0), first = lax::axis_index(tp.axis).astype(DType::i32) * int32_t(heads);
-      Ints sizes = mask.shape().dims();
-      sizes[1] = heads;
-      mask = lax::dynamic_slice(mask, {zero, first, zero, zero}, sizes);
-    }
+    if (tp.enabled() && mask.dim(1) == hp.num_heads) mask = part_of(mask, 1, tp);
     // Half the large negative number of the mask's dtype, or of f32 for an
     // f64 mask, which may hold the f32 value of the mask helpers.
     const DType md = mask.dtype() == DType::f64 ? DType::f32 : mask.dtype();

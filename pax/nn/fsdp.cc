@@ -26,13 +26,16 @@ int64_t fsdp_split_dim(const WeightHParams& spec, const FsdpOptions& fsdp, const
   return best;
 }
 
-Array fsdp_block(const Array& full, int64_t dim, const FsdpOptions& fsdp) {
-  if (dim < 0) return full;
-  const int64_t block = full.dim(dim) / fsdp.size;
+Array block_along(const Array& full, int64_t dim, int64_t count, int64_t index) {
+  const int64_t block = full.dim(dim) / count;
   Ints start(size_t(full.ndim()), 0), limit = full.shape().dims();
-  start[size_t(dim)] = fsdp.index * block;
-  limit[size_t(dim)] = (fsdp.index + 1) * block;
+  start[size_t(dim)] = index * block;
+  limit[size_t(dim)] = (index + 1) * block;
   return lax::slice(full, start, limit);
+}
+
+Array fsdp_block(const Array& full, int64_t dim, const FsdpOptions& fsdp) {
+  return dim < 0 ? full : block_along(full, dim, fsdp.size, fsdp.index);
 }
 
 Array fsdp_gather(const Array& block, const Shape& declared, const FsdpOptions& fsdp, const std::string& what) {

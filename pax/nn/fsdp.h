@@ -34,7 +34,9 @@ struct FsdpOptions {
 // at least min_elements.
 int64_t fsdp_split_dim(const WeightHParams& spec, const FsdpOptions& fsdp, const std::string& what);
 
-// Block fsdp.index of `full` along `dim`.
+// Block `index` of `count` equal blocks of `full` along `dim`.
+Array block_along(const Array& full, int64_t dim, int64_t count, int64_t index);
+// Block fsdp.index of `full` along `dim` (`full` when dim < 0).
 Array fsdp_block(const Array& full, int64_t dim, const FsdpOptions& fsdp);
 
 // The declared weight from this process's block: the one dimension where

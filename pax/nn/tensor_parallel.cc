@@ -36,12 +36,7 @@ Array mdl_block(const Array& full, const WeightHParams& spec, const TensorParall
   if (!mdl_split(spec, tp)) return full;
   PAX_CHECK(full.shape() == spec.shape, "mdl_block: ", full.aval().str(), " is not the declared ", spec.shape);
   mdl_local_shape(spec, tp, "mdl_block");  // checks the split
-  const int64_t d = *spec.mdl_dim;
-  const int64_t block = full.dim(d) / tp.size;
-  Ints start(size_t(full.ndim()), 0), limit = full.shape().dims();
-  start[size_t(d)] = tp.index * block;
-  limit[size_t(d)] = (tp.index + 1) * block;
-  return lax::slice(full, start, limit);
+  return block_along(full, *spec.mdl_dim, tp.size, tp.index);
 }
 
 WeightHParams held_spec(const WeightHParams& spec, const TensorParallelOptions& tp, const FsdpOptions& fsdp,
@@ -61,29 +56,30 @@ WeightHParams held_spec(const WeightHParams& spec, const TensorParallelOptions& 
   return held;
 }
 
+Array part_of(const Array& whole, int64_t dim, const TensorParallelOptions& tp) {
+  if (!tp.enabled()) return whole;
+  const int64_t n = whole.dim(dim) / tp.size;
+  std::vector<Array> start(size_t(whole.ndim()), scalar<int32_t>(0));
+  start[size_t(dim)] = lax::axis_index(tp.axis).astype(DType::i32) * int32_t(n);
+  Ints sizes = whole.shape().dims();
+  sizes[size_t(dim)] = n;
+  return lax::dynamic_slice(whole, start, sizes);
+}
+
 Array key_of_this_part(const Array& key, const TensorParallelOptions& tp) {
   if (!tp.enabled()) return key;
-  const Array keys = random::split(key, tp.size);  // (size, 2)
-  const Array zero = scalar<int32_t>(0), me = lax::axis_index(tp.axis).astype(DType::i32);
-  return reshape(lax::dynamic_slice(keys, {me, zero}, {1, keys.dim(1)}), {keys.dim(1)});
+  return squeeze(part_of(random::split(key, tp.size), 0, tp), 0);  // one of (size, 2)
 }
 
 Array gather_parts(const Array& part, int64_t dim, const TensorParallelOptions& tp) {
   if (!tp.enabled()) return part;
   const std::string axis = tp.axis;
-  const auto g =
-      custom_vjp([axis, dim](const Array& v) { return lax::all_gather(v, axis, dim, /*tiled=*/true); },
-                 [axis, dim](const Array& v) {
-                   return std::make_pair(lax::all_gather(v, axis, dim, /*tiled=*/true), std::vector<Array>{});
-                 },
-                 [axis, dim, n = part.dim(dim)](const std::vector<Array>&, const Array& ct) {
-                   std::vector<Array> start(size_t(ct.ndim()), scalar<int32_t>(0));
-                   start[size_t(dim)] = lax::axis_index(axis).astype(DType::i32) * int32_t(n);
-                   Ints sizes = ct.shape().dims();
-                   sizes[size_t(dim)] = n;
-                   return lax::dynamic_slice(ct, start, sizes);
-                 },
-                 "gather_parts");
+  const auto g = custom_vjp(
+      [axis, dim](const Array& v) { return lax::all_gather(v, axis, dim, /*tiled=*/true); },
+      [axis, dim](const Array& v) {
+        return std::make_pair(lax::all_gather(v, axis, dim, /*tiled=*/true), std::vector<Array>{});
+      },
+      [tp, dim](const std::vector<Array>&, const Array& ct) { return part_of(ct, dim, tp); }, "gather_parts");
   return g(part);
 }
 

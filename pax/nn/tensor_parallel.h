@@ -50,6 +50,11 @@ Array mdl_block(const Array& full, const WeightHParams& spec, const TensorParall
 WeightHParams held_spec(const WeightHParams& spec, const TensorParallelOptions& tp, const FsdpOptions& fsdp,
                         const std::string& what);
 
+// This process's part of `whole` along `dim` (tp.size equal parts), picked
+// by its position on tp.axis (lax::axis_index, so that a vmap axis standing
+// in for the processes picks per member); `whole` when tp is off.
+Array part_of(const Array& whole, int64_t dim, const TensorParallelOptions& tp);
+
 // The key of this process's part of a value split over tp.axis (dropout on
 // split activations, noise on split weights): one of tp.size keys split from
 // `key`, picked by the process's position on the axis (lax::axis_index, so

@@ -293,10 +293,10 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
           reduce_over(axis, loss_weight, rules, sharded ? Tree::dict() : grads, metrics, updated_collections, loss);
       // fsdp's blocks come summed over its axis; the rest of the sum is here
       // (tp's blocks are summed over the batch axes like whole arrays).
-      if (sharded) {
-        const std::vector<bool> gathered = fsdp.enabled() ? splits.data
-                                                          : std::vector<bool>(tree_leaves(grads).size(), false);
-        grads = psum_leaves(psum_leaves(grads, gathered, false, axis), gathered, true, replica_axis);
+      if (fsdp.enabled()) {
+        grads = psum_leaves(psum_leaves(grads, splits.data, false, axis), splits.data, true, replica_axis);
+      } else if (tp.enabled()) {
+        grads = dist::psum(grads, axis, kGradientBucketBytes);  // normalised already
       } else {
         grads = r.grads;
       }
@@ -363,10 +363,9 @@ TrainState TrainStep::init_state(const Array& key) const {
   const nn::BaseModel& model = model_;
   const nn::FsdpOptions fsdp = fsdp_;
   const nn::TensorParallelOptions tp = tp_;
-  Tree variables = fsdp_.enabled() || tp_.enabled()
-                       ? jit([&model, fsdp, tp](const Array& k) { return nn::init_sharded(model, k, fsdp, tp); },
-                             {.name = "init_sharded"})(key)
-                       : nn::init(model_, key);
+  Tree variables = sharded() ? jit([&model, fsdp, tp](const Array& k) { return nn::init_sharded(model, k, fsdp, tp); },
+                                   {.name = "init_sharded"})(key)
+                             : nn::init(model_, key);
   Tree params = variables.contains("params") ? variables["params"] : Tree::dict();
   if (vn_.enabled()) vn_.selection(params);  // a regex that selects nothing fails before training
   Tree extra = Tree::dict();

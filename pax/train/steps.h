@@ -91,6 +91,8 @@ class TrainStep {
   Tree state_shapes(const nn::FsdpOptions& fsdp, const nn::TensorParallelOptions& tp) const;
   const nn::FsdpOptions& fsdp() const { return fsdp_; }
   const nn::TensorParallelOptions& tp() const { return tp_; }
+  // Whether the params are held as blocks (fsdp or tp on).
+  bool sharded() const { return fsdp_.enabled() || tp_.enabled(); }
   // One step on `batch` with dropout keys from `key`. Pass the state with
   // std::move: its buffers are reused for the new state.
   std::pair<TrainState, Tree> operator()(TrainState state, const Tree& batch, const Array& key) const;
