@@ -283,6 +283,13 @@ TEST(CustomVjp, VmapKeepsTheUserBackwardPass) {
   // Each member's cotangent of x is the sum over members (111), and the
   // three members' summed: 333.
   EXPECT_TRUE(all_close(grad(members)(x), {333, 333}));
+  // x unbatched (the same array on every member, not a copy per member):
+  // enter's bwd still runs under the axis, so its psum binds.
+  auto shared = [&](const Array& v) {
+    return sum(vmap([&](const Array& s, const Array& xi) { return sum(enter(xi) * s); },
+                    {.in_axes = {0, std::nullopt}, .axis_name = "m"})(scales, v));
+  };
+  EXPECT_TRUE(all_close(grad(shared)(x), {333, 333}));
 }
 
 }  // namespace
@@ -302,6 +309,41 @@ TEST(Collectives, AllGatherIsDifferentiable) {
   };
   EXPECT_TRUE(testing::all_close(grad(f)(x), w * 3.0, 1e-12));
   EXPECT_TRUE(testing::check_vjp([&](const std::vector<Array>& a) { return f(a[0]); }, {x}));
+}
+
+// An all_gather over an outer vmap axis inside an inner one gathers per
+// element of the inner axis, at any position of the inner batch dimension,
+// tiled or not.
+TEST(Collectives, AllGatherOverAnOuterAxisInsideAnInnerVmap) {
+  const Array x = testing::random_array({2, 3, 4}, DType::f64, 7);  // (outer "a", inner "b", 4)
+  for (bool tiled : {false, true}) {
+    for (int64_t axis : {0, 1}) {
+      SCOPED_TRACE(::testing::Message() << "tiled " << tiled << ", axis " << axis);
+      auto member = [&](const Array& xi) {  // (4,) -> (2, 4) / (8,) or (4, 2)
+        const Array row = axis == 0 ? xi : reshape(xi, {4, 1});
+        return lax::all_gather(row, "a", axis, tiled);
+      };
+      for (int64_t inner_axis : {0, 1}) {
+        auto inner = [&](const Array& xa) {
+          return vmap(member, {.in_axes = {inner_axis == 0 ? 0 : 1}, .out_axes = {0}, .axis_name = "b"})(
+              inner_axis == 0 ? xa : transpose(xa));
+        };
+        const Array out = vmap(inner, {.in_axes = {0}, .axis_name = "a"})(x);  // (a, b, ...)
+        for (int64_t i = 0; i < 2; ++i) {
+          for (int64_t j = 0; j < 3; ++j) {
+            std::vector<Array> rows;
+            for (int64_t k = 0; k < 2; ++k) {
+              const Array r = reshape(slice_along(slice_along(x, 0, k, k + 1), 1, j, j + 1), {4});
+              rows.push_back(axis == 0 ? r : reshape(r, {4, 1}));
+            }
+            const Array want = tiled ? concatenate(rows, axis) : stack(rows, axis);
+            const Array got = reshape(slice_along(slice_along(out, 0, i, i + 1), 1, j, j + 1), want.shape().dims());
+            EXPECT_TRUE(testing::all_close(got, want, 0, 0)) << i << " " << j << " inner axis " << inner_axis;
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

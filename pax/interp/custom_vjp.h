@@ -28,6 +28,15 @@ class CustomVjpRule : public ParamObject {
   // call is not differentiated); null when fn was not traced.
   JaxprPtr jaxpr;
   std::string name = "custom_vjp";
+  // The named vmap axes fn, fwd and bwd are batched over already. A call
+  // goes to every other named vmap level above it, even with inputs that
+  // level does not batch, so that a collective over that axis in bwd binds.
+  std::vector<std::string> batched_axes;
+  bool batched_over(const std::string& axis) const {
+    for (const std::string& a : batched_axes)
+      if (a == axis) return true;
+    return false;
+  }
   std::string str() const override { return name; }
 };
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "pax/core/error.h"
+#include "pax/interp/custom_vjp.h"
 #include "pax/interp/process_axis.h"
 
 namespace pax {
@@ -80,6 +81,18 @@ Trace* find_top_trace(Prim prim, std::span<const Array> inputs, const Params& pa
         if (!top || levels[i]->level() > top->level()) top = levels[i];
         break;
       }
+    }
+  }
+  // A custom_vjp_call goes to the innermost named vmap level it is not
+  // batched over yet (interp/custom_vjp.h).
+  if (prim == Prim::custom_vjp_call) {
+    const auto rule = params.object<CustomVjpRule>("rule");
+    const std::vector<Trace*>& levels = stack().levels;
+    for (size_t i = levels.size(); i-- > 0;) {
+      const std::string* axis = levels[i]->axis_name();
+      if (!axis || rule->batched_over(*axis)) continue;
+      if (!top || levels[i]->level() > top->level()) top = levels[i];
+      break;
     }
   }
   Trace* dyn = dynamic_trace();

@@ -43,8 +43,13 @@ std::vector<Array> VmapTrace::process(Prim prim, std::span<const Array> inputs, 
     bdims.push_back(d);
     any = any || d >= 0;
   }
-  // Collectives over this level's axis apply even to unbatched values.
-  if (!any && !(is_collective(prim) && params.s("axis_name") == axis_name_)) return bind(prim, values, params);
+  // Collectives over this level's axis apply even to unbatched values; so
+  // does a custom_vjp_call under a named axis, whose bwd may hold one (it
+  // must run under this level when the backward pass calls it).
+  const bool own_collective = is_collective(prim) && params.s("axis_name") == axis_name_;
+  const bool named_custom_vjp = prim == Prim::custom_vjp_call && !axis_name_.empty() &&
+                                !params.object<CustomVjpRule>("rule")->batched_over(axis_name_);
+  if (!any && !own_collective && !named_custom_vjp) return bind(prim, values, params);
   const PrimDef& def = prim_def(prim);
   PAX_CHECK(def.batch, "vmap: primitive ", prim_name(prim), " has no batching rule");
   BatchInfo info{axis_size_, axis_name_, {}, {}};

@@ -72,6 +72,7 @@ struct ApplyState {
   bool summaries_on = true;
   FsdpOptions fsdp;
   TensorParallelOptions tp;
+  PipelineOptions stage;
   Tree summaries;
   std::vector<Array> aux_losses;
 };
@@ -280,6 +281,8 @@ const FsdpOptions& Layer::fsdp() const { return state("fsdp", *this).fsdp; }
 
 const TensorParallelOptions& Layer::tensor_parallel() const { return state("tensor_parallel", *this).tp; }
 
+const PipelineOptions& Layer::pipeline_stage() const { return state("pipeline_stage", *this).stage; }
+
 bool Layer::has_variable(const std::string& collection, const std::string& name) const {
   ApplyState& st = state("has_variable", *this);
   std::vector<std::string> loc = variable_location(collection, *this, name);
@@ -344,6 +347,7 @@ ApplyScope::ApplyScope(bool initializing, const Tree* variables, const ApplyOpti
   st->summaries_on = options.summaries;
   st->fsdp = options.fsdp;
   st->tp = options.tp;
+  st->stage = options.stage;
   st->variables = variables;
   st->mutable_collections.insert(options.mutable_collections.begin(), options.mutable_collections.end());
   st->rngs = options.rngs;
@@ -387,9 +391,10 @@ Array ApplyScope::take_aux_loss() {
 }
 
 void ApplyScope::create_variables(const Layer& root, const Array& key, const FsdpOptions& fsdp,
-                                  const TensorParallelOptions& tp) {
+                                  const TensorParallelOptions& tp, const PipelineOptions& stage) {
   g_state->fsdp = fsdp;
   g_state->tp = tp;
+  g_state->stage = stage;
   std::set<const Layer*> seen;
   std::function<void(const Layer&)> visit = [&](const Layer& l) {
     if (!seen.insert(&l).second) return;  // a shared child is created once
@@ -398,8 +403,12 @@ void ApplyScope::create_variables(const Layer& root, const Array& key, const Fsd
       Array value = init_weight(v.init, random::fold_in(layer_key, hash32(v.name)), v.spec.shape, v.dtype,
                                 v.spec.fan_in_axes, v.spec.fan_out_axes, v.spec.repeat_prefix_axes);
       const std::string where = v.spec.collection + "/" + (l.path().empty() ? "" : l.path() + "/") + v.name;
-      const WeightHParams held = held_spec(v.spec, tp, fsdp, where);  // this process's block under tp
-      value = fsdp_block(mdl_block(value, v.spec, tp), fsdp_split_dim(held, fsdp, where), fsdp);
+      // This process's stage of a pipelined stack, its block of that under
+      // tp, and its block of that under fsdp.
+      const WeightHParams staged = stage_held_spec(v.spec, stage, where);
+      const WeightHParams held = held_spec(staged, tp, fsdp, where);
+      value = stage_block(value, v.spec, stage);
+      value = fsdp_block(mdl_block(value, staged, tp), fsdp_split_dim(held, fsdp, where), fsdp);
       put(g_state->updated, variable_location(v.spec.collection, l, v.name), value);
     }
     for (const auto& [name, child] : l.children()) visit(*child);
@@ -415,9 +424,10 @@ Tree init(const Layer& layer, const Array& key) {
   return scope.take_updates();
 }
 
-Tree init_sharded(const Layer& layer, const Array& key, const FsdpOptions& fsdp, const TensorParallelOptions& tp) {
-  detail::ApplyScope scope(true, nullptr, ApplyOptions{.fsdp = fsdp, .tp = tp});
-  scope.create_variables(layer, key, fsdp, tp);
+Tree init_sharded(const Layer& layer, const Array& key, const FsdpOptions& fsdp, const TensorParallelOptions& tp,
+                  const PipelineOptions& stage) {
+  detail::ApplyScope scope(true, nullptr, ApplyOptions{.fsdp = fsdp, .tp = tp, .stage = stage});
+  scope.create_variables(layer, key, fsdp, tp, stage);
   return scope.take_updates();
 }
 

@@ -23,6 +23,7 @@
 #include "pax/config/config.h"
 #include "pax/core/tree.h"
 #include "pax/nn/fsdp.h"
+#include "pax/nn/pipeline.h"
 #include "pax/nn/tensor_parallel.h"
 #include "pax/nn/weight_init.h"
 
@@ -132,6 +133,9 @@ class Layer {
   // The tensor parallelism of this apply (off when none): variables declared
   // with mdl_dim are this process's blocks (theta returns them so).
   const TensorParallelOptions& tensor_parallel() const;
+  // The pipeline parallelism of this apply (off when none): a pipelined
+  // Repeat's stacks are this process's stage (nn/pipeline.h).
+  const PipelineOptions& pipeline_stage() const;
 
  private:
   friend std::unique_ptr<Layer> build_layer(const HParamsPtr& hparams, const std::string& name);
@@ -198,6 +202,7 @@ struct ApplyOptions {
   bool summaries = true;                         // collect add_summary values
   FsdpOptions fsdp;                              // params held as blocks (nn/fsdp.h)
   TensorParallelOptions tp;                      // variables split over mdl (nn/tensor_parallel.h)
+  PipelineOptions stage;                         // pipelined Repeats split over stage (nn/pipeline.h)
 };
 
 template <class R>
@@ -224,7 +229,7 @@ class ApplyScope {
   // Creates every variable the layer tree declares (init); with fsdp or tp
   // on, only this process's block of each variable they split.
   void create_variables(const Layer& root, const Array& key, const FsdpOptions& fsdp = {},
-                        const TensorParallelOptions& tp = {});
+                        const TensorParallelOptions& tp = {}, const PipelineOptions& stage = {});
 
  private:
   void* previous_;
@@ -238,7 +243,8 @@ Tree init(const Layer& layer, const Array& key);
 // The same, with params split by fully sharded data parallelism and by
 // tensor parallelism: this process's blocks (nn/fsdp.h, nn/tensor_parallel.h)
 // of the arrays init(layer, key) returns.
-Tree init_sharded(const Layer& layer, const Array& key, const FsdpOptions& fsdp, const TensorParallelOptions& tp = {});
+Tree init_sharded(const Layer& layer, const Array& key, const FsdpOptions& fsdp, const TensorParallelOptions& tp = {},
+                  const PipelineOptions& stage = {});
 
 // Variables of `layer`, after running `call(layer)` once (as Flax does) so
 // that collections written in the forward pass exist too.
@@ -247,7 +253,7 @@ Tree init_with(const L& layer, const Array& key, F&& call, const ApplyOptions& o
   ApplyOptions o = options;
   if (!o.rngs.count("dropout")) o.rngs["dropout"] = random_fold(key, 1);
   detail::ApplyScope scope(true, nullptr, o);
-  scope.create_variables(layer, key, o.fsdp, o.tp);
+  scope.create_variables(layer, key, o.fsdp, o.tp, o.stage);
   call(layer);
   return scope.take_updates();
 }

@@ -5,6 +5,7 @@
 
 #include "pax/api/transforms.h"
 #include "pax/api/control_flow.h"
+#include "pax/ops/lax.h"
 #include "pax/ops/numpy.h"
 #include "pax/ops/random.h"
 
@@ -305,6 +306,12 @@ void RepeatedVariables::setup() {
     ++spec.repeat_prefix_axes;                                   // each repetition drawn with the fans of one
     if (spec.fsdp_dim && *spec.fsdp_dim >= 0) ++*spec.fsdp_dim;  // it names a dimension of one repetition
     if (spec.mdl_dim) ++*spec.mdl_dim;
+    if (spec.stage_dim) ++*spec.stage_dim;
+    if (hp.pipelined) {
+      PAX_CHECK(!spec.stage_dim, who(*this), "a pipelined Repeat cannot contain another pipelined Repeat (", v.name,
+                " would split over the stage axis twice)");
+      spec.stage_dim = 0;
+    }
     spec.shape = Shape(dims);
     spec.init = v.init;
     spec.dtype = v.dtype;
@@ -315,6 +322,7 @@ void RepeatedVariables::setup() {
     if (!t) {
       auto p = std::make_shared<HParams>();
       p->x_times = hp.x_times;
+      p->pipelined = hp.pipelined;
       p->source = child;
       p->made = hp.made;
       t = p;
@@ -352,8 +360,12 @@ void Repeat::setup() {
   PAX_CHECK(sub_, where, "sub_tpl must be a layer Repeat can stack (Transformer, StackedTransformer, Repeat), got ",
             sub_owned_->type_name());
 
+  PAX_CHECK(hp.num_microbatches >= 0 && hp.microbatch_size >= 0 && !(hp.num_microbatches && hp.microbatch_size), where,
+            "set at most one of num_microbatches and microbatch_size, each >= 0 (got ", hp.num_microbatches, " and ",
+            hp.microbatch_size, ")");
   auto root = std::make_shared<RepeatedVariables::HParams>();
   root->x_times = hp.x_times;
+  root->pipelined = pipelined();
   root->source = sub_owned_.get();
   auto made = std::make_shared<std::map<const Layer*, HParamsPtr>>();  // alive while the stand-ins build
   root->made = made;
@@ -391,15 +403,37 @@ Tree Repeat::stacked_variables() const {
   return vars;
 }
 
+bool Repeat::pipelined() const {
+  const auto& hp = hparams<HParams>();
+  return hp.num_microbatches > 0 || hp.microbatch_size > 0;
+}
+
+int64_t Repeat::held_repetitions() const {
+  const int64_t x_times = hparams<HParams>().x_times;
+  const PipelineOptions& stage = pipeline_stage();
+  return pipelined() && stage.enabled() ? x_times / stage.size : x_times;
+}
+
 Array Repeat::run(const Array& inputs, const Step& step, const Tree& vars,
                   const std::vector<std::string>& mutable_collections) const {
+  // One dropout key per repetition, when this apply has the stream (a
+  // sub-layer that needs one and gets none says so).
+  Array keys;
+  if (is_training() && has_rng("dropout")) keys = random::split(next_prng_key("dropout"), held_repetitions());
+  auto [output, ys] = scan_repetitions(inputs, step, vars, mutable_collections, keys);
+  for_each_variable(ys["updates"], [&](const std::string& collection, const std::string& rel, const std::string& name,
+                                       const Array& value) { stand_in(rel).write(collection, name, value); });
+  for (const auto& [name, value] : ys["summaries"].entries()) add_summary("sub/" + name, value.leaf());
+  if (ys.contains("aux_loss")) add_aux_loss(sum(ys["aux_loss"].leaf()));
+  return output;
+}
+
+std::pair<Array, Tree> Repeat::scan_repetitions(const Array& inputs, const Step& step, const Tree& vars,
+                                                const std::vector<std::string>& mutable_collections,
+                                                const Array& keys) const {
   const auto& hp = hparams<HParams>();
   Tree xs = Tree::dict({{"vars", vars}});
-  if (is_training()) {
-    // One dropout key per repetition, when this apply has the stream (a
-    // sub-layer that needs one and gets none says so).
-    if (has_rng("dropout")) xs["key"] = random::split(next_prng_key("dropout"), hp.x_times);
-  }
+  if (keys.defined()) xs["key"] = keys;
   ApplyOptions options;
   options.train = is_training();
   options.mutable_collections = mutable_collections;
@@ -429,17 +463,56 @@ Array Repeat::run(const Array& inputs, const Step& step, const Tree& vars,
     result = scan([&](const Array& carry, const Tree& slice) { return remat_body(carry, slice); },
                   to_fprop_dtype(inputs), xs);
   }
-  const Tree& ys = result.second;
-  for_each_variable(ys["updates"], [&](const std::string& collection, const std::string& rel, const std::string& name,
-                                       const Array& value) { stand_in(rel).write(collection, name, value); });
-  for (const auto& [name, value] : ys["summaries"].entries()) add_summary("sub/" + name, value.leaf());
-  if (ys.contains("aux_loss")) add_aux_loss(sum(ys["aux_loss"].leaf()));
-  return result.first;
+  return result;
+}
+
+Array Repeat::fprop_pipelined(const Array& inputs, const Array& paddings, const Array& atten_mask,
+                              const Tree& vars) const {
+  const auto& hp = hparams<HParams>();
+  const std::string where = who(*this);
+  const PipelineOptions& stage = pipeline_stage();
+  const int64_t microbatches = microbatch_count(inputs.dim(0), hp.num_microbatches, hp.microbatch_size, where);
+  // One dropout key per microbatch, split per stage and then per repetition.
+  Array microbatch_keys;
+  if (is_training() && has_rng("dropout")) microbatch_keys = random::split(next_prng_key("dropout"), microbatches);
+  const int64_t held = held_repetitions();
+  auto stage_fn = [&](const Array& x, const std::vector<Array>& args, const Array& microbatch) {
+    Array keys;
+    if (microbatch_keys.defined()) {
+      std::vector<Array> start = {microbatch, scalar<int32_t>(0)};
+      const Array key = reshape(lax::dynamic_slice(microbatch_keys, start, {1, 2}), {2});
+      keys = random::split(key_of_this_part(key, stage), held);
+    }
+    auto [y, ys] = scan_repetitions(
+        x, [&](const RepeatableLayer& s, const Array& h) { return s.fprop(h, args[0], args[1]); }, vars, {}, keys);
+    PAX_CHECK(ys["updates"].entries().empty(), where,
+              "a pipelined Repeat cannot update variables (its sub-layer writes a mutable collection)");
+    Tree kept = Tree::dict({{"summaries", ys["summaries"]}});
+    if (ys.contains("aux_loss")) kept["aux_loss"] = ys["aux_loss"];
+    return StageOutput{y, kept};
+  };
+  PipelineResult r = run_pipeline(to_fprop_dtype(inputs), {paddings, atten_mask}, microbatches, stage, stage_fn);
+  // Summaries and auxiliary losses: the mean over this stage's microbatches,
+  // then the stages' repetitions gathered (summaries) or summed (losses).
+  const Array weight = r.valid.astype(DType::f32) / float(microbatches);  // (M + S - 1,)
+  auto mean_over_microbatches = [&](const Array& v) {
+    Ints dims(size_t(v.ndim()), 1);
+    dims[0] = weight.dim(0);
+    return sum(v.astype(DType::f32) * reshape(weight, dims), Axes{0});
+  };
+  for (const auto& [name, value] : r.ys["summaries"].entries()) {
+    const Array per_repetition = mean_over_microbatches(value.leaf());  // (held, ...)
+    add_summary("sub/" + name, gather_parts(stop_gradient(per_repetition), 0, stage).astype(value.leaf().dtype()));
+  }
+  if (r.ys.contains("aux_loss"))
+    add_aux_loss(leave_split(sum(mean_over_microbatches(r.ys["aux_loss"].leaf())), stage.axis));
+  return r.output;
 }
 
 Array Repeat::fprop(const Array& inputs, const Array& paddings, const Array& atten_mask) const {
   PAX_CHECK(inputs.ndim() == 3, who(*this), "inputs ", inputs.aval().str(), " must be (batch, time, dims)");
   Tree vars = stacked_variables();
+  if (pipelined() && pipeline_stage().enabled()) return fprop_pipelined(inputs, paddings, atten_mask, vars);
   std::vector<std::string> writable =
       writable_collections(vars, [this](const std::string& c) { return is_mutable(c); });
   return run(
@@ -449,6 +522,9 @@ Array Repeat::fprop(const Array& inputs, const Array& paddings, const Array& att
 
 Array Repeat::extend_step(const Array& inputs, const Array& time_step, const Array& atten_mask) const {
   PAX_CHECK(inputs.ndim() == 2, who(*this), "extend_step inputs ", inputs.aval().str(), " must be (batch, dims)");
+  PAX_CHECK(!(pipelined() && pipeline_stage().enabled()), who(*this),
+            "decoding does not run pipelined: decode with a mesh whose stage axis is 1 (the checkpoint restores onto "
+            "any mesh)");
   Tree vars = stacked_variables();
   std::vector<std::string> writable =
       writable_collections(vars, [this](const std::string& c) { return is_mutable(c); });

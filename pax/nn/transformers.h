@@ -211,6 +211,8 @@ class RepeatedVariables : public Layer {
   struct HParams : Layer::HParams {
     int64_t x_times = 0;
     PAX_HPARAMS(RepeatedVariables, Layer::HParams, (x_times, "Length of the leading (repetition) axis."));
+    // Set by Repeat: the stacks split over the stage axis (a pipelined Repeat).
+    bool pipelined = false;
     // Set by Repeat, not configuration: the layer mirrored, and the stand-in
     // templates made so far while Repeat builds (a layer shared within the
     // sub-layer gets one stand-in).
@@ -233,16 +235,34 @@ class RepeatedVariables : public Layer {
 // independent draw from the sub-layer's initialiser. Decoder caches are
 // stacked the same way. The sub-layer must be a RepeatableLayer (a
 // Transformer, StackedTransformer or Repeat).
+//
+// With num_microbatches or microbatch_size set the Repeat is pipelined
+// (praxis's LayerwiseShardablePipelined, nn/pipeline.h): under a stage axis
+// of S processes each holds x_times / S consecutive repetitions and runs
+// them on microbatches in GPipe's schedule. Without a stage axis it runs as
+// the plain stack (the same values: the layers are per example). Under the
+// pipeline the auxiliary losses are averaged over the microbatches, and so
+// are the summaries.
 class Repeat : public RepeatableLayer {
  public:
   struct HParams : Layer::HParams {
     HParamsPtr sub_tpl = tpl<Transformer>();
     int64_t x_times = 0;
     CheckpointPolicy checkpoint_policy = CheckpointPolicy::nothing_saveable;
+    int64_t num_microbatches = 0;
+    int64_t microbatch_size = 0;
     PAX_HPARAMS(Repeat, Layer::HParams, (sub_tpl, "Template of the repeated layer."),
                 (x_times, "Number of repetitions (the depth)."),
-                (checkpoint_policy, "Rematerialisation of each repetition: none, nothing_saveable, dots_saveable."));
+                (checkpoint_policy, "Rematerialisation of each repetition: none, nothing_saveable, dots_saveable."),
+                (num_microbatches,
+                 "Pipelined over the mesh's stage axis in this many microbatches of each process's batch (0: not "
+                 "pipelined unless microbatch_size is set)."),
+                (microbatch_size,
+                 "Pipelined over the stage axis in microbatches of this many rows (0: see "
+                 "num_microbatches)."));
   };
+  // Whether the stacks split over the stage axis (either microbatch field set).
+  bool pipelined() const;
   Array fprop(const Array& inputs, const Array& paddings, const Array& atten_mask = Array()) const override;
   Array extend_step(const Array& inputs, const Array& time_step, const Array& atten_mask = Array()) const override;
   void init_states(int64_t batch, int64_t max_length) const override;
@@ -259,6 +279,15 @@ class Repeat : public RepeatableLayer {
   // `mutable_collections`, the summaries and the auxiliary losses.
   Array run(const Array& inputs, const Step& step, const Tree& vars,
             const std::vector<std::string>& mutable_collections) const;
+  // The scan of run without writing anything back: the output and the
+  // per-repetition {updates, summaries, aux_loss}. keys (n, 2): one dropout
+  // key per repetition held here (undefined: none).
+  std::pair<Array, Tree> scan_repetitions(const Array& inputs, const Step& step, const Tree& vars,
+                                          const std::vector<std::string>& mutable_collections, const Array& keys) const;
+  // fprop as GPipe's schedule over the stage axis (nn/pipeline.h).
+  Array fprop_pipelined(const Array& inputs, const Array& paddings, const Array& atten_mask, const Tree& vars) const;
+  // The repetitions this process holds (x_times / stages when pipelined).
+  int64_t held_repetitions() const;
   // The declared variables, stacked, as {collection: {path: ...}}.
   Tree stacked_variables() const;
   const RepeatedVariables& stand_in(const std::string& relative_path) const;

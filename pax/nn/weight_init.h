@@ -88,6 +88,11 @@ struct WeightHParams {
   // Split over mdl only where the axis size divides shape[mdl_dim]; whole
   // otherwise (a vocabulary of any size), instead of an error.
   bool mdl_split_if_divisible = false;
+  // Under pipeline parallelism (nn/pipeline.h), the dimension split over the
+  // stage axis: 0, the repeat axis of a pipelined Repeat's stacks (set by
+  // Repeat); nullopt: whole on every stage. Tensor parallelism and fsdp
+  // split the stage's block further along their own dimensions.
+  std::optional<int64_t> stage_dim = {};
 };
 
 // (fan_in, fan_out) of a weight shape.

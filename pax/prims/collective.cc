@@ -122,13 +122,22 @@ Batched reduce_batch(std::span<const Array> values, std::span<const int64_t> bdi
   return {{lax::reduce_min(x, {d})}, {-1}};
 }
 
+// Over this level's axis the batch dimension becomes the gathered one; over
+// another name the gather applies per element, its axis counted past the
+// batch dimension.
 Batched all_gather_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p,
                          const BatchInfo& info) {
-  PAX_CHECK(p.s("axis_name") == info.axis_name, "all_gather over axis '", p.s("axis_name"),
-            "' inside a vmap over another axis is not supported");
   const Array& x = values[0];
-  const int64_t rank = x.ndim() - (bdims[0] >= 0 ? 1 : 0);
-  const int64_t axis = normalize_axis(p.i("axis"), rank + 1, "all_gather");
+  const int64_t d = bdims[0];
+  const int64_t rank = x.ndim() - (d >= 0 ? 1 : 0);
+  const int64_t axis = normalize_axis(p.i("axis"), rank + (p.b("tiled") ? 0 : 1), "all_gather");
+  if (p.s("axis_name") != info.axis_name) {
+    if (d < 0) return {{bind1(Prim::all_gather, {x}, p)}, {-1}};
+    Params inner = p;
+    const bool before = p.b("tiled") ? axis < d : axis <= d;  // the gathered axis lands before the batch one
+    inner.set("axis", before ? axis : axis + 1);
+    return {{bind1(Prim::all_gather, {x}, inner)}, {before && !p.b("tiled") ? d + 1 : d}};
+  }
   Array stacked = move_batch_axis(x, bdims[0], axis, info.axis_size);
   if (p.b("tiled")) {
     PAX_CHECK(axis < rank, "all_gather: tiled gathering needs axis < rank (", rank, "), got ", axis);

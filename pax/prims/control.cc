@@ -121,6 +121,8 @@ Batched custom_vjp_batch(std::span<const Array> values, std::span<const int64_t>
   };
   auto next = std::make_shared<CustomVjpRule>();
   next->name = rule->name;
+  next->batched_axes = rule->batched_axes;
+  if (!info.axis_name.empty()) next->batched_axes.push_back(info.axis_name);
   next->fn = batched(rule->fn);
   const size_t num_out = rule->out_avals.size();
   next->fwd = [fwd = batched([rule](std::span<const Array> xs) {
