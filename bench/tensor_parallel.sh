@@ -17,21 +17,16 @@ trap 'rm -rf "$dir"' EXIT
 common=(--exp=lm.KjvTransformer --set train.num_train_steps="$steps" --set train.eval_interval_steps=0
         --set train.decode_interval_steps=0 --set train.save_interval_steps=100000
         --set train.summary_interval_steps=10)
-report() {
-  tr '\r' '\n' < "$dir/log" | grep -E "train step $steps/|split over|rror" | sed 's/^.*train step/train step/' || true
-  python3 -c "import json,sys; print('total_loss', ' '.join('%d: %.9f' % (m['step'], m['metrics']['total_loss'])
-    for m in map(json.loads, open(sys.argv[1])) if m.get('split', 'train') == 'train'))" "$dir/run/metrics.jsonl"
-  rm -rf "$dir/run" "$dir/log"
-}
+source "$(dirname "$0")/kjv_run_report.sh"
 for ((round = 1; round <= rounds; ++round)); do
   echo "== one, round $round"
   OMP_NUM_THREADS=2 "$paxcc" "${common[@]}" --job_log_dir="$dir/run" --set train_input.batch_size=16 > "$dir/log" 2>&1
-  report
+  report "$dir" "$steps"
   for mesh in fsdp tp; do
     echo "== $mesh, round $round"
     if [[ $mesh == fsdp ]]; then shape='[1,2,1]' batch=8; else shape='[1,1,2]' batch=16; fi
     mpirun -np 2 --oversubscribe -x OMP_NUM_THREADS=1 "$paxcc" "${common[@]}" --job_log_dir="$dir/run" \
       --set train.ici_mesh_shape="$shape" --set train_input.batch_size=$batch > "$dir/log" 2>&1
-    report
+    report "$dir" "$steps"
   done
 done

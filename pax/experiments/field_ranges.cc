@@ -67,6 +67,8 @@ const std::map<std::string, FieldRange>& rules() {
       {"num_input_nodes", kSize},
       {"num_output_nodes", kSize},
       {"x_times", closed(0, 4096)},
+      {"num_microbatches", kSize},  // 0: not pipelined
+      {"microbatch_size", kSize},
       {"explicit_padding", kSize},
       {"noise_shape_broadcast_dims", closed(-64, 64)},
       {"cell_value_cap", kNonNegative},

@@ -23,16 +23,6 @@ int64_t product(const std::vector<int64_t>& v) {
   return p;
 }
 
-// `mesh` (4 axes: stage first) with the stage axis's devices moved onto the
-// data-parallel axis (`data_axis`); "[]" stays empty.
-std::vector<int64_t> folded(const std::vector<int64_t>& mesh, size_t data_axis) {
-  if (mesh.size() != 4) return mesh;
-  std::vector<int64_t> out = mesh;
-  out[data_axis] *= out[0];
-  out[0] = 1;
-  return out;
-}
-
 }  // namespace
 
 std::vector<std::string> mesh_axes(const TrainSettings& t) {
@@ -77,36 +67,10 @@ int64_t mesh_axis_size(const TrainSettings& t, const std::string& name) {
   return it == axes.end() ? 1 : mesh_shape(t)[size_t(it - axes.begin())];
 }
 
-std::string unsupported_mesh_reason(const TrainSettings& t) {
-  const std::vector<std::string> axes = mesh_axes(t);
-  const std::vector<int64_t> shape = mesh_shape(t);
-  std::string reason;
-  for (size_t i = 0; i < axes.size(); ++i) {
-    if (shape[i] == 1) continue;
-    if (axes[i] == "stage")
-      reason += (reason.empty() ? "" : "; ") + std::string("the stage axis is ") + std::to_string(shape[i]) +
-                ", but pipeline parallelism is not implemented (the stages run as one: every process holds all "
-                "layers)";
-  }
-  return reason;
-}
-
 void check_mesh(const TrainSettings& t, int64_t process_count) {
   if (t.ici_mesh_shape.empty() && t.dcn_mesh_shape.empty()) return;
   const std::string mesh = describe_mesh(t);
   const size_t data_axis = mesh_axes(t).size() - 2;
-  const std::string reason = unsupported_mesh_reason(t);
-  if (!reason.empty()) {
-    const std::vector<int64_t> ici = folded(t.ici_mesh_shape, data_axis), dcn = folded(t.dcn_mesh_shape, data_axis);
-    PAX_FAIL(
-        "the mesh ", mesh, " cannot run here: ", reason,
-        "; paxcc replicates parameters over replica, splits them over data (fully sharded data parallelism) and "
-        "splits attention heads and feed-forward widths over mdl (tensor parallelism), so the stage axis must be 1. "
-        "For the same ",
-        mesh_processes(t), " processes use --set train.ici_mesh_shape=", list_text(ici, ","),
-        dcn.empty() ? "" : " --set train.dcn_mesh_shape=" + list_text(dcn, ","),
-        " (or --set train.ici_mesh_shape=[] --set train.dcn_mesh_shape=[] for any process count)");
-  }
   const int64_t wanted = mesh_processes(t);
   if (wanted == process_count) return;
   std::vector<int64_t> fit(mesh_axes(t).size(), 1);

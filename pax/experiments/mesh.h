@@ -1,9 +1,11 @@
 // Pax's device mesh (ICI_MESH_SHAPE, DCN_MESH_SHAPE) kept in an experiment's
 // train settings and read the way paxcc runs: devices are processes (one per
-// `mpirun` rank); parameters are replicated over the replica axis and split
-// over the data axis (fully sharded data parallelism, nn/fsdp.h), so only
-// those two may exceed 1. The product of both meshes must equal the
-// process count; the check runs before any work.
+// `mpirun` rank); parameters are replicated over the replica axis, split
+// over the data axis (fully sharded data parallelism, nn/fsdp.h), split by
+// heads and widths over mdl (tensor parallelism, nn/tensor_parallel.h), and
+// a pipelined Repeat's layers split over stage (pipeline parallelism,
+// nn/pipeline.h). The product of both meshes must equal the process count;
+// the check runs before any work.
 //
 //   train.ici_mesh_shape = [1, 4, 1], train.dcn_mesh_shape = [2, 1, 1]
 //   -> 8 processes: mpirun -np 8 paxcc --exp=...
@@ -29,12 +31,9 @@ int64_t mesh_axis_size(const TrainSettings& t, const std::string& name);
 int64_t mesh_processes(const TrainSettings& t);
 // One line: "ICI [1, 4, 1] x DCN [2, 1, 1] = [2, 4, 1] (replica, data, mdl): 8 processes".
 std::string describe_mesh(const TrainSettings& t);
-// Why paxcc cannot run this mesh ("" when it can): a model (mdl) or stage
-// axis above 1 needs tensor or pipeline parallelism, neither implemented.
-std::string unsupported_mesh_reason(const TrainSettings& t);
-// Throws pax::Error, before any work, when the mesh is unsupported or asks
-// for another number of processes than `process_count`, with the mpirun
-// command or the mesh to use instead. No mesh set: any count.
+// Throws pax::Error, before any work, when the mesh asks for another number
+// of processes than `process_count`, with the mpirun command or the mesh to
+// use instead. No mesh set: any count.
 void check_mesh(const TrainSettings& t, int64_t process_count);
 // Arranges the job's processes into the mesh (dist::init_mesh with
 // mesh_axes(t); an unset ICI or DCN shape is all ones), after check_mesh.

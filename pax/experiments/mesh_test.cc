@@ -47,17 +47,13 @@ TEST(Mesh, AMismatchNamesTheProcessCountToUse) {
   EXPECT_PAX_ERROR(check_mesh(settings({1, 64, 1}, {2, 1, 1}), 64), "needs 128 processes, but this run has 64");
 }
 
-// The mdl axis runs (tensor parallelism); the stage axis is refused with the
-// same processes on the data axis instead, mdl kept.
-TEST(Mesh, StageAxisIsRefusedModelAxisRuns) {
-  EXPECT_EQ(unsupported_mesh_reason(settings({1, 32, 1})), "");
-  EXPECT_EQ(unsupported_mesh_reason(settings({1, 16, 2})), "");
+// The mdl axis (tensor parallelism) and the stage axis (pipeline
+// parallelism) run with the processes they ask for.
+TEST(Mesh, ModelAndStageAxesRun) {
   EXPECT_NO_THROW(check_mesh(settings({1, 16, 2}), 32));
-  EXPECT_PAX_ERROR(check_mesh(settings({4, 1, 4, 4}), 64),
-                   "pipeline parallelism is not implemented (the stages run as");
-  EXPECT_PAX_ERROR(check_mesh(settings({4, 1, 4, 4}), 64), "use --set train.ici_mesh_shape=[1,1,16,4]");
-  EXPECT_PAX_ERROR(check_mesh(settings({2, 1, 1, 1}, {1, 2, 1, 1}), 4),
-                   "--set train.ici_mesh_shape=[1,1,2,1] --set train.dcn_mesh_shape=[1,2,1,1]");
+  EXPECT_NO_THROW(check_mesh(settings({4, 1, 4, 4}), 64));
+  EXPECT_NO_THROW(check_mesh(settings({2, 1, 1, 1}, {1, 2, 1, 1}), 4));
+  EXPECT_PAX_ERROR(check_mesh(settings({4, 1, 4, 4}), 16), "needs 64 processes, but this run has 16");
 }
 
 // The run's mesh becomes the process mesh: its axes are bound names of the

@@ -588,8 +588,9 @@ class TrainingLoop {
                      .summaries = settings_.layer_summaries,
                      .fsdp = job.sharding.fsdp,
                      .replica_axis = job.sharding.replica_axis,
-                     .tp = job.sharding.tp}),
-        eval_step_(*job.model, job.sharding.fsdp, job.sharding.tp),
+                     .tp = job.sharding.tp,
+                     .stage = job.sharding.stage}),
+        eval_step_(*job.model, job.sharding.fsdp, job.sharding.tp, job.sharding.stage),
         early_stopping_(!settings_.early_stopping_metric.empty()),
         stopper_{.min_delta = settings_.early_stopping_min_delta, .patience = settings_.early_stopping_patience} {}
 
@@ -658,6 +659,15 @@ class TrainingLoop {
     const AllocationPurpose purpose("the train state (parameters, optimizer state)");
     state_ = train_step_.init_state(init_key);
     if (job_.sharding.sharded()) specs_ = train_step_.state_specs();
+    if (const nn::PipelineOptions& stage = job_.sharding.stage; stage.enabled()) {
+      const bool any_split = std::any_of(specs_.begin(), specs_.end(), [&](const auto& entry) {
+        const dist::ShardSpec& s = entry.second;
+        return s.outer_axis == stage.axis || std::find(s.axes.begin(), s.axes.end(), stage.axis) != s.axes.end();
+      });
+      PAX_CHECK(any_split, "the mesh's stage axis is ", stage.size, " but ", job_.model->type_name(),
+                " has no pipelined layers to split over it: make its layers a Repeat with num_microbatches or "
+                "microbatch_size set (praxis's pipelined stack), or put the stage axis's processes on the data axis");
+    }
   }
 
   // Resumes from the latest checkpoint, if any; then writes config.json,
@@ -701,6 +711,10 @@ class TrainingLoop {
              << " splits no weight over it (attention, feed-forward and embedding layers do): its " << tp.size
              << " processes compute the same thing; put them on the data axis instead\n";
     }
+    if (const nn::PipelineOptions& stage = job_.sharding.stage; stage.enabled())
+      out_ << "pipelined layers split over the stage axis of " << stage.size
+           << " processes (GPipe microbatches): " << format_bytes(tree_bytes(state_.to_tree()))
+           << " of train state per process\n";
     if (stopper_.should_stop) {  // the restored run had already stopped early: nothing more to train
       result_.early_stopped = true;
       out_ << "early stopping: the run had stopped at step " << step_ << ": " << settings_.early_stopping_metric
@@ -728,13 +742,13 @@ class TrainingLoop {
     const auto start = Clock::now();
     const AllocationPurpose purpose("training step " + std::to_string(step_ + 1));
     Tree batch = train_input_->get_next();
-    // Processes that differ in mdl alone share one batch's FLOPs.
+    // Processes that differ in mdl or stage alone share one batch's FLOPs.
     if (flops_per_step_ < 0)
-      flops_per_step_ =
-          job_.model->flops_per_example(batch) * double(batch_examples(batch)) / double(job_.sharding.tp.size);
+      flops_per_step_ = job_.model->flops_per_example(batch) * double(batch_examples(batch)) /
+                        double(job_.sharding.tp.size * job_.sharding.stage.size);
     Array step_key = random::fold_in(dropout_key_, uint32_t(step_));
-    // Own dropout masks per batch; processes that differ in mdl alone share
-    // them (they compute one model on one batch).
+    // Own dropout masks per batch; processes that differ in mdl or stage
+    // alone share them (they compute one model on one batch).
     if (job_.multi_process()) step_key = random::fold_in(step_key, uint32_t(job_.data_shard));
     auto [next, step_out] = train_step_(std::move(state_), batch, step_key);
     state_ = std::move(next);
@@ -929,31 +943,34 @@ std::string mesh_summary(const ExperimentConfig& exp, const nn::BaseModel& model
   if (t.ici_mesh_shape.empty() && t.dcn_mesh_shape.empty()) {
     s << "mesh: not set (train.ici_mesh_shape = []): data parallel over any number of processes\n";
   } else {
-    const std::string reason = unsupported_mesh_reason(t);
-    s << "mesh: " << describe_mesh(t);
-    if (reason.empty()) s << " (mpirun -np " << processes << ")\n";
-    else s << "\n  not runnable as set: " << reason << "\n";
+    s << "mesh: " << describe_mesh(t) << " (mpirun -np " << processes << ")\n";
   }
-  auto state_bytes = [&](const nn::FsdpOptions& fsdp, const nn::TensorParallelOptions& tp) {
-    const train::TrainStep step(model, exp.learner_hparams(),
-                                {.data_parallel_axis = "replica,data", .summaries = false, .fsdp = fsdp, .tp = tp});
-    return tree_bytes(step.state_shapes(fsdp, tp));
+  auto state_bytes = [&](const nn::FsdpOptions& fsdp, const nn::TensorParallelOptions& tp,
+                         const nn::PipelineOptions& stage) {
+    const train::TrainStep step(
+        model, exp.learner_hparams(),
+        {.data_parallel_axis = "replica,data", .summaries = false, .fsdp = fsdp, .tp = tp, .stage = stage});
+    return tree_bytes(step.state_shapes(fsdp, tp, stage));
   };
-  const double whole = state_bytes({}, {});
-  // A stage axis runs folded into data (check_mesh's suggestion): its figure.
+  const double whole = state_bytes({}, {}, {});
   const int64_t stage = mesh_axis_size(t, "stage");
-  const int64_t data = mesh_axis_size(t, "data") * stage, mdl = mesh_axis_size(t, "mdl");
-  if (stage > 1) s << "  (the train state below is for the stage axis folded into data: " << data << " on data)\n";
-  if (data <= 1 && mdl <= 1) {
+  const int64_t data = mesh_axis_size(t, "data"), mdl = mesh_axis_size(t, "mdl");
+  if (data <= 1 && mdl <= 1 && stage <= 1) {
     s << "train state per process: " << format_bytes(whole)
-      << " (parameters and optimizer state; the mesh's data and mdl axes are 1, so every process holds all of it)\n";
+      << " (parameters and optimizer state; the mesh's data, mdl and stage axes are 1, so every process holds all of "
+         "it)\n";
     return s.str();
   }
   try {
-    const double mine =
-        state_bytes({.axis = "data", .size = data, .min_elements = t.fsdp_min_elements}, {.axis = "mdl", .size = mdl});
+    const double mine = state_bytes({.axis = "data", .size = data, .min_elements = t.fsdp_min_elements},
+                                    {.axis = "mdl", .size = mdl}, {.axis = "stage", .size = stage});
     s << "train state per process: " << format_bytes(mine) << " of " << format_bytes(whole)
       << " (parameters and optimizer state";
+    if (stage > 1) {
+      const double staged = state_bytes({}, {}, {.axis = "stage", .size = stage});
+      s << "; a pipelined Repeat's layers split over the stage axis of " << stage
+        << (staged < whole ? "" : " (this model has no pipelined Repeat: every stage would hold all layers)");
+    }
     if (mdl > 1)
       s << "; attention heads, feed-forward hidden widths and (where it divides) the vocabulary split over the mdl "
            "axis of "

@@ -307,7 +307,8 @@ TEST(Runner, AMeshForOtherProcessCountsIsRefusedBeforeAnyWork) {
   EXPECT_PAX_ERROR(run_experiment(cfg, options(dir)), "needs 2 processes, but this run has 1");
   EXPECT_FALSE(fs::exists(dir));
   cfg.apply_overrides({"train.ici_mesh_shape=[2,1,1,1]"});
-  EXPECT_PAX_ERROR(run_experiment(cfg, options(dir)), "pipeline parallelism is not implemented");
+  EXPECT_PAX_ERROR(run_experiment(cfg, options(dir)), "needs 2 processes, but this run has 1");
+  EXPECT_FALSE(fs::exists(dir));
   cfg.apply_overrides({"train.ici_mesh_shape=[1,1,1]"});
   EXPECT_EQ(run_experiment(cfg, options(dir)).step, 2);
 }
@@ -328,7 +329,8 @@ TEST(Runner, SeedPortsInspectAtFullSize) {
             true},
            // paxml's docstring says 1.3B (GPT-3 XL); its dims (24 x 3072) make 2.9B.
            {"lm.C4SpmdPipelineGpt3SmallAdam64Replicas", "parameters: 2923645009 (2.92B)",
-            "mesh: ICI [4, 1, 4, 4] x DCN [] = [4, 1, 4, 4] (stage, replica, data, mdl): 64 processes", false},
+            "mesh: ICI [4, 1, 4, 4] x DCN [] = [4, 1, 4, 4] (stage, replica, data, mdl): 64 processes (mpirun -np 64)",
+            true},
            {"lm.LmCloudSpmd2BLimitSteps", "parameters: 2137492736 (2.14B)",
             "mesh: ICI [1, 4, 1] x DCN [] = [1, 4, 1] (replica, data, mdl): 4 processes (mpirun -np 4)", true},
            {"lm.LmCloudTransformerAdamLimitSteps", "parameters: 158723328 (158.72M)", "mesh: not set", false}}) {
@@ -345,14 +347,14 @@ TEST(Runner, SeedPortsInspectAtFullSize) {
   }
   const std::string pipeline =
       inspect_experiment(make_experiment("lm.C4SpmdPipelineGpt3SmallAdam64Replicas")->config());
-  EXPECT_NE(pipeline.find("not runnable as set: the stage axis is 4, but pipeline parallelism"), std::string::npos);
-  // Its mdl axis of 4 splits the heads and widths, and data splits those
-  // blocks again: 16 with the stage axis folded in, as check_mesh suggests.
-  EXPECT_NE(pipeline.find("the stage axis folded into data: 16 on data"), std::string::npos) << pipeline;
-  EXPECT_NE(pipeline.find("attention heads, feed-forward hidden widths and (where it divides) the vocabulary split "
-                          "over the mdl axis of 4; split over the data axis of 16"),
+  // Its stage axis of 4 splits the 24 blocks into stages of 6, its mdl axis
+  // of 4 splits their heads and widths, and data splits those blocks again.
+  EXPECT_NE(pipeline.find("a pipelined Repeat's layers split over the stage axis of 4; attention heads, feed-forward "
+                          "hidden widths and (where it divides) the vocabulary split over the mdl axis of 4; split "
+                          "over the data axis of 4"),
             std::string::npos)
       << pipeline;
+  EXPECT_EQ(pipeline.find("no pipelined Repeat"), std::string::npos) << pipeline;
 }
 
 // Scaled down with --set (the mesh set to this one process), each port

@@ -13,21 +13,22 @@ ShardingPlan plan_sharding(const TrainSettings& t, int64_t process_count, const 
   ShardingPlan plan;
   if (process_count > 1) plan.batch_axis = process_axis;
   const int64_t data = mesh_axis_size(t, "data"), replica = mesh_axis_size(t, "replica"),
-                mdl = mesh_axis_size(t, "mdl");
-  if ((data <= 1 && mdl <= 1) || process_count <= 1) return plan;
+                mdl = mesh_axis_size(t, "mdl"), stage = mesh_axis_size(t, "stage");
+  if ((data <= 1 && mdl <= 1 && stage <= 1) || process_count <= 1) return plan;
   PAX_CHECK(t.fsdp_min_elements >= 1, "train.fsdp_min_elements must be >= 1, got ", t.fsdp_min_elements);
   dist::Mesh& mesh = dist::mesh();
-  for (const auto& [axis, size] : {std::pair<const char*, int64_t>{"data", data}, {"mdl", mdl}})
-    PAX_CHECK(mesh.has(axis) && mesh.size(axis) == size, "the mesh ", describe_mesh(t),
+  for (const auto& [axis, size] : {std::pair<const char*, int64_t>{"data", data}, {"mdl", mdl}, {"stage", stage}})
+    PAX_CHECK(size == 1 || (mesh.has(axis) && mesh.size(axis) == size), "the mesh ", describe_mesh(t),
               " is not the job's mesh (init_process_mesh first)");
-  if (replica > 1 || mdl > 1) {
-    plan.batch_axis = "replica,data";  // processes that differ in mdl alone read one batch
+  if (replica > 1 || mdl > 1 || stage > 1) {
+    plan.batch_axis = "replica,data";  // processes that differ in mdl or stage alone read one batch
     if (replica > 1) plan.replica_axis = "replica";
   }
   if (data > 1)
     plan.fsdp = nn::FsdpOptions{
         .axis = "data", .size = data, .index = mesh.coordinate("data"), .min_elements = t.fsdp_min_elements};
   if (mdl > 1) plan.tp = nn::TensorParallelOptions{.axis = "mdl", .size = mdl, .index = mesh.coordinate("mdl")};
+  if (stage > 1) plan.stage = nn::PipelineOptions{.axis = "stage", .size = stage, .index = mesh.coordinate("stage")};
   return plan;
 }
 
@@ -42,6 +43,7 @@ Tree gather_whole(const Tree& tree, const dist::ShardSpecs& specs) {
               leaves[i].aval().str(), ", not a block ", spec.local(), " of ", spec.global, " split over named axes");
     for (auto axis = spec.axes.rbegin(); axis != spec.axes.rend(); ++axis)
       leaves[i] = lax::all_gather(leaves[i], *axis, spec.dim, /*tiled=*/true);
+    if (spec.outer_dim >= 0) leaves[i] = lax::all_gather(leaves[i], spec.outer_axis, spec.outer_dim, /*tiled=*/true);
   }
   return tree_unflatten(tree_structure(tree), leaves);
 }

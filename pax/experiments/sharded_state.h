@@ -1,7 +1,7 @@
-// The mesh's data and mdl axes for a run: which named axes the train step
-// sums over, which splits the params (fully sharded data parallelism over
-// data, tensor parallelism over mdl), and the gather of whole arrays from
-// the blocks (for decoding on the chief).
+// The mesh's data, mdl and stage axes for a run: which named axes the train
+// step sums over, which splits the params (fully sharded data parallelism
+// over data, tensor parallelism over mdl, pipeline parallelism over stage),
+// and the gather of whole arrays from the blocks (for decoding on the chief).
 //
 //   mpirun -np 4 paxcc --exp=... --set train.ici_mesh_shape=[1,4,1]
 //   -> every process holds a quarter of each large parameter and of its
@@ -17,6 +17,7 @@
 #include "pax/core/tree.h"
 #include "pax/dist/shard_spec.h"
 #include "pax/nn/fsdp.h"
+#include "pax/nn/pipeline.h"
 #include "pax/nn/tensor_parallel.h"
 
 namespace pax::experiments {
@@ -28,8 +29,9 @@ struct ShardingPlan {
   std::string replica_axis;      // the batch axes besides the fsdp axis ("" : none)
   nn::FsdpOptions fsdp;          // off unless the mesh's data axis is above 1
   nn::TensorParallelOptions tp;  // off unless the mesh's mdl axis is above 1
+  nn::PipelineOptions stage;     // off unless the mesh's stage axis is above 1
   // Whether the train state is held as blocks (each process saves its own).
-  bool sharded() const { return fsdp.enabled() || tp.enabled(); }
+  bool sharded() const { return fsdp.enabled() || tp.enabled() || stage.enabled(); }
 };
 
 // The plan of a run of `process_count` processes on the named process axis
@@ -38,7 +40,8 @@ struct ShardingPlan {
 // the mesh axis "data" (this process's block: its coordinate there), and the
 // gradients of the blocks also summed over "replica" when that axis is above 1;
 // with the mesh's mdl axis above 1, the heads and hidden widths split over
-// "mdl", and the batch read per "replica,data" coordinate.
+// "mdl", and with its stage axis above 1 a pipelined Repeat's layers split
+// over "stage"; with either, the batch is read per "replica,data" coordinate.
 ShardingPlan plan_sharding(const TrainSettings& t, int64_t process_count, const std::string& process_axis);
 
 // Every array of `tree` whole: the blocks of the arrays `specs` names

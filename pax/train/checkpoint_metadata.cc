@@ -163,15 +163,28 @@ void parse_tensor_blocks(const json& v, TensorRecord& t, const TreeItemRecord& i
   const std::string ctx = item_ctx + ": tensor '" + t.name + "'";
   const json& split = field(v, "split", ctx);
   if (!split.is_null()) {
-    check_fields(split, {"dim", "count"}, ctx + ": split");
+    const bool outer = split.is_object() && split.contains("outer_dim");
+    if (outer) {
+      check_fields(split, {"dim", "count", "outer_dim", "outer_count"}, ctx + ": split");
+    } else {
+      check_fields(split, {"dim", "count"}, ctx + ": split");
+    }
     t.split_dim = int64_t(parse_u64(field(split, "dim", ctx), ctx, "split dim", 64));
     t.split_count = int64_t(parse_u64(field(split, "count", ctx), ctx, "split count", 1u << 30));
     PAX_CHECK(t.split_dim < t.shape.rank() && t.split_count >= 1 && t.shape[t.split_dim] % t.split_count == 0, ctx,
               ": cannot split ", t.shape, " along dimension ", t.split_dim, " into ", t.split_count, " blocks");
+    if (outer) {
+      t.outer_dim = int64_t(parse_u64(field(split, "outer_dim", ctx), ctx, "split outer_dim", 64));
+      t.outer_count = int64_t(parse_u64(field(split, "outer_count", ctx), ctx, "split outer_count", 1u << 30));
+      PAX_CHECK(t.outer_dim < t.shape.rank() && t.outer_dim != t.split_dim && t.outer_count >= 1 &&
+                    t.shape[t.outer_dim] % t.outer_count == 0 && t.block_count() <= (int64_t(1) << 30),
+                ctx, ": cannot split ", t.shape, " along dimension ", t.outer_dim, " into ", t.outer_count,
+                " outer blocks beside dimension ", t.split_dim);
+    }
   }
   const json& blocks = field(v, "blocks", ctx);
-  PAX_CHECK(blocks.is_array() && int64_t(blocks.size()) == t.split_count, ctx, ": blocks must be a list of ",
-            t.split_count, " entries (one per block), got ", blocks.dump().substr(0, 200));
+  PAX_CHECK(blocks.is_array() && int64_t(blocks.size()) == t.block_count(), ctx, ": blocks must be a list of ",
+            t.block_count(), " entries (one per block), got ", blocks.dump().substr(0, 200));
   const Shape block = t.block_shape();
   uint64_t nbytes = itemsize(t.dtype);
   for (int64_t d : block.dims()) {
@@ -323,8 +336,9 @@ std::string checkpoint_metadata_to_json(const CheckpointMetadata& m) {
     for (const TensorRecord& t : item.tensors) {
       ordered_json entry = {{"name", t.name}, {"dtype", safetensors_dtype_name(t.dtype)}, {"shape", t.shape.dims()}};
       if (item.sharded()) {
-        entry["split"] = t.split_dim < 0 ? ordered_json(nullptr)
-                                         : ordered_json({{"dim", t.split_dim}, {"count", t.split_count}});
+        ordered_json split = ordered_json({{"dim", t.split_dim}, {"count", t.split_count}});
+        if (t.outer_dim >= 0) split["outer_dim"] = t.outer_dim, split["outer_count"] = t.outer_count;
+        entry["split"] = t.split_dim < 0 ? ordered_json(nullptr) : split;
         ordered_json blocks = ordered_json::array();
         for (const ShardBlockRecord& b : t.blocks) {
           ordered_json block = {{"file", b.file}, {"crc32c", crc32c_hex(b.crc32c)}};
@@ -440,6 +454,7 @@ Shape TensorRecord::block_shape() const {
   if (split_dim < 0) return shape;
   Shape s = shape;
   s[split_dim] /= split_count;
+  if (outer_dim >= 0) s[outer_dim] /= outer_count;
   return s;
 }
 

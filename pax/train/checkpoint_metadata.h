@@ -45,6 +45,12 @@ struct TensorRecord {
   // and block k's file and CRCs for k in 0..split_count-1.
   int64_t split_dim = -1;
   int64_t split_count = 1;
+  // An outer split along another dimension (a pipeline stage's layers, each
+  // split again as above): split_count * outer_count blocks, outer first
+  // (dist::ShardSpec). -1 / 1: none.
+  int64_t outer_dim = -1;
+  int64_t outer_count = 1;
+  int64_t block_count() const { return split_count * outer_count; }
   std::vector<ShardBlockRecord> blocks;
   // The shape of one stored block.
   Shape block_shape() const;

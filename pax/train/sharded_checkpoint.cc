@@ -5,6 +5,7 @@
 #include "pax/train/sharded_checkpoint.h"
 
 #include <algorithm>
+#include <tuple>
 #include <unistd.h>
 
 #include <atomic>
@@ -40,15 +41,25 @@ struct Region {
   std::vector<int64_t> lo, hi;
 };
 
-// The whole array, or block `index` of `count` along `dim` (dim < 0: the whole).
-Region block_region(const Shape& global, int64_t dim, int64_t count, int64_t index) {
+// The whole array, or block `index` of `count` along `dim` (dim < 0: the
+// whole), within outer block `outer_index` of `outer_count` along outer_dim
+// (outer_dim < 0: none).
+Region block_region(const Shape& global, int64_t dim, int64_t count, int64_t index, int64_t outer_dim = -1,
+                    int64_t outer_count = 1, int64_t outer_index = 0) {
   Region r{std::vector<int64_t>(size_t(global.rank()), 0), global.dims()};
-  if (dim >= 0) {
-    const int64_t size = global[dim] / count;
-    r.lo[size_t(dim)] = index * size;
-    r.hi[size_t(dim)] = (index + 1) * size;
+  for (const auto& [d, n, k] : {std::tuple{dim, count, index}, std::tuple{outer_dim, outer_count, outer_index}}) {
+    if (d < 0) continue;
+    const int64_t size = global[d] / n;
+    r.lo[size_t(d)] = k * size;
+    r.hi[size_t(d)] = (k + 1) * size;
   }
   return r;
+}
+
+// Stored block `block` of tensor `t` (numbered outer first).
+Region stored_region(const TensorRecord& t, int64_t block) {
+  return block_region(t.shape, t.split_dim, t.split_count, block % t.split_count, t.outer_dim, t.outer_count,
+                      block / t.split_count);
 }
 
 // A contiguous run of bytes to copy: from offset src of a stored block to offset dst of the output block.
@@ -221,10 +232,11 @@ Array read_leaf(ShardFiles& files, const TreeItemRecord& rec, const TensorRecord
   auto buffer = Buffer::allocate(size_t(local.numel()) * itemsize(t.dtype));
   auto* out = static_cast<unsigned char*>(buffer->data());
   const Region want = spec.replicated() ? block_region(t.shape, -1, 1, 0)
-                                        : block_region(t.shape, spec.dim, spec.count, spec.index);
+                                        : block_region(t.shape, spec.dim, spec.count, spec.index, spec.outer_dim,
+                                                       spec.outer_count, spec.outer_index);
   const Shape block_shape = t.block_shape();
   for (size_t k = 0; k < t.blocks.size(); ++k) {
-    const Region have = block_region(t.shape, t.split_dim, t.split_count, int64_t(k));
+    const Region have = stored_region(t, int64_t(k));
     Region box = want;
     for (size_t d = 0; d < box.lo.size(); ++d) {
       box.lo[d] = std::max(want.lo[d], have.lo[d]);
@@ -313,14 +325,16 @@ PreparedShards prepare_shards(const CheckpointItems& items, const ItemShardSpecs
       spec.check(what);
       PAX_CHECK(a.shape() == spec.local(), what, " is ", a.aval().str(), " but its spec (global ", spec.global,
                 spec.replicated() ? ", replicated"
-                                  : ", block " + std::to_string(spec.index) + " of " + std::to_string(spec.count) +
-                                        " along dimension " + std::to_string(spec.dim),
+                                  : ", block " + std::to_string(spec.block()) + " of " + std::to_string(spec.blocks()) +
+                                        " along dimension " + std::to_string(spec.dim) +
+                                        (spec.outer_dim < 0 ? "" : " and " + std::to_string(spec.outer_dim)),
                 ") needs the shape ", spec.local());
       TensorRecord& t = rec.tensors[i];
       t.shape = spec.global;
       if (!spec.replicated()) {
         t.split_dim = spec.dim;
         t.split_count = spec.count;
+        if (spec.outer_dim >= 0) t.outer_dim = spec.outer_dim, t.outer_count = spec.outer_count;
       }
       leaves.push_back({named[i].name, a, spec});
     }
@@ -339,7 +353,8 @@ std::string shard_agreement_text(const PreparedShards& p) {
   for (const auto& [item, rec] : p.metadata.trees) {
     out += "\nitem " + item + ", crc_chunk_bytes " + std::to_string(rec.crc_chunk_bytes);
     for (const TensorRecord& t : rec.tensors)
-      out += "\n" + t.name + " split " + std::to_string(t.split_dim) + " " + std::to_string(t.split_count);
+      out += "\n" + t.name + " split " + std::to_string(t.split_dim) + " " + std::to_string(t.split_count) + " " +
+             std::to_string(t.outer_dim) + " " + std::to_string(t.outer_count);
   }
   for (const auto& [name, text] : p.json) out += "\njson " + name;
   return out;
@@ -348,7 +363,7 @@ std::string shard_agreement_text(const PreparedShards& p) {
 std::vector<int64_t> shard_block_indices(const PreparedShards& p) {
   std::vector<int64_t> out;
   for (const auto& [item, leaves] : p.trees)
-    for (const ShardedLeaf& l : leaves) out.push_back(l.spec.replicated() ? 0 : l.spec.index);
+    for (const ShardedLeaf& l : leaves) out.push_back(l.spec.block());
   return out;
 }
 
@@ -358,19 +373,19 @@ ShardWriters assign_shard_writers(const PreparedShards& p, const std::vector<std
   for (size_t t = 0; t < tensors.size(); ++t) {
     const auto& [item, i] = tensors[t];
     const TensorRecord& rec = p.metadata.trees.at(item).tensors[i];
-    writers[t].assign(size_t(rec.split_count), -1);
+    writers[t].assign(size_t(rec.block_count()), -1);
     if (rec.split_dim < 0) {
       writers[t][0] = 0;
       continue;
     }
     for (size_t proc = 0; proc < by_process.size(); ++proc) {
       const int64_t k = by_process[proc].at(t);
-      PAX_CHECK(k >= 0 && k < rec.split_count, "save sharded checkpoint: process ", proc, " holds block ", k,
-                " of item '", item, "', tensor '", rec.name, "', split into ", rec.split_count, " blocks");
+      PAX_CHECK(k >= 0 && k < rec.block_count(), "save sharded checkpoint: process ", proc, " holds block ", k,
+                " of item '", item, "', tensor '", rec.name, "', split into ", rec.block_count(), " blocks");
       if (writers[t][size_t(k)] < 0) writers[t][size_t(k)] = int(proc);
     }
     for (size_t k = 0; k < writers[t].size(); ++k) {
-      PAX_CHECK(writers[t][k] >= 0, "save sharded checkpoint: no process holds block ", k, " of ", rec.split_count,
+      PAX_CHECK(writers[t][k] >= 0, "save sharded checkpoint: no process holds block ", k, " of ", rec.block_count(),
                 " of item '", item, "', tensor '", rec.name, "' (split along dimension ", rec.split_dim,
                 "); every block index must be held by some process");
     }
@@ -413,7 +428,7 @@ ShardWriteReport write_process_shards(const std::string& tmp_dir, const Prepared
       std::vector<NamedArray> tensors;
       std::vector<ShardWriteReport::Block> blocks;
       for (const ShardedLeaf& l : leaves) {
-        const int64_t k = l.spec.replicated() ? 0 : l.spec.index;
+        const int64_t k = l.spec.block();
         if (writers.at(t)[size_t(k)] == process) {
           tensors.push_back({l.path, l.block});
           blocks.push_back({t, k, 0, {}});
@@ -613,7 +628,7 @@ Tree read_sharded_tree_item(const std::string& path, const std::string& name, co
       const AVal& a = target_leaves[i].aval();
       PAX_CHECK(a.dtype == t.dtype && a.shape == spec.local(), what, " is ", AVal{spec.local(), t.dtype, false}.str(),
                 " in the checkpoint (",
-                spec.replicated() ? std::string("whole") : "block " + std::to_string(spec.index), ") but ",
+                spec.replicated() ? std::string("whole") : "block " + std::to_string(spec.block()), ") but ",
                 AVal{a.shape, a.dtype, false}.str(), " in the target");
     }
     leaves.push_back(read_leaf(files, rec, t, spec, has_target && target_leaves[i].weak_type()));

@@ -131,8 +131,8 @@ Tree psum_leaves(const Tree& tree, const std::vector<bool>& pick, bool want, con
 // each process holds its own part, whose gradient is its own). Empty masks
 // when the step is not sharded.
 struct LeafSplits {
-  std::vector<bool> data, mdl;
-  std::string data_axis, mdl_axis;
+  std::vector<bool> data, mdl, stage;
+  std::string data_axis, mdl_axis, stage_axis;
 };
 
 // Per leaf, sum(x^2) in f32 (f64 for f64 leaves), of the whole array: a
@@ -143,6 +143,7 @@ std::vector<Array> whole_squares(const Tree& tree, const LeafSplits& splits) {
       tree);
   if (!splits.data.empty()) squares = psum_leaves(squares, splits.data, true, splits.data_axis);
   if (!splits.mdl.empty()) squares = psum_leaves(squares, splits.mdl, true, splits.mdl_axis);
+  if (!splits.stage.empty()) squares = psum_leaves(squares, splits.stage, true, splits.stage_axis);
   return tree_leaves(squares);
 }
 
@@ -207,8 +208,8 @@ struct TrainStep::Impl {
 // (the step clips with the norm over every block), and only one that works
 // on blocks.
 optim::GradientTransformation step_optimizer(const Learner& learner, const nn::FsdpOptions& fsdp,
-                                             const nn::TensorParallelOptions& tp) {
-  if (!fsdp.enabled() && !tp.enabled()) return learner.make_optimizer();
+                                             const nn::TensorParallelOptions& tp, const nn::PipelineOptions& stage) {
+  if (!fsdp.enabled() && !tp.enabled() && !stage.enabled()) return learner.make_optimizer();
   const std::string type = learner.optimizer ? learner.optimizer->type_name() : "";
   std::string axes;
   if (fsdp.enabled())
@@ -216,19 +217,23 @@ optim::GradientTransformation step_optimizer(const Learner& learner, const nn::F
   if (tp.enabled())
     axes +=
         (axes.empty() ? "" : " and ") + ("the mesh's mdl axis of " + std::to_string(tp.size)) + " (tensor parallelism)";
+  if (stage.enabled())
+    axes += (axes.empty() ? "" : " and ") + ("the mesh's stage axis of " + std::to_string(stage.size)) +
+            " (pipeline parallelism)";
   PAX_CHECK(type != "Adafactor" && type != "Lamb", "learner.optimizer: ", type,
             " computes statistics over whole tensors (factored moments, trust ratios), but with ", axes,
             " each process holds blocks of them; use Adam, Sgd, Lion, RmsProp or Adagrad, or a mesh whose data and "
-            "mdl axes are 1 (replica axis for plain data parallelism)");
+            "mdl axes are 1 (replica axis for plain data parallelism) and a stage axis of 1");
   return learner.make_optimizer_without_clipping();
 }
 
 TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainStepOptions options)
     : model_(model),
-      tx_(step_optimizer(learner, options.fsdp, options.tp)),
+      tx_(step_optimizer(learner, options.fsdp, options.tp, options.stage)),
       vn_(options.vn),
       fsdp_(options.fsdp),
       tp_(options.tp),
+      stage_(options.stage),
       impl_(std::make_shared<Impl>()) {
   const std::vector<LossTerm> terms = loss_terms(options.loss_aggregator, learner.loss_name);
   const MetricRules rules = metric_rules(options.metrics);
@@ -242,21 +247,26 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
   const bool summaries_on = options.summaries;
   const nn::FsdpOptions fsdp = options.fsdp;
   const nn::TensorParallelOptions tp = options.tp;
-  const bool sharded = fsdp.enabled() || tp.enabled();
+  const nn::PipelineOptions stage = options.stage;
+  const bool sharded = fsdp.enabled() || tp.enabled() || stage.enabled();
   PAX_CHECK(!sharded || !axis.empty(), "train step: sharded params (fsdp axis '", fsdp.axis, "', tp axis '", tp.axis,
             "') need the data-parallel axis set");
   const std::string replica_axis = options.replica_axis;
-  // The params' shapes as the layers declare them under tp (whole without
-  // it), to tell fsdp's blocks from them; and the whole params' shapes, to
-  // tell tp's blocks (None when not split).
+  // The params' shapes whole, held under stage (a pipeline stage's layers),
+  // and held under stage and tp (the layers' declarations), to tell each
+  // split's blocks: stage's from the whole, tp's from stage's, fsdp's from
+  // tp's.
   const Tree global_params = sharded ? global_state_shapes()["params"] : Tree();
-  const Tree mdl_params = tp.enabled() ? state_shapes({}, tp)["params"] : global_params;
-  const std::vector<bool> mdl_split = tp.enabled() ? split_leaves(mdl_params, global_params) : std::vector<bool>{};
+  const Tree stage_params = stage.enabled() ? state_shapes({}, {}, stage)["params"] : global_params;
+  const Tree mdl_params = tp.enabled() ? state_shapes({}, tp, stage)["params"] : stage_params;
+  const std::vector<bool> stage_split = stage.enabled() ? split_leaves(stage_params, global_params)
+                                                        : std::vector<bool>{};
+  const std::vector<bool> mdl_split = tp.enabled() ? split_leaves(mdl_params, stage_params) : std::vector<bool>{};
   // Losses are normalised before the gradient when the gradients come out
   // summed (several terms; blocks, whose gather's derivative sums them).
   const bool normalise = !axis.empty() && (terms.size() > 1 || sharded);
   auto step = [m, tx, terms, rules, vn, skip_nonfinite, max_norm, clip_norm, axis, replica_axis, summaries_on, fsdp, tp,
-               sharded, mdl_params, mdl_split,
+               stage, sharded, mdl_params, mdl_split, stage_split,
                normalise](const TrainState& state, const Tree& batch, const Array& key) {
     std::vector<std::string> collections = mutable_collections(state);
     std::optional<Array> loss_weight;  // set by aggregate_loss
@@ -265,13 +275,14 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
         random::fold_in(fsdp.enabled() ? random::fold_in(key, uint32_t(fsdp.index)) : key, kNoiseStream);
     auto loss_fn = [&](const Tree& params) {
       TrainState with_params = state;
-      with_params.params = vn.add_noise(params, state.step, noise_key, mdl_split, tp);
+      with_params.params = vn.add_noise(params, state.step, noise_key, mdl_split, tp, stage_split, stage);
       nn::ApplyOptions options{.rngs = {{"dropout", key}},
                                .mutable_collections = collections,
                                .train = true,
                                .summaries = summaries_on,
                                .fsdp = fsdp,
-                               .tp = tp};
+                               .tp = tp,
+                               .stage = stage};
       auto out = nn::apply_with(
           *m, model_variables(with_params), [&](const nn::BaseModel& model) { return model.fprop_batch(batch).first; },
           options);
@@ -288,14 +299,16 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
     LeafSplits splits;
     if (fsdp.enabled()) splits.data = split_leaves(state.params, mdl_params), splits.data_axis = fsdp.axis;
     if (tp.enabled()) splits.mdl = mdl_split, splits.mdl_axis = tp.axis;
+    if (stage.enabled()) splits.stage = stage_split, splits.stage_axis = stage.axis;
     if (!axis.empty()) {
       Reduced r =
           reduce_over(axis, loss_weight, rules, sharded ? Tree::dict() : grads, metrics, updated_collections, loss);
       // fsdp's blocks come summed over its axis; the rest of the sum is here
-      // (tp's blocks are summed over the batch axes like whole arrays).
+      // (tp's and stage's blocks are summed over the batch axes like whole
+      // arrays).
       if (fsdp.enabled()) {
         grads = psum_leaves(psum_leaves(grads, splits.data, false, axis), splits.data, true, replica_axis);
-      } else if (tp.enabled()) {
+      } else if (tp.enabled() || stage.enabled()) {
         grads = dist::psum(grads, axis, kGradientBucketBytes);  // normalised already
       } else {
         grads = r.grads;
@@ -363,9 +376,11 @@ TrainState TrainStep::init_state(const Array& key) const {
   const nn::BaseModel& model = model_;
   const nn::FsdpOptions fsdp = fsdp_;
   const nn::TensorParallelOptions tp = tp_;
-  Tree variables = sharded() ? jit([&model, fsdp, tp](const Array& k) { return nn::init_sharded(model, k, fsdp, tp); },
-                                   {.name = "init_sharded"})(key)
-                             : nn::init(model_, key);
+  const nn::PipelineOptions stage = stage_;
+  Tree variables =
+      sharded() ? jit([&model, fsdp, tp, stage](const Array& k) { return nn::init_sharded(model, k, fsdp, tp, stage); },
+                      {.name = "init_sharded"})(key)
+                : nn::init(model_, key);
   Tree params = variables.contains("params") ? variables["params"] : Tree::dict();
   if (vn_.enabled()) vn_.selection(params);  // a regex that selects nothing fails before training
   Tree extra = Tree::dict();
@@ -376,10 +391,11 @@ TrainState TrainStep::init_state(const Array& key) const {
 
 Tree TrainStep::global_state_shapes() const { return state_shapes({}, {}); }
 
-Tree TrainStep::state_shapes(const nn::FsdpOptions& fsdp, const nn::TensorParallelOptions& tp) const {
+Tree TrainStep::state_shapes(const nn::FsdpOptions& fsdp, const nn::TensorParallelOptions& tp,
+                             const nn::PipelineOptions& stage) const {
   // The same optimizer state's structure, from the params held so.
   return eval_shape([&](const Array& key) {
-    Tree variables = nn::init_sharded(model_, key, fsdp, tp);
+    Tree variables = nn::init_sharded(model_, key, fsdp, tp, stage);
     Tree params = variables.contains("params") ? variables["params"] : Tree::dict();
     Tree extra = Tree::dict();
     for (const auto& [name, collection] : variables.entries())
@@ -404,25 +420,42 @@ int64_t split_dimension(const Shape& a, const Shape& b, const std::string& what)
 }  // namespace
 
 dist::ShardSpecs TrainStep::state_specs() const {
-  // Whole, held under tp alone (its blocks over mdl), held (fsdp's blocks of
-  // those, along the same dimension: nn::held_spec).
+  // Whole, held under stage alone (a pipeline stage's layers), under stage
+  // and tp (tp's blocks of those over mdl), held (fsdp's blocks of those,
+  // along tp's dimension: nn::held_spec). Stage's split is the outer one
+  // where tp or fsdp split its blocks too.
   const Tree global = global_state_shapes();
-  const Tree mdl = tp_.enabled() ? state_shapes({}, tp_) : global;
-  const Tree local = state_shapes(fsdp_, tp_);
+  const Tree staged = stage_.enabled() ? state_shapes({}, {}, stage_) : global;
+  const Tree mdl = tp_.enabled() ? state_shapes({}, tp_, stage_) : staged;
+  const Tree local = state_shapes(fsdp_, tp_, stage_);
   const std::vector<std::string> paths = tree_paths(global);
-  const std::vector<Array> g = tree_leaves(global), m = tree_leaves(mdl), l = tree_leaves(local);
-  PAX_CHECK(g.size() == l.size() && g.size() == m.size(), "train state: ", l.size(), " arrays, the whole state has ",
-            g.size());
+  const std::vector<Array> g = tree_leaves(global), st = tree_leaves(staged), m = tree_leaves(mdl),
+                           l = tree_leaves(local);
+  PAX_CHECK(g.size() == l.size() && g.size() == m.size() && g.size() == st.size(), "train state: ", l.size(),
+            " arrays, the whole state has ", g.size());
   dist::ShardSpecs specs;
   for (size_t i = 0; i < g.size(); ++i) {
     const std::string what = "train state " + paths[i];
-    const Shape &whole = g[i].aval().shape, &part = m[i].aval().shape, &mine = l[i].aval().shape;
-    const int64_t dm = split_dimension(whole, part, what), df = split_dimension(part, mine, what);
-    if (dm < 0 && df < 0) continue;
+    const Shape &whole = g[i].aval().shape, &stage_part = st[i].aval().shape, &part = m[i].aval().shape,
+                &mine = l[i].aval().shape;
+    const int64_t ds = split_dimension(whole, stage_part, what), dm = split_dimension(stage_part, part, what),
+                  df = split_dimension(part, mine, what);
+    if (ds < 0 && dm < 0 && df < 0) continue;
+    if (dm < 0 && df < 0) {  // a stage's layers, whole over mdl and data
+      dist::ShardSpec spec{whole, ds, stage_.size, stage_.index, {stage_.axis}};
+      spec.check(what);
+      specs[paths[i]] = spec;
+      continue;
+    }
     PAX_CHECK(dm < 0 || df < 0 || dm == df, what, ": split over mdl along dimension ", dm, " and over data along ", df,
               " (the two splits must nest along one dimension)");
     dist::ShardSpec spec{whole, dm >= 0 ? dm : df};
-    spec.count = whole[spec.dim] / mine[spec.dim];
+    PAX_CHECK(ds != spec.dim, what, ": split over stage and over mdl or data along one dimension, ", ds);
+    spec.count = stage_part[spec.dim] / mine[spec.dim];
+    if (ds >= 0) {
+      spec.outer_dim = ds, spec.outer_count = stage_.size, spec.outer_index = stage_.index;
+      spec.outer_axis = stage_.axis;
+    }
     if (dm >= 0 && df >= 0) {
       spec.index = tp_.index * fsdp_.size + fsdp_.index;
       spec.axes = {tp_.axis, fsdp_.axis};
@@ -454,12 +487,13 @@ struct EvalStep::Impl {
   std::function<size_t(const Tree&, const Tree&)> arena_bytes;
 };
 
-EvalStep::EvalStep(const nn::BaseModel& model, const nn::FsdpOptions& fsdp, const nn::TensorParallelOptions& tp)
+EvalStep::EvalStep(const nn::BaseModel& model, const nn::FsdpOptions& fsdp, const nn::TensorParallelOptions& tp,
+                   const nn::PipelineOptions& stage)
     : impl_(std::make_shared<Impl>()) {
   const nn::BaseModel* m = &model;
-  auto step = [m, fsdp, tp](const Tree& variables, const Tree& batch) {
+  auto step = [m, fsdp, tp, stage](const Tree& variables, const Tree& batch) {
     return nn::apply_with(*m, variables, [&](const nn::BaseModel& model) { return model.fprop_batch(batch); },
-                          {.summaries = false, .fsdp = fsdp, .tp = tp})
+                          {.summaries = false, .fsdp = fsdp, .tp = tp, .stage = stage})
         .output;
   };
   auto jitted = std::make_shared<decltype(jit(step))>(jit(step, {.name = "eval_step"}));

@@ -74,6 +74,13 @@ struct TrainStepOptions {
   // and data_parallel_axis names the batch axes alone. fsdp then splits
   // those blocks further along the same dimension.
   nn::TensorParallelOptions tp;
+  // Pipeline parallelism (nn/pipeline.h): a pipelined Repeat's stacks are
+  // this process's stage (its consecutive repetitions), whose gradients are
+  // its own; everything else is whole on every stage, computed alike there
+  // (the stages read the same batch, and data_parallel_axis names the batch
+  // axes alone). tp and fsdp split a stage's blocks further along their own
+  // dimensions.
+  nn::PipelineOptions stage;
 };
 
 class TrainStep {
@@ -86,13 +93,15 @@ class TrainStep {
   // array of init_state's is split (by the path of TrainState::to_tree()).
   Tree global_state_shapes() const;
   dist::ShardSpecs state_specs() const;
-  // The train state's shapes (abstract) with the params held under `fsdp`
-  // and `tp`.
-  Tree state_shapes(const nn::FsdpOptions& fsdp, const nn::TensorParallelOptions& tp) const;
+  // The train state's shapes (abstract) with the params held under `fsdp`,
+  // `tp` and `stage`.
+  Tree state_shapes(const nn::FsdpOptions& fsdp, const nn::TensorParallelOptions& tp,
+                    const nn::PipelineOptions& stage = {}) const;
   const nn::FsdpOptions& fsdp() const { return fsdp_; }
   const nn::TensorParallelOptions& tp() const { return tp_; }
-  // Whether the params are held as blocks (fsdp or tp on).
-  bool sharded() const { return fsdp_.enabled() || tp_.enabled(); }
+  const nn::PipelineOptions& stage() const { return stage_; }
+  // Whether the params are held as blocks (fsdp, tp or stage on).
+  bool sharded() const { return fsdp_.enabled() || tp_.enabled() || stage_.enabled(); }
   // One step on `batch` with dropout keys from `key`. Pass the state with
   // std::move: its buffers are reused for the new state.
   std::pair<TrainState, Tree> operator()(TrainState state, const Tree& batch, const Array& key) const;
@@ -110,6 +119,7 @@ class TrainStep {
   VariationalNoise vn_;
   nn::FsdpOptions fsdp_;
   nn::TensorParallelOptions tp_;
+  nn::PipelineOptions stage_;
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
@@ -120,7 +130,7 @@ class EvalStep {
   // With fsdp or tp on, `variables` hold this process's blocks of the
   // params (every process of their axes runs the step together).
   explicit EvalStep(const nn::BaseModel& model, const nn::FsdpOptions& fsdp = {},
-                    const nn::TensorParallelOptions& tp = {});
+                    const nn::TensorParallelOptions& tp = {}, const nn::PipelineOptions& stage = {});
   std::pair<Tree, Tree> operator()(const Tree& variables, const Tree& batch) const;
   // Bytes of the compiled eval step's intermediates for variables and a
   // batch of these shapes (abstract ones too), as TrainStep's.

@@ -47,7 +47,9 @@ std::vector<bool> VariationalNoise::selection(const Tree& params) const {
 }
 
 Tree VariationalNoise::add_noise(const Tree& params, const Array& step, const Array& key,
-                                 const std::vector<bool>& split_over_tp, const nn::TensorParallelOptions& tp) const {
+                                 const std::vector<bool>& split_over_tp, const nn::TensorParallelOptions& tp,
+                                 const std::vector<bool>& split_over_stage,
+                                 const nn::TensorParallelOptions& stage) const {
   if (!enabled()) return params;
   const std::vector<bool> selected = selection(params);
   const std::vector<Array> keys_of = random::split_keys(key, int64_t(selected.size()));
@@ -57,10 +59,10 @@ Tree VariationalNoise::add_noise(const Tree& params, const Array& step, const Ar
       [&](const Array& p) {
         const size_t leaf = i++;
         if (!selected[leaf]) return p;
-        const bool split = leaf < split_over_tp.size() && split_over_tp[leaf];
-        const Array noise =
-            random::normal(split ? nn::key_of_this_part(keys_of[leaf], tp) : keys_of[leaf], p.shape(), p.dtype()) *
-            vn_scale;
+        Array leaf_key = keys_of[leaf];
+        if (leaf < split_over_stage.size() && split_over_stage[leaf]) leaf_key = nn::key_of_this_part(leaf_key, stage);
+        if (leaf < split_over_tp.size() && split_over_tp[leaf]) leaf_key = nn::key_of_this_part(leaf_key, tp);
+        const Array noise = random::normal(leaf_key, p.shape(), p.dtype()) * vn_scale;
         return where(on, p + noise.astype(p.dtype()), p);
       },
       params);

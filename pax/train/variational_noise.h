@@ -39,9 +39,11 @@ struct VariationalNoise : BaseHParams {
   // `params` with noise where selected, when step >= vn_start_step (traced:
   // `step` may be abstract). `key`: this step's noise key. Leaves marked in
   // `split_over_tp` are this process's blocks of weights split over tp's
-  // axis: each block draws its own noise (nn::key_of_this_part).
+  // axis: each block draws its own noise (nn::key_of_this_part); so do the
+  // leaves marked in `split_over_stage` (a pipeline stage's layers).
   Tree add_noise(const Tree& params, const Array& step, const Array& key, const std::vector<bool>& split_over_tp = {},
-                 const nn::TensorParallelOptions& tp = {}) const;
+                 const nn::TensorParallelOptions& tp = {}, const std::vector<bool>& split_over_stage = {},
+                 const nn::TensorParallelOptions& stage = {}) const;
 };
 
 }  // namespace pax::train

@@ -10,9 +10,8 @@
 // weight) and train when scaled down with --set, the mesh included, e.g.
 //   paxcc --exp=lm.C4Spmd1BAdam4Replicas --set train.ici_mesh_shape=[1,1,1]
 //         --set model.lm_tpl.stacked_transformer_tpl.x_times=2 ...
-// What has no counterpart here: meshes with a model (mdl) or pipeline-stage
-// axis above 1 are refused before training (parameters are replicated), and
-// the pipelined config's stages run as one stack.
+// Every mesh axis runs: replica (data parallel), data (fully sharded), mdl
+// (tensor parallel) and, for the pipelined config, stage.
 #include "pax/data/synthetic.h"
 #include "pax/experiments/adam_rampup.h"
 #include "pax/experiments/experiment.h"
@@ -196,14 +195,15 @@ SeedConfig c4_gpt3() {
 // C4SpmdPipelineGpt3AdamOrgHP's GPT-3 settings with 24 x 3072, 24 heads of
 // 128, bf16, learning rate 2e-4, 8 per core x 64 chips, ICI
 // [4, 1, 4, 4] ([stage, replica, data, mdl]: 4 stages, microbatches of 16).
-// Its layers are one plain stack (USE_REPEATED_LAYER is off for pipelines):
-// paxcc has no pipeline parallelism, so the stages run as one.
+// Its layers are a pipelined Repeat (nn/pipeline.h): each stage holds 6 of
+// the 24 blocks, split over mdl by heads and widths and over data by fsdp,
+// and runs the 128 rows of its data shard as 8 microbatches of 16.
 SeedConfig c4_pipeline_gpt3_small_64() {
   SeedConfig c = c4_gpt3();
   c.shape.num_layers = 24, c.shape.model_dims = 3072, c.shape.num_heads = 24;
   c.shape.hidden_dims = 4 * 3072, c.shape.dim_per_head = 128;
   c.shape.fprop_dtype = DType::bf16;
-  c.shape.repeated_layers = false;
+  c.shape.pipeline_microbatch_size = 16;
   c.learning_rate = 2e-4;
   c.global_batch = 8 * 64;
   c.ici_mesh = {4, 1, 4, 4};
@@ -233,7 +233,7 @@ static const bool seed_configs_registered = [] {
       "paxml C4Spmd16BAdam32Replicas (16B parameters) on synthetic data");
   add("tasks.lm.params.c4.C4SpmdGpt3AdamOrgHP", c4_gpt3, "paxml C4SpmdGpt3AdamOrgHP (GPT-3 175B) on synthetic data");
   add("tasks.lm.params.c4.C4SpmdPipelineGpt3SmallAdam64Replicas", c4_pipeline_gpt3_small_64,
-      "paxml C4SpmdPipelineGpt3SmallAdam64Replicas (24 x 3072, 2.9B; stages run as one) on synthetic data");
+      "paxml C4SpmdPipelineGpt3SmallAdam64Replicas (24 x 3072, 2.9B; 4 pipeline stages) on synthetic data");
   add("tasks.lm.params.c4_multislice.C4Spmd22BAdam2xv4_128", c4_22b_2x_v4_128,
       "paxml C4Spmd22BAdam2xv4_128 (22B parameters, 2 slices) on synthetic data");
   return true;

@@ -44,10 +44,13 @@ HParamsPtr transformer_lm_model(const TransformerLmShape& s) {
   } else {
     PAX_CHECK(s.activation == "ReLU", "transformer_lm_model: activation must be ReLU or GELU, got ", s.activation);
   }
-  if (s.repeated_layers) {  // praxis StackedTransformerRepeated: a one-block stack, x_times num_layers
+  // praxis StackedTransformerRepeated (or, pipelined, its
+  // LayerwiseShardablePipelined): a one-block stack, x_times num_layers.
+  if (s.repeated_layers || s.pipeline_microbatch_size > 0) {
     auto repeat = nn::tpl<nn::Repeat>();
     repeat->x_times = s.num_layers;
     repeat->checkpoint_policy = s.checkpoint_policy;
+    repeat->microbatch_size = s.pipeline_microbatch_size;
     stack->num_layers = 1;
     repeat->sub_tpl = stack;
     lm->stacked_transformer_tpl = repeat;

@@ -29,6 +29,10 @@ struct TransformerLmShape {
   // paxml's USE_REPEATED_LAYER: the blocks are a Repeat (x_times num_layers)
   // of a one-block StackedTransformer, scanned, rematerialised as below.
   bool repeated_layers = false;
+  // paxml's pipelined configs (MICROBATCH_SIZE): the Repeat is pipelined
+  // over the mesh's stage axis in microbatches of this many rows (0: not
+  // pipelined); implies repeated_layers.
+  int64_t pipeline_microbatch_size = 0;
   nn::CheckpointPolicy checkpoint_policy = nn::CheckpointPolicy::nothing_saveable;  // paxml's SAVE_NOTHING
 };
 
