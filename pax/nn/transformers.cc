@@ -429,8 +429,8 @@ Array Repeat::run(const Array& inputs, const Step& step, const Tree& vars,
 }
 
 std::pair<Array, Tree> Repeat::scan_repetitions(const Array& inputs, const Step& step, const Tree& vars,
-                                                const std::vector<std::string>& mutable_collections,
-                                                const Array& keys) const {
+                                                const std::vector<std::string>& mutable_collections, const Array& keys,
+                                                bool unroll) const {
   const auto& hp = hparams<HParams>();
   Tree xs = Tree::dict({{"vars", vars}});
   if (keys.defined()) xs["key"] = keys;
@@ -453,17 +453,29 @@ std::pair<Array, Tree> Repeat::scan_repetitions(const Array& inputs, const Step&
     if (!out.aux_loss.is_concrete() || out.aux_loss.item<double>() != 0.0) ys["aux_loss"] = out.aux_loss;
     return {out.output, ys};
   };
-  std::pair<Array, Tree> result;
-  if (hp.checkpoint_policy == CheckpointPolicy::none) {
-    result = scan(body, to_fprop_dtype(inputs), xs);
-  } else {
-    const RematPolicy policy = hp.checkpoint_policy == CheckpointPolicy::dots_saveable ? RematPolicy::dots_saveable
-                                                                                       : RematPolicy::nothing_saveable;
-    auto remat_body = checkpoint(body, policy);
-    result = scan([&](const Array& carry, const Tree& slice) { return remat_body(carry, slice); },
-                  to_fprop_dtype(inputs), xs);
+  const RematPolicy policy = hp.checkpoint_policy == CheckpointPolicy::dots_saveable ? RematPolicy::dots_saveable
+                                                                                     : RematPolicy::nothing_saveable;
+  auto remat_body = checkpoint(body, policy);
+  auto step_body = [&](const Array& carry, const Tree& slice) {
+    return hp.checkpoint_policy == CheckpointPolicy::none ? body(carry, slice) : remat_body(carry, slice);
+  };
+  if (!unroll) return scan(step_body, to_fprop_dtype(inputs), xs);
+  // The repetitions one after the other in the caller's program (inside
+  // the pipeline's scan, whose derivative recomputes each iteration once:
+  // a scan here would recompute every repetition a second time).
+  const int64_t n = tree_leaves(xs).front().dim(0);
+  Array carry = to_fprop_dtype(inputs);
+  std::vector<Tree> ys;
+  for (int64_t l = 0; l < n; ++l) {
+    const Tree slice = tree_map([l](const Array& a) { return squeeze(slice_along(a, 0, l, l + 1), Axes{0}); }, xs);
+    auto [next, y] = step_body(carry, slice);
+    carry = next;
+    ys.push_back(y);
   }
-  return result;
+  return {carry,
+          tree_map_n(
+              [](std::span<const Array> leaves) { return stack(std::vector<Array>(leaves.begin(), leaves.end()), 0); },
+              ys)};
 }
 
 Array Repeat::fprop_pipelined(const Array& inputs, const Array& paddings, const Array& atten_mask,
@@ -484,7 +496,8 @@ Array Repeat::fprop_pipelined(const Array& inputs, const Array& paddings, const 
       keys = random::split(key_of_this_part(key, stage), held);
     }
     auto [y, ys] = scan_repetitions(
-        x, [&](const RepeatableLayer& s, const Array& h) { return s.fprop(h, args[0], args[1]); }, vars, {}, keys);
+        x, [&](const RepeatableLayer& s, const Array& h) { return s.fprop(h, args[0], args[1]); }, vars, {}, keys,
+        /*unroll=*/true);
     PAX_CHECK(ys["updates"].entries().empty(), where,
               "a pipelined Repeat cannot update variables (its sub-layer writes a mutable collection)");
     Tree kept = Tree::dict({{"summaries", ys["summaries"]}});

@@ -241,8 +241,10 @@ class RepeatedVariables : public Layer {
 // of S processes each holds x_times / S consecutive repetitions and runs
 // them on microbatches in GPipe's schedule. Without a stage axis it runs as
 // the plain stack (the same values: the layers are per example). Under the
-// pipeline the auxiliary losses are averaged over the microbatches, and so
-// are the summaries.
+// pipeline a stage's repetitions run unrolled in the pipeline's scan (its
+// derivative recomputes each iteration once; a nested scan would recompute
+// again), and the auxiliary losses and summaries are averaged over the
+// microbatches.
 class Repeat : public RepeatableLayer {
  public:
   struct HParams : Layer::HParams {
@@ -281,9 +283,11 @@ class Repeat : public RepeatableLayer {
             const std::vector<std::string>& mutable_collections) const;
   // The scan of run without writing anything back: the output and the
   // per-repetition {updates, summaries, aux_loss}. keys (n, 2): one dropout
-  // key per repetition held here (undefined: none).
+  // key per repetition held here (undefined: none). unroll: the
+  // repetitions one after another instead of a scan.
   std::pair<Array, Tree> scan_repetitions(const Array& inputs, const Step& step, const Tree& vars,
-                                          const std::vector<std::string>& mutable_collections, const Array& keys) const;
+                                          const std::vector<std::string>& mutable_collections, const Array& keys,
+                                          bool unroll = false) const;
   // fprop as GPipe's schedule over the stage axis (nn/pipeline.h).
   Array fprop_pipelined(const Array& inputs, const Array& paddings, const Array& atten_mask, const Tree& vars) const;
   // The repetitions this process holds (x_times / stages when pipelined).
