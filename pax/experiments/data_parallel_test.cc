@@ -438,7 +438,8 @@ TEST(TensorParallel, SplitHeadsAndWidthsMatchOneProcessAndResume) {
 // of the two repetitions of a pipelined Repeat and runs the batch as 2
 // microbatches): the same training as one process running the same model,
 // the eval in lockstep, a resume, and the checkpoint read by one process.
-// Then stage x mdl ([2,1,1,2]: the stages' blocks split by heads and widths,
+// Four stages ([4,1,1,1]) train as one process does. Then stage x mdl
+// ([2,1,1,2]: the stages' blocks split by heads and widths,
 // a checkpoint of blocks split along two dimensions) and stage x data
 // ([2,1,2,1]: fsdp's blocks of the stages' layers, two input shards) train
 // as one process does, and one process continues the [2,1,1,2] run stopped
@@ -467,6 +468,16 @@ TEST(Pipeline, StagesMatchOneProcessAndResume) {
   dual.push_back("train.ici_mesh_shape=[2,1,1,1]");
   const auto [want, got] =
       expect_pair_like_one(l, single, dual, "pp", "pipelined layers split over the stage axis of 2 processes");
+
+  // [4,1,1,1]: four stages of one block each (the previous stage is not
+  // also the next one, as with two).
+  std::vector<std::string> single4 = single, stages4 = dual;
+  for (auto* o : {&single4, &stages4}) std::replace(o->begin(), o->end(), stack + ".x_times=2", stack + ".x_times=4");
+  stages4.back() = "train.ici_mesh_shape=[4,1,1,1]";
+  const std::string one4 = fresh_dir("pp_one4");
+  run_here(single4, one4);
+  expect_losses_alike(l, 4, fresh_dir("pp_stages4"), stages4, train_losses(one4),
+                      "pipelined layers split over the stage axis of 4 processes");
 
   // [2,1,1,2] and [2,1,2,1] (half the batch per input shard): 4 processes.
   for (const char* mesh : {"[2,1,1,2]", "[2,1,2,1]"}) {

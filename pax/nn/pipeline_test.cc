@@ -66,15 +66,18 @@ Array block_of(const Array& full, const Array& block, int64_t index) {
 }
 
 TEST(Pipeline, PipelinedStackMatchesTheWholeOne) {
-  const int64_t members = 2, layers = 4, B = 6, T = 5;
+  const int64_t layers = 4, B = 6, T = 5;
   const Array x = testing::random_array({B, T, 8}, DType::f64, 5);
   // Rows pad different tails, so that a microbatch's paddings must be its own.
   const Array paddings =
       (reshape(arange(int64_t(0), T).astype(DType::f64), {1, T}) >= array<double>({5, 4, 3, 5, 2, 1}, Shape{B, 1}))
           .astype(DType::f64);
-  for (int64_t microbatches : {1, 2, 3}) {
+  // 2 stages (where the previous stage is also the next) and 4 (one layer each).
+  for (const auto& [members, microbatches] : std::vector<std::pair<int64_t, int64_t>>{{2, 1}, {2, 2}, {2, 3}, {4, 3}}) {
+    const int64_t per = layers / members;
     for (bool per_example_mask : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << microbatches << " microbatches, a mask per example " << per_example_mask);
+      SCOPED_TRACE(::testing::Message() << members << " stages, " << microbatches
+                                        << " microbatches, a mask per example " << per_example_mask);
       auto stack = build<Repeat>(pipelined_stack(layers, microbatches));
       const Tree full = init(*stack, random::key(3));
       std::vector<Tree> blocks;
@@ -84,7 +87,7 @@ TEST(Pipeline, PipelinedStackMatchesTheWholeOne) {
         ASSERT_EQ(f.size(), b.size());
         for (size_t i = 0; i < f.size(); ++i) {
           EXPECT_EQ(b[i].dim(0), layers / members);
-          EXPECT_TRUE(testing::all_close(b[i], slice_along(f[i], 0, k * 2, k * 2 + 2), 0, 0)) << i;
+          EXPECT_TRUE(testing::all_close(b[i], slice_along(f[i], 0, k * per, (k + 1) * per), 0, 0)) << i;
         }
       }
       Array mask = causal_mask(T, DType::f64);  // (1, 1, T, T)
@@ -122,7 +125,7 @@ TEST(Pipeline, PipelinedStackMatchesTheWholeOne) {
         for (size_t i = 0; i < gf.size(); ++i) {
           // Divided by members above: each member's loss is the whole one.
           const Array mine = member(gb[i], k) * double(members);
-          EXPECT_TRUE(testing::all_close(mine, slice_along(gf[i], 0, k * 2, k * 2 + 2), 1e-10, 1e-10))
+          EXPECT_TRUE(testing::all_close(mine, slice_along(gf[i], 0, k * per, (k + 1) * per), 1e-10, 1e-10))
               << paths[i] << " member " << k;
         }
       }
