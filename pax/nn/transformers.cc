@@ -488,6 +488,10 @@ Array Repeat::fprop_pipelined(const Array& inputs, const Array& paddings, const 
   Array microbatch_keys;
   if (is_training() && has_rng("dropout")) microbatch_keys = random::split(next_prng_key("dropout"), microbatches);
   const int64_t held = held_repetitions();
+  for (const Array& v : tree_leaves(vars))
+    PAX_CHECK(v.ndim() >= 1 && v.dim(0) == held, where, "under the stage axis of ", stage.size, " each process holds ",
+              held, " of the ", hp.x_times, " repetitions, but a stacked variable is ", v.aval().str(),
+              " (variables from nn::init_sharded with this stage axis)");
   auto stage_fn = [&](const Array& x, const std::vector<Array>& args, const Array& microbatch) {
     Array keys;
     if (microbatch_keys.defined()) {
@@ -511,7 +515,9 @@ Array Repeat::fprop_pipelined(const Array& inputs, const Array& paddings, const 
   auto mean_over_microbatches = [&](const Array& v) {
     Ints dims(size_t(v.ndim()), 1);
     dims[0] = weight.dim(0);
-    return sum(v.astype(DType::f32) * reshape(weight, dims), Axes{0});
+    // A select, not a product: a bubble iteration's value may be non-finite.
+    const Array valid = broadcast_to(reshape(r.valid, dims), v.shape());
+    return sum(pax::where(valid, v.astype(DType::f32) * reshape(weight, dims), 0.0f), Axes{0});
   };
   for (const auto& [name, value] : r.ys["summaries"].entries()) {
     const Array per_repetition = mean_over_microbatches(value.leaf());  // (held, ...)

@@ -240,7 +240,8 @@ class RepeatedVariables : public Layer {
 // (praxis's LayerwiseShardablePipelined, nn/pipeline.h): under a stage axis
 // of S processes each holds x_times / S consecutive repetitions and runs
 // them on microbatches in GPipe's schedule. Without a stage axis it runs as
-// the plain stack (the same values: the layers are per example). Under the
+// the plain stack (the same values without dropout: the layers are per
+// example; dropout draws per microbatch and stage under the pipeline). Under the
 // pipeline a stage's repetitions run unrolled in the pipeline's scan (its
 // derivative recomputes each iteration once; a nested scan would recompute
 // again), and the auxiliary losses and summaries are averaged over the

@@ -130,7 +130,7 @@ Batched all_gather_batch(std::span<const Array> values, std::span<const int64_t>
   const Array& x = values[0];
   const int64_t d = bdims[0];
   const int64_t rank = x.ndim() - (d >= 0 ? 1 : 0);
-  const int64_t axis = normalize_axis(p.i("axis"), rank + (p.b("tiled") ? 0 : 1), "all_gather");
+  const int64_t axis = normalize_axis(p.i("axis"), rank + 1, "all_gather");  // as the shape rule
   if (p.s("axis_name") != info.axis_name) {
     if (d < 0) return {{bind1(Prim::all_gather, {x}, p)}, {-1}};
     Params inner = p;

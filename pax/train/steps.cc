@@ -250,7 +250,7 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
   const nn::PipelineOptions stage = options.stage;
   const bool sharded = fsdp.enabled() || tp.enabled() || stage.enabled();
   PAX_CHECK(!sharded || !axis.empty(), "train step: sharded params (fsdp axis '", fsdp.axis, "', tp axis '", tp.axis,
-            "') need the data-parallel axis set");
+            "', stage axis '", stage.axis, "') need the data-parallel axis set");
   const std::string replica_axis = options.replica_axis;
   // The params' shapes whole, held under stage (a pipeline stage's layers),
   // and held under stage and tp (the layers' declarations), to tell each
