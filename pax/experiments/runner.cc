@@ -656,18 +656,16 @@ class TrainingLoop {
     if (settings_.eval_interval_steps > 0)  // after the errors above, so that an error stays one line
       for (const std::string& line : eval_input_mismatches(exp_)) out_ << "warning: " << line << "\n";
     job_.open_checkpoints(mgr_, /*every_process=*/job_.sharding.sharded());
-    const AllocationPurpose purpose("the train state (parameters, optimizer state)");
-    state_ = train_step_.init_state(init_key);
+    // The specs (abstract shapes) first: a stage axis with nothing to split
+    // is refused before the state is drawn.
     if (job_.sharding.sharded()) specs_ = train_step_.state_specs();
-    if (const nn::PipelineOptions& stage = job_.sharding.stage; stage.enabled()) {
-      const bool any_split = std::any_of(specs_.begin(), specs_.end(), [&](const auto& entry) {
-        const dist::ShardSpec& s = entry.second;
-        return s.outer_axis == stage.axis || std::find(s.axes.begin(), s.axes.end(), stage.axis) != s.axes.end();
-      });
-      PAX_CHECK(any_split, "the mesh's stage axis is ", stage.size, " but ", job_.model->type_name(),
+    if (const nn::PipelineOptions& stage = job_.sharding.stage; stage.enabled())
+      PAX_CHECK(splits_over(specs_, stage.axis), "the mesh's stage axis is ", stage.size, " but ",
+                job_.model->type_name(),
                 " has no pipelined layers to split over it: make its layers a Repeat with num_microbatches or "
                 "microbatch_size set (praxis's pipelined stack), or put the stage axis's processes on the data axis");
-    }
+    const AllocationPurpose purpose("the train state (parameters, optimizer state)");
+    state_ = train_step_.init_state(init_key);
   }
 
   // Resumes from the latest checkpoint, if any; then writes config.json,
@@ -702,11 +700,7 @@ class TrainingLoop {
       out_ << "attention heads, feed-forward hidden widths and vocabulary split over the mdl axis of " << tp.size
            << " processes (tensor parallel): " << format_bytes(tree_bytes(state_.to_tree()))
            << " of train state per process\n";
-      const bool any_split = std::any_of(specs_.begin(), specs_.end(), [&](const auto& entry) {
-        const std::vector<std::string>& axes = entry.second.axes;
-        return std::find(axes.begin(), axes.end(), tp.axis) != axes.end();
-      });
-      if (!any_split)
+      if (!splits_over(specs_, tp.axis))
         out_ << "warning: the mesh's mdl axis is " << tp.size << " but " << job_.model->type_name()
              << " splits no weight over it (attention, feed-forward and embedding layers do): its " << tp.size
              << " processes compute the same thing; put them on the data axis instead\n";

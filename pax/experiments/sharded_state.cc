@@ -1,6 +1,8 @@
 // Sharding plan of a run and the gather of whole arrays from blocks.
 #include "pax/experiments/sharded_state.h"
 
+#include <algorithm>
+
 #include "pax/core/error.h"
 #include "pax/experiments/experiment.h"
 #include "pax/experiments/mesh.h"
@@ -30,6 +32,13 @@ ShardingPlan plan_sharding(const TrainSettings& t, int64_t process_count, const 
   if (mdl > 1) plan.tp = nn::TensorParallelOptions{.axis = "mdl", .size = mdl, .index = mesh.coordinate("mdl")};
   if (stage > 1) plan.stage = nn::PipelineOptions{.axis = "stage", .size = stage, .index = mesh.coordinate("stage")};
   return plan;
+}
+
+bool splits_over(const dist::ShardSpecs& specs, const std::string& axis) {
+  return std::any_of(specs.begin(), specs.end(), [&](const auto& entry) {
+    const dist::ShardSpec& s = entry.second;
+    return s.outer_axis == axis || std::find(s.axes.begin(), s.axes.end(), axis) != s.axes.end();
+  });
 }
 
 Tree gather_whole(const Tree& tree, const dist::ShardSpecs& specs) {

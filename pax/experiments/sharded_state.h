@@ -44,6 +44,9 @@ struct ShardingPlan {
 // over "stage"; with either, the batch is read per "replica,data" coordinate.
 ShardingPlan plan_sharding(const TrainSettings& t, int64_t process_count, const std::string& process_axis);
 
+// Whether any of `specs` splits an array over the mesh axis `axis`.
+bool splits_over(const dist::ShardSpecs& specs, const std::string& axis);
+
 // Every array of `tree` whole: the blocks of the arrays `specs` names
 // all-gathered over their axes, inner first (every process calls it).
 Tree gather_whole(const Tree& tree, const dist::ShardSpecs& specs);

@@ -36,9 +36,6 @@ Array stage_block(const Array& full, const WeightHParams& spec, const PipelineOp
   return block_along(full, *spec.stage_dim, stage.size, stage.index);
 }
 
-namespace {
-
-// x[i] for an i32 scalar i: x (N, ...) -> (...).
 Array index_leading(const Array& x, const Array& i) {
   std::vector<Array> start(size_t(x.ndim()), scalar<int32_t>(0));
   start[0] = i;
@@ -46,6 +43,8 @@ Array index_leading(const Array& x, const Array& i) {
   sizes[0] = 1;
   return squeeze(lax::dynamic_slice(x, start, sizes), Axes{0});
 }
+
+namespace {
 
 // (B, ...) -> (M, B / M, ...).
 Array cut(const Array& x, int64_t microbatches) {

@@ -44,6 +44,9 @@ WeightHParams stage_held_spec(const WeightHParams& spec, const PipelineOptions& 
 // when the variable is not split.
 Array stage_block(const Array& full, const WeightHParams& spec, const PipelineOptions& stage);
 
+// x[i] for a traced i32 scalar i: x (N, ...) -> (...).
+Array index_leading(const Array& x, const Array& i);
+
 // The previous stage's `y` on every stage (stage 0 gets the last stage's,
 // which the schedule ignores); backward, the cotangent goes back to the stage
 // that sent it. An all_gather over the axis and this stage's pick of it.

@@ -495,9 +495,7 @@ Array Repeat::fprop_pipelined(const Array& inputs, const Array& paddings, const 
   auto stage_fn = [&](const Array& x, const std::vector<Array>& args, const Array& microbatch) {
     Array keys;
     if (microbatch_keys.defined()) {
-      std::vector<Array> start = {microbatch, scalar<int32_t>(0)};
-      const Array key = reshape(lax::dynamic_slice(microbatch_keys, start, {1, 2}), {2});
-      keys = random::split(key_of_this_part(key, stage), held);
+      keys = random::split(key_of_this_part(index_leading(microbatch_keys, microbatch), stage), held);
     }
     auto [y, ys] = scan_repetitions(
         x, [&](const RepeatableLayer& s, const Array& h) { return s.fprop(h, args[0], args[1]); }, vars, {}, keys,
