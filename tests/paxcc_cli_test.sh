@@ -127,6 +127,27 @@ else
     --set train.num_train_steps=$((stopped + 2))
 fi
 
+# One trainer per job directory: a second is refused naming the first; the
+# lock dies with its holder (kill -9), and the next trainer resumes; eval
+# runs beside a trainer and leaves the training's config.json alone.
+lock=$work/lock
+"$paxcc" --exp=lm.KjvTransformerTiny "--job_log_dir=$lock" --set train.num_train_steps=100000 \
+  --set train.summary_interval_steps=50 --set train.save_interval_steps=50 >"$work/lock.log" 2>&1 &
+pid=$!
+for _ in $(seq 300); do [[ -d $lock/checkpoints/checkpoint_00000050 ]] && break; sleep 0.2; done
+expect 1 "$lock is in use by another trainer \(host .*, PID $pid, started .*lm.KjvTransformerTiny\)" -- \
+  --exp=lm.KjvTransformerTiny "--job_log_dir=$lock" --set train.num_train_steps=10
+expect 0 "eval validation @ step" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$lock" --mode=eval \
+  --set learner.optimizer.learning_rate=0.5
+grep -q '"learning_rate": 0.5' "$lock/config.json" && { echo "FAIL: eval rewrote config.json"; failures=$((failures + 1)); }
+kill -9 $pid
+wait $pid 2>/dev/null
+expect 0 "resumed .* at step" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$lock" --set train.num_train_steps=60 \
+  --set train.save_interval_steps=50
+grep -q '"\$experiment": "lm.KjvTransformerTiny"' "$lock/config.json" || {
+  echo "FAIL: config.json does not name its experiment"; failures=$((failures + 1)); }
+expect 0 "done at step 60" -- --config "$lock/config.json" "--job_log_dir=$lock"
+
 printf 'in the beginning was the word\nand the word was with god\n%.0s' {1..200} >"$work/corpus.txt"
 expect 0 "wrote" -- tokenizer --input "$work/corpus.txt" --vocab_size 20 --out "$work/corpus.model"
 [[ -s $work/corpus.model ]] || { echo "FAIL: tokenizer model missing"; failures=$((failures + 1)); }
@@ -145,6 +166,11 @@ fi
 expect 2 "not expected: --bogus" -- --bogus
 expect 2 "--mode: .*not in" -- --exp=lm.KjvTransformerTiny --job_log_dir=x --mode=serve
 expect 2 "--exp is required" -- --job_log_dir=x
+expect 2 "--exp= has an empty value; give --exp=VALUE" -- --exp= --job_log_dir=x
+expect 2 "--output_dir is for --mode=eval and --mode=decode" -- --exp=lm.KjvTransformerTiny --job_log_dir=x --output_dir=y
+: >"$work/plainfile"
+expect 1 "--job_log_dir $work/plainfile/run: $work/plainfile is not a directory" -- --exp=lm.KjvTransformerTiny \
+  "--job_log_dir=$work/plainfile/run"
 expect 2 "--dist_timeout: must be a number from 0.001 to 604800 seconds" -- --exp=lm.KjvTransformerTiny --job_log_dir=x --dist_timeout=0
 expect 2 "--dist_stop_grace: must be a number from 0.001 to 604800 seconds" -- --exp=lm.KjvTransformerTiny --job_log_dir=x --dist_stop_grace=0
 expect 2 "--peak_flops: must be a number from" -- --exp=lm.KjvTransformerTiny --job_log_dir=x --peak_flops=-5

@@ -9,7 +9,8 @@
 #   - an input config that cannot be sharded: a one-line error;
 #   - a mesh of 2 processes trains, one of 4 is refused before any work;
 #   - decoding on rank 0 alone that outlasts --dist_timeout: the other process
-#     waits for it at the phase barrier and the run finishes.
+#     waits for it at the phase barrier and the run finishes;
+#   - ranks started with different settings: refused, naming the fields.
 # Usage: paxcc_mpi_test.sh PAXCC MPIRUN
 set -u
 PAXCC=$1
@@ -149,4 +150,20 @@ D=$WORK/phase
   fail "phase: decoding on rank 0 alone made the run fail"
 grep -q "done at step 4" "$D.log" || fail "phase: the run did not finish"
 echo "ok: decoding on rank 0 outlasted --dist_timeout=1 and the run finished"
+# 6. Ranks started with different settings (mpirun's MPMD form): refused
+# before any work, naming each differing field with each process's value.
+D=$WORK/disagree
+out=$("$MPIRUN" --oversubscribe -np 1 "$PAXCC" "${COMMON[@]}" --set train.num_train_steps=2 --job_log_dir="$D" \
+  --set learner.optimizer.learning_rate=0.003 : -np 1 "$PAXCC" "${COMMON[@]}" --set train.num_train_steps=2 \
+  --job_log_dir="$D" --set learner.optimizer.learning_rate=0.3 2>&1)
+[ $? != 0 ] || fail "disagree: exit status 0"
+echo "$out" | grep -q "paxcc: error: process [01] of 2: the 2 processes were started with different settings.*learner.optimizer.learning_rate: 0.003 on process 0, 0.3 on process 1" ||
+  fail "disagree: unexpected output: $out"
+[ ! -e "$D/checkpoints" ] || fail "disagree: the refused run wrote checkpoints"
+out=$("$MPIRUN" --oversubscribe -np 1 "$PAXCC" "${COMMON[@]}" --set train.num_train_steps=2 --job_log_dir="$D" \
+  --set "train.ici_mesh_shape=[1,2,1]" : -np 1 "$PAXCC" "${COMMON[@]}" --set train.num_train_steps=2 \
+  --job_log_dir="$D" --set "train.ici_mesh_shape=[2,1,1]" 2>&1)
+[ $? != 0 ] || fail "disagree: meshes: exit status 0"
+echo "$out" | grep -q "train.ici_mesh_shape\[0\]: 1 on process 0, 2 on process 1" || fail "disagree: meshes: unexpected output: $out"
+echo "ok: ranks with different learning rates or meshes are refused, naming the fields"
 echo "all mpirun fault checks passed"

@@ -465,7 +465,8 @@ struct JsonReader {
 
   void fill(BaseHParams& h, const json& j, const std::string& path) {
     for (const auto& [key, v] : j.items()) {
-      if (key == "type" || key == "$id") continue;
+      // "$experiment": the registered name a job's config.json records for people to read.
+      if (key == "type" || key == "$id" || key == "$experiment") continue;
       FieldRef f = find_field(h, key);
       const std::string sub = config_detail::join_path(path, key);
       if (v.is_object() && v.contains("$missing")) {

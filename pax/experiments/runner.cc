@@ -27,6 +27,8 @@
 #include "pax/dist/process_group.h"
 #include "pax/experiments/experiment.h"
 #include "pax/experiments/input_mismatch.h"
+#include "pax/experiments/job_lock.h"
+#include "pax/experiments/rank_agreement.h"
 #include "pax/experiments/field_ranges.h"
 #include "pax/experiments/memory_check.h"
 #include "pax/experiments/mesh.h"
@@ -102,6 +104,11 @@ struct Job {
         out(process != 0 ? discarded_output()
             : o.out      ? *o.out
                          : std::cout) {
+    config_json = config.to_json();
+    // Before any rank acts on its settings (the mesh first): mpirun may have
+    // started ranks with different flags.
+    check_ranks_agree(config_json, {{"--mode", pax_enum_names(static_cast<Mode*>(nullptr)).names.at(size_t(o.mode))},
+                                    {"--restore_step", o.restore_step ? std::to_string(*o.restore_step) : "latest"}});
     // Ranges first: validating builds the model, which an absurd layer count
     // or dimension must not reach.
     check_field_ranges(config);
@@ -112,22 +119,31 @@ struct Job {
     data_shards = shard.count;
     data_shard = shard.index;
     sharding = plan_sharding(exp.train_settings(), processes, dist::process_group().axis_name());
-    config_json = config.to_json();
     model_layer = nn::build_layer(exp.model);
     model = dynamic_cast<const nn::BaseModel*>(model_layer.get());
   }
 
   std::string path(const std::string& name) const { return (fs::path(options.job_dir) / name).string(); }
 
+  void check_job_dir() const { PAX_CHECK(!options.job_dir.empty(), "a job directory is needed (--job_log_dir)"); }
+
   // config.json and model_summary.txt, so that the job dir documents the run.
   void write_job_files() const {
-    PAX_CHECK(!options.job_dir.empty(), "a job directory is needed (--job_log_dir)");
+    check_job_dir();
     if (!chief()) return;
-    std::error_code ec;
-    fs::create_directories(options.job_dir, ec);
-    PAX_CHECK(!ec, "cannot create the job directory ", options.job_dir, ": ", ec.message());
-    data::write_file_atomic(path("config.json"), config_json + "\n");
+    make_job_directory(options.job_dir);
+    data::write_file_atomic(path("config.json"), config_file_text());
     data::write_file_atomic(path("model_summary.txt"), nn::summary(*model));
+  }
+
+  // config.json: the resolved config, led by the experiment's name
+  // ("$experiment", which --config ignores) so that the directory says what ran.
+  std::string config_file_text() const {
+    const nlohmann::ordered_json config = nlohmann::ordered_json::parse(config_json);
+    nlohmann::ordered_json file;
+    if (!options.experiment_name.empty()) file["$experiment"] = options.experiment_name;
+    for (const auto& [key, value] : config.items()) file[key] = value;
+    return file.dump(2) + "\n";
   }
 
   train::CheckpointManagerOptions checkpoint_options() const {
@@ -144,8 +160,12 @@ struct Job {
   // The chief's checkpoint manager (the other processes have none); with
   // `every_process` (a sharded train state, which each process saves and
   // restores its blocks of), every process's.
-  void open_checkpoints(std::optional<train::CheckpointManager>& mgr, bool every_process = false) const {
-    if (chief() || every_process) mgr.emplace(path("checkpoints"), checkpoint_options());
+  // `read_only` (eval, decode): restores only, beside a trainer that may be saving.
+  void open_checkpoints(std::optional<train::CheckpointManager>& mgr, bool every_process = false,
+                        bool read_only = false) const {
+    train::CheckpointManagerOptions o = checkpoint_options();
+    o.read_only = read_only;
+    if (chief() || every_process) mgr.emplace(path("checkpoints"), o);
   }
 
   // An input of this process: with several data shards each process reads
@@ -278,10 +298,11 @@ std::map<std::string, std::map<std::string, double>> run_evals(const Job& job, c
   return results;
 }
 
-// Every decode input once; samples written to decode/<name>_step_<step>.txt.
+// Every decode input once; samples written to <dir>/<name>_step_<step>.txt
+// (none written when `dir` is empty).
 std::map<std::string, std::string> run_decodes(const Job& job, const Tree& variables,
                                                std::vector<std::unique_ptr<data::BaseInput>>& inputs, int64_t step,
-                                               train::ConsoleProgress* progress) {
+                                               train::ConsoleProgress* progress, const std::string& dir) {
   std::map<std::string, std::string> files;
   const Array key = random::fold_in(random::key(job.exp.train_settings().random_seed), 0x0dec0de);
   for (auto& input : inputs) {
@@ -290,16 +311,16 @@ std::map<std::string, std::string> run_decodes(const Job& job, const Tree& varia
     train::DecodeResult r = train::run_decode(*job.model, variables, *input, random::fold_in(key, uint32_t(step)));
     std::string text;
     for (size_t i = 0; i < r.outputs.size(); ++i) text += r.outputs[i] + "\n";
-    const std::string path = fmt::format("{}/decode/{}_step_{:08d}.txt", job.options.job_dir, name, step);
-    data::write_file_atomic(path, text);  // creates decode/
-    std::string shown = "decode " + name + " @ step " + std::to_string(step) + " -> " + path;
+    const std::string path = dir.empty() ? std::string() : fmt::format("{}/{}_step_{:08d}.txt", dir, name, step);
+    if (!path.empty()) data::write_file_atomic(path, text);  // creates dir
+    std::string shown = "decode " + name + " @ step " + std::to_string(step) + (path.empty() ? "" : " -> " + path);
     for (size_t i = 0; i < r.outputs.size() && i < 4; ++i) shown += "\n  " + r.outputs[i];
     if (progress) {
       progress->message(shown);
     } else {
       job.out << shown << "\n";
     }
-    files[name] = path;
+    if (!path.empty()) files[name] = path;
   }
   return files;
 }
@@ -595,6 +616,7 @@ class TrainingLoop {
         stopper_{.min_delta = settings_.early_stopping_min_delta, .patience = settings_.early_stopping_patience} {}
 
   RunResult run() {
+    lock();
     set_up();
     restore();
     announce();
@@ -635,6 +657,16 @@ class TrainingLoop {
     double seconds = 0;
     Array grad_norm;  // of the latest step
   };
+
+  // One trainer per job directory: the chief holds the lock for the whole
+  // run (before the checkpoint manager cleans up a save in progress); when
+  // another trainer holds it, every process fails with its holder's name.
+  void lock() {
+    dist::run_on_root([&] {
+      job_.check_job_dir();
+      lock_.emplace(job_.options.job_dir, job_.options.experiment_name);
+    });
+  }
 
   // The steps, the memory check, the inputs (missing data and a tokenizer
   // with more ids than the model's vocabulary fail before anything is
@@ -823,7 +855,8 @@ class TrainingLoop {
     // The chief decodes alone, so with sharded params with whole ones.
     Tree variables = train::model_variables(state_);
     if (job_.sharding.sharded()) variables = gather_whole(variables, specs_);
-    if (job_.chief()) result_.decode_files = run_decodes(job_, variables, decode_inputs_, step_, &*progress_);
+    if (job_.chief())
+      result_.decode_files = run_decodes(job_, variables, decode_inputs_, step_, &*progress_, job_.path("decode"));
     dist::process_group().meet_after("decoding at step " + std::to_string(step_));
   }
 
@@ -866,6 +899,8 @@ class TrainingLoop {
     }
   }
 
+  // Declared first, released last: after the final save has been committed.
+  std::optional<JobDirectoryLock> lock_;
   // A stop signal from here on asks for a checkpoint after the current step.
   const StopListener listening_;
   Job& job_;
@@ -895,24 +930,56 @@ class TrainingLoop {
   bool warned_peak_ = false;
 };
 
+// Where eval / decode write (the chief): --output_dir, else
+// <job_dir>/<mode>_runs/step_<step>/, so that the training history
+// (metrics.jsonl, report.html, config.json, decode/) is never rewritten.
+// Empty when the default cannot be made (a read-only job directory): the
+// results go to the console only.
+std::string restored_output_dir(const Job& job, int64_t step) {
+  const bool eval = job.options.mode == Mode::eval;
+  if (!job.options.output_dir.empty()) {
+    make_job_directory(job.options.output_dir);
+    return job.options.output_dir;
+  }
+  const std::string dir = job.path(fmt::format("{}_runs/step_{:08d}", eval ? "eval" : "decode", step));
+  try {
+    make_job_directory(dir);
+    return dir;
+  } catch (const Error& e) {
+    job.out << "warning: results are written to the console only: " << e.what()
+            << "; pass --output_dir DIR to keep them\n";
+    return {};
+  }
+}
+
+// --mode=eval / decode: restores a checkpoint read-only (no lock: a trainer
+// may be running) and writes into its own output directory.
 RunResult run_restored(Job& job) {
   train::TrainStep train_step(*job.model, job.exp.learner_hparams());
   train::EvalStep eval_step(*job.model);
   const bool eval = job.options.mode == Mode::eval;
   check_memory_fits(job, train_step, nullptr, eval ? &eval_step : nullptr, !eval && job.chief(), random::key(0),
                     random::key(0));
+  job.check_job_dir();
   std::optional<train::CheckpointManager> mgr;
-  job.open_checkpoints(mgr);
+  job.open_checkpoints(mgr, /*every_process=*/false, /*read_only=*/true);
   RunResult result;
   dist::process_group().meet_after("setting up the run");
   Tree variables = restore_variables(job, mgr, train_step, &result.step);
-  job.write_job_files();  // after the restore, as in train: config.json matches the checkpoints
-  if (job.options.mode == Mode::eval) {
+  std::string out_dir;
+  if (job.chief()) {
+    out_dir = restored_output_dir(job, result.step);
+    // This run's own settings (its --set overrides), beside its results.
+    if (!out_dir.empty()) data::write_file_atomic((fs::path(out_dir) / "config.json").string(), job.config_file_text());
+  }
+  if (eval) {
     PAX_CHECK(!job.exp.eval_inputs.empty(), "--mode=eval: the experiment has no eval inputs (eval_inputs is empty)");
     auto inputs = job.build_inputs(job.exp.eval_inputs);
     std::optional<train::JobSummaries> summaries;
-    if (job.chief())
-      summaries.emplace(job.options.job_dir, train::JobSummaries::Options{.title = job.options.experiment_name});
+    // A re-run of the same step replaces its lines rather than adding to them.
+    if (!out_dir.empty())
+      summaries.emplace(out_dir, train::JobSummaries::Options{.title = job.options.experiment_name + " eval",
+                                                              .first_step = result.step - 1});
     result.eval_metrics =
         run_evals(job, eval_step, variables, inputs, result.step, summaries ? &*summaries : nullptr, nullptr);
     if (summaries) summaries->close();
@@ -921,9 +988,9 @@ RunResult run_restored(Job& job) {
               "--mode=decode: the experiment has no decode inputs (decode_inputs is empty)");
     std::vector<std::unique_ptr<data::BaseInput>> inputs;
     for (const HParamsPtr& p : job.exp.decode_inputs) inputs.push_back(data::build_input(p));
-    result.decode_files = run_decodes(job, variables, inputs, result.step, nullptr);
+    result.decode_files = run_decodes(job, variables, inputs, result.step, nullptr, out_dir);
   }
-  dist::process_group().meet_after(job.options.mode == Mode::eval ? "eval" : "decoding");
+  dist::process_group().meet_after(eval ? "eval" : "decoding");
   return result;
 }
 

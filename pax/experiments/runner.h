@@ -8,8 +8,12 @@
 //   summaries/train, summaries/eval_test_<name>   TensorBoard event files
 //   metrics.jsonl, report.html                    the same metrics, plain
 //   decode/<name>_step_<step>.txt                 decoded samples
+//   job.lock               held by the training process (one trainer at a time)
+//   eval_runs/step_<step>/, decode_runs/step_<step>/   --mode=eval / decode results
 // train resumes from the latest checkpoint by itself, with the input stream
-// where it was, so that an interrupted run continues exactly.
+// where it was, so that an interrupted run continues exactly. eval and decode
+// only read the job directory's checkpoints (they run beside a trainer, and
+// on a read-only job directory) and write into their own directory.
 #pragma once
 
 #include <functional>
@@ -40,6 +44,8 @@ struct RunOptions {
   std::function<bool()> stop_requested;
   // Name shown in reports ("lm.KjvTransformer").
   std::string experiment_name;
+  // eval / decode: where results go (default <job_dir>/<mode>_runs/step_<step>/).
+  std::string output_dir;
 };
 
 struct RunResult {

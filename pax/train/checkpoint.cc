@@ -4,6 +4,7 @@
 #include "pax/train/checkpoint.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <set>
 #include <utility>
@@ -91,6 +92,28 @@ std::vector<CheckpointStep> flax_steps_to_remove(std::vector<CheckpointStep> ste
   return remove;
 }
 
+// A directory named for another step (a copy of checkpoint_00000010 as
+// checkpoint_00000090) would resume at the wrong step: the step in the
+// metadata is the truth, and a name that disagrees with it is refused. The
+// prefix is the caller's, so the name agrees when any suffix of it reads as
+// the step ("ckpt_1e5" for 100000, "checkpoint_00000010" for 10).
+void check_name_matches_step(const std::string& path, const CheckpointStep& step, const std::string& metadata_path) {
+  const std::string name = fs::basename(path);
+  std::optional<CheckpointStep> longest;
+  size_t longest_at = name.size();
+  for (size_t i = name.size(); i-- > 0;) {
+    const std::optional<CheckpointStep> named = parse_checkpoint_step(std::string_view(name).substr(i));
+    if (!named) continue;
+    if (*named == step) return;
+    longest = named;
+    longest_at = i;
+  }
+  PAX_CHECK(!longest, "restore: the checkpoint directory '", path, "' is named for step ", *longest, " but its ",
+            metadata_path, " (and commit marker) say step ", step,
+            "; a checkpoint directory keeps the name it was saved under (rename it back to ",
+            name.substr(0, longest_at) + checkpoint_dir_name("", step), ")");
+}
+
 // A checkpoint directory's metadata.json, validated and checked against the marker.
 std::pair<CheckpointMetadata, std::string> read_metadata_checked(const std::string& path) {
   PAX_CHECK(fs::is_dir(path), "restore: checkpoint '", path, "' does not exist or is not a directory");
@@ -104,6 +127,7 @@ std::pair<CheckpointMetadata, std::string> read_metadata_checked(const std::stri
   PAX_CHECK(marker == marker_text(m.step, crc32c(text.data(), text.size())), "restore: '", marker_path,
             "' does not match '", metadata_path, "' (step ", m.step, ", metadata.json crc32c ",
             crc32c_hex(crc32c(text.data(), text.size())), "): one of them is corrupted");
+  check_name_matches_step(path, m.step, metadata_path);
   return {std::move(m), text};
 }
 
@@ -113,8 +137,10 @@ void check_against_target(const TreeItemRecord& rec, const Tree& target, const s
   const std::vector<Array> placeholders(rec.tensors.size(), placeholder);
   const Tree stored = tree_from_records(rec.structure, placeholders);
   const std::string diff = tree_structure_diff(stored, target);
-  PAX_CHECK(diff.empty(), "restore: '", file, "': the stored tree differs from the target ", diff, "; stored ",
-            stored.str(), ", target ", target.str());
+  // The difference alone: the whole trees (thousands of leaves) would bury it.
+  PAX_CHECK(diff.empty(), "restore: '", file, "': the stored tree differs from the target ", diff, " (stored ",
+            rec.tensors.size(), " arrays, target ", tree_leaves(target).size(),
+            "); the checkpoint was written by another model or optimizer config");
   const std::vector<Array> leaves = tree_leaves(target);
   for (size_t i = 0; i < leaves.size(); ++i) {
     const TensorRecord& t = rec.tensors[i];

@@ -20,6 +20,11 @@ CheckpointManager::CheckpointManager(std::string directory, CheckpointManagerOpt
             options_.max_to_keep.value_or(0));
   PAX_CHECK(!options_.keep_period || *options_.keep_period >= 1, "CheckpointManager: keep_period must be >= 1, got ",
             options_.keep_period.value_or(0));
+  if (options_.read_only) {
+    // A trainer may be writing beside a reader: its tmp_ directory stays.
+    if (fs::is_dir(directory_)) steps_ = available_steps(directory_, kDefaultCheckpointPrefix);
+    return;
+  }
   fs::make_dirs(directory_);
   // Only process 0 cleans up: with sharded saves every process makes a
   // manager, and a late one must not remove a tmp_ directory being written.
@@ -59,6 +64,8 @@ std::optional<std::vector<int64_t>> CheckpointManager::begin_save(int64_t step, 
     collect_background_error(/*block=*/false);  // not saving must not hide a failed write
     return std::nullopt;
   }
+  PAX_CHECK(!options_.read_only, "CheckpointManager::", what, ": '", directory_,
+            "' was opened read-only (for restores)");
   wait_until_finished();
   PAX_CHECK(step >= 0, "CheckpointManager::", what, ": step must be >= 0, got ", step);
   PAX_CHECK(steps_.empty() || step > steps_.back(), "CheckpointManager::", what, ": step ", step,

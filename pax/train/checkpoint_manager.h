@@ -53,6 +53,9 @@ struct CheckpointManagerOptions {
   std::string config_json;
   // Sharded saves: the chunk size of the per-chunk CRC32Cs of large blocks.
   uint64_t crc_chunk_bytes = kDefaultCrcChunkBytes;
+  // Restores only (eval, decode): the directory is neither created nor
+  // cleaned of a trainer's save in progress, and a save throws.
+  bool read_only = false;
 };
 
 struct CheckpointSaveArgs {
@@ -63,7 +66,7 @@ struct CheckpointSaveArgs {
 class CheckpointManager {
  public:
   // Creates `directory` if needed and (on process 0 of the process group)
-  // removes leftovers of interrupted saves.
+  // removes leftovers of interrupted saves; read_only does neither.
   explicit CheckpointManager(std::string directory, CheckpointManagerOptions options = {});
   // Waits for a save in flight (an error nobody collected is printed to stderr).
   ~CheckpointManager();

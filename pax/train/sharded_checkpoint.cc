@@ -605,8 +605,9 @@ Tree read_sharded_tree_item(const std::string& path, const std::string& name, co
     const std::vector<Array> placeholders(rec.tensors.size(), scalar(0.0f));
     const Tree stored_tree = tree_from_records(rec.structure, placeholders);
     const std::string diff = tree_structure_diff(stored_tree, *target);
-    PAX_CHECK(diff.empty(), ctx, ": the stored tree differs from the target ", diff, "; stored ", stored_tree.str(),
-              ", target ", target->str());
+    PAX_CHECK(diff.empty(), ctx, ": the stored tree differs from the target ", diff, " (stored ", rec.tensors.size(),
+              " arrays, target ", tree_leaves(*target).size(),
+              "); the checkpoint was written by another model or optimizer config");
     target_leaves = tree_leaves(*target);
   }
   std::set<std::string> names;

@@ -9,6 +9,7 @@
 // Every failure is one line on stderr naming what is wrong and what is
 // valid; the exit status is 2 for bad usage and 1 for a failed run.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -81,6 +82,14 @@ std::string available_memory() {
   return pax::format_bytes(m->bytes) + " is available (" + m->source + ")";
 }
 
+// The experiment a job's config.json names ("$experiment"), else the file's path.
+std::string recorded_experiment(const std::string& config_file) {
+  const nlohmann::json j = nlohmann::json::parse(pax::data::read_file(config_file), nullptr, false);
+  if (j.is_object() && j.contains("$experiment") && j["$experiment"].is_string())
+    return j["$experiment"].get<std::string>();
+  return config_file;
+}
+
 // "train", "eval", ... in Mode's order.
 const std::vector<std::string>& mode_names() { return pax_enum_names(static_cast<Mode*>(nullptr)).names; }
 
@@ -119,7 +128,7 @@ int main(int argc, char** argv) {
       "  paxcc --exp=vision.FashionMnistCnn --job_log_dir=runs/cnn --set train.num_train_steps=100\n"
       "  paxcc tokenizer --input corpus.txt --vocab_size 8000 --out corpus.model");
 
-  std::string exp_name, job_dir, mode_name = "train", config_file, data_dir;
+  std::string exp_name, job_dir, mode_name = "train", config_file, data_dir, output_dir;
   std::vector<std::string> overrides;
   std::optional<int64_t> restore_step;
   std::optional<double> peak_flops, dist_timeout, dist_phase_timeout, dist_stop_grace;
@@ -133,9 +142,15 @@ int main(int argc, char** argv) {
   app.add_option("--set", overrides,
                  "Override a config field: --set path=value (repeatable); a template field takes a type name, None, "
                  "or @other.path to share that template (shared templates are one object: set through any path)")
+      ->type_name("PATH=VALUE")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
   app.add_option("--config", config_file, "Run this resolved config (a job's config.json) instead of the experiment's");
   app.add_option("--restore_step", restore_step, "eval / decode: the checkpoint step to restore (default: latest)");
+  app.add_option("--output_dir", output_dir,
+                 "eval / decode: where results go (default: <job_log_dir>/eval_runs/step_<N>, decode_runs/step_<N>); "
+                 "the job directory itself is only read");
   app.add_option("--data_dir", data_dir, "Data directory (default: $PAX_DATA_DIR or ./data)");
   app.add_option("--peak_flops", peak_flops, "Peak FLOP/s of this machine for MFU (default: the theoretical peak)")
       ->check(number_between(1e6, 1e21, "FLOP/s"));
@@ -163,6 +178,13 @@ int main(int argc, char** argv) {
   tok->add_option("--out", tok_out, "Where to write the model file")->required();
   tok->add_option("--model_type", tok_type, "unigram or bpe")->check(CLI::IsMember({"unigram", "bpe"}));
 
+  // `--exp= --job_log_dir=x` would make CLI11 take the next flag as the
+  // empty option's value.
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.size() > 3 && arg.starts_with("--") && arg.back() == '=' && arg.find('=') == arg.size() - 1)
+      return usage_error(arg + " has an empty value; give " + arg.substr(0, arg.size() - 1) + "=VALUE");
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -201,6 +223,8 @@ int main(int argc, char** argv) {
     const Mode mode = Mode(std::find(names.begin(), names.end(), mode_name) - names.begin());
     if (mode != Mode::inspect && job_dir.empty())
       return usage_error("--job_log_dir is required for --mode=" + mode_name);
+    if (!output_dir.empty() && mode != Mode::eval && mode != Mode::decode)
+      return usage_error("--output_dir is for --mode=eval and --mode=decode (training writes --job_log_dir)");
 
     pax::Config config;
     if (!config_file.empty()) {
@@ -220,7 +244,8 @@ int main(int argc, char** argv) {
     options.mode = mode;
     options.restore_step = restore_step;
     options.peak_flops = peak_flops;
-    options.experiment_name = exp_name.empty() ? config_file : exp_name;
+    options.experiment_name = exp_name.empty() ? recorded_experiment(config_file) : exp_name;
+    options.output_dir = output_dir;
     pax::experiments::run_experiment(config, options);
     return 0;
   } catch (const std::bad_alloc&) {
