@@ -7,10 +7,19 @@
 // that asks for the same source loads the cached file and compiles nothing.
 // The cache lives in $PAX_CACHE_DIR (default $XDG_CACHE_HOME/paxcc/kernels,
 // or ~/.cache/paxcc/kernels); each entry is <key>.so beside <key>.cc, its
-// source, which a hit must match byte for byte (a stale or foreign file is
-// rebuilt). Files are written under temporary names and renamed into place;
-// processes that build the same entry at once wait on a lock file, so one
-// compiles and the others load its result.
+// source, which a hit must match byte for byte, and <key>.sum, the record of
+// the library's size and checksum, which it must match before it is loaded
+// (kernel_cache_file.h). Files are written under temporary names and renamed
+// into place, the record last; processes that build the same entry at once
+// wait on a lock file, so one compiles and the others load its result.
+//
+// The cache cannot hurt a run. Only regular files are opened there (never a
+// FIFO, a device, a directory or a symbolic link). An entry that is damaged
+// (truncated, overwritten, without its record, not a regular file) is named
+// in one notice, removed and rebuilt. A cache that cannot be written gives
+// one notice naming it, and builds go to a directory of the process's own
+// under $TMPDIR, where the build logs go too; when no build can be made,
+// loops run interpreted.
 //
 // PAX_COMPILE chooses when generated code is built:
 //   async (default)  on a background thread; callers go on meanwhile (their
@@ -70,6 +79,7 @@ struct NativeBuildStats {
   int compiled = 0;            // sources compiled by this process
   int cache_hits = 0;          // sources loaded from the cache
   int failed = 0;              // builds or loads that failed
+  int damaged = 0;             // damaged cache entries found (and rebuilt)
   double compile_seconds = 0;  // spent in the compiler
 };
 NativeBuildStats native_build_stats();
