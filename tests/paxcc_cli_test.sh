@@ -148,6 +148,29 @@ grep -q '"\$experiment": "lm.KjvTransformerTiny"' "$lock/config.json" || {
   echo "FAIL: config.json does not name its experiment"; failures=$((failures + 1)); }
 expect 0 "done at step 60" -- --config "$lock/config.json" "--job_log_dir=$lock"
 
+# eval and decode on a read-only job directory (a read-only bind mount in a
+# mount namespace of its own, where the machine allows one): they run, and
+# say that their results reach the console only; training there is one error.
+ro=$work/ro
+mkdir -p "$ro"
+if unshare -m sh -c "mount --bind '$lock' '$ro' && mount -o remount,bind,ro '$ro'" 2>/dev/null; then
+  in_ro() { unshare -m sh -c "mount --bind '$lock' '$ro' && mount -o remount,bind,ro '$ro' && exec \"\$@\"" sh "$@"; }
+  for mode in eval decode; do
+    out=$(in_ro "$paxcc" --exp=lm.KjvTransformerTiny "--job_log_dir=$ro" --mode=$mode 2>&1)
+    rc=$?
+    if [[ $rc -ne 0 ]] || ! grep -q "written to the console only" <<<"$out"; then
+      echo "FAIL: --mode=$mode on a read-only job directory -> exit $rc:"; echo "$out" | tail -5; failures=$((failures + 1))
+    fi
+  done
+  out=$(in_ro "$paxcc" --exp=lm.KjvTransformerTiny "--job_log_dir=$ro" --set train.num_train_steps=70 2>&1)
+  rc=$?
+  if [[ $rc -ne 1 || $(wc -l <<<"$out") -ne 1 ]] || ! grep -q "Read-only file system" <<<"$out"; then
+    echo "FAIL: training on a read-only job directory -> exit $rc:"; echo "$out" | tail -5; failures=$((failures + 1))
+  fi
+else
+  echo "skipped: read-only job directory (no mount namespace here)"
+fi
+
 printf 'in the beginning was the word\nand the word was with god\n%.0s' {1..200} >"$work/corpus.txt"
 expect 0 "wrote" -- tokenizer --input "$work/corpus.txt" --vocab_size 20 --out "$work/corpus.model"
 [[ -s $work/corpus.model ]] || { echo "FAIL: tokenizer model missing"; failures=$((failures + 1)); }
@@ -160,6 +183,22 @@ out=$(timeout 60 "$paxcc" --exp=lm.KjvTransformerTiny "--job_log_dir=$work/fifo"
 rc=$?
 if [[ $rc -ne 1 ]] || ! grep -q "is a FIFO (named pipe), not a regular file" <<<"$out"; then
   echo "FAIL: a FIFO checkpoint file -> exit $rc:"; echo "$out" | tail -3; failures=$((failures + 1))
+fi
+
+# Out of memory under an address-space limit, in the input's parallel loops
+# on OpenMP workers (150 MB) and in its packing (300 MB): one line naming
+# the size and the limit, exit 1, never std::terminate.
+if command -v prlimit >/dev/null; then
+  for limit in 150000000 300000000; do
+    out=$(prlimit --as=$limit "$paxcc" --exp=lm.KjvTransformerTiny "--job_log_dir=$work/oom$limit" \
+      --set train.num_train_steps=3 2>&1)
+    rc=$?
+    mb=$(awk "BEGIN { printf \"%.1f\", $limit / 1e6 }")
+    if [[ $rc -ne 1 ]] || grep -q terminate <<<"$out" ||
+       ! tail -1 <<<"$out" | grep -q "^paxcc: error: out of memory: allocating .* for building the input 'train' .* failed under the address-space limit (ulimit -v / RLIMIT_AS) of $mb MB"; then
+      echo "FAIL: prlimit --as=$limit -> exit $rc:"; echo "$out" | tail -3; failures=$((failures + 1))
+    fi
+  done
 fi
 
 # Bad input: one line, exit 2 for usage and 1 for a run that cannot start.

@@ -1,13 +1,18 @@
 // Host caching allocator. Requests are rounded to size classes (powers of two up
 // to 1 MiB, then multiples of 1 MiB); freed blocks go to a per-class free list
 // and are handed out again on the next request of the same class. Large blocks
-// are 2 MiB aligned and advised for transparent huge pages.
+// are 2 MiB aligned and advised for transparent huge pages. Also the record
+// of the last failed operator new (its size and purpose; operator_new.cc
+// reports to it), for the error that reports a std::bad_alloc.
 #include "pax/core/buffer.h"
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <string>
@@ -35,9 +40,24 @@ size_t size_class(size_t n) {
 }
 
 thread_local const AllocationPurpose* t_purpose = nullptr;
-// Written by the new handler, which must not allocate: a fixed buffer, read
-// by whichever thread reports the std::bad_alloc.
+
+// The last failed operator new, written where nothing may allocate (fixed
+// storage, a spin lock) and read by whichever thread reports the
+// std::bad_alloc: on a parallel_for worker it is not the one that failed.
+std::atomic_flag g_failed_lock = ATOMIC_FLAG_INIT;
+size_t g_failed_bytes = 0;
 char g_failed_purpose[512];
+
+class FailedLock {
+ public:
+  FailedLock() noexcept {
+    while (g_failed_lock.test_and_set(std::memory_order_acquire)) {
+    }
+  }
+  ~FailedLock() { g_failed_lock.clear(std::memory_order_release); }
+};
+
+std::atomic<MemoryLimitDescriber> g_memory_limit_describer{nullptr};
 
 class HostAllocator {
  public:
@@ -69,11 +89,17 @@ class HostAllocator {
       // Free the cache and try once more before giving up.
       trim();
       if (posix_memalign(&p, align, capacity) != 0) {
-        std::lock_guard<std::mutex> lock(mu_);
-        stats_.bytes_in_use -= capacity;
+        size_t in_use = 0;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          stats_.bytes_in_use -= capacity;
+          in_use = stats_.bytes_in_use;
+        }
         const std::string purpose = AllocationPurpose::describe_current();
+        const std::string limit = describe_memory_limit();
         PAX_FAIL("out of host memory allocating ", format_bytes(double(capacity)), purpose.empty() ? "" : " ", purpose,
-                 " (", format_bytes(double(stats_.bytes_in_use)), " in use by arrays)");
+                 " (", format_bytes(double(in_use)), " in use by arrays)", limit.empty() ? "" : "; the limit is ",
+                 limit);
       }
     }
     if (align == kHugeAlign) madvise(p, capacity, MADV_HUGEPAGE);
@@ -148,9 +174,33 @@ std::string format_bytes(double bytes) {
   return format_scaled(bytes, {{1e12, " TB"}, {1e9, " GB"}, {1e6, " MB"}, {1e3, " KB"}}, 1, " B");
 }
 
+namespace detail {
+// Declared in parallel.h, which hands a caller's purpose to its workers (and
+// is not included here: its OpenMP pragmas are for layers built with OpenMP).
+const AllocationPurpose*& thread_allocation_purpose() { return t_purpose; }
+}  // namespace detail
+
 AllocationPurpose::AllocationPurpose(std::string what) : what_(std::move(what)), outer_(t_purpose) { t_purpose = this; }
 
 AllocationPurpose::~AllocationPurpose() { t_purpose = outer_; }
+
+void AllocationPurpose::describe_current_to(char* out, size_t size) noexcept {
+  if (size == 0) return;
+  out[0] = '\0';
+  if (t_purpose == nullptr) return;
+  size_t used = 0;
+  auto append = [&](const char* text) {
+    if (used + 1 >= size) return;
+    const int n = std::snprintf(out + used, size - used, "%s", text);
+    used = std::min(size - 1, used + size_t(std::max(n, 0)));
+  };
+  append(t_purpose->what_.c_str());
+  for (const AllocationPurpose* p = t_purpose->outer_; p != nullptr; p = p->outer_) {
+    append(p == t_purpose->outer_ ? " (while " : ", ");
+    append(p->what_.c_str());
+  }
+  if (t_purpose->outer_ != nullptr) append(")");
+}
 
 std::string AllocationPurpose::describe_current() {
   if (t_purpose == nullptr) return "";
@@ -162,13 +212,44 @@ std::string AllocationPurpose::describe_current() {
 }
 
 void note_failed_allocation() {
-  // No allocation here: the innermost purpose is copied into a fixed buffer.
-  g_failed_purpose[0] = '\0';
-  if (t_purpose != nullptr) std::snprintf(g_failed_purpose, sizeof g_failed_purpose, "%s", t_purpose->what_.c_str());
+  detail::record_failed_allocation(0);
   throw std::bad_alloc();
 }
 
-std::string failed_allocation_purpose() { return g_failed_purpose; }
+std::string failed_allocation_purpose() {
+  // Copied out before the string allocates: an operator new failing under
+  // the lock would wait on it for ever.
+  char purpose[sizeof g_failed_purpose];
+  {
+    FailedLock lock;
+    std::memcpy(purpose, g_failed_purpose, sizeof purpose);
+  }
+  return purpose;
+}
+
+size_t failed_allocation_bytes() {
+  FailedLock lock;
+  return g_failed_bytes;
+}
+
+std::string describe_memory_limit() {
+  const MemoryLimitDescriber describe = g_memory_limit_describer.load();
+  return describe == nullptr ? "" : describe();
+}
+
+MemoryLimitDescriber set_memory_limit_describer(MemoryLimitDescriber describe) {
+  return g_memory_limit_describer.exchange(describe);
+}
+
+namespace detail {
+
+void record_failed_allocation(size_t bytes) noexcept {
+  FailedLock lock;
+  if (bytes != 0) g_failed_bytes = bytes;
+  AllocationPurpose::describe_current_to(g_failed_purpose, sizeof g_failed_purpose);
+}
+
+}  // namespace detail
 
 HostAllocatorStats host_allocator_stats() { return host_allocator().stats(); }
 void host_allocator_trim() { host_allocator().trim(); }

@@ -49,8 +49,6 @@ struct HostAllocatorStats {
   uint64_t cache_hits = 0;
 };
 
-void note_failed_allocation();
-
 // Names what this thread's allocations are for while it lives (scopes nest):
 // a failed allocation then says so, e.g. "out of host memory allocating
 // 6.2 GB for the intermediates of 'train_step' (while training step 7)".
@@ -62,19 +60,42 @@ class AllocationPurpose {
   AllocationPurpose& operator=(const AllocationPurpose&) = delete;
   // "for X (while Y)" for the scopes open on this thread, or "".
   static std::string describe_current();
+  // "X (while Y)" (no "for"), cut to fit `size` with its terminating NUL;
+  // allocates nothing, for a failed allocation to use.
+  static void describe_current_to(char* out, size_t size) noexcept;
 
  private:
-  friend void note_failed_allocation();
   std::string what_;
   const AllocationPurpose* outer_;
 };
 
 // A std::new_handler (std::set_new_handler) that keeps the purpose open at a
 // failed operator new for failed_allocation_purpose(), then throws
-// std::bad_alloc as the default would.
+// std::bad_alloc as the default would. pax's operator new (operator_new.cc) keeps
+// the size and the purpose of a failed request itself, handler or not.
 void note_failed_allocation();
-// What the last failed operator new was for ("" if no purpose was open).
+// What the last failed operator new was for: "X" or "X (while Y, Z)" for the
+// scopes open on the thread that asked (on a parallel_for worker, its
+// caller's); "" if none was open.
 std::string failed_allocation_purpose();
+// The bytes the last failed operator new asked for; 0 if none failed (or
+// operator new is another's, e.g. a preloaded allocator's).
+size_t failed_allocation_bytes();
+
+namespace detail {
+// Called by pax's operator new (operator_new.cc) when malloc fails; `bytes`
+// 0 where the size is not known (the new handler).
+void record_failed_allocation(size_t bytes) noexcept;
+}  // namespace detail
+
+// The memory limit that applies to this process, as a phrase ("the
+// address-space limit (ulimit -v / RLIMIT_AS) of 150.0 MB"), for errors about
+// memory. The CPU backend installs pax::cpu::memory_limit_description
+// (backend/cpu/host_memory.h) when it loads; "" while none is installed.
+using MemoryLimitDescriber = std::string (*)();
+std::string describe_memory_limit();
+// Installs `describe` (nullptr: none) and returns the one it replaces.
+MemoryLimitDescriber set_memory_limit_describer(MemoryLimitDescriber describe);
 
 // "12.3 GB", "45.6 MB", "789.0 KB" or "12 B" (decimal units).
 std::string format_bytes(double bytes);

@@ -1,4 +1,5 @@
-// What a failed allocation says: its size, and what it was for.
+// What a failed allocation says: its size, what it was for, and the memory
+// limit that applies.
 #include "pax/core/buffer.h"
 
 #include <gtest/gtest.h>
@@ -43,7 +44,53 @@ TEST(AllocationPurpose, AFailedOperatorNewIsNoted) {
   std::set_new_handler(previous);
   EXPECT_TRUE(thrown);
   EXPECT_EQ(failed_allocation_purpose(), "the input batches");
+  EXPECT_EQ(failed_allocation_bytes(), kImpossible);
   EXPECT_EQ(AllocationPurpose::describe_current(), "");
+}
+
+TEST(AllocationPurpose, AFailedOperatorNewIsRecordedWithoutANewHandler) {
+  const std::new_handler previous = std::set_new_handler(nullptr);
+  bool thrown = false;
+  {
+    const AllocationPurpose outer("training step 3");
+    const AllocationPurpose purpose("the optimizer state");
+    try {
+      void* p = ::operator new(kImpossible + 128);
+      ::operator delete(p);
+    } catch (const std::bad_alloc&) {
+      thrown = true;
+    }
+  }
+  std::set_new_handler(previous);
+  EXPECT_TRUE(thrown);
+  EXPECT_EQ(failed_allocation_bytes(), kImpossible + 128);
+  EXPECT_EQ(failed_allocation_purpose(), "the optimizer state (while training step 3)");
+}
+
+TEST(AllocationPurpose, TheRecordedPurposeIsCutToItsBuffer) {
+  char out[16];
+  {
+    const AllocationPurpose purpose("a purpose much longer than sixteen characters");
+    AllocationPurpose::describe_current_to(out, sizeof out);
+  }
+  EXPECT_EQ(std::string(out), "a purpose much ");
+  AllocationPurpose::describe_current_to(out, sizeof out);
+  EXPECT_EQ(std::string(out), "");
+}
+
+TEST(AllocationPurpose, AFailedBufferNamesTheMemoryLimit) {
+  const MemoryLimitDescriber previous =
+      set_memory_limit_describer([] { return std::string("the address-space limit of 150.0 MB"); });
+  EXPECT_PAX_ERROR(Buffer::allocate(kImpossible),
+                   " in use by arrays); the limit is the address-space limit of 150.0 MB");
+  set_memory_limit_describer(nullptr);
+  try {
+    Buffer::allocate(kImpossible);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("the limit is"), std::string::npos) << e.what();
+  }
+  set_memory_limit_describer(previous);
 }
 
 TEST(FormatBytes, DecimalUnits) {

@@ -7,23 +7,60 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <exception>
 
 namespace pax {
 
+class AllocationPurpose;
+
+namespace detail {
+// The AllocationPurpose open on this thread (pax/core/buffer.h). parallel_for
+// opens its caller's on the workers too, so that an allocation failing there
+// names what the caller was doing.
+const AllocationPurpose*& thread_allocation_purpose();
+}  // namespace detail
+
 // Calls f(begin, end) for consecutive chunks of [0, n) of `grain` items each
 // (the last may be shorter), in parallel when there is more than one chunk.
+// An exception thrown by any chunk on any thread reaches the caller: an
+// exception may not leave an OpenMP region (it would end the process), so the
+// first one is kept, the chunks already running finish, those not yet started
+// are skipped, and it is rethrown here once every thread is done.
 template <class F>
 void parallel_for(int64_t n, int64_t grain, F&& f) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
-  int64_t chunks = (n + grain - 1) / grain;
+  const int64_t chunks = (n + grain - 1) / grain;
   if (chunks == 1 || omp_in_parallel() || omp_get_max_threads() == 1) {
     for (int64_t c = 0; c < chunks; ++c) f(c * grain, std::min(n, (c + 1) * grain));
     return;
   }
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) f(c * grain, std::min(n, (c + 1) * grain));
+  const AllocationPurpose* const purpose = detail::thread_allocation_purpose();
+  std::exception_ptr error;
+  std::atomic<bool> failed{false};
+#pragma omp parallel
+  {
+    const AllocationPurpose*& thread_purpose = detail::thread_allocation_purpose();
+    const AllocationPurpose* const own_purpose = thread_purpose;
+    thread_purpose = purpose;
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      if (failed.load(std::memory_order_relaxed)) continue;
+      try {
+        f(c * grain, std::min(n, (c + 1) * grain));
+      } catch (...) {
+#pragma omp critical(pax_parallel_for_error)
+        {
+          if (!error) error = std::current_exception();
+        }
+        failed.store(true, std::memory_order_relaxed);
+      }
+    }
+    thread_purpose = own_purpose;
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 // a / b rounded up, for a >= 0 and b > 0: the number of chunks of b that cover a.

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "pax/core/buffer.h"
 #include "pax/data/prefetch.h"
 
 namespace pax::data {
@@ -136,6 +137,10 @@ std::unique_ptr<BaseInput> build_input(const HParamsPtr& hparams) {
     PAX_FAIL("build_input: ", hparams->type_name(), " is not a registered input; ",
              did_you_mean(hparams->type_name(), names), "registered inputs: ", join(names));
   }
+  // Inputs read and prepare their data here: an allocation that fails names it.
+  const auto* base = dynamic_cast<const BaseInput::HParams*>(hparams.get());
+  const AllocationPurpose purpose("building the input '" + (base ? base->name : std::string()) + "' (" +
+                                  hparams->type_name() + ")");
   std::unique_ptr<BaseInput> input = factory(hparams);
   const int64_t prefetch = input->base_hparams().prefetch_batches;
   if (prefetch > 0) return std::make_unique<PrefetchInput>(std::move(input), prefetch);

@@ -74,14 +74,6 @@ int run_error(const std::string& message) {
   return 1;
 }
 
-// "20.1 GB is available (MemAvailable of /proc/meminfo)", or a plain
-// sentence where unknown.
-std::string available_memory() {
-  const std::optional<pax::cpu::AvailableMemory> m = pax::cpu::available_memory();
-  if (!m) return "the available memory is unknown";
-  return pax::format_bytes(m->bytes) + " is available (" + m->source + ")";
-}
-
 // The experiment a job's config.json names ("$experiment"), else the file's path.
 std::string recorded_experiment(const std::string& config_file) {
   const nlohmann::json j = nlohmann::json::parse(pax::data::read_file(config_file), nullptr, false);
@@ -249,10 +241,10 @@ int main(int argc, char** argv) {
     pax::experiments::run_experiment(config, options);
     return 0;
   } catch (const std::bad_alloc&) {
-    const std::string purpose = pax::failed_allocation_purpose();
-    return run_error("out of memory: an allocation " + (purpose.empty() ? "" : "for " + purpose + " ") + "failed (" +
-                     available_memory() +
-                     "); reduce train_input.batch_size or the model's dimensions (--mode=inspect prints its size)");
+    // Its size, purpose and the limit that applied (RLIMIT_AS, a cgroup's or
+    // the machine's memory), from where the failed operator new recorded them.
+    return run_error(pax::cpu::out_of_memory_message() +
+                     "; reduce train_input.batch_size or the model's dimensions (--mode=inspect prints its size)");
   } catch (const std::exception& e) {
     return run_error(e.what());
   }

@@ -1,5 +1,8 @@
-// MemAvailable and cgroup memory limits (see host_memory.h).
+// MemAvailable, cgroup memory limits, RLIMIT_AS and the out-of-memory error
+// (see host_memory.h).
 #include "pax/backend/cpu/host_memory.h"
+
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -62,9 +65,34 @@ void lower_to(std::optional<AvailableMemory>& best, const std::string& cgroup, c
               double limit, double used) {
   const double headroom = std::max(0.0, limit - used);
   if (best && best->bytes <= headroom) return;
-  best = AvailableMemory{headroom, "the memory limit of cgroup " + (cgroup.empty() ? std::string("/") : cgroup) + " (" +
-                                       limit_name + " " + format_bytes(limit) + ", " + format_bytes(used) + " in use)"};
+  best = AvailableMemory{headroom,
+                         "the memory limit of cgroup " + (cgroup.empty() ? std::string("/") : cgroup) + " (" +
+                             limit_name + " " + format_bytes(limit) + ", " + format_bytes(used) + " in use)",
+                         limit};
 }
+
+// The value of `key` (e.g. "MemTotal:") in a "key value kB" file, in bytes.
+std::optional<double> kib_value(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string k;
+    double kib = 0;
+    if (fields >> k >> kib && k == key) return kib * 1024;
+  }
+  return std::nullopt;
+}
+
+std::string own_cgroups() {
+  std::ifstream in("/proc/self/cgroup");
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// pax::describe_memory_limit() is this backend's from the library's load on.
+[[maybe_unused]] const bool g_describer_installed = [] {
+  set_memory_limit_describer([] { return memory_limit_description(); });
+  return true;
+}();
 
 }  // namespace
 
@@ -113,12 +141,48 @@ std::optional<AvailableMemory> available_memory() {
     }
   }
   if (!best) return std::nullopt;
-  std::ifstream in("/proc/self/cgroup");
-  const std::string cgroups((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (std::optional<AvailableMemory> limited = cgroup_memory_headroom(cgroups, "/sys/fs/cgroup");
+  if (std::optional<AvailableMemory> limited = cgroup_memory_headroom(own_cgroups(), "/sys/fs/cgroup");
       limited && limited->bytes < best->bytes)
     best = limited;
   return best;
+}
+
+MemoryLimits memory_limits() {
+  MemoryLimits m;
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) m.address_space_limit = double(as.rlim_cur);
+  m.address_space_used = kib_value("/proc/self/status", "VmSize:");
+  m.cgroup = cgroup_memory_headroom(own_cgroups(), "/sys/fs/cgroup");
+  m.physical = kib_value("/proc/meminfo", "MemTotal:");
+  m.available = kib_value("/proc/meminfo", "MemAvailable:");
+  return m;
+}
+
+std::string memory_limit_description(const MemoryLimits& m) {
+  // The memory that pages can come from: a cgroup's limit where it is below
+  // the machine's. RLIMIT_AS bounds address space, not pages, but an
+  // allocation beyond it fails all the same.
+  const bool cgroup_applies = m.cgroup && m.cgroup->limit > 0 && (!m.physical || m.cgroup->limit < *m.physical);
+  const std::optional<double> memory = cgroup_applies ? std::optional<double>(m.cgroup->limit) : m.physical;
+  if (m.address_space_limit && (!memory || *m.address_space_limit < *memory)) {
+    return "the address-space limit (ulimit -v / RLIMIT_AS) of " + format_bytes(*m.address_space_limit) +
+           (m.address_space_used ? " (" + format_bytes(*m.address_space_used) + " mapped)" : "");
+  }
+  if (cgroup_applies) return m.cgroup->source;
+  if (m.physical) {
+    return "the machine's " + format_bytes(*m.physical) + " of physical memory" +
+           (m.available ? " (" + format_bytes(*m.available) + " available)" : "");
+  }
+  return "";
+}
+
+std::string memory_limit_description() { return memory_limit_description(memory_limits()); }
+
+std::string out_of_memory_message() {
+  const size_t bytes = failed_allocation_bytes();
+  const std::string purpose = failed_allocation_purpose(), limit = memory_limit_description();
+  return "out of memory: " + (bytes == 0 ? std::string("an allocation") : "allocating " + format_bytes(double(bytes))) +
+         (purpose.empty() ? "" : " for " + purpose) + " failed" + (limit.empty() ? "" : " under " + limit);
 }
 
 }  // namespace pax::cpu

@@ -1,13 +1,21 @@
 // cgroup memory limits from fake cgroup trees (v2, v1, nested limits, no
-// limit), the machine's own figure, and byte formatting.
+// limit), the machine's own figure, the limit an out-of-memory error names
+// (RLIMIT_AS, a cgroup's, the machine's memory), and that error for an
+// operator new failing on a parallel_for worker under a lowered RLIMIT_AS.
 #include "pax/backend/cpu/host_memory.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
+#include <sys/resource.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "pax/core/buffer.h"
+#include "pax/core/parallel.h"
 #include "pax/testing/checkpoint_testing.h"
 
 namespace pax::cpu {
@@ -87,6 +95,94 @@ TEST(HostMemory, ThisMachine) {
   EXPECT_GT(m->bytes, 0);
   EXPECT_FALSE(m->source.empty());
   EXPECT_EQ(available_memory_bytes(), m->bytes);
+}
+
+TEST(HostMemory, CgroupHeadroomKeepsItsLimit) {
+  testing::TempDir root;
+  write_v2(root.path(), "1000000", "400000");
+  const auto m = cgroup_memory_headroom("0::/\n", root.path());
+  ASSERT_TRUE(m.has_value());
+  EXPECT_DOUBLE_EQ(m->limit, 1e6);
+}
+
+TEST(MemoryLimit, AnAddressSpaceLimitBelowTheMemoryIsTheOneNamed) {
+  MemoryLimits m;
+  m.address_space_limit = 150e6;
+  m.address_space_used = 141.2e6;
+  m.physical = 64e9;
+  m.available = 1.2e9;
+  m.cgroup = AvailableMemory{2e9, "the memory limit of cgroup /a (memory.max 8.0 GB, 6.0 GB in use)", 8e9};
+  EXPECT_EQ(memory_limit_description(m),
+            "the address-space limit (ulimit -v / RLIMIT_AS) of 150.0 MB (141.2 MB mapped)");
+  m.address_space_used.reset();
+  EXPECT_EQ(memory_limit_description(m), "the address-space limit (ulimit -v / RLIMIT_AS) of 150.0 MB");
+  // Above the cgroup's limit, the cgroup's applies first.
+  m.address_space_limit = 10e9;
+  EXPECT_EQ(memory_limit_description(m), "the memory limit of cgroup /a (memory.max 8.0 GB, 6.0 GB in use)");
+}
+
+TEST(MemoryLimit, ACgroupLimitBelowTheMachinesMemory) {
+  MemoryLimits m;
+  m.physical = 64e9;
+  m.cgroup = AvailableMemory{2e9, "the memory limit of cgroup /a (memory.max 8.0 GB, 6.0 GB in use)", 8e9};
+  EXPECT_EQ(memory_limit_description(m), "the memory limit of cgroup /a (memory.max 8.0 GB, 6.0 GB in use)");
+  // A cgroup limit above the machine's memory limits nothing.
+  m.cgroup->limit = 128e9;
+  m.available = 1.2e9;
+  EXPECT_EQ(memory_limit_description(m), "the machine's 64.0 GB of physical memory (1.2 GB available)");
+}
+
+TEST(MemoryLimit, TheMachinesMemoryOrNothing) {
+  MemoryLimits m;
+  EXPECT_EQ(memory_limit_description(m), "");
+  m.address_space_limit = 150e6;
+  EXPECT_EQ(memory_limit_description(m), "the address-space limit (ulimit -v / RLIMIT_AS) of 150.0 MB");
+  m.address_space_limit = 128e9;
+  m.physical = 64e9;
+  EXPECT_EQ(memory_limit_description(m), "the machine's 64.0 GB of physical memory");
+}
+
+TEST(MemoryLimit, ThisProcessIsInstalledForFailedBuffers) {
+  EXPECT_NE(memory_limit_description(), "");  // Linux has /proc/meminfo
+  EXPECT_EQ(describe_memory_limit().substr(0, 4), "the ");
+}
+
+// In a child process (re-executed, so OpenMP starts afresh): RLIMIT_AS is
+// lowered to 256 MB above what is mapped, a chunk on a worker thread asks for
+// 1 GB, and the error names that size, the caller's purpose and the limit.
+// Exits 0 when it does; prints the message either way.
+void fail_on_a_worker_under_an_address_space_limit() {
+  omp_set_num_threads(2);
+  parallel_for(2, 1, [](int64_t, int64_t) {});  // the worker and its stack exist before the limit
+  const std::optional<double> mapped = memory_limits().address_space_used;
+  if (!mapped) std::exit(3);
+  const rlimit limit{rlim_t(*mapped + 256e6), rlim_t(*mapped + 256e6)};
+  if (setrlimit(RLIMIT_AS, &limit) != 0) std::exit(4);
+  std::string message;
+  try {
+    const AllocationPurpose purpose("tokenizing the documents");
+    parallel_for(2, 1, [](int64_t, int64_t) {
+      if (omp_get_thread_num() != 1) return;
+      std::vector<char> big(size_t(1) << 30);
+      std::printf("%d\n", int(big[12345]));  // not optimised away
+    });
+    std::exit(5);
+  } catch (const std::bad_alloc&) {
+    message = out_of_memory_message();
+  }
+  std::fprintf(stderr, "%s\n", message.c_str());
+  const bool named = message.find("allocating 1.1 GB for tokenizing the documents failed") != std::string::npos &&
+                     message.find("under the address-space limit (ulimit -v / RLIMIT_AS) of " +
+                                  format_bytes(double(limit.rlim_cur))) != std::string::npos;
+  std::exit(named ? 0 : 6);
+}
+
+TEST(MemoryLimit, ABadAllocOnAWorkerUnderRlimitAsNamesSizePurposeAndLimit) {
+  const std::string style = GTEST_FLAG_GET(death_test_style);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(fail_on_a_worker_under_an_address_space_limit(), ::testing::ExitedWithCode(0),
+              "out of memory: allocating 1.1 GB for tokenizing the documents failed under the address-space limit");
+  GTEST_FLAG_SET(death_test_style, style);
 }
 
 }  // namespace
