@@ -12,6 +12,7 @@
 
 #include "pax/core/error.h"
 #include "pax/data/file_io.h"
+#include "pax/data/prepared_file.h"
 #include "pax/data/tokenizer.h"
 
 namespace pax::data {
@@ -139,11 +140,11 @@ std::string parse_bible_output(std::string_view text) {
 
 std::string kjv_text_path(const std::string& data_dir) {
   const std::filesystem::path path = std::filesystem::path(resolve_data_dir(data_dir)) / "kjv" / "kjv.txt";
-  if (is_file(path)) return path.string();
-  const std::string verses = parse_bible_output(run_bible_command());
-  PAX_CHECK(!verses.empty(), "KJV text: the `bible` command printed no verses; is bible-kjv-text installed?");
-  write_file_atomic(path.string(), verses);
-  return path.string();
+  return ensure_prepared_file(path.string(), std::string("the `bible` command (") + kKjvRange + ")", [] {
+    std::string verses = parse_bible_output(run_bible_command());
+    PAX_CHECK(!verses.empty(), "KJV text: the `bible` command printed no verses; is bible-kjv-text installed?");
+    return verses;
+  });
 }
 
 std::string kjv_sentencepiece_path(int64_t vocab_size, const std::string& data_dir) {
@@ -152,11 +153,12 @@ std::string kjv_sentencepiece_path(int64_t vocab_size, const std::string& data_d
   const std::string text = kjv_text_path(data_dir);
   const std::filesystem::path path =
       std::filesystem::path(text).parent_path() / ("spm_" + std::to_string(vocab_size) + ".model");
-  if (is_file(path)) return path.string();
-  SentencePieceTrainOptions options;
-  options.vocab_size = vocab_size;
-  train_sentencepiece(text, path.string(), options);
-  return path.string();
+  return ensure_prepared_file(path.string(), "the KJV text " + text + " (kjv_spm:" + std::to_string(vocab_size) + ")",
+                              [&] {
+                                SentencePieceTrainOptions options;
+                                options.vocab_size = vocab_size;
+                                return train_sentencepiece_model(read_file(text), "'" + text + "'", options);
+                              });
 }
 
 std::string resolve_tokenizer_spec(const std::string& spec, const std::string& data_dir) {

@@ -6,6 +6,10 @@
 //                                   the `bible` command (package bible-kjv)
 //   <data_dir>/kjv/spm_<N>.model    a SentencePiece model of vocabulary N
 //                                   trained on it (tokenizer "kjv_spm:N")
+//   <file>.crc32                    beside each of the two: its checksum
+//                                   record (prepared_file.h); a file that
+//                                   does not match it, or has none, is
+//                                   prepared again with a notice
 //   <data_dir>/fashion-mnist/*.gz   Fashion-MNIST IDX files, when a user puts
 //                                   them there; otherwise the ones of package
 //                                   dataset-fashion-mnist are read in place
@@ -26,12 +30,14 @@ void set_default_data_dir(const std::string& dir);
 // `configured` when non-empty, else the default above.
 std::string resolve_data_dir(const std::string& configured = "");
 
-// The path of <data_dir>/kjv/kjv.txt, preparing it first when missing
-// (atomically: concurrent processes are safe). Throws pax::Error saying how
-// to install the `bible` command when it is missing.
+// The path of <data_dir>/kjv/kjv.txt, preparing it first when missing, and
+// again when it does not match its record (atomically and under a lock:
+// concurrent processes are safe). Throws pax::Error saying how to install the
+// `bible` command when it is missing.
 std::string kjv_text_path(const std::string& data_dir = "");
 // The path of <data_dir>/kjv/spm_<vocab_size>.model, a SentencePiece model
-// trained on the KJV text the first time it is asked for (then cached).
+// trained on the KJV text the first time it is asked for (then cached, and
+// trained again when it does not match its record).
 std::string kjv_sentencepiece_path(int64_t vocab_size, const std::string& data_dir = "");
 // A tokenizer spec with the prepared ones resolved: "kjv_spm:<N>" becomes
 // kjv_sentencepiece_path(N); "bytes" and model paths pass through.

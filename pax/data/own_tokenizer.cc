@@ -7,6 +7,7 @@
 #include "pax/core/error.h"
 #include "pax/data/datasets.h"
 #include "pax/data/host_random.h"
+#include "pax/data/prepared_file.h"
 #include "pax/data/tokenizer.h"
 
 namespace pax::data {
@@ -44,17 +45,16 @@ std::string own_sentencepiece_path(std::span<const std::string> documents, int64
   std::snprintf(name, sizeof(name), "spm_%lld_%016llx.model", static_cast<long long>(vocab_size),
                 static_cast<unsigned long long>(documents_hash(documents, vocab_size)));
   const std::filesystem::path path = std::filesystem::path(resolve_data_dir(data_dir)) / "text_spm" / name;
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(path, ec)) return path.string();
-  std::string text;
-  for (const std::string& d : documents) (text += d) += '\n';
-  SentencePieceTrainOptions options;
-  options.vocab_size = vocab_size;
-  options.hard_vocab_limit = false;
-  options.input_sentence_size = 2'000'000;  // lines sampled: bounds the time and memory of a large text
-  train_sentencepiece_on_text(std::move(text), std::to_string(documents.size()) + " training documents", path.string(),
-                              options);
-  return path.string();
+  const std::string what = std::to_string(documents.size()) + " training documents";
+  return ensure_prepared_file(path.string(), "its " + what + " (spm:" + std::to_string(vocab_size) + ")", [&] {
+    std::string text;
+    for (const std::string& d : documents) (text += d) += '\n';
+    SentencePieceTrainOptions options;
+    options.vocab_size = vocab_size;
+    options.hard_vocab_limit = false;
+    options.input_sentence_size = 2'000'000;  // lines sampled: bounds the time and memory of a large text
+    return train_sentencepiece_model(std::move(text), what, options);
+  });
 }
 
 }  // namespace pax::data

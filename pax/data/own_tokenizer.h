@@ -4,7 +4,8 @@
 // out) and cached as <data_dir>/text_spm/spm_<vocab>_<hash>.model, the hash
 // being of those documents. Every input over the same files — the train and
 // validation splits, later runs, other processes — loads the same model;
-// edited files get a new one.
+// edited files get a new one. The model carries a checksum record
+// (prepared_file.h): a damaged one is trained again.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,8 @@ namespace pax::data {
 std::optional<int64_t> own_sentencepiece_vocab(const std::string& spec);
 
 // The model trained on `documents` with that vocabulary (at most: a small
-// text gets fewer pieces), training and caching it first when missing.
+// text gets fewer pieces), training and caching it first when missing, and
+// again when it does not match its record.
 std::string own_sentencepiece_path(std::span<const std::string> documents, int64_t vocab_size,
                                    const std::string& data_dir = "");
 

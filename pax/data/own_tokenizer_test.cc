@@ -9,6 +9,8 @@
 
 #include "pax/data/datasets.h"
 #include "pax/data/file_io.h"
+#include "pax/data/prepared_file.h"
+#include "pax/data/tokenizer.h"
 #include "pax/data/text_lm.h"
 #include "pax/testing/testing.h"
 
@@ -16,6 +18,31 @@ namespace pax::data {
 
 // This test process's temporary directory, removed at exit (file_io_test.cc).
 std::filesystem::path process_temp_dir();
+
+// The first half of a serialised SentencePiece model's pieces, cut where a
+// piece ends: still a valid protobuf, and a model SentencePiece loads, only
+// a smaller one (as a copy cut short would leave it).
+std::string cut_at_piece_boundary(const std::string& model);
+std::string cut_at_piece_boundary(const std::string& model) {
+  auto varint = [&](size_t& at) {
+    uint64_t v = 0;
+    for (int shift = 0; at < model.size(); shift += 7) {
+      const auto b = static_cast<unsigned char>(model[at++]);
+      v |= uint64_t(b & 0x7f) << shift;
+      if (!(b & 0x80)) break;
+    }
+    return v;
+  };
+  std::vector<size_t> piece_ends;  // ModelProto field 1 (repeated pieces), length-delimited
+  for (size_t at = 0; at < model.size();) {
+    const uint64_t tag = varint(at);
+    EXPECT_EQ(tag & 7, 2u) << "a length-delimited field";
+    at += varint(at);
+    if (tag >> 3 == 1) piece_ends.push_back(at);
+  }
+  EXPECT_GT(piece_ends.size(), 8u);
+  return model.substr(0, piece_ends[piece_ends.size() / 2]);
+}
 
 namespace {
 
@@ -55,7 +82,9 @@ struct Fixture {
   std::vector<fs::path> models() const {
     std::vector<fs::path> out;
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(data_dir + "/text_spm", ec)) out.push_back(e.path());
+    for (const auto& e : fs::directory_iterator(data_dir + "/text_spm", ec)) {
+      if (e.path().extension() == ".model") out.push_back(e.path());
+    }
     return out;
   }
 };
@@ -106,6 +135,38 @@ TEST(OwnSentencePiece, TrainedOnceOnTheTrainSplitAndSharedByBothSplits) {
   TextLmInput edited(f.input(TextSplit::train));
   EXPECT_EQ(f.models().size(), 2u);
   EXPECT_NE(edited.tokenizer().spec(), model.string());
+}
+
+TEST(OwnSentencePiece, ACutOrUnrecordedModelIsTrainedAgain) {
+  Fixture f("cut");
+  const std::string model_path = TextLmInput(f.input(TextSplit::train)).tokenizer().spec();
+  const std::string model = read_file(model_path);
+  const int64_t vocab = load_tokenizer(model_path)->vocab_size();
+  // Cut at a piece boundary, the model still loads (with fewer pieces): only
+  // its record tells.
+  const std::string cut = cut_at_piece_boundary(model);
+  write_file_atomic(f.dir + "/cut.model", cut);
+  EXPECT_LT(load_tokenizer(f.dir + "/cut.model")->vocab_size(), vocab);
+  write_file_atomic(model_path, cut);
+  ::testing::internal::CaptureStderr();
+  TextLmInput input(f.input(TextSplit::train));
+  const std::string notice = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(input.tokenizer().spec(), model_path);
+  EXPECT_EQ(input.tokenizer().vocab_size(), vocab);
+  EXPECT_EQ(read_file(model_path).size(), model.size());
+  EXPECT_EQ(notice.rfind("paxcc: " + model_path + " is " + std::to_string(cut.size()) + " bytes where its record", 0),
+            0u)
+      << notice;
+  EXPECT_NE(notice.find("preparing it again from its "), std::string::npos) << notice;
+  EXPECT_EQ(std::count(notice.begin(), notice.end(), '\n'), 1) << notice;
+
+  // A model without a record (cached before records existed) is trained again.
+  write_file_atomic(model_path, cut);
+  fs::remove(record_path(model_path));
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(TextLmInput(f.input(TextSplit::validation)).tokenizer().vocab_size(), vocab);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find(model_path + " has no record"), std::string::npos);
+  EXPECT_EQ(prepared_file_problem(model_path), "");
 }
 
 TEST(OwnSentencePiece, MissingFilesAreNamedInOneError) {

@@ -115,11 +115,25 @@ PackedRows pack_documents(std::span<const std::vector<int32_t>> documents, int64
   return r;
 }
 
+void check_text_source(const TextLmInput::HParams& hp, const std::string& who) {
+  // A source that ignores `files` would otherwise read its own text without a
+  // word about the files the user listed.
+  if (hp.source == TextSource::files || hp.files.empty()) return;
+  std::string list;
+  for (const std::string& f : hp.files) list += (list.empty() ? "" : ", ") + f;
+  const std::string source = pax_enum_names(static_cast<TextSource*>(nullptr)).names.at(size_t(hp.source));
+  PAX_FAIL(who, ": `files` is set ([", list, "]) but `source` is ", source, ", which ignores `files`; to read ",
+           "these files set source = files (e.g. --set train_input.source=files, or eval_inputs[<i>].source=files ",
+           "for an eval input), or use --exp=lm.TextTransformer --set 'train_input.files=[", list,
+           "]' (lm.KjvTransformer's model on your own text); to read the ", source, " text, leave `files` empty");
+}
+
 // ---------------------------------------------------------------------------
 // TextLmInput
 
 TextLmInput::TextLmInput(const HParams& hp) : IndexedInput(hp) {
   const std::string who = description();
+  check_text_source(hp, who);  // before anything is prepared
   PAX_CHECK(hp.seq_length >= 1, who, ": seq_length must be >= 1, got ", hp.seq_length);
   PAX_CHECK(hp.split == TextSplit::all || (hp.validation_fraction > 0 && hp.validation_fraction < 1), who,
             ": validation_fraction must be in (0, 1) to split the documents, got ", hp.validation_fraction);

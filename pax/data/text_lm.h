@@ -73,7 +73,8 @@ class TextLmInput : public IndexedInput {
     double validation_fraction = 0.05;
     PAX_HPARAMS(TextLmInput, BaseInput::HParams,
                 (source, "files: the text files in `files`; kjv: the King James Bible (prepared in data_dir)."),
-                (files, "Text files (plain or gzip) read in order, with source = files."),
+                (files,
+                 "Text files (plain or gzip) read in order, with source = files (set with another source: an error)."),
                 (data_dir, "Data directory (empty: --data_dir, $PAX_DATA_DIR or ./data)."),
                 (tokenizer,
                  "'bytes' (byte-level, vocab 259), the path of a SentencePiece model, kjv_spm:<vocab> (a "
@@ -105,5 +106,11 @@ class TextLmInput : public IndexedInput {
   PackedRows rows_;
   int64_t num_documents_ = 0;
 };
+
+// Throws pax::Error when `files` is set beside a source that ignores it
+// (source = kjv), naming both fields and what to set instead; `who` names the
+// input ("TextLmInput 'train'", "train_input"). TextLmInput's constructor
+// calls it before preparing anything; a config check may call it earlier.
+void check_text_source(const TextLmInput::HParams& hp, const std::string& who);
 
 }  // namespace pax::data

@@ -246,5 +246,39 @@ TEST(TextLmInput, ExplainsBadConfigs) {
   EXPECT_PAX_ERROR(TextLmInput{hp}, "no documents");
 }
 
+TEST(TextLmInput, ASourceThatIgnoresFilesRefusesThem) {
+  // source = kjv reads the KJV; files set beside it would be ignored without
+  // a word. Train and eval inputs alike are refused, before anything is
+  // prepared in the data directory.
+  const std::string data_dir = temp_dir("kjv_with_files") + "/data";
+  const std::string file = write_text("kjv_with_files_text", "my own text\n");
+  for (const char* name : {"train", "validation"}) {
+    TextLmInput::HParams hp;
+    hp.name = name;
+    hp.source = TextSource::kjv;
+    hp.files = {file, "b.txt"};
+    hp.data_dir = data_dir;
+    hp.split = std::string(name) == "train" ? TextSplit::train : TextSplit::validation;
+    EXPECT_PAX_ERROR(TextLmInput{hp}, std::string("TextLmInput '") + name + "': `files` is set ([" + file +
+                                          ", b.txt]) but `source` is kjv, which ignores `files`");
+    EXPECT_PAX_ERROR(TextLmInput{hp}, "set source = files (e.g. --set train_input.source=files");
+    EXPECT_PAX_ERROR(TextLmInput{hp}, "--exp=lm.TextTransformer --set 'train_input.files=[");
+  }
+  EXPECT_FALSE(std::filesystem::exists(data_dir));
+  // The check alone, for a config check that names the field's path.
+  TextLmInput::HParams kjv;
+  kjv.source = TextSource::kjv;
+  check_text_source(kjv, "train_input");
+  kjv.files = {"a.txt"};
+  EXPECT_PAX_ERROR(check_text_source(kjv, "eval_inputs[0]"),
+                   "eval_inputs[0]: `files` is set ([a.txt]) but `source` is kjv");
+  // The files are read once the source says so.
+  TextLmInput::HParams hp;
+  hp.source = TextSource::files;
+  hp.files = {file};
+  hp.seq_length = 8;
+  EXPECT_EQ(TextLmInput(hp).num_documents(), 1);
+}
+
 }  // namespace
 }  // namespace pax::data

@@ -10,6 +10,7 @@
 
 #include "pax/core/error.h"
 #include "pax/data/file_io.h"
+#include "pax/data/prepared_file.h"
 
 namespace pax::data {
 
@@ -46,6 +47,9 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::load(const std::
   std::error_code ec;
   PAX_CHECK(std::filesystem::is_regular_file(model_path, ec), "SentencePieceTokenizer: no model file '", model_path,
             "'; train one with `paxcc tokenizer --input FILE --vocab_size N --out MODEL` or use the 'bytes' tokenizer");
+  // A model paxcc prepared (with a record) but read here by its path cannot be
+  // prepared again from here: a damaged one stops the run.
+  check_against_record(model_path, "SentencePiece model");
   auto impl = std::make_unique<Impl>();
   impl->path = model_path;
   const auto status = impl->sp.LoadFromSerializedProto(read_file(model_path));
@@ -127,6 +131,10 @@ void train_sentencepiece(const std::string& input_file, const std::string& model
 
 void train_sentencepiece_on_text(std::string text, const std::string& what, const std::string& model_path,
                                  const SentencePieceTrainOptions& o) {
+  write_file_atomic(model_path, train_sentencepiece_model(std::move(text), what, o));
+}
+
+std::string train_sentencepiece_model(std::string text, const std::string& what, const SentencePieceTrainOptions& o) {
   PAX_CHECK(o.vocab_size >= 4, "train_sentencepiece: vocab_size must be >= 4 (3 special ids and a piece), got ",
             o.vocab_size);
   LineIterator lines(std::move(text));
@@ -152,7 +160,7 @@ void train_sentencepiece_on_text(std::string text, const std::string& what, cons
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &lines, &model);
   PAX_CHECK(status.ok(), "train_sentencepiece: training on ", what, " with vocab_size ", o.vocab_size,
             " failed: ", status.ToString());
-  write_file_atomic(model_path, model);
+  return model;
 }
 
 // ---------------------------------------------------------------------------

@@ -51,7 +51,8 @@ class ByteTokenizer final : public Tokenizer {
 
 class SentencePieceTokenizer final : public Tokenizer {
  public:
-  // Throws pax::Error naming the file when it is missing or not a model.
+  // Throws pax::Error naming the file when it is missing or not a model, or
+  // has a checksum record (prepared_file.h) that it does not match.
   static std::unique_ptr<SentencePieceTokenizer> load(const std::string& model_path);
   ~SentencePieceTokenizer() override;
 
@@ -93,6 +94,9 @@ void train_sentencepiece(const std::string& input_file, const std::string& model
 // The same on the lines of `text` in memory; `what` names it in messages.
 void train_sentencepiece_on_text(std::string text, const std::string& what, const std::string& model_path,
                                  const SentencePieceTrainOptions& options = {});
+// The same, returning the serialised model instead of writing it.
+std::string train_sentencepiece_model(std::string text, const std::string& what,
+                                      const SentencePieceTrainOptions& options = {});
 
 // The id that pads rows: the tokenizer's pad id, or 0 when it has none.
 int32_t padding_id(const Tokenizer& tokenizer);

@@ -8,6 +8,7 @@
 
 #include "pax/data/file_io.h"
 #include "pax/data/host_random.h"
+#include "pax/data/prepared_file.h"
 #include "pax/data/text_lm.h"
 #include "pax/testing/testing.h"
 
@@ -117,6 +118,21 @@ TEST_F(SentencePiece, LoadTokenizerAndTextLmInputUseTheModel) {
   int64_t len = std::count(seg.begin(), seg.begin() + 32, 1);
   std::string first = corpus().substr(0, corpus().find('\n'));
   EXPECT_EQ(input.ids_to_strings(b["labels"].leaf(), array<int32_t>({int32_t(len), 0}))[0], first);
+}
+
+TEST_F(SentencePiece, AModelThatDoesNotMatchItsRecordIsRefused) {
+  // A model given by its path cannot be trained again where it is read: one
+  // with a record (one paxcc prepared) that it does not match stops the run,
+  // naming it; one without a record (a user's) is read as it is.
+  const std::string model = read_file(model_path_);
+  const std::string path = temp_path("recorded.model");
+  write_prepared_file(path, model);
+  EXPECT_EQ(load_tokenizer(path)->vocab_size(), kVocab);
+  write_file_atomic(path, model.substr(0, model.size() / 2));
+  EXPECT_PAX_ERROR(load_tokenizer(path), "SentencePiece model '" + path + "' is " + std::to_string(model.size() / 2) +
+                                             " bytes where its record " + path + ".crc32 says " +
+                                             std::to_string(model.size()));
+  EXPECT_FALSE(std::filesystem::exists(record_path(model_path_)));  // train_sentencepiece writes the model alone
 }
 
 TEST(SentencePieceErrors, ExplainWhatWentWrong) {

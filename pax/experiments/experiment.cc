@@ -2,13 +2,17 @@
 #include "pax/experiments/experiment.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "pax/api/transforms.h"
 #include "pax/core/error.h"
 #include "pax/data/base_input.h"
+#include "pax/data/text_lm.h"
 #include "pax/experiments/mesh.h"
+#include "pax/nn/layer.h"
 #include "pax/nn/models/base_model.h"
 #include "pax/ops/random.h"
 
@@ -37,6 +41,50 @@ const T& typed_field(const HParamsPtr& p, const char* field, const char* expecte
   auto* typed = dynamic_cast<const T*>(p.get());
   PAX_CHECK(typed, "experiment config: ", field, " must be a ", expected, ", got ", p ? p->type_name() : "None");
   return *typed;
+}
+
+// The names of the metrics `model`'s compute_loss reports on a batch of
+// `input`: one example read (no prefetching, this process alone) and the
+// model traced on it abstractly, nothing computed. nullopt when the input
+// cannot be read here or the model not traced on one example (a pipelined
+// batch, say): the run reports those itself, and the first train step
+// checks the keys.
+std::optional<std::vector<std::string>> reported_metrics(const nn::BaseModel& model, const HParamsPtr& input) {
+  if (!input) return std::nullopt;
+  HParamsPtr one = input->clone();
+  auto* in = dynamic_cast<data::BaseInput::HParams*>(one.get());
+  if (!in) return std::nullopt;
+  in->batch_size = 1;
+  in->prefetch_batches = 0;
+  in->num_infeed_hosts = 1;
+  in->infeed_host_index = 0;
+  try {
+    const Tree batch = data::build_input(one)->get_next();
+    const Tree metrics = eval_shape([&](const Array& key) {
+      const Tree variables = nn::init(model, key);
+      return nn::apply_with(model, variables, [&](const nn::BaseModel& m) { return m.fprop_batch(batch).first; },
+                            {.summaries = false})
+          .output;
+    })(random::key(0));
+    std::vector<std::string> names;
+    if (metrics.is_dict())
+      for (const auto& [name, entry] : metrics.entries()) names.push_back(name);
+    return names;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// Whether the loss aggregator names its metrics (rather than taking the
+// learner's loss_name, which the first step checks).
+bool names_loss_keys(const HParamsPtr& loss_aggregator) {
+  if (dynamic_cast<const train::MultiLossAggregator*>(loss_aggregator.get())) return true;
+  auto* single = dynamic_cast<const train::LossAggregator*>(loss_aggregator.get());
+  return single && !single->loss_key.empty();
+}
+
+std::string mesh_text(const TrainSettings& t) {
+  return t.ici_mesh_shape.empty() && t.dcn_mesh_shape.empty() ? std::string("no mesh") : describe_mesh(t);
 }
 
 }  // namespace
@@ -138,8 +186,17 @@ void validate(const ExperimentConfig& config) {
             config.model->type_name());
   const train::Learner& learner = config.learner_hparams();
   learner.make_optimizer();  // checks the optimizer and its schedule
-  train::loss_terms(config.loss_aggregator, learner.loss_name);
-  train::metric_rules(config.metrics);
+  const std::vector<train::LossTerm> terms = train::loss_terms(config.loss_aggregator, learner.loss_name);
+  const train::MetricRules rules = train::metric_rules(config.metrics);
+  // Keys the model does not report: a metric key would log nothing, a loss
+  // key fail at the first step. Checked here when the aggregators name keys.
+  if (!rules.named.empty() || names_loss_keys(config.loss_aggregator)) {
+    const auto* base = dynamic_cast<const nn::BaseModel*>(model.get());
+    if (const auto names = reported_metrics(*base, config.train_input)) {
+      train::check_loss_keys(terms, *names, config.model->type_name());
+      train::check_metric_keys(rules, *names, config.model->type_name());
+    }
+  }
   config.vn.check();
   if (config.vn.enabled()) {  // the regex must select a variable: checked on abstract ones
     const Tree variables = eval_shape([&](const Array& key) { return nn::init(*model, key); })(random::key(0));
@@ -166,6 +223,7 @@ void validate(const ExperimentConfig& config) {
     for (const std::string& n : data::registered_inputs()) names += (names.empty() ? "" : ", ") + n;
     PAX_CHECK(input, "experiment config: ", field, " must be an input (", names, "), got ",
               p ? p->type_name() : "None");
+    if (auto* text = dynamic_cast<const data::TextLmInput::HParams*>(p.get())) data::check_text_source(*text, field);
     return input;
   };
   check_input(config.train_input, "train_input");
@@ -196,6 +254,44 @@ void validate(const ExperimentConfig& config) {
               }());
     PAX_CHECK(t.eval_interval_steps > 0, "train.early_stopping_metric needs train.eval_interval_steps > 0");
   }
+}
+
+PercoreBatch percore_batch(double percore_batch_size, const TrainSettings& t) {
+  PercoreBatch b;
+  b.devices = mesh_processes(t);
+  b.data_shards = mesh_axis_size(t, "replica") * mesh_axis_size(t, "data");
+  PAX_CHECK(std::isfinite(percore_batch_size) && percore_batch_size > 0,
+            "the per-device batch (PERCORE_BATCH_SIZE) must be > 0, got ", percore_batch_size);
+  // As Pax: int(percore x devices + 1e-6), and nothing of a row may be lost.
+  const double rows = percore_batch_size * double(b.devices);
+  b.global = int64_t(rows + 1e-6);
+  PAX_CHECK(
+      b.global >= 1 && std::abs(rows - double(b.global)) <= 1e-6 * std::max(1.0, rows), "per-device batch ",
+      percore_batch_size, " x ", b.devices, " devices (", mesh_text(t), ") = ", rows,
+      " rows: the global batch must be a whole number of at least 1; pick a per-device batch that is a multiple of 1/",
+      b.devices);
+  PAX_CHECK(b.global % b.data_shards == 0, "per-device batch ", percore_batch_size, " x ", b.devices,
+            " devices = global batch ", b.global, ", which does not split over the ", b.data_shards,
+            " data shards (replica x data) of ", mesh_text(t), ": each would read ",
+            double(b.global) / double(b.data_shards),
+            " rows; pick a per-device batch that makes the global batch a multiple of ", b.data_shards);
+  b.per_shard = b.global / b.data_shards;
+  return b;
+}
+
+StepBatch step_batch(const TrainSettings& t, const HParamsPtr& input, int64_t processes) {
+  auto* in = dynamic_cast<const data::BaseInput::HParams*>(input.get());
+  PAX_CHECK(in, "step_batch: the input config must be a BaseInput, got ", input ? input->type_name() : "None");
+  StepBatch b;
+  b.per_process = in->batch_size;
+  if (!t.ici_mesh_shape.empty() || !t.dcn_mesh_shape.empty()) {
+    b.data_shards = mesh_axis_size(t, "replica") * mesh_axis_size(t, "data");
+  } else {
+    // Under mpirun an input left at one host is sharded over the processes.
+    b.data_shards = in->num_infeed_hosts > 1 ? in->num_infeed_hosts : std::max<int64_t>(processes, 1);
+  }
+  b.global = b.per_process * b.data_shards;
+  return b;
 }
 
 PAX_REGISTER_HPARAMS(TrainSettings, "train");

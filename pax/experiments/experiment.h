@@ -148,8 +148,39 @@ std::string resolve_experiment_name(const std::string& name_or_alias);
 std::unique_ptr<BaseExperiment> make_experiment(const std::string& name_or_alias);
 
 // Checks a resolved config before any work: every part present and of the
-// right kind, settings in range. Throws pax::Error naming the field.
+// right kind, settings in range. Throws pax::Error naming the field. When
+// the metrics aggregator lists metric_keys (or the loss aggregator names its
+// keys), one example of the train input is read and the model traced on it
+// abstractly, so that a key the model does not report is refused here; where
+// the input cannot be read, the first train step refuses it instead.
 void validate(const ExperimentConfig& config);
+
+// Pax's batch from a per-device batch (PERCORE_BATCH_SIZE, which may be a
+// fraction such as 0.5): the global batch is percore_batch_size x the mesh's
+// devices (the product of ICI and DCN; 1 without a mesh) and must come out
+// whole, and each data shard (the processes of the replica and data axes:
+// those that differ only on mdl or stage read the same rows) reads
+// global / data_shards of it, an input's batch_size. Throws pax::Error
+// naming the numbers when either is not whole.
+struct PercoreBatch {
+  int64_t devices = 1;
+  int64_t data_shards = 1;
+  int64_t global = 0;
+  int64_t per_shard = 0;
+};
+PercoreBatch percore_batch(double percore_batch_size, const TrainSettings& t);
+
+// The batch a run reads per step from `input` (a BaseInput config):
+// batch_size rows on each of `data_shards` readers, `global` in all. With a
+// mesh the readers are its replica x data processes (the run must have the
+// mesh's process count); without one, num_infeed_hosts when set above 1,
+// else each of `processes`.
+struct StepBatch {
+  int64_t per_process = 0;
+  int64_t data_shards = 1;
+  int64_t global = 0;
+};
+StepBatch step_batch(const TrainSettings& t, const HParamsPtr& input, int64_t processes);
 
 }  // namespace pax::experiments
 

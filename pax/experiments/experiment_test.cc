@@ -1,6 +1,7 @@
 // The experiment registry and the shipped experiments: lookup with
 // suggestions, every registered config resolves, validates and round-trips
-// through JSON, overrides edit it, and validate() names bad fields.
+// through JSON, overrides edit it, validate() names bad fields and unknown
+// metric keys, and the seed ports' batch is Pax's per-device batch.
 #include "pax/experiments/experiment.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 
 #include "pax/data/base_input.h"
 #include "pax/data/prompts.h"
+#include "pax/experiments/runner.h"
 #include "pax/nn/models/language_model.h"
 #include "pax/testing/testing.h"
 
@@ -137,6 +139,113 @@ TEST(Experiments, TinyLmShape) {
   auto decode = std::static_pointer_cast<data::PromptInput::HParams>(exp.decode_inputs.at(0));
   EXPECT_FALSE(decode->prompts.empty());
   EXPECT_EQ(decode->tokenizer, "bytes");
+}
+
+// An unknown metric key (or loss key) is refused before training, naming
+// the key and the metrics the model reports; a reported one validates.
+TEST(Experiments, AMetricKeyTheModelDoesNotReportIsRefusedAtSetup) {
+  Config cfg = make_experiment("lm.KjvTransformerTiny")->config();
+  cfg.apply_overrides({"metrics=MaxMetrics", "metrics.metric_keys=[max_logit]"});
+  EXPECT_PAX_ERROR(validate(cfg.as<ExperimentConfig>()),
+                   "metrics.metric_keys[0] 'max_logit' is not a metric of LanguageModel, so nothing would be logged "
+                   "for it; its metrics: total_loss, avg_xent, fraction_of_correct_next_step_preds, num_predictions, "
+                   "log_pplx");
+  cfg.apply_overrides({"metrics.metric_keys=[log_pplx]"});
+  validate(cfg.as<ExperimentConfig>());
+  cfg.apply_overrides({"loss_aggregator=MultiLossAggregator", "loss_aggregator.loss_keys=[avg_xent, aux]"});
+  EXPECT_PAX_ERROR(validate(cfg.as<ExperimentConfig>()),
+                   "loss_aggregator.loss_keys[1] 'aux' is not a metric of LanguageModel; its metrics: total_loss");
+}
+
+// Pax's batch: PERCORE_BATCH_SIZE x the mesh's devices, split over the data
+// shards (replica x data); a fraction works when the products come out whole.
+TEST(Experiments, PercoreBatchFollowsPax) {
+  TrainSettings t;
+  t.ici_mesh_shape = {1, 4, 1};
+  PercoreBatch b = percore_batch(32, t);
+  EXPECT_EQ(b.devices, 4);
+  EXPECT_EQ(b.data_shards, 4);
+  EXPECT_EQ(b.global, 128);
+  EXPECT_EQ(b.per_shard, 32);
+  // 2 mdl processes per data shard read the same rows.
+  t.ici_mesh_shape = {1, 16, 2};
+  b = percore_batch(16, t);
+  EXPECT_EQ(b.global, 512);
+  EXPECT_EQ(b.per_shard, 32);
+  // A fractional per-device batch: 0.5 x 4 devices = 2 rows, one per data shard.
+  t.ici_mesh_shape = {1, 2, 2};
+  b = percore_batch(0.5, t);
+  EXPECT_EQ(b.devices, 4);
+  EXPECT_EQ(b.global, 2);
+  EXPECT_EQ(b.data_shards, 2);
+  EXPECT_EQ(b.per_shard, 1);
+  // Across slices: ICI [1, 2, 2] x DCN [2, 1, 1] is 8 devices in 4 data shards.
+  t.dcn_mesh_shape = {2, 1, 1};
+  b = percore_batch(0.5, t);
+  EXPECT_EQ(b.devices, 8);
+  EXPECT_EQ(b.data_shards, 4);
+  EXPECT_EQ(b.global, 4);
+  EXPECT_EQ(b.per_shard, 1);
+  t.dcn_mesh_shape = {};
+  t.ici_mesh_shape = {1, 4, 1};
+  EXPECT_PAX_ERROR(percore_batch(0.3, t),
+                   "per-device batch 0.3 x 4 devices (ICI [1, 4, 1] x DCN [] = [1, 4, 1] (replica, data, mdl): 4 "
+                   "processes) = 1.2 rows: the global batch must be a whole number");
+  EXPECT_PAX_ERROR(percore_batch(0.5, t),
+                   "per-device batch 0.5 x 4 devices = global batch 2, which does not split over the 4 data shards");
+  EXPECT_PAX_ERROR(percore_batch(0, t), "must be > 0, got 0");
+  // No mesh: one device, one shard.
+  b = percore_batch(16, TrainSettings());
+  EXPECT_EQ(b.global, 16);
+  EXPECT_EQ(b.per_shard, 16);
+}
+
+// The seed ports carry paxml's per-device batch: each input reads the rows
+// of one data shard, and the global batch is paxml's on any process count.
+TEST(Experiments, SeedPortsHaveThePaxGlobalBatch) {
+  struct Port {
+    const char* name;
+    int64_t per_process, global;
+  };
+  for (const Port& p : std::vector<Port>{{"lm.C4Spmd1BAdam4Replicas", 32, 128},
+                                         {"lm.C4Spmd16BAdam32Replicas", 32, 512},
+                                         {"lm.C4SpmdGpt3AdamOrgHP", 24, 1536},
+                                         {"lm.C4SpmdPipelineGpt3SmallAdam64Replicas", 128, 512},
+                                         {"lm.C4Spmd22BAdam2xv4_128", 16, 2048},
+                                         {"lm.LmCloudSpmd2B", 8, 32},
+                                         {"lm.LmCloudSpmd2BLimitSteps", 8, 32}}) {
+    SCOPED_TRACE(p.name);
+    const Config cfg = make_experiment(p.name)->config();
+    const auto& exp = cfg.as<ExperimentConfig>();
+    for (int64_t processes : {1, 2}) {
+      const StepBatch b = step_batch(exp.train_settings(), exp.train_input, processes);
+      EXPECT_EQ(b.per_process, p.per_process);
+      EXPECT_EQ(b.global, p.global);
+    }
+    EXPECT_EQ(std::static_pointer_cast<data::BaseInput::HParams>(exp.eval_inputs.at(0))->batch_size, p.per_process);
+  }
+  // pmap's port has no mesh: 16 per process, x the processes of the run.
+  const Config pmap = make_experiment("lm.LmCloudTransformerAdamLimitSteps")->config();
+  const auto& exp = pmap.as<ExperimentConfig>();
+  EXPECT_EQ(step_batch(exp.train_settings(), exp.train_input, 1).global, 16);
+  EXPECT_EQ(step_batch(exp.train_settings(), exp.train_input, 4).global, 64);
+}
+
+// --mode=inspect on one process prints the per-process and the global batch
+// of the seed's mesh, and the FLOPs of that global batch.
+TEST(Experiments, InspectOfASeedPortGivesThePaxGlobalBatch) {
+  const std::string text = inspect_experiment(make_experiment("lm.C4Spmd1BAdam4Replicas")->config());
+  EXPECT_NE(text.find("batch: 32 per process x 4 data shards = global batch 128 (the mesh's 4 devices)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("(global batch 128 x 1024 tokens)"), std::string::npos) << text;
+  const std::string mdl = inspect_experiment(make_experiment("lm.C4Spmd16BAdam32Replicas")->config());
+  EXPECT_NE(mdl.find("batch: 32 per process x 16 data shards = global batch 512 (the mesh's 32 devices, whose "
+                     "processes differing only on mdl or stage read the same rows)"),
+            std::string::npos)
+      << mdl;
+  const std::string tiny = inspect_experiment(make_experiment("lm.KjvTransformerTiny")->config());
+  EXPECT_NE(tiny.find(" per process x 1 process = global batch "), std::string::npos) << tiny;
 }
 
 }  // namespace
