@@ -325,18 +325,11 @@ std::map<std::string, std::string> run_decodes(const Job& job, const Tree& varia
   return files;
 }
 
-// The console line shows the loss and one accuracy; the summaries get every metric.
-train::StepMetrics console_metrics(train::StepMetrics m) {
-  std::map<std::string, double> shown;
-  auto copy = [&](const char* from, const char* to) {
-    auto it = m.metrics.find(from);
-    if (it != m.metrics.end()) shown[to] = it->second;
-  };
-  copy("total_loss", "loss");
-  copy("accuracy", "accuracy");
-  copy("fraction_of_correct_next_step_preds", "accuracy");
-  m.metrics = shown;
-  return m;
+// The console line shows the loss the learner minimises (the terms of the
+// loss aggregator, train::loss_terms; by default total_loss alone) and one
+// accuracy; the summaries get every metric.
+train::StepMetrics console_metrics(train::StepMetrics m, const std::vector<train::LossTerm>& loss) {
+  return train::console_line_metrics(std::move(m), loss);
 }
 
 DType compute_dtype(const ExperimentConfig& exp) {
@@ -818,7 +811,7 @@ class TrainingLoop {
           peak_ / 1e9));
     }
     if (summaries_) summaries_->write(m);
-    progress_->summary(console_metrics(m));
+    progress_->summary(console_metrics(m, train::loss_terms(exp_.loss_aggregator, learner_.loss_name)));
     result_.train_metrics = m.metrics;
     interval_ = Interval{.metrics = train::MetricAccumulator(metric_rules_)};
   }
@@ -938,12 +931,12 @@ class TrainingLoop {
 std::string restored_output_dir(const Job& job, int64_t step) {
   const bool eval = job.options.mode == Mode::eval;
   if (!job.options.output_dir.empty()) {
-    make_job_directory(job.options.output_dir);
+    make_job_directory(job.options.output_dir, "--output_dir");
     return job.options.output_dir;
   }
   const std::string dir = job.path(fmt::format("{}_runs/step_{:08d}", eval ? "eval" : "decode", step));
   try {
-    make_job_directory(dir);
+    make_job_directory(dir, "the " + std::string(eval ? "eval" : "decode") + " results' directory");
     return dir;
   } catch (const Error& e) {
     job.out << "warning: results are written to the console only: " << e.what()
@@ -1076,10 +1069,24 @@ std::string inspect_experiment(const Config& config) {
     const int64_t n = nn::count_parameters(*model, collection);
     if (n > 0) s << collection << ": " << n << "\n";
   }
-  auto* input = dynamic_cast<const data::BaseInput::HParams*>(exp.train_input.get());
-  // Under mpirun an input left at one host is sharded over the processes.
-  const int64_t global_batch =
-      input->batch_size * (input->num_infeed_hosts == 1 ? dist::data_shard().count : input->num_infeed_hosts);
+  // The mesh's data shards when it is set (whatever the processes here),
+  // else the processes of this call (or num_infeed_hosts).
+  const TrainSettings& t = exp.train_settings();
+  const StepBatch rows = step_batch(t, exp.train_input, dist::process_count());
+  const int64_t global_batch = rows.global;
+  s << "batch: " << rows.per_process << " per process x " << rows.data_shards;
+  if (!t.ici_mesh_shape.empty() || !t.dcn_mesh_shape.empty()) {
+    const int64_t devices = mesh_processes(t);
+    s << (rows.data_shards == 1 ? " data shard" : " data shards") << " = global batch " << global_batch
+      << " (the mesh's " << devices << (devices == 1 ? " device" : " devices")
+      << (devices == rows.data_shards ? "" : ", whose processes differing only on mdl or stage read the same rows")
+      << ")\n";
+  } else if (static_cast<const data::BaseInput::HParams&>(*exp.train_input).num_infeed_hosts > 1) {
+    s << " infeed hosts = global batch " << global_batch << "\n";
+  } else {
+    s << (rows.data_shards == 1 ? " process" : " processes") << " = global batch " << global_batch
+      << " (no mesh: the global batch grows with the processes of the run)\n";
+  }
   if (auto* lm = dynamic_cast<const nn::LanguageModel*>(model)) {
     const int64_t seq = std::stoll(config.get("train_input.seq_length"));
     const double per_token = lm->flops_per_token(seq);

@@ -7,7 +7,14 @@
 namespace pax::train {
 
 AsyncManager::~AsyncManager() {
-  if (thread_.joinable()) thread_.join();
+  try {
+    if (thread_.joinable()) thread_.join();
+  } catch (...) {
+    // join() fails only when the write itself destroys its manager (it would
+    // wait for itself); the thread then runs to its end on its own.
+    if (thread_.joinable()) thread_.detach();
+    return;
+  }
   if (error_) {
     try {
       std::rethrow_exception(error_);

@@ -14,8 +14,10 @@ namespace pax::train {
 class AsyncManager {
  public:
   AsyncManager() = default;
-  // Waits for the write in flight. A destructor cannot throw, so an error
-  // that nobody collected with wait_previous_save() is printed to stderr.
+  // Waits for the write in flight. A destructor cannot throw (it runs while
+  // other errors unwind), so an error that nobody collected with
+  // wait_previous_save() is printed to stderr, and a failure to join is
+  // swallowed rather than ending the process.
   ~AsyncManager();
   AsyncManager(const AsyncManager&) = delete;
   AsyncManager& operator=(const AsyncManager&) = delete;

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <iostream>
 #include <limits>
+#include <map>
+#include <utility>
 
 namespace pax::train {
 
@@ -60,6 +62,17 @@ std::string format_summary_line(const StepMetrics& m, int64_t total_steps) {
     line += "  ETA " + format_duration(double(std::max<int64_t>(total_steps - m.step, 0)) / *m.steps_per_sec);
   }
   return line;
+}
+
+StepMetrics console_line_metrics(StepMetrics m, const std::vector<LossTerm>& loss) {
+  std::map<std::string, double> shown;
+  if (const std::optional<double> value = loss_value(loss, m.metrics)) shown[std::string(kTagLoss)] = *value;
+  for (const char* accuracy : {"accuracy", "fraction_of_correct_next_step_preds"}) {
+    auto it = m.metrics.find(accuracy);
+    if (it != m.metrics.end()) shown["accuracy"] = it->second;
+  }
+  m.metrics = std::move(shown);
+  return m;
 }
 
 std::string format_progress_bar(int64_t step, int64_t total_steps, double steps_per_sec, int bar_width) {

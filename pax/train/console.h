@@ -19,7 +19,9 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "pax/train/loss_aggregator.h"
 #include "pax/train/summary.h"
 
 namespace pax::train {
@@ -39,6 +41,15 @@ std::string format_metric(double v);
 // appear when known. The ETA is (total_steps - step) / steps_per_sec, shown
 // for the train split when total_steps > 0 (0: unknown).
 std::string format_summary_line(const StepMetrics& m, int64_t total_steps);
+
+// What a console line shows of a summary's metrics: the loss the learner
+// minimises as "loss" (loss_value of the loss aggregator's `loss` terms over
+// m.metrics: the one metric of a LossAggregator, the weighted sum of a
+// MultiLossAggregator's; left out when a term's metric is not logged) and
+// one accuracy ("accuracy", or a language model's
+// fraction_of_correct_next_step_preds). metrics.jsonl and TensorBoard get
+// every metric; this is only the line.
+StepMetrics console_line_metrics(StepMetrics m, const std::vector<LossTerm>& loss);
 
 // "[##########----------]  1234/10000  12.3%  3.21 steps/s  ETA 45m40s"; with
 // total_steps <= 0 only the step and the rate. A non-positive or non-finite

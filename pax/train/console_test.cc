@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -76,6 +77,31 @@ TEST(ConsoleFormat, SummaryLines) {
   StepMetrics nan_loss;
   nan_loss.metrics = {{"loss", kNaN}};
   EXPECT_EQ(format_summary_line(nan_loss, 0), "train step 0  loss nan");
+}
+
+// The line shows the loss the learner minimises: with a MultiLossAggregator
+// the weighted sum of its terms, not total_loss; the summary keeps the rest.
+TEST(ConsoleFormat, TheLineShowsTheAggregatedLoss) {
+  StepMetrics m;
+  m.step = 10;
+  m.metrics = {{"total_loss", 2.0},
+               {"avg_xent", 2.0},
+               {"log_pplx", 2.0},
+               {"num_predictions", 64},
+               {"fraction_of_correct_next_step_preds", 0.25}};
+  auto multi = std::make_shared<MultiLossAggregator>();
+  multi->loss_keys = {"avg_xent", "num_predictions"};
+  multi->loss_weights = {0.5, 0.01};
+  const StepMetrics shown = console_line_metrics(m, loss_terms(multi, "total_loss"));
+  EXPECT_EQ(format_summary_line(shown, 0), "train step 10  loss 1.64  accuracy 0.25");  // 0.5 * 2 + 0.01 * 64
+  EXPECT_EQ(m.metrics.size(), 5u) << "the summary's own metrics are left whole";
+  // The default aggregator: the learner's loss_name alone.
+  EXPECT_EQ(format_summary_line(console_line_metrics(m, loss_terms(nullptr, "total_loss")), 0),
+            "train step 10  loss 2  accuracy 0.25");
+  // A term the metrics aggregator does not log: no loss rather than a wrong one.
+  multi->loss_keys = {"avg_xent", "aux_loss"};
+  EXPECT_EQ(format_summary_line(console_line_metrics(m, loss_terms(multi, "total_loss")), 0),
+            "train step 10  accuracy 0.25");
 }
 
 TEST(ConsoleFormat, ProgressBar) {

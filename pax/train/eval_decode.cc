@@ -1,13 +1,18 @@
-// Eval and decode runs over an input (run_eval, run_decode).
+// Eval and decode runs over an input (run_eval, run_decode) and the decode
+// samples' files.
 #include "pax/train/eval_decode.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "pax/core/error.h"
+#include "pax/data/file_io.h"
 #include "pax/dist/process_group.h"
 #include "pax/ops/random.h"
+#include "pax/train/fs_util.h"
 
 namespace pax::train {
 
@@ -135,6 +140,25 @@ DecodeResult run_decode(const nn::BaseModel& model, const Tree& variables, data:
     }
   });
   return result;
+}
+
+std::string decode_samples_path(const std::string& dir, const std::string& name, int64_t step) {
+  PAX_CHECK(!dir.empty(), "decode samples: the output directory must not be empty (input '", name, "')");
+  PAX_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
+            "decode samples: the input's name must be a plain file name such as \"kjv\", got \"", name, "\"");
+  return fs::join(dir, fmt::format("{}_step_{:08d}.txt", name, step));
+}
+
+std::string write_decode_samples(const std::string& dir, const std::string& name, int64_t step,
+                                 const DecodeResult& result) {
+  const std::string path = decode_samples_path(dir, name, step);
+  // Checked first: write_file_atomic's own failure would name its temporary
+  // file and a bare system error, not the path at fault.
+  fs::ensure_writable_file(path, "decode samples");
+  std::string text;
+  for (const std::string& output : result.outputs) text += output + "\n";
+  data::write_file_atomic(path, text);
+  return path;
 }
 
 }  // namespace pax::train

@@ -1,7 +1,8 @@
 // The eval and decode runs (paxml's programs.py): one run over an input
 // with Pax's eval semantics (data::for_each_eval_batch: N batches or one
 // epoch, reset afterwards), metrics combined as the task's metrics aggregator
-// says (weighted means by default), and decoded samples as text.
+// says (weighted means by default), and decoded samples as text, written to
+// the job's decode/ directory.
 #pragma once
 
 #include <limits>
@@ -67,5 +68,14 @@ struct DecodeResult {
 // folded from `key` per batch), texts through input.ids_to_strings. Padding
 // rows (weights 0) are dropped.
 DecodeResult run_decode(const nn::BaseModel& model, const Tree& variables, data::BaseInput& input, const Array& key);
+
+// The file of the decode samples of input `name` at `step`: <dir>/<name>_step_<step, 8 digits>.txt.
+std::string decode_samples_path(const std::string& dir, const std::string& name, int64_t step);
+// Writes `result`'s outputs, one a line, to decode_samples_path (through a
+// temporary file and a rename, creating `dir`) and returns that path. A `dir`
+// that cannot be written (a regular file, a dangling symlink, read-only) or a
+// directory in the file's place is one pax::Error naming it.
+std::string write_decode_samples(const std::string& dir, const std::string& name, int64_t step,
+                                 const DecodeResult& result);
 
 }  // namespace pax::train

@@ -1,5 +1,5 @@
-// Durable file-system helpers: POSIX calls with EINTR / short-transfer
-// handling, and errors that name the path.
+// File-system helpers: POSIX calls with EINTR / short-transfer handling,
+// checks of output paths, and errors that name the path.
 #include "pax/train/fs_util.h"
 
 #include <fcntl.h>
@@ -159,6 +159,130 @@ void make_dirs(const std::string& path) {
     fail("create directory", path, errno);
   }
   sync_dir(parent);
+}
+
+namespace {
+
+// What a file of mode `mode` is, for messages ("a regular file", "a FIFO").
+std::string kind_of(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symlink";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "a special file";
+}
+
+std::string link_target(const std::string& path) {
+  char buf[4096];
+  const ssize_t n = ::readlink(path.c_str(), buf, sizeof(buf));
+  return n < 0 ? std::string("?") : std::string(buf, size_t(n));
+}
+
+// Why the symlink `path` cannot be followed ("" when it can; then `*target`
+// holds what it leads to).
+std::string why_unfollowable(const std::string& path, struct stat* target) {
+  if (::stat(path.c_str(), target) == 0) return "";
+  const int err = errno;
+  const std::string to = link_target(path);
+  if (err == ENOENT || err == ENOTDIR) return "is a dangling symlink to '" + to + "'";
+  if (err == ELOOP) return "is a symlink loop (it leads to '" + to + "')";
+  return "is a symlink to '" + to + "' that cannot be followed: " + std::strerror(err);
+}
+
+// Why `path`, whose lstat is `lst`, cannot be used as a directory ("" when it can).
+std::string why_not_a_directory(const std::string& path, const struct stat& lst) {
+  if (S_ISDIR(lst.st_mode)) return "";
+  if (!S_ISLNK(lst.st_mode)) return "is " + kind_of(lst.st_mode) + ", not a directory";
+  struct stat st {};
+  std::string why = why_unfollowable(path, &st);
+  if (!why.empty() || S_ISDIR(st.st_mode)) return why;
+  return "is a symlink to '" + link_target(path) + "', which is " + kind_of(st.st_mode) + ", not a directory";
+}
+
+// Why writing into (a directory) or to (a file) `path` is refused, from the
+// errno of access() or of a failed mkdir / open.
+std::string why_refused(int err) {
+  if (err == EROFS) return "is on a read-only file system";
+  if (err == EACCES || err == EPERM) return "is read-only (no permission to write to it)";
+  return std::string("cannot be written: ") + std::strerror(err);
+}
+
+// Whether this process may write to `path` (and search it, for a
+// directory), with its effective ids; errno says why not.
+bool writable(const std::string& path, bool directory) {
+  return ::faccessat(AT_FDCWD, path.c_str(), directory ? W_OK | X_OK : W_OK, AT_EACCESS) == 0;
+}
+
+[[noreturn]] void fail_output(std::string_view purpose, const std::string& path, const std::string& culprit,
+                              const std::string& why) {
+  if (culprit == path) PAX_FAIL(purpose, ": cannot write to '", path, "': it ", why);
+  PAX_FAIL(purpose, ": cannot write to '", path, "': '", culprit, "' ", why);
+}
+
+}  // namespace
+
+void ensure_writable_directory(const std::string& path, std::string_view purpose) {
+  PAX_CHECK(!path.empty(), purpose, ": the output directory must not be an empty path");
+  std::string whole = path;
+  while (whole.size() > 1 && whole.back() == '/') whole.pop_back();
+  // The paths of `whole`'s components, shortest first ("a", "a/b", "a/b/c").
+  std::vector<std::string> prefixes;
+  for (size_t slash = whole.find('/', 1); slash != std::string::npos; slash = whole.find('/', slash + 1)) {
+    if (whole[slash - 1] != '/') prefixes.push_back(whole.substr(0, slash));
+  }
+  prefixes.push_back(whole);
+  size_t missing = prefixes.size();  // the first component that does not exist
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    struct stat lst {};
+    if (::lstat(prefixes[i].c_str(), &lst) != 0) {
+      if (errno == ENOENT) {
+        missing = i;
+        break;
+      }
+      fail_output(purpose, whole, prefixes[i], std::string("cannot be examined: ") + std::strerror(errno));
+    }
+    const std::string why = why_not_a_directory(prefixes[i], lst);
+    if (!why.empty()) fail_output(purpose, whole, prefixes[i], why);
+  }
+  for (size_t i = missing; i < prefixes.size(); ++i) {
+    if (::mkdir(prefixes[i].c_str(), 0755) == 0) continue;
+    const int err = errno;
+    struct stat lst {};
+    if (err == EEXIST && ::lstat(prefixes[i].c_str(), &lst) == 0) {  // made meanwhile by another writer
+      const std::string why = why_not_a_directory(prefixes[i], lst);
+      if (why.empty()) continue;
+      fail_output(purpose, whole, prefixes[i], why);
+    }
+    // Refused: the directory it goes into is at fault.
+    const std::string parent = i > 0 ? prefixes[i - 1] : dirname(prefixes[i]);
+    if (err == EACCES || err == EPERM || err == EROFS) fail_output(purpose, whole, parent, why_refused(err));
+    fail_output(purpose, whole, prefixes[i], std::string("cannot be created: ") + std::strerror(err));
+  }
+  if (!writable(whole, /*directory=*/true)) fail_output(purpose, whole, whole, why_refused(errno));
+}
+
+void ensure_writable_file(const std::string& path, std::string_view purpose) {
+  PAX_CHECK(!path.empty(), purpose, ": the output file must not be an empty path");
+  ensure_writable_directory(dirname(path), purpose);
+  struct stat lst {};
+  if (::lstat(path.c_str(), &lst) != 0) {
+    if (errno == ENOENT) return;  // created by the writer
+    fail_output(purpose, path, path, std::string("cannot be examined: ") + std::strerror(errno));
+  }
+  struct stat st = lst;
+  if (S_ISLNK(lst.st_mode)) {
+    const std::string why = why_unfollowable(path, &st);
+    if (!why.empty()) fail_output(purpose, path, path, why);
+    if (!S_ISREG(st.st_mode))
+      fail_output(purpose, path, path,
+                  "is a symlink to '" + link_target(path) + "', which is " + kind_of(st.st_mode) + ", not a file");
+  } else if (!S_ISREG(st.st_mode)) {
+    fail_output(purpose, path, path, "is " + kind_of(st.st_mode) + ", not a regular file");
+  }
+  if (!writable(path, /*directory=*/false)) fail_output(purpose, path, path, why_refused(errno));
 }
 
 bool exists(const std::string& path) {

@@ -1,7 +1,8 @@
-// Durable file-system helpers for checkpoints: whole-file writes that are
-// fsynced before they return, positional reads, directory fsync, listing,
-// atomic exchange of two directories, and removal. Every failure throws
-// pax::Error naming the path and the system error.
+// File-system helpers: durable whole-file writes that are fsynced before
+// they return, positional reads, directory fsync, listing, atomic exchange of
+// two directories and removal (for checkpoints), and the checks that an output
+// path (summaries, reports, decode samples) can be written. Every failure
+// throws pax::Error naming the path and the system error.
 #pragma once
 
 #include <cstddef>
@@ -57,6 +58,20 @@ std::string read_file(const std::string& path, uint64_t max_bytes);
 void sync_dir(const std::string& path);
 // Creates `path` and missing parents, syncing each parent that got a new entry.
 void make_dirs(const std::string& path);
+
+// Makes `path` (and its missing parents) a directory that this process can
+// create files in, or throws one pax::Error that names `purpose` ("summaries",
+// "decode samples", ...), `path`, the component at fault and why: "is a
+// dangling symlink to 'X'", "is a regular file, not a directory", "is
+// read-only", "is on a read-only file system". Checked before a writer starts,
+// so that an unusable output is one clear error rather than a failed open.
+void ensure_writable_directory(const std::string& path, std::string_view purpose);
+// For a file that is about to be created, appended to or replaced: its
+// directory as ensure_writable_directory says, and `path` itself, when it
+// exists, a writable regular file (or a symlink to one); a directory, a
+// dangling symlink, a FIFO or a read-only file in its place is an error
+// naming it.
+void ensure_writable_file(const std::string& path, std::string_view purpose);
 
 bool exists(const std::string& path);
 bool is_dir(const std::string& path);

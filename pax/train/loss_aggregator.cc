@@ -1,6 +1,7 @@
 // Loss aggregators: the terms of the loss and their checks.
 #include "pax/train/loss_aggregator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -37,6 +38,28 @@ std::vector<LossTerm> loss_terms(const HParamsPtr& hparams, const std::string& d
   PAX_CHECK(aggregator, field, " must be a loss aggregator (", registered_hparams_list("loss_aggregator"), "), got ",
             hparams->type_name());
   return aggregator->terms(default_key);
+}
+
+void check_loss_keys(const std::vector<LossTerm>& terms, const std::vector<std::string>& metric_names,
+                     const std::string& model_name) {
+  for (const LossTerm& t : terms) {
+    if (std::find(metric_names.begin(), metric_names.end(), t.metric) != metric_names.end()) continue;
+    std::string names;
+    for (const std::string& n : metric_names) names += (names.empty() ? "" : ", ") + n;
+    PAX_FAIL(t.setting, " '", t.metric, "' is not a metric of ", model_name,
+             "; its metrics: ", names.empty() ? "(none)" : names);
+  }
+}
+
+std::optional<double> loss_value(const std::vector<LossTerm>& terms, const std::map<std::string, double>& metrics) {
+  if (terms.empty()) return std::nullopt;
+  double loss = 0;
+  for (const LossTerm& t : terms) {
+    auto it = metrics.find(t.metric);
+    if (it == metrics.end()) return std::nullopt;
+    loss += t.coefficient * it->second;
+  }
+  return loss;
 }
 
 PAX_REGISTER_HPARAMS(LossAggregator, "loss_aggregator");

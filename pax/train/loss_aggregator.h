@@ -12,6 +12,8 @@
 // under pmap), so a padded shard does not tilt it.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,5 +57,16 @@ struct MultiLossAggregator : LossAggregatorHParams {
 // `field` names the setting in errors.
 std::vector<LossTerm> loss_terms(const HParamsPtr& hparams, const std::string& default_key,
                                  const std::string& field = "loss_aggregator");
+
+// Throws pax::Error when a term names a metric that is not among
+// `metric_names` (the metrics `model_name`'s compute_loss reports), naming
+// the setting, the key and the metrics there are.
+void check_loss_keys(const std::vector<LossTerm>& terms, const std::vector<std::string>& metric_names,
+                     const std::string& model_name);
+
+// The loss the terms make of logged metric values, sum_k coefficient_k *
+// metrics[metric_k] (a summary interval's means: what the console shows as
+// the loss); nullopt when a term's metric is not among `metrics`.
+std::optional<double> loss_value(const std::vector<LossTerm>& terms, const std::map<std::string, double>& metrics);
 
 }  // namespace pax::train

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "pax/core/error.h"
+#include "pax/train/fs_util.h"
 
 namespace pax::train {
 
@@ -378,6 +379,9 @@ std::string render_report_html(const std::vector<StepMetrics>& history, const st
 }
 
 void write_report_file(const std::string& path, const std::vector<StepMetrics>& history, const std::string& title) {
+  // A directory or a dangling symlink in the page's place, or a directory
+  // that cannot be written, is one error naming it, before anything is made.
+  fs::ensure_writable_file(path, "report.html");
   const std::string html = render_report_html(history, title);
   const std::string tmp = path + ".tmp";
   // On any failure the temporary file goes, and the error says why.

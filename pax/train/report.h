@@ -48,7 +48,9 @@ std::vector<Chart> report_charts(const std::vector<StepMetrics>& history);
 std::string render_report_html(const std::vector<StepMetrics>& history, const std::string& title);
 
 // Writes the page to `path` through a temporary file and a rename, so that a
-// reader never sees half a page; pax::Error naming the file on failure.
+// reader never sees half a page; pax::Error naming the file on failure, and
+// naming the path at fault when `path` or its directory cannot be written (a
+// directory in its place, a dangling symlink, a read-only directory).
 void write_report_file(const std::string& path, const std::vector<StepMetrics>& history, const std::string& title);
 
 }  // namespace pax::train

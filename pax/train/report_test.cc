@@ -123,8 +123,30 @@ TEST(ReportFile, AFailedWriteSaysWhyAndCleansUp) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir / "report.html" / "child");  // a directory in the way
   const std::vector<StepMetrics> history = {StepMetrics{.step = 1, .metrics = {{"loss", 1.0}}}};
-  EXPECT_PAX_ERROR(write_report_file((dir / "report.html").string(), history, "t"), "report.html.tmp' to '");
+  EXPECT_PAX_ERROR(
+      write_report_file((dir / "report.html").string(), history, "t"),
+      "report.html: cannot write to '" + (dir / "report.html").string() + "': it is a directory, not a regular file");
   EXPECT_FALSE(std::filesystem::exists(dir / "report.html.tmp"));
+  std::filesystem::remove_all(dir);
+}
+
+// A directory that cannot hold the page is named with why, and nothing is
+// made through a dangling symlink.
+TEST(ReportFile, AnUnusableDirectoryIsNamed) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pax_report_dir_test_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::vector<StepMetrics> history = {StepMetrics{.step = 1, .metrics = {{"loss", 1.0}}}};
+  std::ofstream((dir / "file").string()) << "x";
+  EXPECT_PAX_ERROR(
+      write_report_file((dir / "file/report.html").string(), history, "t"),
+      "report.html: cannot write to '" + (dir / "file").string() + "': it is a regular file, not a directory");
+  std::filesystem::create_symlink(dir / "nowhere", dir / "link");
+  EXPECT_PAX_ERROR(write_report_file((dir / "link/report.html").string(), history, "t"),
+                   "cannot write to '" + (dir / "link").string() + "': it is a dangling symlink to '" +
+                       (dir / "nowhere").string() + "'");
+  EXPECT_FALSE(std::filesystem::exists(dir / "nowhere"));
   std::filesystem::remove_all(dir);
 }
 
@@ -302,7 +324,11 @@ TEST(ReportHtml, WriteReportFileReplacesThePage) {
   ss << in.rdbuf();
   EXPECT_NE(ss.str().find("<h1>second</h1>"), std::string::npos);
   EXPECT_FALSE(fs::exists(path + ".tmp"));
-  EXPECT_PAX_ERROR(write_report_file(dir + "/missing/report.html", {}, "x"), "failed: No such file or directory");
+  // A missing directory is made; one that cannot be is named.
+  write_report_file(dir + "/missing/report.html", {}, "x");
+  EXPECT_TRUE(fs::exists(dir + "/missing/report.html"));
+  EXPECT_PAX_ERROR(write_report_file(path + "/report.html", {}, "x"),
+                   "report.html: cannot write to '" + path + "': it is a regular file, not a directory");
   fs::remove_all(dir);
 }
 

@@ -99,6 +99,14 @@ Reduced reduce_over(const std::string& axis, const std::optional<Array>& loss_we
   return r;
 }
 
+// The names of compute_loss's metrics ({name: [value, weight]}).
+std::vector<std::string> metric_names(const Tree& metrics) {
+  std::vector<std::string> names;
+  if (metrics.is_dict())
+    for (const auto& [name, entry] : metrics.entries()) names.push_back(name);
+  return names;
+}
+
 // Whether each leaf of `local` (this process's params) is a block of the
 // leaf of `global` (the whole params' shapes) at the same place.
 std::vector<bool> split_leaves(const Tree& local, const Tree& global) {
@@ -296,6 +304,8 @@ TrainStep::TrainStep(const nn::BaseModel& model, const Learner& learner, TrainSt
     auto [loss, aux] = loss_aux;
     auto [metrics, written] = aux;
     auto [updated_collections, summaries] = written;
+    // At the first trace: a metric key the model does not report would log nothing.
+    check_metric_keys(rules, metric_names(metrics), m->type_name());
     LeafSplits splits;
     if (fsdp.enabled()) splits.data = split_leaves(state.params, mdl_params), splits.data_axis = fsdp.axis;
     if (tp.enabled()) splits.mdl = mdl_split, splits.mdl_axis = tp.axis;

@@ -192,12 +192,6 @@ void close_fd(int& fd, const std::string& path) {
   PAX_CHECK(rc == 0, "summaries: closing '", path, "' failed: ", std::strerror(errno));
 }
 
-void make_dirs(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  PAX_CHECK(!ec, "summaries: cannot create directory '", dir, "': ", ec.message());
-}
-
 }  // namespace
 
 uint32_t mask_crc32c(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
@@ -210,7 +204,7 @@ uint32_t unmask_crc32c(uint32_t masked) {
 // --- SummaryWriter ---
 
 SummaryWriter::SummaryWriter(std::string dir, Options options) : options_(options) {
-  make_dirs(dir);
+  fs::ensure_writable_directory(dir, "summaries");
   const double wall = unix_now();
   // TensorBoard finds files by the "tfevents" in their name; the pid and a
   // counter keep writers started within the same second apart.
@@ -222,13 +216,22 @@ SummaryWriter::SummaryWriter(std::string dir, Options options) : options_(option
     PAX_CHECK(fd_ >= 0 || errno == EEXIST, "SummaryWriter: cannot create '", path_, "': ", std::strerror(errno));
   }
   append_event(file_version_event(wall));
-  flush();
+  try {
+    flush();
+  } catch (...) {
+    // No destructor runs for an object whose constructor throws.
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
 }
 
 SummaryWriter::~SummaryWriter() {
+  // A destructor runs while other errors unwind: it must neither throw nor
+  // let its own failure replace the error being reported.
   try {
     close();
-  } catch (const std::exception&) {
+  } catch (...) {
   }
 }
 
@@ -435,7 +438,13 @@ void check_split(const std::string& split) {
 JobSummaries::JobSummaries(std::string job_dir, Options options)
     : job_dir_(std::move(job_dir)), options_(std::move(options)) {
   PAX_CHECK(!job_dir_.empty(), "JobSummaries: the job directory must not be empty");
-  make_dirs(job_dir_);
+  // Every output is checked here, so that an unusable one is an error before
+  // the run starts rather than at its first summary step.
+  fs::ensure_writable_directory(job_dir_, "job directory");
+  fs::ensure_writable_file(metrics_path(), "metrics.jsonl");
+  if (options_.report) fs::ensure_writable_file(report_path(), "report.html");
+  if (options_.tensorboard)
+    fs::ensure_writable_directory((std::filesystem::path(job_dir_) / "summaries").string(), "summaries");
   if (options_.title.empty()) {
     std::filesystem::path p = std::filesystem::path(job_dir_).lexically_normal();
     options_.title = p.has_filename() ? p.filename().string() : p.parent_path().filename().string();
@@ -444,7 +453,7 @@ JobSummaries::JobSummaries(std::string job_dir, Options options)
   history_ = read_metrics_jsonl(path);
   if (options_.first_step) drop_after(*options_.first_step);
   jsonl_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  PAX_CHECK(jsonl_fd_ >= 0, "JobSummaries: cannot open '", path, "': ", std::strerror(errno));
+  PAX_CHECK(jsonl_fd_ >= 0, "metrics.jsonl: cannot open '", path, "': ", std::strerror(errno));
   // A line torn by a crash must not swallow the first line appended now.
   const off_t size = ::lseek(jsonl_fd_, 0, SEEK_END);
   if (size > 0) {
@@ -454,7 +463,13 @@ JobSummaries::JobSummaries(std::string job_dir, Options options)
       if (::pread(rfd, &last, 1, size - 1) != 1) last = '\n';
       ::close(rfd);
     }
-    if (last != '\n') write_fully(jsonl_fd_, "\n", path);
+    try {
+      if (last != '\n') write_fully(jsonl_fd_, "\n", path);
+    } catch (...) {
+      ::close(jsonl_fd_);  // no destructor runs for an object whose constructor throws
+      jsonl_fd_ = -1;
+      throw;
+    }
   }
 }
 
@@ -476,9 +491,12 @@ void JobSummaries::drop_after(int64_t step) {
 }
 
 JobSummaries::~JobSummaries() {
+  // Runs while the error that ended the run unwinds (a summary directory that
+  // cannot be written, a failed step): it must neither throw nor replace that
+  // error, which is the one reported.
   try {
     close();
-  } catch (const std::exception&) {
+  } catch (...) {
   }
 }
 
@@ -497,11 +515,15 @@ void JobSummaries::write(const StepMetrics& metrics) {
   StepMetrics m = metrics;
   if (m.wall_time == 0) m.wall_time = unix_now();
   if (options_.tensorboard) {
-    auto& writer = writers_[m.split];
-    if (!writer) {
-      writer = std::make_unique<SummaryWriter>(summary_dir(m.split), SummaryWriter::Options{-1});
-      if (options_.first_step) writer->session_start(*options_.first_step + 1, m.wall_time);
+    auto it = writers_.find(m.split);
+    if (it == writers_.end()) {
+      // Made whole before it enters the map: a writer whose directory or file
+      // could not be made is never there to be flushed or closed.
+      auto made = std::make_unique<SummaryWriter>(summary_dir(m.split), SummaryWriter::Options{-1});
+      if (options_.first_step) made->session_start(*options_.first_step + 1, m.wall_time);
+      it = writers_.emplace(m.split, std::move(made)).first;
     }
+    SummaryWriter* writer = it->second.get();
     for (const auto& [tag, value] : m.scalars()) writer->scalar(tag, value, m.step, m.wall_time);
     for (const auto& [tag, value] : m.summaries) writer->scalar(tag, value, m.step, m.wall_time);
     for (const auto& [tag, h] : m.histograms) writer->histogram(tag, h, m.step, m.wall_time);
@@ -530,7 +552,9 @@ void JobSummaries::close() {
       if (!error) error = std::current_exception();
     }
   };
-  for (auto& [split, writer] : writers_) attempt([&] { writer->close(); });
+  for (auto& [split, writer] : writers_) {
+    if (writer) attempt([&] { writer->close(); });
+  }
   if (options_.report) attempt([&] { write_report(); });
   attempt([&] { close_fd(jsonl_fd_, metrics_path()); });
   if (error) std::rethrow_exception(error);

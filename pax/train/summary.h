@@ -68,12 +68,14 @@ class SummaryWriter {
   };
 
   // Creates `dir` if needed and a new file in it whose first event is the
-  // file_version event.
+  // file_version event. A `dir` that cannot be written (a dangling symlink, a
+  // regular file, read-only) is one pax::Error naming it (fs::ensure_writable_directory).
   explicit SummaryWriter(std::string dir, Options options);
   explicit SummaryWriter(std::string dir) : SummaryWriter(std::move(dir), Options{}) {}
   SummaryWriter(const SummaryWriter&) = delete;
   SummaryWriter& operator=(const SummaryWriter&) = delete;
-  // Closes the file; errors are swallowed here (call close() to see them).
+  // Closes the file; errors are swallowed here (call close() to see them),
+  // so that it never throws while another error unwinds.
   ~SummaryWriter();
 
   // One scalar event. `wall_time` is in unix seconds; < 0 means now. The
@@ -177,11 +179,16 @@ class JobSummaries {
 
   // Creates the job directory if needed. An existing metrics.jsonl is kept
   // (up to options.first_step) and appended to, so that a resumed job's
-  // report covers the whole history with each step once.
+  // report covers the whole history with each step once. Every output that is
+  // in use (the job directory, metrics.jsonl, report.html, summaries/) is
+  // checked first: one that cannot be written is one pax::Error naming it.
+  // A split's directory is checked when its first write() makes it.
   explicit JobSummaries(std::string job_dir, Options options);
   explicit JobSummaries(std::string job_dir) : JobSummaries(std::move(job_dir), Options{}) {}
   JobSummaries(const JobSummaries&) = delete;
   JobSummaries& operator=(const JobSummaries&) = delete;
+  // close(), with its errors swallowed: it runs while the error that ended a
+  // run unwinds, and must not replace it.
   ~JobSummaries();
 
   // Writes one summary step of one split and flushes every output, so that

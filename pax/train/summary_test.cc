@@ -5,6 +5,7 @@
 #include "pax/train/summary.h"
 
 #include <gtest/gtest.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -439,7 +440,51 @@ TEST(SummaryWriter, Errors) {
   w.close();
   EXPECT_PAX_ERROR(w.scalar("x", 1, 1), "is closed");
   std::ofstream(tmp / "file") << "x";
-  EXPECT_PAX_ERROR(SummaryWriter(tmp / "file/run"), "cannot create directory");
+  EXPECT_PAX_ERROR(SummaryWriter(tmp / "file/run"), "summaries: cannot write to '" + (tmp / "file/run") + "': '" +
+                                                        (tmp / "file") + "' is a regular file, not a directory");
+}
+
+// This thread's permission checks are an unprivileged user's while it lives
+// (root ignores permissions: as root the file-system ids switch to nobody's,
+// for this thread only). ok() is false when that fails.
+class Unprivileged {
+ public:
+  Unprivileged() {
+    if (::geteuid() != 0) return;
+    ::setfsgid(65534);
+    ::setfsuid(65534);
+    switched_ = true;
+    ok_ = ::setfsuid(uid_t(-1)) == 65534;
+  }
+  ~Unprivileged() {
+    if (!switched_) return;
+    ::setfsuid(0);
+    ::setfsgid(0);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  bool switched_ = false;
+  bool ok_ = true;
+};
+
+constexpr fs::perms kReadOnlyDir = fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                                   fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec;
+
+// An unusable directory is one error naming it, and nothing is left open.
+TEST(SummaryWriter, AnUnusableDirectoryIsOneErrorNamingIt) {
+  TempDir tmp;
+  fs::create_symlink(tmp / "nowhere", tmp / "dangling");
+  EXPECT_PAX_ERROR(SummaryWriter(tmp / "dangling"), "summaries: cannot write to '" + (tmp / "dangling") +
+                                                        "': it is a dangling symlink to '" + (tmp / "nowhere") + "'");
+  std::ofstream(tmp / "file") << "x";
+  EXPECT_PAX_ERROR(SummaryWriter(tmp / "file"), "'" + (tmp / "file") + "': it is a regular file, not a directory");
+  fs::permissions(tmp.path(), fs::perms::all);
+  fs::create_directory(tmp / "ro");
+  fs::permissions(tmp / "ro", kReadOnlyDir);
+  Unprivileged as_user;
+  if (!as_user.ok()) GTEST_SKIP() << "running as root, whom permissions do not bind, and setfsuid failed";
+  EXPECT_PAX_ERROR(SummaryWriter(tmp / "ro"), "summaries: cannot write to '" + (tmp / "ro") + "': it is read-only");
 }
 
 // --- StepMetrics and metrics.jsonl ---
@@ -719,6 +764,105 @@ TEST(JobSummaries, SplitNames) {
   EXPECT_EQ(kTrainSplit, "train");
   EXPECT_EQ(eval_split("kjv"), "eval_test_kjv");
   EXPECT_PAX_ERROR(eval_split(""), "name must not be empty");
+}
+
+// Each unusable output of a job directory is one error at construction,
+// naming the path and why, before anything is written.
+TEST(JobSummaries, AnUnusableOutputIsOneErrorAtConstruction) {
+  TempDir tmp;
+  const std::string job = tmp / "job";
+  fs::create_directories(job);
+  fs::create_symlink(tmp / "nowhere", job + "/summaries");
+  EXPECT_PAX_ERROR(JobSummaries{job}, "summaries: cannot write to '" + job +
+                                          "/summaries': it is a dangling symlink to '" + (tmp / "nowhere") + "'");
+  fs::remove(job + "/summaries");
+  std::ofstream(job + "/summaries") << "x";
+  EXPECT_PAX_ERROR(JobSummaries{job}, "'" + job + "/summaries': it is a regular file, not a directory");
+  // Without event files, summaries/ is not used.
+  JobSummaries(job, {.tensorboard = false}).close();
+  for (const char* name : {"summaries", "report.html", "metrics.jsonl"}) fs::remove(job + "/" + name);
+
+  fs::create_directories(job + "/report.html");
+  EXPECT_PAX_ERROR(JobSummaries{job},
+                   "report.html: cannot write to '" + job + "/report.html': it is a directory, not a regular file");
+  fs::remove(job + "/report.html");
+  fs::create_symlink(tmp / "gone", job + "/metrics.jsonl");
+  EXPECT_PAX_ERROR(JobSummaries{job}, "metrics.jsonl: cannot write to '" + job +
+                                          "/metrics.jsonl': it is a dangling symlink to '" + (tmp / "gone") + "'");
+  fs::remove(job + "/metrics.jsonl");
+  std::ofstream(tmp / "file") << "x";
+  EXPECT_PAX_ERROR(JobSummaries{tmp / "file/job"}, "job directory: cannot write to '" + (tmp / "file/job") + "': '" +
+                                                       (tmp / "file") + "' is a regular file, not a directory");
+  EXPECT_FALSE(fs::exists(tmp / "nowhere"));
+  EXPECT_FALSE(fs::exists(tmp / "gone"));
+}
+
+TEST(JobSummaries, AReadOnlySummariesDirectoryIsOneError) {
+  TempDir tmp;
+  const std::string job = tmp / "job";
+  fs::create_directories(job + "/summaries");
+  fs::permissions(tmp.path(), fs::perms::all);
+  fs::permissions(job, fs::perms::all);
+  fs::permissions(job + "/summaries", kReadOnlyDir);
+  Unprivileged as_user;
+  if (!as_user.ok()) GTEST_SKIP() << "running as root, whom permissions do not bind, and setfsuid failed";
+  EXPECT_PAX_ERROR(JobSummaries{job}, "summaries: cannot write to '" + job + "/summaries': it is read-only");
+}
+
+// A split directory that cannot be made fails that write with one error
+// naming it; the summaries are then destroyed while the error unwinds (which
+// once flushed the writer that was never made), and close what they hold.
+TEST(JobSummaries, ASplitDirectoryThatIsAFileFailsItsWriteAndUnwindsCleanly) {
+  TempDir tmp;
+  const std::string job = tmp / "job";
+  fs::create_directories(job + "/summaries");
+  std::ofstream(job + "/summaries/eval_test_kjv") << "x";
+  std::string message;
+  try {
+    JobSummaries s(job);
+    s.write(train_step(10, 2.0));
+    s.write(eval_step(10, 2.5));
+    ADD_FAILURE() << "the eval write should fail";
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("summaries: cannot write to '" + job +
+                         "/summaries/eval_test_kjv': it is a regular file, not a directory"),
+            std::string::npos)
+      << message;
+  // The destructor closed the train split and wrote the final report.
+  EXPECT_EQ(read_metrics_jsonl(job + "/metrics.jsonl").size(), 1u);
+  EXPECT_EQ(event_files(job + "/summaries/train").size(), 1u);
+  EXPECT_TRUE(fs::exists(job + "/report.html"));
+
+  // The same with close() called by hand, and a later write of that split
+  // failing again the same way.
+  JobSummaries s(job);
+  EXPECT_PAX_ERROR(s.write(eval_step(20, 2.0)), "eval_test_kjv': it is a regular file");
+  EXPECT_PAX_ERROR(s.write(eval_step(30, 2.0)), "eval_test_kjv': it is a regular file");
+  s.write(train_step(20, 1.5));
+  s.close();
+  EXPECT_EQ(read_metrics_jsonl(job + "/metrics.jsonl").size(), 2u);
+}
+
+// A write that fails part way (the split's directory turned into a file after
+// construction) leaves the object destructible during unwinding.
+TEST(JobSummaries, ASummariesDirectoryReplacedByADanglingLinkUnwindsCleanly) {
+  TempDir tmp;
+  const std::string job = tmp / "job";
+  try {
+    JobSummaries s(job);
+    fs::remove_all(job + "/summaries");
+    fs::create_symlink(tmp / "nowhere", job + "/summaries");
+    s.write(train_step(10, 2.0));
+    ADD_FAILURE() << "the write should fail";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("'" + job + "/summaries' is a dangling symlink to '" + (tmp / "nowhere") + "'"),
+        std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(fs::exists(job + "/report.html"));
 }
 
 TEST(JobSummaries, Errors) {

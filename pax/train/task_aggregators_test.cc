@@ -8,6 +8,9 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "pax/nn/models/base_model.h"
 #include "pax/ops/numpy.h"
@@ -154,6 +157,53 @@ TEST(MetricsAggregator, AMetricIsCombinedOneWay) {
   EXPECT_PAX_ERROR(metric_rules(composite), "metrics_p must hold at least one aggregator");
   EXPECT_PAX_ERROR(metric_rules(std::make_shared<LossAggregator>()),
                    "metrics must be a metrics aggregator (CompositeMetrics, MaxMetrics, MeanMetrics)");
+}
+
+// A listed metric key the model does not report would log nothing: the
+// first step's trace refuses it, naming the setting, the key and the
+// metrics there are.
+TEST(MetricsAggregator, AKeyTheModelDoesNotReportIsRefusedAtTheFirstStep) {
+  auto model = quadratic(2);
+  auto max_logit = std::make_shared<MaxMetrics>();
+  max_logit->metric_keys = {"max_logit"};
+  EXPECT_PAX_ERROR(one_step(*model, {.metrics = max_logit}),
+                   "metrics.metric_keys[0] 'max_logit' is not a metric of QuadraticModel, so nothing would be logged "
+                   "for it; its metrics: total_loss, w_loss");
+  auto typo = std::make_shared<MeanMetrics>();
+  typo->metric_keys = {"w_loss", "total_los"};
+  auto composite = std::make_shared<CompositeMetrics>();
+  composite->metrics_p = {std::make_shared<MaxMetrics>(), typo};
+  EXPECT_PAX_ERROR(one_step(*model, {.metrics = composite}),
+                   "metrics.metrics_p[1].metric_keys[1] 'total_los' is not a metric of QuadraticModel");
+  auto w_max = std::make_shared<MaxMetrics>();
+  w_max->metric_keys = {"w_loss"};
+  auto [params, out] = one_step(*model, {.metrics = w_max});
+  EXPECT_NEAR(out["loss"].leaf().item<float>(), 2.0, 1e-6) << "a reported key trains";
+}
+
+TEST(MetricsAggregator, CheckMetricKeysListsTheModelsMetrics) {
+  auto max_logit = std::make_shared<MaxMetrics>();
+  max_logit->metric_keys = {"max_logit"};
+  EXPECT_PAX_ERROR(check_metric_keys(metric_rules(max_logit), {"avg_xent", "total_loss"}, "LanguageModel"),
+                   "metrics.metric_keys[0] 'max_logit' is not a metric of LanguageModel, so nothing would be logged "
+                   "for it; its metrics: avg_xent, total_loss");
+  check_metric_keys(metric_rules(max_logit), {"max_logit", "total_loss"}, "LanguageModel");
+  check_metric_keys(metric_rules(std::make_shared<MeanMetrics>()), {}, "LanguageModel");  // every metric: no key
+}
+
+TEST(LossAggregator, LossValueIsTheWeightedSumOfLoggedMetrics) {
+  auto multi = std::make_shared<MultiLossAggregator>();
+  multi->loss_keys = {"avg_xent", "aux_loss"};
+  multi->loss_weights = {1.0, 0.1};
+  const std::vector<LossTerm> terms = loss_terms(multi, "total_loss");
+  const std::map<std::string, double> metrics = {{"avg_xent", 2.0}, {"aux_loss", 3.0}, {"total_loss", 9.0}};
+  EXPECT_DOUBLE_EQ(*loss_value(terms, metrics), 2.3);
+  EXPECT_DOUBLE_EQ(*loss_value(loss_terms(nullptr, "total_loss"), metrics), 9.0);
+  EXPECT_FALSE(loss_value(terms, {{"avg_xent", 2.0}})) << "a term not logged";
+  EXPECT_PAX_ERROR(check_loss_keys(terms, {"avg_xent", "total_loss"}, "LanguageModel"),
+                   "loss_aggregator.loss_keys[1] 'aux_loss' is not a metric of LanguageModel; its metrics: avg_xent, "
+                   "total_loss");
+  check_loss_keys(terms, {"avg_xent", "aux_loss"}, "LanguageModel");
 }
 
 TEST(VariationalNoise, SelectedVariablesSeeGaussianNoiseFromTheStartStep) {

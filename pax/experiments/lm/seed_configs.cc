@@ -1,7 +1,11 @@
 // Ports of the paxml configs the Pax README runs (tasks/lm/params/lm_cloud.py,
 // c4.py and c4_multislice.py): the same layer counts, dims, heads,
-// vocabulary, sequence length, global batch, learning-rate schedule and mesh
-// shapes, on SyntheticInput instead of C4 (which needs the network).
+// vocabulary, sequence length, per-device batch, learning-rate schedule and
+// mesh shapes, on SyntheticInput instead of C4 (which needs the network).
+// As in paxml, the batch is PERCORE_BATCH_SIZE per device: the global batch
+// is that x the mesh's devices (ICI x DCN), and each input's batch_size is
+// the rows one data shard (a process of the replica and data axes) reads of
+// it (percore_batch in experiment.h); `--mode=inspect` prints both.
 // Registered as lm.<class> with paxml's module path as an alias
 // (--exp=tasks.lm.params.c4.C4Spmd1BAdam4Replicas). Where paxml sets
 // USE_REPEATED_LAYER the blocks are a Repeat with remat (SAVE_NOTHING:
@@ -22,7 +26,8 @@ namespace {
 
 struct SeedConfig {
   TransformerLmShape shape;
-  int64_t seq_length, global_batch;
+  int64_t seq_length;
+  double percore_batch_size;  // paxml's PERCORE_BATCH_SIZE: rows per device (a fraction allowed)
   // Adam
   double learning_rate, beta1, beta2, epsilon, weight_decay, clip_gradient_norm;
   // Linear rampup then exponential (or cosine) decay to max * min_ratio.
@@ -56,13 +61,18 @@ Task seed_task(const SeedConfig& c) {
 }
 
 Datasets seed_datasets(const SeedConfig& c) {
+  TrainSettings mesh;
+  mesh.ici_mesh_shape = c.ici_mesh;
+  mesh.dcn_mesh_shape = c.dcn_mesh;
+  // Train and eval alike, as paxml's datasets without PERCORE_EVAL_BATCH_SIZE.
+  const int64_t batch_size = percore_batch(c.percore_batch_size, mesh).per_shard;
   auto input = [&](const std::string& name) {
     auto p = std::make_shared<data::SyntheticInput::HParams>();
     p->name = name;
     p->task = data::SyntheticTask::lm;
     p->seq_length = c.seq_length;
     p->vocab_size = c.shape.vocab_size;
-    p->batch_size = c.global_batch;
+    p->batch_size = batch_size;
     if (name != "train") {
       p->input_random_seed = 4321;
       p->num_batches = 1;
@@ -107,7 +117,7 @@ TransformerLmShape spmd_shape(int64_t vocab, int64_t dims, int64_t layers, int64
 // lm_cloud.LmCloudSpmd2B: 18 x 3072, 24 heads, 8 per core x 4 chips (ICI [1, 4, 1]).
 SeedConfig lm_cloud_2b() {
   // clang-format off
-  return {.shape = spmd_shape(32000, 3072, 18, 24), .seq_length = 1024, .global_batch = 32,
+  return {.shape = spmd_shape(32000, 3072, 18, 24), .seq_length = 1024, .percore_batch_size = 8,
           .learning_rate = 2.5e-4, .beta1 = 0.9, .beta2 = 0.99, .epsilon = 1e-6, .weight_decay = 1e-3,
           .clip_gradient_norm = 5.0, .cosine_decay = false, .warmup_steps = 4000, .decay_end = 300000,
           .checkpoint_every = 5000, .summary_every = 100, .eval_every = 100, .ici_mesh = {1, 4, 1}};
@@ -126,14 +136,15 @@ SeedConfig lm_cloud_2b_limit_steps() {
 // (model_params.TransformerLmPmapAdam): 10 x 1024, 16 heads of 64, ReLU, no
 // attention biases, attention-logit cap 50, f32; 16 per core x 4 chips;
 // set_default_adam (lr 1e-3, weight decay 1e-3, clip 5, rampup 4000 then
-// exponential decay to step 300000); 2000 steps. pmap has no mesh.
+// exponential decay to step 300000); 2000 steps. pmap has no mesh: the
+// global batch is 16 x the processes of the run.
 SeedConfig lm_cloud_transformer_adam_limit_steps() {
   TransformerLmShape s;
   s.vocab_size = 32000, s.model_dims = 1024, s.num_layers = 10, s.num_heads = 16, s.hidden_dims = 4096;
   s.atten_logit_cap = 50.0;
   s.attention_bias = false;
   // clang-format off
-  return {.shape = s, .seq_length = 1024, .global_batch = 64, .learning_rate = 1e-3, .beta1 = 0.9,
+  return {.shape = s, .seq_length = 1024, .percore_batch_size = 16, .learning_rate = 1e-3, .beta1 = 0.9,
           .beta2 = 0.99, .epsilon = 1e-6, .weight_decay = 1e-3, .clip_gradient_norm = 5.0, .cosine_decay = false,
           .warmup_steps = 4000, .decay_end = 300000, .checkpoint_every = 5000, .summary_every = 100,
           .eval_every = 100, .num_train_steps = 2000};
@@ -143,7 +154,7 @@ SeedConfig lm_cloud_transformer_adam_limit_steps() {
 // c4.C4Spmd1BAdam4Replicas: 13 x 2560, 20 heads, 32 per core x 4 chips (ICI [1, 4, 1]).
 SeedConfig c4_1b() {
   // clang-format off
-  return {.shape = spmd_shape(32000, 2560, 13, 20), .seq_length = 1024, .global_batch = 128,
+  return {.shape = spmd_shape(32000, 2560, 13, 20), .seq_length = 1024, .percore_batch_size = 32,
           .learning_rate = 1e-3, .beta1 = 0.9, .beta2 = 0.99, .epsilon = 1e-6, .weight_decay = 1e-3,
           .clip_gradient_norm = 5.0, .cosine_decay = false, .warmup_steps = 4000, .decay_end = 300000,
           .checkpoint_every = 1000, .summary_every = 10, .eval_every = 100, .ici_mesh = {1, 4, 1}};
@@ -151,11 +162,12 @@ SeedConfig c4_1b() {
 }
 
 // c4.C4Spmd16BAdam32Replicas: 36 x 6144, 48 heads, 16 per core x 32 chips
-// (ICI [1, 16, 2]: 2-way tensor parallel, refused here before training).
+// (ICI [1, 16, 2]: 2-way tensor parallel): a global batch of 512, 32 rows
+// per data shard, each shard's 2 mdl processes reading the same rows.
 SeedConfig c4_16b() {
   SeedConfig c = c4_1b();
   c.shape = spmd_shape(32000, 6144, 36, 48);
-  c.global_batch = 512;
+  c.percore_batch_size = 16;
   c.ici_mesh = {1, 16, 2};
   return c;
 }
@@ -167,26 +179,27 @@ SeedConfig c4_22b_2x_v4_128() {
   SeedConfig c = c4_1b();
   c.shape = spmd_shape(32768, 6144, 48, 24);
   c.shape.hidden_dims = 24576, c.shape.dim_per_head = 256;
-  c.global_batch = 16 * 64 * 2;
+  c.percore_batch_size = 16;
   c.ici_mesh = {1, 64, 1};
   c.dcn_mesh = {2, 1, 1};
   return c;
 }
 
 // c4.C4SpmdGpt3AdamOrgHP: GPT-3 175B with the paper's hyperparameters —
-// 96 x 12288, 96 heads, vocabulary 50257, 2048 tokens, batch 1536, learnt
-// position embeddings, f32, Adam(0.9, 0.95, 1e-8), weight decay 0.1, clip 1,
-// learning rate 6e-5 with 265 warmup steps and cosine decay to step 108600.
+// 96 x 12288, 96 heads, vocabulary 50257, 2048 tokens, learnt position
+// embeddings, f32, Adam(0.9, 0.95, 1e-8), weight decay 0.1, clip 1, learning
+// rate 6e-5 with 265 warmup steps and cosine decay to step 108600; 2 per
+// core x 768 chips (C4SpmdGpt3Adam's ICI [1, 64, 12]): a global batch of 1536.
 SeedConfig c4_gpt3() {
   TransformerLmShape s = spmd_shape(50257, 12288, 96, 96);
   s.soft_cap_logits = 30.0, s.atten_logit_cap = 0.0;
   s.trainable_position_emb_length = 16384;
   s.fprop_dtype = DType::f32;
   // clang-format off
-  return {.shape = s, .seq_length = 2048, .global_batch = 1536, .learning_rate = 6e-5, .beta1 = 0.9,
+  return {.shape = s, .seq_length = 2048, .percore_batch_size = 2, .learning_rate = 6e-5, .beta1 = 0.9,
           .beta2 = 0.95, .epsilon = 1e-8, .weight_decay = 0.1, .clip_gradient_norm = 1.0, .cosine_decay = true,
           .warmup_steps = 265, .decay_end = 108600, .checkpoint_every = 100, .summary_every = 10,
-          .eval_every = 100, .ici_mesh = {1, 4, 2}};
+          .eval_every = 100, .ici_mesh = {1, 64, 12}};
   // clang-format on
 }
 
@@ -205,7 +218,7 @@ SeedConfig c4_pipeline_gpt3_small_64() {
   c.shape.fprop_dtype = DType::bf16;
   c.shape.pipeline_microbatch_size = 16;
   c.learning_rate = 2e-4;
-  c.global_batch = 8 * 64;
+  c.percore_batch_size = 8;
   c.ici_mesh = {4, 1, 4, 4};
   c.save_max_to_keep = 1000, c.eval_every = 100, c.summary_every = 1, c.checkpoint_every = 200;
   return c;
