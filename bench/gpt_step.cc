@@ -1,5 +1,5 @@
 // One GPT training step in paxcc, the model and flags of
-// /work/shared/bench/torch_gpt.py, so that the two print comparable lines:
+// bench/peers/torch_gpt.py, so that the two print comparable lines:
 //
 //   build-bench/bench/gpt_step [--layers 4] [--d 256] [--heads 4] [--seq 256] [--batch 8]
 //                              [--vocab 4096] [--dtype f32|bf16] [--steps 10] [--threads 2]
