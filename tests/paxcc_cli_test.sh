@@ -231,6 +231,37 @@ expect 1 "num_train_steps" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/x
 expect 1 "not an integer|integer" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/x" --set train.num_train_steps=many
 expect 1 "in the checkpoint but f32\\[259,32\\] in the target" -- "${tiny[@]}" --set model.lm_tpl.model_dims=32
 grep -q '"model_dims": 64' "$job/config.json" || { echo "FAIL: a refused resume rewrote config.json"; failures=$((failures + 1)); }
+# expect_stderr STATUS TEXT -- ARGS...: paxcc exits with STATUS and prints
+# exactly one line on stderr, which contains TEXT (a fixed string).
+expect_stderr() {
+  local status=$1 text=$2
+  shift 3
+  local err rc
+  err=$("$paxcc" "$@" 2>&1 >/dev/null)
+  rc=$?
+  if [[ $rc -ne $status || $(wc -l <<<"$err") -ne 1 ]] || ! grep -qF -- "$text" <<<"$err"; then
+    echo "FAIL: paxcc $* -> exit $rc (want $status and one line on stderr), stderr:"
+    echo "$err" | head -20
+    failures=$((failures + 1))
+  fi
+}
+# Unusable output paths are one error naming them, for training and for
+# --mode=eval (an unusable summaries/ once crashed with exit 139 and no
+# message, in the summaries' destructor while the real error unwound).
+bad=$work/bad_summaries
+mkdir -p "$bad" "$work/bad_eval" "$work/bad_decode"
+ln -s "$work/nowhere" "$bad/summaries"
+ln -s "$work/nowhere" "$work/bad_eval/summaries"
+: >"$work/bad_decode/decode"
+expect_stderr 1 "summaries: cannot write to '$bad/summaries': it is a dangling symlink to '$work/nowhere'" -- \
+  --exp=lm.KjvTransformerTiny "--job_log_dir=$bad" --set train.num_train_steps=2
+expect_stderr 1 "summaries: cannot write to '$work/bad_eval/summaries': it is a dangling symlink to '$work/nowhere'" -- \
+  --exp=lm.KjvTransformerTiny "--job_log_dir=$job" --mode=eval "--output_dir=$work/bad_eval"
+expect_stderr 1 "decode samples: cannot write to '$work/bad_decode/decode'" -- \
+  --exp=lm.KjvTransformerTiny "--job_log_dir=$work/bad_decode" --set train.num_train_steps=2
+ln -s "$work/nowhere" "$work/bad_data"
+expect_stderr 1 "data directory: cannot create '$work/bad_data/kjv': '$work/bad_data' is a dangling symlink" -- \
+  --exp=lm.KjvTransformerTiny "--job_log_dir=$work/bd" --set train.num_train_steps=2 "--data_dir=$work/bad_data"
 expect 1 "no checkpoint in" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/none" --mode=eval
 expect 1 "restore_step=999: no such checkpoint" -- "${tiny[@]}" --mode=eval --restore_step=999
 expect 1 "no_such_file" -- --config "$work/no_such_file.json" "--job_log_dir=$job"

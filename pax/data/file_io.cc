@@ -58,13 +58,33 @@ std::string read_file(const std::string& path) {
   return out;
 }
 
+void make_directories(const std::string& dir, const std::string& purpose) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir, ec)) return;
+  std::filesystem::path walked;
+  for (const std::filesystem::path& part : std::filesystem::path(dir)) {
+    walked /= part;
+    const std::filesystem::file_status st = std::filesystem::symlink_status(walked, ec);
+    if (ec || !std::filesystem::exists(st)) break;
+    if (std::filesystem::is_symlink(st)) {
+      const std::filesystem::file_status target = std::filesystem::status(walked, ec);
+      PAX_CHECK(std::filesystem::exists(target), purpose, ": cannot create '", dir, "': '", walked.string(),
+                "' is a dangling symlink to '", std::filesystem::read_symlink(walked, ec).string(), "'");
+      PAX_CHECK(std::filesystem::is_directory(target), purpose, ": cannot create '", dir, "': '", walked.string(),
+                "' is a symlink to something that is not a directory");
+      continue;
+    }
+    PAX_CHECK(std::filesystem::is_directory(st), purpose, ": cannot create '", dir, "': '", walked.string(),
+              "' is not a directory");
+  }
+  std::filesystem::create_directories(dir, ec);
+  PAX_CHECK(!ec, purpose, ": cannot create '", dir, "': ", ec.message());
+}
+
 void write_file_atomic(const std::string& path, std::string_view bytes, bool gzip) {
   std::filesystem::path p(path);
+  if (p.has_parent_path()) make_directories(p.parent_path().string(), "write_file_atomic");
   std::error_code ec;
-  if (p.has_parent_path()) {
-    std::filesystem::create_directories(p.parent_path(), ec);
-    PAX_CHECK(!ec, "write_file_atomic: cannot create the directory '", p.parent_path().string(), "': ", ec.message());
-  }
   const std::string tmp = temporary_name(path);
   bool ok = true;
   std::string why;

@@ -13,6 +13,11 @@ namespace pax::data {
 // name). Throws pax::Error naming the file when it is missing or unreadable.
 std::string read_file(const std::string& path);
 
+// Creates directory `dir` and its parents; an error names the part of the
+// path that is in the way (a file, a dangling symlink) or the reason, and
+// `purpose` ("data directory").
+void make_directories(const std::string& dir, const std::string& purpose);
+
 // Writes `bytes` to `path` (gzip-compressed when `gzip`), creating missing
 // parent directories: a temporary file beside it is written, flushed and
 // renamed over `path`.

@@ -54,7 +54,16 @@ TEST(FileIo, ErrorsNameTheFile) {
   EXPECT_PAX_ERROR(read_file(process_temp_dir().parent_path().string()), "is a directory, not a regular file");
   const std::string blocker = (process_temp_dir() / "file_io_blocker").string();
   write_file_atomic(blocker, "x");
-  EXPECT_PAX_ERROR(write_file_atomic(blocker + "/inside.txt", "y"), "cannot create the directory");
+  EXPECT_PAX_ERROR(write_file_atomic(blocker + "/inside.txt", "y"), "'" + blocker + "' is not a directory");
+  // A dangling symlink in the path is named with its target.
+  const std::string link = (process_temp_dir() / "file_io_dangling").string();
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink("/nonexistent/target", link);
+  EXPECT_PAX_ERROR(make_directories(link + "/kjv", "data directory"),
+                   "data directory: cannot create '" + link + "/kjv': '" + link +
+                       "' is a dangling symlink to '/nonexistent/target'");
+  make_directories((process_temp_dir() / "made" / "deep").string(), "data directory");
+  EXPECT_TRUE(std::filesystem::is_directory(process_temp_dir() / "made" / "deep"));
 }
 
 }  // namespace

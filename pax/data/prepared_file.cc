@@ -88,8 +88,7 @@ class FileLock {
  public:
   explicit FileLock(const std::string& path) {
     const std::filesystem::path lock = path + ".lock";
-    std::error_code ec;
-    if (lock.has_parent_path()) std::filesystem::create_directories(lock.parent_path(), ec);
+    if (lock.has_parent_path()) make_directories(lock.parent_path().string(), "data directory");
     fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     PAX_CHECK(fd_ >= 0, "cannot create the lock file '", lock.string(), "': ", std::strerror(errno));
     while (::flock(fd_, LOCK_EX) != 0) {

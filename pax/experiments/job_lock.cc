@@ -19,8 +19,8 @@ namespace pax::experiments {
 
 namespace fs = std::filesystem;
 
-void make_job_directory(const std::string& job_dir) {
-  PAX_CHECK(!job_dir.empty(), "a job directory is needed (--job_log_dir)");
+void make_job_directory(const std::string& job_dir, const std::string& what) {
+  PAX_CHECK(!job_dir.empty(), "a directory is needed (", what, ")");
   // The first component that exists but is not a directory is the culprit
   // ("File exists" from mkdir would name neither it nor the problem).
   fs::path walked;
@@ -29,13 +29,13 @@ void make_job_directory(const std::string& job_dir) {
     std::error_code ec;
     const fs::file_status st = fs::status(walked, ec);
     if (ec || !fs::exists(st)) break;
-    PAX_CHECK(fs::is_directory(st), "--job_log_dir ", job_dir, ": ", walked.string(),
-              walked == fs::path(job_dir) ? " exists and is not a directory" : " is not a directory",
-              "; pick another --job_log_dir");
+    PAX_CHECK(fs::is_directory(st), what, " ", job_dir, ": ", walked.string(),
+              walked == fs::path(job_dir) ? " exists and is not a directory" : " is not a directory", "; pick another ",
+              what);
   }
   std::error_code ec;
   fs::create_directories(job_dir, ec);
-  PAX_CHECK(!ec, "cannot create the job directory ", job_dir, ": ", ec.message());
+  PAX_CHECK(!ec, "cannot create ", job_dir, " (", what, "): ", ec.message());
 }
 
 namespace {

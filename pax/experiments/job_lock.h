@@ -12,8 +12,9 @@
 namespace pax::experiments {
 
 // Creates `job_dir` when missing (an existing file in its place, or in place
-// of one of its parents, is an error naming it).
-void make_job_directory(const std::string& job_dir);
+// of one of its parents, is an error naming it and `what` the directory is,
+// "--job_log_dir" or "--output_dir").
+void make_job_directory(const std::string& job_dir, const std::string& what = "--job_log_dir");
 
 class JobDirectoryLock {
  public:

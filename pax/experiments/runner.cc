@@ -41,6 +41,7 @@
 #include "pax/train/peak_flops.h"
 #include "pax/train/step_summaries.h"
 #include "pax/train/eval_decode.h"
+#include "pax/train/fs_util.h"
 #include "pax/train/summary.h"
 
 namespace pax::experiments {
@@ -309,10 +310,7 @@ std::map<std::string, std::string> run_decodes(const Job& job, const Tree& varia
     const std::string name = input->base_hparams().name;
     const AllocationPurpose purpose("decoding input '" + name + "' at step " + std::to_string(step));
     train::DecodeResult r = train::run_decode(*job.model, variables, *input, random::fold_in(key, uint32_t(step)));
-    std::string text;
-    for (size_t i = 0; i < r.outputs.size(); ++i) text += r.outputs[i] + "\n";
-    const std::string path = dir.empty() ? std::string() : fmt::format("{}/{}_step_{:08d}.txt", dir, name, step);
-    if (!path.empty()) data::write_file_atomic(path, text);  // creates dir
+    const std::string path = dir.empty() ? std::string() : train::write_decode_samples(dir, name, step, r);
     std::string shown = "decode " + name + " @ step " + std::to_string(step) + (path.empty() ? "" : " -> " + path);
     for (size_t i = 0; i < r.outputs.size() && i < 4; ++i) shown += "\n  " + r.outputs[i];
     if (progress) {
@@ -740,6 +738,9 @@ class TrainingLoop {
            << " had not improved for " << stopper_.patience_count << " evaluations\n";
     }
     if (job_.chief()) {
+      // An unusable decode/ fails now, not at the first decode step.
+      if (!decode_inputs_.empty() && settings_.decode_interval_steps > 0)
+        train::fs::ensure_writable_directory(job_.path("decode"), "decode samples");
       summaries_.emplace(job_.options.job_dir,
                          train::JobSummaries::Options{.title = job_.options.experiment_name, .first_step = step_});
     }
