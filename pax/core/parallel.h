@@ -45,7 +45,7 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
     const AllocationPurpose*& thread_purpose = detail::thread_allocation_purpose();
     const AllocationPurpose* const own_purpose = thread_purpose;
     thread_purpose = purpose;
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
     for (int64_t c = 0; c < chunks; ++c) {
       if (failed.load(std::memory_order_relaxed)) continue;
       try {

@@ -23,6 +23,7 @@ namespace pax::data {
 namespace {
 
 constexpr const char* kMissing = "is missing";
+constexpr std::string_view kNoRecord = "has no record ";
 
 uint32_t crc32_extend(uint32_t crc, const char* data, size_t n) {
   // zlib's crc32 takes uInt lengths; crc32_z would do, but not every zlib has it.
@@ -123,7 +124,7 @@ std::string prepared_file_problem(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return kMissing;
   const std::string rec_path = record_path(path);
-  if (!std::filesystem::exists(std::filesystem::symlink_status(rec_path, ec))) return "has no record " + rec_path;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(rec_path, ec))) return std::string(kNoRecord) + rec_path;
   std::string rec_text;
   try {
     rec_text = read_file(rec_path);
@@ -152,6 +153,23 @@ std::string ensure_prepared_file(const std::string& path, const std::string& sou
                                  const std::function<std::string()>& make) {
   std::string problem = prepared_file_problem(path);
   if (problem.empty()) return path;
+  if (problem.starts_with(kNoRecord)) {
+    // Made before records were kept: preparing it again could change it (a
+    // retrained tokenizer's ids under existing checkpoints), and its source
+    // may be gone. It is taken as it is, and recorded where that can be written.
+    std::string outcome = "recorded its size and CRC-32 as it is";
+    try {
+      FileLock lock(path);
+      if (prepared_file_problem(path).starts_with(kNoRecord))
+        write_file_atomic(record_path(path), format_record(record_of_file(path)));
+    } catch (const Error& e) {
+      outcome = "it is read unchecked (" + std::string(e.what()) + ")";
+    }
+    std::fprintf(stderr, "paxcc: %s %s (made before records were kept): %s; delete it to prepare it again\n",
+                 path.c_str(), problem.c_str(), outcome.c_str());
+    std::fflush(stderr);
+    return path;
+  }
   try {
     // Look again under the lock: another process may have prepared it meanwhile.
     FileLock lock(path);

@@ -48,9 +48,11 @@ std::string prepared_file_problem(const std::string& path);
 
 // Makes sure `path` is there and matches its record, and returns it. When it
 // is missing, `make()` returns its bytes (written with write_prepared_file);
-// when it is damaged or has no record, the same, after the notice
+// when it is damaged, the same, after the notice
 //   paxcc: <path> <problem>; preparing it again from <source>
-// on stderr. An error while preparing it again is rethrown naming the file.
+// on stderr. An error while preparing it again is rethrown naming the file. A
+// file without a record (made before records were kept) is taken as it is and
+// recorded, with one notice: preparing it again could change it.
 std::string ensure_prepared_file(const std::string& path, const std::string& source,
                                  const std::function<std::string()>& make);
 

@@ -90,13 +90,18 @@ TEST(PreparedFile, ADamagedOrUnrecordedFileIsPreparedAgainWithOneNotice) {
   EXPECT_EQ(read_file(path), "the source's text\n");
   EXPECT_EQ(notice.rfind("paxcc: " + path + " has CRC-32 ", 0), 0u) << notice;
   EXPECT_NE(notice.find("; preparing it again from the source\n"), std::string::npos) << notice;
-  // Without a record (prepared before records existed): prepared again.
+  // Without a record (prepared before records existed): taken as it is and
+  // recorded, not prepared again; from then on checked like any other.
+  write_file_atomic(path, "an older preparation\n");
   fs::remove(record_path(path));
   ::testing::internal::CaptureStderr();
   ensure_prepared_file(path, "the source", make);
   notice = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(made, 3);
-  EXPECT_EQ(notice, "paxcc: " + path + " has no record " + path + ".crc32; preparing it again from the source\n");
+  EXPECT_EQ(made, 2);
+  EXPECT_EQ(read_file(path), "an older preparation\n");
+  EXPECT_EQ(notice, "paxcc: " + path + " has no record " + path +
+                        ".crc32 (made before records were kept): recorded its size and CRC-32 as it is; delete it "
+                        "to prepare it again\n");
   EXPECT_EQ(prepared_file_problem(path), "");
 }
 

@@ -70,7 +70,7 @@ std::optional<std::vector<std::string>> reported_metrics(const nn::BaseModel& mo
     if (metrics.is_dict())
       for (const auto& [name, entry] : metrics.entries()) names.push_back(name);
     return names;
-  } catch (const Error&) {
+  } catch (const std::exception&) {  // unreadable data, memory: the first step checks the keys instead
     return std::nullopt;
   }
 }

@@ -135,6 +135,13 @@ TEST(JobDirectory, ACheckpointUnderAnotherStepsNameIsRefused) {
   EXPECT_PAX_ERROR(train::restore_checkpoint(dir + "/checkpoints", Tree()), why);
   // Named back, it restores again.
   fs::remove_all(dir + "/checkpoints/checkpoint_00000090");
+  // A name whose step merely ends in the right digits is refused too; a name
+  // that carries no step ("final_v2") is the user's own.
+  fs::copy(dir + "/checkpoints/checkpoint_00000004", dir + "/checkpoints/checkpoint_00000104",
+           fs::copy_options::recursive);
+  EXPECT_PAX_ERROR(run_experiment(tiny_config(200), options(dir, Mode::eval)), "is named for step 104 but its");
+  fs::rename(dir + "/checkpoints/checkpoint_00000104", dir + "/final_v2");
+  EXPECT_EQ(train::read_checkpoint(dir + "/final_v2", {}).trees.count("train_state"), 1u);
   EXPECT_EQ(run_experiment(tiny_config(4), options(dir, Mode::eval)).step, 4);
 }
 

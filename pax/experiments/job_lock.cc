@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -83,6 +84,17 @@ JobDirectoryLock::JobDirectoryLock(const std::string& job_dir, const std::string
   }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
+    if (err == ENOSYS || err == EOPNOTSUPP || err == ENOLCK) {
+      // Some shared file systems (Lustre without -o flock, some FUSE and NFS
+      // setups) have no locks: training goes on, unguarded, with one notice.
+      std::fprintf(stderr,
+                   "paxcc: notice: %s cannot be locked on this file system (%s): nothing stops a second "
+                   "trainer on this job directory\n",
+                   path_.c_str(), std::strerror(err));
+      ::close(fd_);
+      fd_ = -1;
+      return;
+    }
     const std::string holder = err == EWOULDBLOCK ? describe_holder(fd_) : std::string();
     ::close(fd_);
     fd_ = -1;
@@ -95,7 +107,7 @@ JobDirectoryLock::JobDirectoryLock(const std::string& job_dir, const std::string
   const std::string record =
       nlohmann::json{
           {"host", std::string(host)}, {"pid", int64_t(::getpid())}, {"started", utc_now()}, {"experiment", experiment}}
-          .dump() +
+          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
       "\n";
   // The record is informative: a failure to write it leaves the lock held.
   if (::ftruncate(fd_, 0) == 0) {

@@ -34,7 +34,8 @@ std::string dotted(const std::string& pointer) {
     size_t next = pointer.find('/', i);
     if (next == std::string::npos) next = pointer.size();
     const std::string part = pointer.substr(i, next - i);
-    const bool index = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
+    const bool index = !part.empty() &&
+                       std::all_of(part.begin(), part.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
     out += index ? "[" + part + "]" : (out.empty() ? "" : ".") + part;
     i = next + 1;
   }

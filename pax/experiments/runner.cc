@@ -970,10 +970,13 @@ RunResult run_restored(Job& job) {
     PAX_CHECK(!job.exp.eval_inputs.empty(), "--mode=eval: the experiment has no eval inputs (eval_inputs is empty)");
     auto inputs = job.build_inputs(job.exp.eval_inputs);
     std::optional<train::JobSummaries> summaries;
-    // A re-run of the same step replaces its lines rather than adding to them.
+    // In the step's own directory a re-run replaces its lines rather than
+    // adding to them; an --output_dir keeps what other steps wrote there.
+    std::optional<int64_t> first_step;
+    if (job.options.output_dir.empty()) first_step = result.step - 1;
     if (!out_dir.empty())
       summaries.emplace(out_dir, train::JobSummaries::Options{.title = job.options.experiment_name + " eval",
-                                                              .first_step = result.step - 1});
+                                                              .first_step = first_step});
     result.eval_metrics =
         run_evals(job, eval_step, variables, inputs, result.step, summaries ? &*summaries : nullptr, nullptr);
     if (summaries) summaries->close();

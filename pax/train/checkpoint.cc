@@ -95,23 +95,24 @@ std::vector<CheckpointStep> flax_steps_to_remove(std::vector<CheckpointStep> ste
 // A directory named for another step (a copy of checkpoint_00000010 as
 // checkpoint_00000090) would resume at the wrong step: the step in the
 // metadata is the truth, and a name that disagrees with it is refused. The
-// prefix is the caller's, so the name agrees when any suffix of it reads as
-// the step ("ckpt_1e5" for 100000, "checkpoint_00000010" for 10).
+// prefix is the caller's: the step of a name is its longest suffix that reads
+// as a step and follows a '_' or '-' ("checkpoint_00000010", "ckpt_1e5",
+// "test_0"); a name with no such suffix ("final_v2") is not checked.
 void check_name_matches_step(const std::string& path, const CheckpointStep& step, const std::string& metadata_path) {
   const std::string name = fs::basename(path);
-  std::optional<CheckpointStep> longest;
-  size_t longest_at = name.size();
+  std::optional<CheckpointStep> named;
+  size_t at = name.size();
   for (size_t i = name.size(); i-- > 0;) {
-    const std::optional<CheckpointStep> named = parse_checkpoint_step(std::string_view(name).substr(i));
-    if (!named) continue;
-    if (*named == step) return;
-    longest = named;
-    longest_at = i;
+    if (std::optional<CheckpointStep> s = parse_checkpoint_step(std::string_view(name).substr(i))) {
+      named = s;
+      at = i;
+    }
   }
-  PAX_CHECK(!longest, "restore: the checkpoint directory '", path, "' is named for step ", *longest, " but its ",
-            metadata_path, " (and commit marker) say step ", step,
-            "; a checkpoint directory keeps the name it was saved under (rename it back to ",
-            name.substr(0, longest_at) + checkpoint_dir_name("", step), ")");
+  if (!named || at == 0 || (name[at - 1] != '_' && name[at - 1] != '-') || *named == step) return;
+  PAX_FAIL("restore: the checkpoint directory '", path, "' is named for step ", *named, " but its ", metadata_path,
+           " (and commit marker) say step ", step,
+           "; a checkpoint directory keeps the name it was saved under (rename it back to ",
+           name.substr(0, at) + checkpoint_dir_name("", step), ")");
 }
 
 // A checkpoint directory's metadata.json, validated and checked against the marker.

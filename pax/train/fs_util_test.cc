@@ -4,7 +4,6 @@
 #include "pax/train/fs_util.h"
 
 #include <gtest/gtest.h>
-#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include <string>
 
 #include "pax/testing/testing.h"
+#include "pax/testing/unprivileged.h"
 
 namespace pax::train::fs {
 namespace {
@@ -37,30 +37,7 @@ class TempDir {
   std::string path_;
 };
 
-// This thread's permission checks are an unprivileged user's while it lives.
-// Root ignores permissions, so as root the file-system ids switch to nobody's,
-// which also drops the capabilities that override permissions (for this
-// thread only, and back on destruction). ok() is false when that fails.
-class Unprivileged {
- public:
-  Unprivileged() {
-    if (::geteuid() != 0) return;
-    ::setfsgid(65534);
-    ::setfsuid(65534);
-    switched_ = true;
-    ok_ = ::setfsuid(uid_t(-1)) == 65534;
-  }
-  ~Unprivileged() {
-    if (!switched_) return;
-    ::setfsuid(0);
-    ::setfsgid(0);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  bool switched_ = false;
-  bool ok_ = true;
-};
+using pax::testing::Unprivileged;
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 

@@ -5,7 +5,6 @@
 #include "pax/train/summary.h"
 
 #include <gtest/gtest.h>
-#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,6 +24,7 @@
 #include <vector>
 
 #include "pax/testing/testing.h"
+#include "pax/testing/unprivileged.h"
 #include "pax/train/crc32c.h"
 
 namespace pax::train {
@@ -444,29 +444,7 @@ TEST(SummaryWriter, Errors) {
                                                         (tmp / "file") + "' is a regular file, not a directory");
 }
 
-// This thread's permission checks are an unprivileged user's while it lives
-// (root ignores permissions: as root the file-system ids switch to nobody's,
-// for this thread only). ok() is false when that fails.
-class Unprivileged {
- public:
-  Unprivileged() {
-    if (::geteuid() != 0) return;
-    ::setfsgid(65534);
-    ::setfsuid(65534);
-    switched_ = true;
-    ok_ = ::setfsuid(uid_t(-1)) == 65534;
-  }
-  ~Unprivileged() {
-    if (!switched_) return;
-    ::setfsuid(0);
-    ::setfsgid(0);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  bool switched_ = false;
-  bool ok_ = true;
-};
+using pax::testing::Unprivileged;
 
 constexpr fs::perms kReadOnlyDir = fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
                                    fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec;
