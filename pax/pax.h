@@ -5,6 +5,8 @@
 #include "pax/api/transforms.h"
 #include "pax/core/array.h"
 #include "pax/core/buffer.h"
+#include "pax/core/device.h"
+#include "pax/core/device_put.h"
 #include "pax/core/dtype.h"
 #include "pax/core/error.h"
 #include "pax/core/shape.h"

@@ -54,6 +54,7 @@ PreparedCall prepare_call(Tuple& saved, const JitOptions& options) {
   call.key.statics = statics_of(saved, std::make_index_sequence<n>{});
   std::vector<Tree> trees = take_trees(saved, sel);
   call.leaves = flatten_trees(trees, &call.key.in_defs);
+  call.key.device = jit_device(call.leaves, options.name);
   // Leaf-level donation flags, argument by argument.
   size_t tree_index = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -87,7 +88,7 @@ class Lowered {
   std::string as_text() const { return jaxpr().str(); }
   CostAnalysis cost() const { return cost_analysis(jaxpr()); }
   Compiled<R> compile() const {
-    entry_->program->executable();
+    entry_->program->executable(entry_->device);
     return Compiled<R>(entry_, key_, name_);
   }
 
@@ -111,7 +112,7 @@ class Compiled {
     std::vector<Array> out = detail::run_jit_entry(*entry_, std::move(call.leaves));
     return from_tree<R>(tree_unflatten(entry_->out_def, out));
   }
-  const Executable& executable() const { return *entry_->program->executable(); }
+  const Executable& executable() const { return *entry_->program->executable(entry_->device); }
 
  private:
   std::shared_ptr<const detail::JitEntry> entry_;

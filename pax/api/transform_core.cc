@@ -1,6 +1,7 @@
 // Type-erased transforms over lists of Trees.
 #include "pax/api/transform_core.h"
 
+#include "pax/backend/backend.h"
 #include "pax/core/error.h"
 #include "pax/interp/jvp.h"
 #include "pax/interp/vjp.h"
@@ -240,6 +241,7 @@ Array shape_dtype_array(const AVal& aval) {
 // jit
 
 bool JitKey::operator==(const JitKey& o) const {
+  if (device != o.device) return false;
   if (statics.size() != o.statics.size() || in_defs != o.in_defs || avals != o.avals) return false;
   for (size_t i = 0; i < statics.size(); ++i) {
     if (!statics[i]->equals(*o.statics[i])) return false;
@@ -250,6 +252,7 @@ bool JitKey::operator==(const JitKey& o) const {
 size_t JitKey::hash() const {
   size_t h = 0;
   auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+  mix(size_t(device.kind) * 1024 + size_t(device.index));
   for (const auto& s : statics) mix(s->hash());
   for (const TreeDef& d : in_defs) mix(d.hash());
   for (const AVal& a : avals) {
@@ -268,7 +271,7 @@ std::string JitKey::str() const {
     for (size_t j = 0; j < in_defs[i].num_leaves(); ++j) out += (j ? ", " : "") + avals[k++].str();
     out += "]";
   }
-  return out + ")";
+  return out + ") on " + device.str();
 }
 
 size_t JitCache::size() const {
@@ -284,9 +287,12 @@ std::shared_ptr<const JitEntry> JitCache::find(const JitKey& key) const {
 
 std::shared_ptr<const JitEntry> JitCache::trace(const JitKey& key, const TreeFn& tree_fn, const std::string& name,
                                                 const std::vector<bool>& donate_leaf) {
+  // Constants made while tracing live where the program runs.
+  const DefaultDeviceScope on_device(key.device);
   auto out_def = std::make_shared<TreeDef>();
   std::shared_ptr<Jaxpr> jaxpr = trace_to_jaxpr(flatten_fn(tree_fn, key.in_defs, out_def), key.avals);
   auto entry = std::make_shared<JitEntry>();
+  entry->device = key.device;
   entry->consts = jaxpr->consts;
   entry->out_def = *out_def;
   CompileOptions options;
@@ -303,6 +309,8 @@ std::shared_ptr<const JitEntry> JitCache::trace(const JitKey& key, const TreeFn&
   return entry;
 }
 
+Device jit_device(std::vector<Array>& leaves, const std::string& name) { return place_operands(leaves, name.c_str()); }
+
 std::vector<Array> run_jit_entry(const JitEntry& entry, std::vector<Array> leaves) {
   std::vector<Array> inputs = entry.consts;
   inputs.reserve(inputs.size() + leaves.size());
@@ -313,7 +321,7 @@ std::vector<Array> run_jit_entry(const JitEntry& entry, std::vector<Array> leave
   }
   leaves.clear();
   for (const Array& c : entry.consts) traced = traced || c.is_tracer();
-  if (!traced) return entry.program->executable()->run(std::move(inputs));
+  if (!traced) return entry.program->executable(entry.device)->run(std::move(inputs));
   Params params{{"program", std::static_pointer_cast<const ParamObject>(entry.program)}};
   return bind(Prim::jit_call, inputs, params);
 }

@@ -81,6 +81,7 @@ class StaticValueOf : public StaticValue {
 };
 
 struct JitKey {
+  Device device;  // where it runs: its committed arguments' device, else the default
   std::vector<std::shared_ptr<const StaticValue>> statics;
   std::vector<TreeDef> in_defs;
   std::vector<AVal> avals;
@@ -90,6 +91,7 @@ struct JitKey {
 };
 
 struct JitEntry {
+  Device device;  // traced and compiled for it
   std::shared_ptr<Program> program;
   std::vector<Array> consts;  // leading inputs of the program
   TreeDef out_def;
@@ -114,6 +116,10 @@ class JitCache {
   std::unordered_map<JitKey, std::shared_ptr<const JitEntry>, Hash> entries_;
   size_t num_traces_ = 0;
 };
+
+// The device a jitted call runs on (see place_operands), its uncommitted
+// leaves brought there.
+Device jit_device(std::vector<Array>& leaves, const std::string& name);
 
 // Runs a traced entry on the argument leaves: executes it when everything is
 // concrete, or binds a jit_call equation under an enclosing transformation.

@@ -1,12 +1,20 @@
-// The device interface: a table of functions per backend (as in
+// The device interface: a table of functions per platform (as in
 // ggml-backend). Everything below the backends (eager execution, control
 // flow, the compiler) reaches a device only through this table, so a backend
-// is one folder that registers its table (the CPU's: pax/backend/cpu/).
+// is one folder that registers its table (the CPU's: pax/backend/cpu/, the
+// test device's: pax/backend/sim/). Several backends serve at once, each
+// for the devices of its platform.
 //
-// The table has three parts: memory and threads; the kernels that run one
-// primitive on concrete buffers (kernel.h's calling convention); and what
-// the backend-neutral compiler (pax/compile) asks of it, ending in the hook
-// that turns a jaxpr into an Executable the backend runs.
+// The table has four parts: memory, streams and threads; the kernels that
+// run one primitive on concrete buffers (kernel.h's calling convention) and
+// how they are launched; control flow a device runs itself; and compiling:
+// which operations it supports as typed, and the hook that turns a jaxpr
+// into an Executable the backend runs.
+//
+// A device runs its work in order on one stream. Work may finish after the
+// call that queued it returns: a result's buffer is ready when the work
+// queued before an event has run, and host reads (DeviceMemory::to_host)
+// wait for it.
 #pragma once
 
 #include <cstddef>
@@ -21,19 +29,23 @@
 
 namespace pax {
 
-struct LoopProgram;  // pax/compile/loop_program.h
-
 struct Backend {
-  const char* name;  // "cpu"
+  const char* name;  // "cpu", "sim"
   DeviceKind kind;
 
-  // --- Memory and threads ---
-  // Uninitialised device memory for `nbytes` (64-byte aligned on the CPU).
-  std::shared_ptr<Buffer> (*allocate)(size_t nbytes);
-  // Device-local copy of `nbytes`.
-  void (*copy)(void* dst, const void* src, size_t nbytes);
-  // Waits until queued work has finished (the CPU runs synchronously).
-  void (*synchronize)();
+  // --- Memory, streams and threads ---
+  // Allocation (a caching allocator; memory freed by the host is reused by
+  // work queued later on the device's stream), copies to and from the host
+  // and between buffers; installed into the array core (pax/core/device.h).
+  DeviceMemory memory;
+  // An event: the number of the work queued on `device` so far. wait_event
+  // returns once that work has run (the CPU runs synchronously: no-ops).
+  uint64_t (*record_event)(int device);
+  void (*wait_event)(int device, uint64_t event);
+  // Waits until the work queued on `device` has finished, and reports (as
+  // pax::Error) the first failure of work that ran after the call queueing
+  // it had returned.
+  void (*synchronize)(int device);
   // Worker threads used by kernels (OpenMP on the CPU, shared with oneDNN).
   int (*num_threads)();
   void (*set_num_threads)(int n);
@@ -41,35 +53,59 @@ struct Backend {
   // --- Kernels ---
   // The kernel that runs `prim` on this device, or nullptr when it has none.
   KernelFn (*kernel)(Prim prim);
+  // Runs `kernel` over `inputs` into `outputs` (allocated on `device`) on
+  // the device's stream; holds the arrays until it has run.
+  void (*launch)(int device, KernelFn kernel, const Params& params, std::vector<Array> inputs,
+                 std::vector<Array> outputs);
 
-  // --- What the compiler asks ---
+  // --- Control flow on the device ---
+  // while_loop where the device reads its own predicate (no host round trip
+  // per iteration): the final carry of `body` applied while `cond` holds;
+  // nullptr: the host reads each predicate.
+  std::vector<Array> (*run_while)(int device, std::shared_ptr<Executable> cond, std::shared_ptr<Executable> body,
+                                  std::vector<Array> cond_consts, std::vector<Array> body_consts,
+                                  std::vector<Array> carry);
+  // cond where the device reads the index (clamped to the branches) and
+  // runs that branch on `operands`; nullptr: the host reads the index.
+  std::vector<Array> (*run_cond)(int device, Array index, std::vector<std::shared_ptr<Executable>> branches,
+                                 std::vector<Array> operands);
+
+  // --- Compiling ---
   // Whether the kernel of `eqn` (in `jaxpr`) computes it as typed; false
   // where the compiler should rewrite it (a 16-bit product the device cannot
   // multiply becomes converts around an f32 product: compile/passes/widen.cc).
+  // What the compiler asks about fused loops is the compile hook's own
+  // business (pax/compile/lowering_target.h).
   bool (*supports_op)(const Jaxpr& jaxpr, const Eqn& eqn);
-  // Whether a fused loop may end in a reduction of the domain seen as
-  // (outer, n, inner) of `dtype` values.
-  bool (*fusable_reduction)(ReduceOp op, DType dtype, int64_t outer, int64_t n, int64_t inner);
-  // Whether a fused loop may run one tile of rows at a time inside a row
-  // sweep (compile/row_sweep.h): each element's result may not depend on
-  // where the loop's blocks start.
-  bool (*tileable_loop)(const LoopProgram& program);
-  // Whether a row sweep may reduce (op) rows of `n` `dtype` values into
-  // `out_dtype`, one tile of rows at a time, with the bits of the unfused
-  // reduction.
-  bool (*row_reduction_in_sweep)(ReduceOp op, DType dtype, DType out_dtype, int64_t n);
-  // Compiles a jaxpr into an executable of this backend (pax/compile/lower.h
-  // gives the backend-neutral part).
-  std::shared_ptr<Executable> (*compile)(JaxprPtr jaxpr, const CompileOptions& options);
+  // Compiles a jaxpr into an executable that runs on `device` of this
+  // backend (pax/compile/lower.h gives the backend-neutral part).
+  std::shared_ptr<Executable> (*compile)(JaxprPtr jaxpr, const CompileOptions& options, Device device);
 };
 
-// Makes `backend` the default (the one eager execution, jit and allocation
-// use). A backend library registers its table when it is loaded; the last
-// registration wins.
+// Makes `backend` serve the devices of its platform (installing its memory
+// functions into the array core). A backend library registers its table
+// when it is loaded.
 void register_backend(const Backend& backend);
 
-// The default backend; throws pax::Error when no backend library is linked.
+// The backend of `device`'s platform; throws pax::Error when none is linked.
+const Backend& backend_for(Device device);
+const Backend& backend_for(DeviceKind kind);
+
+// The backend of the default device (pax/core/device.h).
 const Backend& default_backend();
+
+// The device an operation on `inputs` runs on, bringing uncommitted inputs
+// there: the device of the committed inputs (two devices among them are a
+// pax::Error naming both, for `what`), else the default device (where
+// uncommitted arrays are made). Tracers are skipped.
+Device place_operands(std::vector<Array>& inputs, const char* what);
+
+// Brings the arguments of an executable of `device` there: uncommitted ones
+// are moved, a committed one elsewhere is a pax::Error naming both devices.
+void bring_arguments(std::vector<Array>& args, Device device, const char* what);
+
+// Compiles `jaxpr` for `device`.
+std::shared_ptr<Executable> compile(JaxprPtr jaxpr, const CompileOptions& options, Device device);
 
 // Shorthands for the default backend's thread count.
 inline int num_threads() { return default_backend().num_threads(); }

@@ -1,13 +1,17 @@
-// The kernel calling convention shared by every backend: raw views of the
-// operands and of the preallocated results, plus the primitive's Params.
+// The kernel calling convention shared by every backend: the execution
+// context (device, stream, scratch memory, library handles), raw views of
+// the operands and of the preallocated results, plus the primitive's Params.
 // Kernels never allocate their results and never see Arrays, so that eager
-// execution and compiled executables (with planned buffers) call them alike.
+// execution and compiled executables (with planned buffers) call them alike;
+// scratch memory comes from the context.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "pax/core/buffer.h"
 #include "pax/core/shape.h"
 #include "pax/ir/params.h"
 
@@ -33,6 +37,24 @@ struct TensorView {
   }
 };
 
-using KernelFn = void (*)(const Params& params, std::span<const TensorView> in, std::span<const TensorView> out);
+// What a kernel runs with, besides its operands. On the CPU the stream and
+// handles are null and scratch is host memory; a device backend hands its
+// stream (cudaStream_t), its library handles (cuBLASLt, cuDNN) and a
+// stream-ordered scratch allocator.
+struct KernelContext {
+  Device device;
+  void* stream = nullptr;   // the device's stream, in the device's own type
+  void* handles = nullptr;  // the backend's library handles
+  // Scratch memory for the kernel's own use, valid until the kernel's work
+  // on the stream has run (the buffer is held by the caller of the kernel).
+  std::shared_ptr<Buffer> (*scratch)(size_t nbytes, int index) = nullptr;
+  std::shared_ptr<Buffer> allocate_scratch(size_t nbytes) const { return scratch(nbytes, device.index); }
+};
+
+// The context of the CPU's kernels (host scratch, no stream).
+const KernelContext& host_kernel_context();
+
+using KernelFn = void (*)(const KernelContext& ctx, const Params& params, std::span<const TensorView> in,
+                          std::span<const TensorView> out);
 
 }  // namespace pax

@@ -197,8 +197,12 @@ TEST(Executable, OutputsAliasingInputsAndConstants) {
   auto f = [c](const Array& x) { return std::make_tuple(x, reshape(x, {6}), c, stop_gradient(x)); };
   Array x = random_array({2, 3}, DType::f32, 7);
   auto out = jit(f)(x);
-  EXPECT_EQ(std::get<0>(out).data(), x.data());
-  EXPECT_EQ(std::get<1>(out).data(), x.data());
+  // The CPU returns the argument's own buffer; a device whose results are
+  // filled in on its stream copies it (aliasing is an optimisation).
+  if (x.device().kind == DeviceKind::cpu) {
+    EXPECT_EQ(testing::memory_address(std::get<0>(out)), testing::memory_address(x));
+    EXPECT_EQ(testing::memory_address(std::get<1>(out)), testing::memory_address(x));
+  }
   EXPECT_EQ(std::get<1>(out).shape(), Shape({6}));
   EXPECT_TRUE(all_close(std::get<2>(out), {7, 8}));
   EXPECT_TRUE(all_close(std::get<3>(out), x, 0, 0));

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "pax/backend/backend.h"
+#include "pax/compile/lowering_target.h"
 #include "pax/core/error.h"
 #include "pax/prims/registry.h"
 
@@ -72,7 +72,7 @@ View view_of(const Shape& in, const Shape& out, const Ints& bdims) {
   return v;
 }
 
-Role role_of(const Jaxpr& j, const Eqn& e, const Backend& backend) {
+Role role_of(const Jaxpr& j, const Eqn& e, const LoweringTarget& target) {
   // Nullary equations (a large iota that constant folding kept, axis_index)
   // stay steps of their own; so do collectives, which no rule below matches
   // and which every process must enter in the same order.
@@ -95,7 +95,7 @@ Role role_of(const Jaxpr& j, const Eqn& e, const Backend& backend) {
     default: {
       const AVal& x = j.aval(e.inputs[0]);
       const std::optional<ReduceShape> r = reduce_shape(e, x);
-      return r && backend.fusable_reduction(r->op, x.dtype, r->outer, r->n, r->inner) ? Role::reduce : Role::none;
+      return r && target.fusable_reduction(r->op, x.dtype, r->outer, r->n, r->inner) ? Role::reduce : Role::none;
     }
   }
 }
@@ -126,16 +126,16 @@ struct Slot {
 
 class Grouper {
  public:
-  Grouper(const Jaxpr& j, const Backend& backend)
+  Grouper(const Jaxpr& j, const LoweringTarget& target)
       : j_(j),
-        backend_(backend),
+        target_(target),
         group_of_(j.avals.size(), -1),
         avail_(j.avals.size(), -1),
         computed_(j.avals.size(), false),
         floating_(j.avals.size(), -1) {}
 
   void run(bool fuse) {
-    for (size_t k = 0; k < j_.eqns.size(); ++k) visit(k, fuse ? role_of(j_, j_.eqns[k], backend_) : Role::none);
+    for (size_t k = 0; k < j_.eqns.size(); ++k) visit(k, fuse ? role_of(j_, j_.eqns[k], target_) : Role::none);
   }
 
   const std::vector<Slot>& order() const { return order_; }
@@ -250,7 +250,7 @@ class Grouper {
   }
 
   const Jaxpr& j_;
-  const Backend& backend_;
+  const LoweringTarget& target_;
   std::vector<Slot> order_;
   std::vector<Group> groups_;
   std::vector<int> group_of_;   // per var: the group it is an elementwise value of
@@ -408,8 +408,8 @@ class ProgramBuilder {
 
 class ScheduleBuilder {
  public:
-  ScheduleBuilder(const Jaxpr& j, const Grouper& grouper, const Backend& backend)
-      : j_(j), grouper_(grouper), backend_(backend) {}
+  ScheduleBuilder(const Jaxpr& j, const Grouper& grouper, const LoweringTarget& target)
+      : j_(j), grouper_(grouper), target_(target) {}
 
   StepSchedule build() {
     // Which values are read outside the group (or step) that produces them.
@@ -468,17 +468,17 @@ class ScheduleBuilder {
     std::vector<size_t> post;
     for (size_t i = members.size(); i-- > 0;) {
       const Eqn& e = j_.eqns[members[i]];
-      if (!escapes_[size_t(e.outputs[0])] || role_of(j_, e, backend_) != Role::reshape) continue;
+      if (!escapes_[size_t(e.outputs[0])] || role_of(j_, e, target_) != Role::reshape) continue;
       post.insert(post.begin(), members[i]);
       escapes_[size_t(e.inputs[0])] = true;
     }
     FusionGroup fg;
     fg.eqns = members;
     ProgramBuilder b(j_, grouper_.floating(), fg, g.domain);
-    for (size_t m : members) b.add(j_.eqns[m], role_of(j_, j_.eqns[m], backend_));
+    for (size_t m : members) b.add(j_.eqns[m], role_of(j_, j_.eqns[m], target_));
     for (size_t m : members) {
       const Eqn& e = j_.eqns[m];
-      const Role role = role_of(j_, e, backend_);
+      const Role role = role_of(j_, e, target_);
       if ((role == Role::compute || role == Role::reduce) && escapes_[size_t(e.outputs[0])]) {
         b.output(e.outputs[0], role == Role::reduce);
       }
@@ -490,8 +490,8 @@ class ScheduleBuilder {
   }
 
   const Jaxpr& j_;
-  const Backend& backend_;
   const Grouper& grouper_;
+  const LoweringTarget& target_;
   std::vector<bool> escapes_;  // per var: read outside the group that computes it
   std::vector<bool> needed_;   // per var: read by a step other than a loop
   StepSchedule out_;
@@ -562,10 +562,10 @@ std::string var_name(Var v) {
   return std::string(s.rbegin(), s.rend());
 }
 
-StepSchedule schedule(const Jaxpr& jaxpr, bool fuse, const Backend& backend) {
-  Grouper grouper(jaxpr, backend);
+StepSchedule schedule(const Jaxpr& jaxpr, bool fuse, const LoweringTarget& target) {
+  Grouper grouper(jaxpr, target);
   grouper.run(fuse);
-  return ScheduleBuilder(jaxpr, grouper, backend).build();
+  return ScheduleBuilder(jaxpr, grouper, target).build();
 }
 
 std::vector<int> StepSchedule::sweep_of_steps() const {

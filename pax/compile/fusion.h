@@ -29,7 +29,7 @@
 
 namespace pax {
 
-struct Backend;  // pax/backend/backend.h
+struct LoweringTarget;  // pax/compile/lowering_target.h
 
 struct FusionGroup {
   std::vector<size_t> eqns;  // member equations and the broadcasts it reads, in program order
@@ -83,9 +83,9 @@ struct StepSchedule {
   std::string str(const Jaxpr& j, const std::function<std::string(size_t group)>& notes = {}) const;
 };
 
-// The schedule of `jaxpr` (fuse=false: one step per equation); `backend`
+// The schedule of `jaxpr` (fuse=false: one step per equation); `target`
 // says which reductions a loop may end in.
-StepSchedule schedule(const Jaxpr& jaxpr, bool fuse, const Backend& backend);
+StepSchedule schedule(const Jaxpr& jaxpr, bool fuse, const LoweringTarget& target);
 
 // A reduction equation as (outer, n, inner) when its reduced axes are the
 // leading or the trailing ones (size-1 dimensions ignored), as the reduce

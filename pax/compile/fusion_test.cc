@@ -11,6 +11,7 @@
 
 #include "pax/api/transforms.h"
 #include "pax/backend/backend.h"
+#include "pax/core/device_put.h"
 #include "pax/backend/cpu/fused_loop.h"
 #include "pax/backend/cpu/gemm_dnnl.h"
 #include "pax/ir/executable.h"
@@ -33,8 +34,9 @@ using testing::random_array;
     return ::testing::AssertionFailure() << "got " << got.aval().str() << ", want " << want.aval().str();
   }
   const size_t w = itemsize(got.dtype());
-  const auto* a = static_cast<const unsigned char*>(got.data());
-  const auto* b = static_cast<const unsigned char*>(want.data());
+  const Array got_host = device_get(got), want_host = device_get(want);
+  const auto* a = static_cast<const unsigned char*>(got_host.data());
+  const auto* b = static_cast<const unsigned char*>(want_host.data());
   std::vector<double> gv, wv;
   for (size_t i = 0; i < got.nbytes(); i += w) {
     if (std::memcmp(a + i, b + i, w) == 0) continue;

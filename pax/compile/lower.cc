@@ -71,7 +71,7 @@ void fold_transposes_into_products(LoweredProgram& lp) {
 
 }  // namespace
 
-LoweredProgram lower(JaxprPtr source, const CompileOptions& options, const Backend& backend) {
+LoweredProgram lower(JaxprPtr source, const CompileOptions& options, const LoweringTarget& target) {
   PAX_CHECK(source, "compile: no jaxpr");
   LoweredProgram lp;
   lp.source = std::move(source);
@@ -79,20 +79,20 @@ LoweredProgram lower(JaxprPtr source, const CompileOptions& options, const Backe
   Jaxpr j = lp.skip ? bind_constant_args(*lp.source, options.constant_args) : *lp.source;
   if (options.optimize) {
     PassOptions passes{options.fold_limit,
-                       [&backend](const Jaxpr& jaxpr, const Eqn& e) { return backend.supports_op(jaxpr, e); }};
+                       [&target](const Jaxpr& jaxpr, const Eqn& e) { return target.supports_op(jaxpr, e); }};
     j = optimize(j, passes);
   }
   lp.jaxpr = std::move(j);
-  lp.schedule = schedule(lp.jaxpr, options.fuse, backend);
+  lp.schedule = schedule(lp.jaxpr, options.fuse, target);
   if (options.optimize && options.fuse) {
     if (std::optional<Jaxpr> d = duplicate_producers(lp.jaxpr, lp.schedule)) {
       passes::check_pass(*d, "duplicate_producers");
       lp.jaxpr = std::move(*d);
-      lp.schedule = schedule(lp.jaxpr, options.fuse, backend);
+      lp.schedule = schedule(lp.jaxpr, options.fuse, target);
     }
   }
   if (options.optimize) start_collectives_early(lp.jaxpr, lp.schedule);
-  if (options.optimize && options.fuse) find_row_sweeps(lp.jaxpr, lp.schedule, backend);
+  if (options.optimize && options.fuse) find_row_sweeps(lp.jaxpr, lp.schedule, target);
   lp.out_strides.assign(lp.schedule.steps.size(), {});
   if (options.optimize && options.fuse) fold_transposes_into_products(lp);
   std::vector<bool> donate;

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "pax/backend/backend.h"
+#include "pax/compile/lowering_target.h"
 #include "pax/compile/fusion.h"
 #include "pax/compile/memory_plan.h"
 #include "pax/ir/executable.h"
@@ -30,8 +30,8 @@ struct LoweredProgram {
   CostAnalysis cost;  // of the schedule
 };
 
-// Lowers `jaxpr` for `backend` (which says which products it multiplies
+// Lowers `jaxpr` for `target` (which says which products it multiplies
 // natively and which loops and reductions it can fuse).
-LoweredProgram lower(JaxprPtr jaxpr, const CompileOptions& options, const Backend& backend);
+LoweredProgram lower(JaxprPtr jaxpr, const CompileOptions& options, const LoweringTarget& target);
 
 }  // namespace pax

@@ -75,14 +75,14 @@ TEST(Donation, MovedArgumentReceivesTheOutput) {
   for (int64_t n : {1000, 1 << 21}) {  // the larger one is written with non-temporal stores
     Array p = random_array({n}, DType::f32, 4);
     Array want = update(p);
-    const void* old = p.data();
+    const void* old = testing::memory_address(p);
     Array out = step(std::move(p));
-    EXPECT_EQ(out.data(), old);
+    EXPECT_EQ(testing::memory_address(out), old);
     EXPECT_TRUE(all_close(out, want, 0, 0));
     // The returned array can be donated again.
-    const void* again = out.data();
+    const void* again = testing::memory_address(out);
     Array out2 = step(std::move(out));
-    EXPECT_EQ(out2.data(), again);
+    EXPECT_EQ(testing::memory_address(out2), again);
     EXPECT_TRUE(all_close(out2, update(want), 0, 0));
   }
 }
@@ -90,9 +90,9 @@ TEST(Donation, MovedArgumentReceivesTheOutput) {
 TEST(Donation, NotWithoutDonateArgnums) {
   auto update = [](const Array& p) { return p * 0.9 + 1.0; };
   Array p = random_array({1000}, DType::f32, 5);
-  const void* old = p.data();
+  const void* old = testing::memory_address(p);
   Array out = jit(update)(std::move(p));
-  EXPECT_NE(out.data(), old);
+  EXPECT_NE(testing::memory_address(out), old);
 }
 
 TEST(Donation, NotWhenTheCallerKeepsAHandle) {
@@ -102,11 +102,11 @@ TEST(Donation, NotWhenTheCallerKeepsAHandle) {
   const std::vector<float> before = p.to_vector<float>();
   Array keep = p;  // a second handle to the same value
   Array out = step(std::move(p));
-  EXPECT_NE(out.data(), keep.data());
+  EXPECT_NE(testing::memory_address(out), testing::memory_address(keep));
   EXPECT_EQ(keep.to_vector<float>(), before);
   // Passed without std::move: the caller's array stays intact.
   Array out2 = step(keep);
-  EXPECT_NE(out2.data(), keep.data());
+  EXPECT_NE(testing::memory_address(out2), testing::memory_address(keep));
   EXPECT_EQ(keep.to_vector<float>(), before);
   // A reshape of the argument shares its buffer: no donation either.
   Array q = random_array({10, 100}, DType::f32, 7);
@@ -114,7 +114,7 @@ TEST(Donation, NotWhenTheCallerKeepsAHandle) {
   const std::vector<float> q_before = q.to_vector<float>();
   Array out3 = step(std::move(view));
   EXPECT_EQ(q.to_vector<float>(), q_before);
-  EXPECT_NE(out3.data(), q.data());
+  EXPECT_NE(testing::memory_address(out3), testing::memory_address(q));
 }
 
 TEST(Donation, OnlyWhenTheArgumentIsNoLongerRead) {
@@ -139,9 +139,9 @@ TEST(Donation, OnlyWhenTheArgumentIsNoLongerRead) {
   EXPECT_EQ(ok.lower(p).compile().executable().memory().donations, 1);
   Array q = random_array({64, 64}, DType::f32, 9);
   Array want = after(q);
-  const void* old = q.data();
+  const void* old = testing::memory_address(q);
   Array out = ok(std::move(q));
-  EXPECT_EQ(out.data(), old);
+  EXPECT_EQ(testing::memory_address(out), old);
   EXPECT_TRUE(all_close(out, want, 0, 0));
 }
 
@@ -153,12 +153,12 @@ TEST(Donation, TreeArguments) {
   Tree params = Tree::dict({{"w", random_array({8, 4}, DType::f32, 10)}, {"b", random_array({4}, DType::f32, 11)}});
   Tree grads = Tree::dict({{"w", random_array({8, 4}, DType::f32, 12)}, {"b", random_array({4}, DType::f32, 13)}});
   Tree want = update(params, grads);
-  const void* w_old = params["w"].leaf().data();
-  const void* b_old = params["b"].leaf().data();
+  const void* w_old = testing::memory_address(params["w"].leaf());
+  const void* b_old = testing::memory_address(params["b"].leaf());
   auto step = jit(update, {.donate_argnums = {0}});
   Tree out = step(std::move(params), grads);
-  EXPECT_EQ(out["w"].leaf().data(), w_old);
-  EXPECT_EQ(out["b"].leaf().data(), b_old);
+  EXPECT_EQ(testing::memory_address(out["w"].leaf()), w_old);
+  EXPECT_EQ(testing::memory_address(out["b"].leaf()), b_old);
   EXPECT_TRUE(all_close(out["w"].leaf(), want["w"].leaf(), 0, 0));
   EXPECT_TRUE(all_close(out["b"].leaf(), want["b"].leaf(), 0, 0));
 }

@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "pax/backend/backend.h"
+#include "pax/compile/lowering_target.h"
 
 namespace pax {
 namespace {
@@ -20,17 +20,17 @@ enum class RowShape : uint8_t { whole_rows, per_row };
 // `dtype` to `out_dtype`: whole rows (inner == 1) that the backend reduces one
 // tile at a time with the bits of the whole reduction (each row's result
 // written as it is reduced).
-bool rows_reducible(const Backend& backend, ReduceOp op, int64_t outer, int64_t n, int64_t inner, DType dtype,
+bool rows_reducible(const LoweringTarget& target, ReduceOp op, int64_t outer, int64_t n, int64_t inner, DType dtype,
                     DType out_dtype) {
-  return inner == 1 && outer >= 2 && backend.row_reduction_in_sweep(op, dtype, out_dtype, n);
+  return inner == 1 && outer >= 2 && target.row_reduction_in_sweep(op, dtype, out_dtype, n);
 }
 
 // The rows a loop's reduction reduces, when a sweep may start at it (or
 // take it).
-bool sweepable_reduction(const LoopProgram& p, const Backend& backend) {
+bool sweepable_reduction(const LoopProgram& p, const LoweringTarget& target) {
   if (!p.reduce) return false;
   const FusedReduce& r = *p.reduce;
-  return rows_reducible(backend, r.op, r.outer, r.n, r.inner, p.slots[size_t(r.slot)].dtype, r.out_dtype);
+  return rows_reducible(target, r.op, r.outer, r.n, r.inner, p.slots[size_t(r.slot)].dtype, r.out_dtype);
 }
 
 // How many steps past its last loop a sweep looks for more.
@@ -38,7 +38,7 @@ constexpr size_t kLookahead = 12;
 
 class SweepFinder {
  public:
-  SweepFinder(const Jaxpr& j, StepSchedule& s, const Backend& backend) : j_(j), s_(s), backend_(backend) {}
+  SweepFinder(const Jaxpr& j, StepSchedule& s, const LoweringTarget& target) : j_(j), s_(s), target_(target) {}
 
   void run() {
     for (size_t first = 0; first < s_.steps.size();) {
@@ -63,7 +63,7 @@ class SweepFinder {
     const Step& st = s_.steps[step];
     if (st.kind == Step::Kind::fused) {
       const LoopProgram& p = *s_.groups[st.index].program;
-      if (!sweepable_reduction(p, backend_) || !backend_.tileable_loop(p)) return std::nullopt;
+      if (!sweepable_reduction(p, target_) || !target_.tileable_loop(p)) return std::nullopt;
       return std::make_pair(p.reduce->outer, p.reduce->n);
     }
     if (st.kind != Step::Kind::kernel) return std::nullopt;
@@ -71,7 +71,7 @@ class SweepFinder {
     if (e.prim != Prim::reduce_sum && e.prim != Prim::reduce_max && e.prim != Prim::reduce_min) return std::nullopt;
     const AVal& x = j_.aval(e.inputs[0]);
     const std::optional<ReduceShape> r = reduce_shape(e, x);
-    if (!r || !rows_reducible(backend_, r->op, r->outer, r->n, r->inner, x.dtype, j_.aval(e.outputs[0]).dtype)) {
+    if (!r || !rows_reducible(target_, r->op, r->outer, r->n, r->inner, x.dtype, j_.aval(e.outputs[0]).dtype)) {
       return std::nullopt;
     }
     return std::make_pair(r->outer, r->n);
@@ -158,9 +158,9 @@ class SweepFinder {
     if (!h) return false;
     const LoopProgram& p = *h->program;
     const bool whole = p.size == rows_ * row_len_;
-    if ((!whole && p.size != rows_) || !backend_.tileable_loop(p)) return false;
+    if ((!whole && p.size != rows_) || !target_.tileable_loop(p)) return false;
     if (p.reduce &&
-        !(whole && sweepable_reduction(p, backend_) && p.reduce->outer == rows_ && p.reduce->n == row_len_)) {
+        !(whole && sweepable_reduction(p, target_) && p.reduce->outer == rows_ && p.reduce->n == row_len_)) {
       return false;
     }
     for (const FusedSlot& slot : p.slots) {
@@ -211,7 +211,7 @@ class SweepFinder {
 
   const Jaxpr& j_;
   StepSchedule& s_;
-  const Backend& backend_;
+  const LoweringTarget& target_;
   int64_t rows_ = 0, row_len_ = 0;
   std::unordered_map<Var, RowShape> values_;  // computed by the sweep so far
 };
@@ -238,10 +238,10 @@ bool is_row_broadcast(const std::vector<int64_t>& dims, const std::vector<int64_
   return expect == rows;
 }
 
-void find_row_sweeps(const Jaxpr& jaxpr, StepSchedule& schedule, const Backend& backend) {
+void find_row_sweeps(const Jaxpr& jaxpr, StepSchedule& schedule, const LoweringTarget& target) {
   schedule.sweeps.clear();
   if (const char* env = std::getenv("PAX_ROW_SWEEPS"); env && std::string_view(env) == "0") return;
-  SweepFinder(jaxpr, schedule, backend).run();
+  SweepFinder(jaxpr, schedule, target).run();
 }
 
 }  // namespace pax

@@ -1,6 +1,11 @@
 // Array: an immutable value handle. It is either concrete (a Buffer on a device)
 // or a tracer owned by an interpreter level (see pax/interp). Shape, dtype and
 // weak flag (the AVal) are always known. Row-major and contiguous.
+//
+// Placement follows JAX: an array made from host values lives on the default
+// device, uncommitted, and moves to where the committed operands of an
+// operation live; device_put commits it to a device, and an operation's result
+// is committed when one of its operands is.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +27,7 @@ namespace pax {
 class Array {
  public:
   Array() = default;  // an empty handle; operations reject it with pax::Error
-  Array(AVal aval, std::shared_ptr<Buffer> buffer);
+  Array(AVal aval, std::shared_ptr<Buffer> buffer, bool committed = false);
   Array(AVal aval, std::shared_ptr<Tracer> tracer);
 
   bool defined() const { return impl_ != nullptr; }
@@ -41,8 +46,13 @@ class Array {
   // The buffer of a concrete array (or of the concrete value behind a grad
   // tracer); throws pax::Error while the value is only being traced.
   const std::shared_ptr<Buffer>& buffer() const;
-  const void* data() const { return buffer()->data(); }
+  // The memory of a concrete array, for host code: a pax::Error on a device
+  // whose memory the host may not read (copy_to_host / device_get stage
+  // through the backend instead).
+  const void* data() const;
   Device device() const { return buffer()->device(); }
+  // Placed on its device by device_put or by a committed operand.
+  bool committed() const { return impl_ && impl_->committed; }
 
   // Host read-back, converted to T with convert_element_type's rules.
   template <class T>
@@ -87,6 +97,7 @@ class Array {
     AVal aval;
     std::shared_ptr<Buffer> buffer;
     std::shared_ptr<Tracer> tracer;
+    bool committed = false;
   };
   std::shared_ptr<const Impl> impl_;
 };
@@ -101,8 +112,11 @@ struct PrintOptions {
 };
 PrintOptions& print_options();
 
-// Creation from host data (copied). Throws when values.size() != shape.numel().
+// Creation from host data (copied), uncommitted on the default device. Throws
+// when values.size() != shape.numel().
 Array from_host(const void* data, const Shape& shape, DType dtype);
+// The same on `device`, committed to it unless `committed` is false.
+Array from_host(const void* data, const Shape& shape, DType dtype, Device device, bool committed = true);
 template <class T>
 Array array(std::span<const T> values, const Shape& shape) {
   PAX_CHECK(int64_t(values.size()) == shape.numel(), "array: ", values.size(), " values do not fill shape ", shape,

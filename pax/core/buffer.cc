@@ -29,7 +29,11 @@ constexpr size_t kAlign = 64;
 constexpr size_t kSmallLimit = size_t(1) << 20;
 constexpr size_t kHugeAlign = size_t(2) << 20;
 
-size_t size_class(size_t n) {
+size_t size_class(size_t n) { return allocation_size_class(n); }
+
+}  // namespace
+
+size_t allocation_size_class(size_t n) {
   if (n <= kAlign) return kAlign;
   if (n <= kSmallLimit) {
     size_t c = kAlign;
@@ -38,6 +42,8 @@ size_t size_class(size_t n) {
   }
   return (n + kSmallLimit - 1) / kSmallLimit * kSmallLimit;
 }
+
+namespace {
 
 thread_local const AllocationPurpose* t_purpose = nullptr;
 
@@ -157,17 +163,45 @@ alignas(kAlign) unsigned char g_empty_block[kAlign];
 
 }  // namespace
 
-std::shared_ptr<Buffer> Buffer::allocate(size_t nbytes, Device device) {
+std::shared_ptr<Buffer> Buffer::allocate(size_t nbytes) {
+  const Device host{DeviceKind::cpu, 0};
   if (nbytes == 0) {
-    return std::shared_ptr<Buffer>(new Buffer(g_empty_block, 0, 0, device));
+    return std::shared_ptr<Buffer>(new Buffer(g_empty_block, 0, 0, host, nullptr));
   }
   size_t capacity = size_class(nbytes);
   void* p = host_allocator().allocate(capacity);
-  return std::shared_ptr<Buffer>(new Buffer(p, nbytes, capacity, device));
+  return std::shared_ptr<Buffer>(new Buffer(p, nbytes, capacity, host, nullptr));
+}
+
+std::shared_ptr<Buffer> Buffer::allocate_on(Device device, size_t nbytes) {
+  if (device.kind == DeviceKind::cpu) return allocate(nbytes);
+  return device_memory(device.kind).allocate(nbytes, device.index);
+}
+
+std::shared_ptr<Buffer> Buffer::wrap(void* data, size_t nbytes, size_t capacity, Device device, Release release) {
+  return std::shared_ptr<Buffer>(new Buffer(data, nbytes, capacity, device, release));
+}
+
+std::shared_ptr<Buffer> Buffer::placeholder(size_t nbytes, Device device) {
+  return std::shared_ptr<Buffer>(new Buffer(nullptr, nbytes, 0, device, nullptr));
+}
+
+void Buffer::take_memory_of(Buffer& other) {
+  PAX_CHECK(capacity_ == 0 && data_ == nullptr && other.nbytes_ == nbytes_ && other.device_ == device_,
+            "Buffer::take_memory_of: a placeholder of ", nbytes_, " bytes on ", device_, " cannot take ", other.nbytes_,
+            " bytes on ", other.device_);
+  std::swap(data_, other.data_);
+  std::swap(capacity_, other.capacity_);
+  std::swap(release_, other.release_);
 }
 
 Buffer::~Buffer() {
-  if (capacity_ > 0) host_allocator().release(data_, capacity_);
+  if (capacity_ == 0) return;
+  if (release_) {
+    release_(data_, capacity_, device_);
+  } else {
+    host_allocator().release(data_, capacity_);
+  }
 }
 
 std::string format_bytes(double bytes) {

@@ -1,6 +1,7 @@
 // Buffer: a block of device memory owned by one or more Arrays, and the host
-// caching allocator behind it (64-byte aligned; freed blocks are kept for reuse
-// so that steady-state training allocates nothing from the OS).
+// caching allocator behind the CPU's buffers (64-byte aligned; freed blocks
+// are kept for reuse so that steady-state training allocates nothing from the
+// OS). Another platform's backend wraps its own memory (Buffer::wrap).
 #pragma once
 
 #include <cstddef>
@@ -8,21 +9,29 @@
 #include <memory>
 #include <string>
 
+#include "pax/core/device.h"
+
 namespace pax {
-
-enum class DeviceKind : uint8_t { cpu };
-
-struct Device {
-  DeviceKind kind = DeviceKind::cpu;
-  int index = 0;
-  bool operator==(const Device&) const = default;
-};
 
 class Buffer {
  public:
-  // Allocates `nbytes` (uninitialised). Zero bytes gives a valid, aligned,
-  // never-dereferenced pointer.
-  static std::shared_ptr<Buffer> allocate(size_t nbytes, Device device = {});
+  // Allocates `nbytes` of host memory (uninitialised), a buffer of the CPU
+  // device; kernels' scratch comes from here too. Zero bytes gives a valid,
+  // aligned, never-dereferenced pointer.
+  static std::shared_ptr<Buffer> allocate(size_t nbytes);
+  // `nbytes` (uninitialised) on `device`, from its backend's allocator.
+  static std::shared_ptr<Buffer> allocate_on(Device device, size_t nbytes);
+  // Returns a block of `capacity` bytes to the allocator it came from.
+  using Release = void (*)(void* data, size_t capacity, Device device);
+  // A buffer over memory a backend allocated; `release` gets it back.
+  static std::shared_ptr<Buffer> wrap(void* data, size_t nbytes, size_t capacity, Device device, Release release);
+  // A buffer of `nbytes` on `device` that holds no memory yet: a backend
+  // that runs work asynchronously hands it out as a result and gives it its
+  // memory (take_memory_of) when the work runs, in order with its other work.
+  static std::shared_ptr<Buffer> placeholder(size_t nbytes, Device device);
+  // Moves the memory of `other` (same size and device) into this placeholder;
+  // `other` is left holding none.
+  void take_memory_of(Buffer& other);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -33,12 +42,13 @@ class Buffer {
   Device device() const { return device_; }
 
  private:
-  Buffer(void* data, size_t nbytes, size_t capacity, Device device)
-      : data_(data), nbytes_(nbytes), capacity_(capacity), device_(device) {}
+  Buffer(void* data, size_t nbytes, size_t capacity, Device device, Release release)
+      : data_(data), nbytes_(nbytes), capacity_(capacity), device_(device), release_(release) {}
   void* data_;
   size_t nbytes_;
   size_t capacity_;  // size of the block actually held (a size class)
   Device device_;
+  Release release_;  // nullptr: the host cache
 };
 
 struct HostAllocatorStats {
@@ -96,6 +106,11 @@ using MemoryLimitDescriber = std::string (*)();
 std::string describe_memory_limit();
 // Installs `describe` (nullptr: none) and returns the one it replaces.
 MemoryLimitDescriber set_memory_limit_describer(MemoryLimitDescriber describe);
+
+// The block size a caching allocator hands out for `nbytes`: powers of two
+// from 64 bytes up to 1 MiB, then whole MiB (the host cache's classes; the
+// sim device's allocator uses them too).
+size_t allocation_size_class(size_t nbytes);
 
 // "12.3 GB", "45.6 MB", "789.0 KB" or "12 B" (decimal units).
 std::string format_bytes(double bytes);

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "pax/core/device_put.h"
 #include "pax/core/stop.h"
 #include "pax/interp/collective_thread.h"
 #include "pax/ops/numpy.h"
@@ -707,6 +708,11 @@ MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : op == Reduce
 }  // namespace
 
 Array ProcessGroup::all_reduce(const Array& x, ReduceOp op) {
+  // MPI reads and writes host memory: an array on a device is staged.
+  if (x.is_concrete() && x.device().kind != DeviceKind::cpu) {
+    const Array out = all_reduce(device_get(x), op);
+    return x.committed() ? device_put(out, x.device()) : move_uncommitted(out, x.device());
+  }
   finish_started_collectives();  // they come first, in every process
   initialize();
   const int count = comm_->count;
@@ -728,6 +734,11 @@ Array ProcessGroup::all_reduce(const Array& x, ReduceOp op) {
 }
 
 Array ProcessGroup::all_gather(const Array& x, int64_t axis, bool tiled) {
+  // MPI reads and writes host memory: an array on a device is staged.
+  if (x.is_concrete() && x.device().kind != DeviceKind::cpu) {
+    const Array out = all_gather(device_get(x), axis, tiled);
+    return x.committed() ? device_put(out, x.device()) : move_uncommitted(out, x.device());
+  }
   finish_started_collectives();  // they come first, in every process
   initialize();
   const int count = comm_->count;
@@ -759,6 +770,11 @@ Array ProcessGroup::all_gather(const Array& x, int64_t axis, bool tiled) {
 }
 
 Array ProcessGroup::broadcast(const Array& x, int root) {
+  // MPI reads and writes host memory: an array on a device is staged.
+  if (x.is_concrete() && x.device().kind != DeviceKind::cpu) {
+    const Array out = broadcast(device_get(x), root);
+    return x.committed() ? device_put(out, x.device()) : move_uncommitted(out, x.device());
+  }
   finish_started_collectives();  // they come first, in every process
   initialize();
   const int count = comm_->count;
@@ -780,6 +796,11 @@ Array ProcessGroup::broadcast(const Array& x, int root) {
 }
 
 Array ProcessGroup::reduce_scatter(const Array& x, ReduceOp op, int64_t axis) {
+  // MPI reads and writes host memory: an array on a device is staged.
+  if (x.is_concrete() && x.device().kind != DeviceKind::cpu) {
+    const Array out = reduce_scatter(device_get(x), op, axis);
+    return x.committed() ? device_put(out, x.device()) : move_uncommitted(out, x.device());
+  }
   finish_started_collectives();  // they come first, in every process
   initialize();
   const int count = comm_->count;

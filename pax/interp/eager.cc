@@ -1,4 +1,5 @@
-// The eager interpreter: run a primitive now, on concrete arrays.
+// The eager interpreter: run a primitive now, on concrete arrays, on the
+// device its operands live on (place_operands).
 #include <vector>
 
 #include "pax/backend/backend.h"
@@ -8,46 +9,56 @@
 
 namespace pax {
 
-std::vector<Array> eager_apply(Prim prim, std::span<const Array> inputs, const Params& params) {
+std::vector<Array> eager_apply(Prim prim, std::span<const Array> inputs_in, const Params& params) {
   const PrimDef& def = prim_def(prim);
-  if (def.impl) {
-    infer_avals(
-        prim,
-        [&] {
-          std::vector<AVal> avals;
-          for (const Array& a : inputs) avals.push_back(a.aval());
-          return avals;
-        }(),
-        params);
-    return def.impl(inputs, params);
-  }
+  std::vector<Array> inputs(inputs_in.begin(), inputs_in.end());
+  const Device device = place_operands(inputs, prim_name(prim));
+  bool committed = false;
+  for (const Array& a : inputs) committed = committed || a.committed();
   std::vector<AVal> in_avals;
   in_avals.reserve(inputs.size());
   for (const Array& a : inputs) in_avals.push_back(a.aval());
+  if (def.impl) {
+    infer_avals(prim, in_avals, params);
+    // The rule's own operations and executables run where the operands live.
+    const DefaultDeviceScope on_device(device);
+    std::vector<Array> out = def.impl(inputs, params);
+    if (committed) {
+      for (Array& a : out)
+        if (a.is_concrete() && !a.committed()) a = Array(a.aval(), a.buffer(), true);
+    }
+    return out;
+  }
   std::vector<AVal> out_avals = infer_avals(prim, in_avals, params);
 
   if (def.output_aliases_input >= 0) {
-    return {Array(std::move(out_avals[0]), inputs[size_t(def.output_aliases_input)].buffer())};
+    return {Array(std::move(out_avals[0]), inputs[size_t(def.output_aliases_input)].buffer(), committed)};
   }
-  const Backend& backend = default_backend();
+  const Backend& backend = backend_for(device);
   KernelFn kernel = backend.kernel(prim);
   PAX_CHECK(kernel, prim_name(prim), ": primitive has no kernel on the ", backend.name, " backend");
 
-  std::vector<TensorView> in_views(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    in_views[i] = TensorView{const_cast<void*>(inputs[i].data()), &inputs[i].shape(), inputs[i].dtype()};
-  }
   std::vector<Array> outputs;
   outputs.reserve(out_avals.size());
   for (AVal& aval : out_avals) {
     size_t nbytes = size_t(aval.shape.numel()) * itemsize(aval.dtype);
-    outputs.emplace_back(std::move(aval), backend.allocate(nbytes));
+    outputs.emplace_back(std::move(aval), backend.memory.allocate(nbytes, device.index), committed);
+  }
+  // A backend with a stream of its own queues the kernel there; the CPU
+  // runs it now, on this thread.
+  if (backend.launch) {
+    backend.launch(device.index, kernel, params, std::move(inputs), outputs);
+    return outputs;
+  }
+  std::vector<TensorView> in_views(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    in_views[i] = TensorView{inputs[i].buffer()->data(), &inputs[i].shape(), inputs[i].dtype()};
   }
   std::vector<TensorView> out_views(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
-    out_views[i] = TensorView{const_cast<void*>(outputs[i].data()), &outputs[i].shape(), outputs[i].dtype()};
+    out_views[i] = TensorView{outputs[i].buffer()->data(), &outputs[i].shape(), outputs[i].dtype()};
   }
-  kernel(params, in_views, out_views);
+  kernel(host_kernel_context(), params, in_views, out_views);
   return outputs;
 }
 

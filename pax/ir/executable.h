@@ -2,7 +2,7 @@
 // Executable interface, the options of compile(), and the Program a jit_call
 // equation carries (its jaxpr plus the executable, compiled on first use).
 //
-// compile() hands the jaxpr to the default backend (pax/backend/backend.h),
+// compile() hands the jaxpr to the backend of a device (pax/backend/backend.h),
 // whose compile hook runs the backend-neutral compiler (pax/compile/lower.h:
 // passes, fusion, memory plan) and turns its result into something the
 // backend runs (the CPU's: pax/backend/cpu/cpu_executable.cc).
@@ -58,8 +58,13 @@ struct MemoryStats {
 class Executable {
  public:
   virtual ~Executable() = default;
-  // Runs on concrete arguments (moved in, so that donated buffers can be reused).
+  // Runs on concrete arguments (moved in, so that donated buffers can be
+  // reused) on its device; uncommitted arguments elsewhere are brought there
+  // and committed ones elsewhere are a pax::Error. The results may still be
+  // being computed when it returns (host reads wait for them).
   virtual std::vector<Array> run(std::vector<Array> args) const = 0;
+  // The device it runs on.
+  virtual Device device() const = 0;
   // The optimised program: fused loops shown as fusion{...}, and the memory plan.
   virtual std::string str() const = 0;
   // The jaxpr after the passes (before fusion, which str() shows).
@@ -70,7 +75,7 @@ class Executable {
   virtual const MemoryStats& memory() const = 0;
 };
 
-// Compiles `jaxpr` for the default backend.
+// Compiles `jaxpr` for the default device (pax/core/device.h).
 std::shared_ptr<Executable> compile(JaxprPtr jaxpr, const CompileOptions& options = {});
 
 // Cost of a jaxpr as traced (before fusion): every equation reads its inputs
@@ -82,22 +87,26 @@ CostAnalysis cost_analysis(const Jaxpr& jaxpr);
 CostAnalysis eqn_flops(const Jaxpr& jaxpr, const Eqn& eqn);
 
 // The parameter of jit_call: the traced program (constants already turned
-// into leading inputs) and its executable, compiled once on first eager use.
+// into leading inputs) and its executables, compiled once per device on first
+// eager use there.
 class Program : public ParamObject {
  public:
   Program(JaxprPtr jaxpr, std::string name, CompileOptions options = {})
       : jaxpr_(std::move(jaxpr)), name_(std::move(name)), options_(std::move(options)) {}
   const JaxprPtr& jaxpr() const { return jaxpr_; }
   const std::string& name() const { return name_; }
-  std::shared_ptr<Executable> executable() const;
+  // Its executable for `device` (the default device: the one the
+  // operands of an eager call live on, see eager_apply).
+  std::shared_ptr<Executable> executable(Device device) const;
+  std::shared_ptr<Executable> executable() const { return executable(default_device()); }
   std::string str() const override;
 
  private:
   JaxprPtr jaxpr_;
   std::string name_;
   CompileOptions options_;
-  mutable std::once_flag once_;
-  mutable std::shared_ptr<Executable> executable_;
+  mutable std::mutex mu_;
+  mutable std::vector<std::pair<Device, std::shared_ptr<Executable>>> executables_;
 };
 
 }  // namespace pax

@@ -6,6 +6,7 @@
 // the branches otherwise.
 #include <algorithm>
 
+#include "pax/backend/backend.h"
 #include "pax/core/error.h"
 #include "pax/interp/vjp.h"
 #include "pax/interp/vmap.h"
@@ -70,8 +71,16 @@ std::vector<AVal> cond_rule(std::span<const AVal> in, const Params& p) {
   return out;
 }
 
+// Runs on the operands' device (eager_apply makes it the default); a device
+// that reads its own index picks the branch itself (Backend::run_cond).
 std::vector<Array> cond_impl(std::span<const Array> in, const Params& p) {
   const BranchList& list = branch_list(p);
+  const Device device = default_device();
+  if (const Backend& backend = backend_for(device); backend.run_cond) {
+    std::vector<std::shared_ptr<Executable>> branches;
+    for (const auto& b : list.branches) branches.push_back(b->executable(device));
+    return backend.run_cond(device.index, in[0], std::move(branches), std::vector<Array>(in.begin() + 1, in.end()));
+  }
   const int64_t k = clamp_index(in[0], list.branches.size());
   return list.branches[size_t(k)]->executable()->run(std::vector<Array>(in.begin() + 1, in.end()));
 }

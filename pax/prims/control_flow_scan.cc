@@ -86,18 +86,20 @@ std::vector<AVal> scan_rule(std::span<const AVal> in, const Params& p) {
 RowWriter::RowWriter(const AVal& row, int64_t length)
     : aval_(stacked_aval(row, length)),
       row_bytes_(size_t(row.shape.numel()) * itemsize(row.dtype)),
-      buffer_(default_backend().allocate(row_bytes_ * size_t(length))) {}
+      buffer_(Buffer::allocate_on(default_device(), row_bytes_ * size_t(length))) {}
 
 void RowWriter::put(int64_t t, const Array& row) const {
-  default_backend().copy(static_cast<char*>(buffer_->data()) + size_t(t) * row_bytes_, row.data(), row_bytes_);
+  PAX_CHECK(row.device() == buffer_->device(), "scan: a row on ", row.device(), " for stacked rows on ",
+            buffer_->device());
+  device_memory(buffer_->device().kind).copy(buffer_, size_t(t) * row_bytes_, row.buffer(), 0, row_bytes_);
 }
 
 Array read_row(const Array& xs, int64_t t) {
   AVal a = row_aval(xs.aval());
   const size_t nbytes = size_t(a.shape.numel()) * itemsize(a.dtype);
-  std::shared_ptr<Buffer> buf = default_backend().allocate(nbytes);
-  default_backend().copy(buf->data(), static_cast<const char*>(xs.data()) + size_t(t) * nbytes, nbytes);
-  return Array(a, buf);
+  std::shared_ptr<Buffer> buf = Buffer::allocate_on(xs.device(), nbytes);
+  device_memory(xs.device().kind).copy(buf, 0, xs.buffer(), size_t(t) * nbytes, nbytes);
+  return Array(a, buf, xs.committed());
 }
 
 namespace {

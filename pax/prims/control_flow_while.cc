@@ -4,6 +4,7 @@
 // with a fixed point on which carries are batched, and, when the predicate is
 // batched, a loop that runs while any example continues and keeps the
 // finished examples' carries.
+#include "pax/backend/backend.h"
 #include "pax/core/error.h"
 #include "pax/interp/vjp.h"
 #include "pax/interp/vmap.h"
@@ -52,11 +53,19 @@ std::vector<AVal> while_rule(std::span<const AVal> in, const Params& p) {
   return std::vector<AVal>(carry.begin(), carry.end());
 }
 
+// Runs on the operands' device (eager_apply makes it the default): a device
+// that reads its own predicates runs the whole loop (Backend::run_while);
+// otherwise the host reads each one.
 std::vector<Array> while_impl(std::span<const Array> in, const Params& p) {
   WhileParts w = while_parts(in, p);
-  auto cond = w.cond->executable();
-  auto body = w.body->executable();
+  const Device device = default_device();
+  auto cond = w.cond->executable(device);
+  auto body = w.body->executable(device);
   std::vector<Array> carry(w.carry.begin(), w.carry.end());
+  if (const Backend& backend = backend_for(device); backend.run_while) {
+    return backend.run_while(device.index, cond, body, std::vector<Array>(w.cond_consts.begin(), w.cond_consts.end()),
+                             std::vector<Array>(w.body_consts.begin(), w.body_consts.end()), std::move(carry));
+  }
   while (cond->run(concat({w.cond_consts, carry}))[0].item<bool>()) carry = body->run(concat({w.body_consts, carry}));
   return carry;
 }

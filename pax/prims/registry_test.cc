@@ -85,7 +85,7 @@ TEST(Backend, ThreadCountIsAdjustable) {
   set_num_threads(before);
   EXPECT_EQ(num_threads(), before);
   EXPECT_THROW(set_num_threads(0), Error);
-  EXPECT_STREQ(default_backend().name, "cpu");
+  EXPECT_STREQ(backend_for(DeviceKind::cpu).name, "cpu");
 }
 
 }  // namespace

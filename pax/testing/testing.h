@@ -9,9 +9,26 @@
 #include <string>
 #include <vector>
 
+#include "pax/backend/backend.h"
 #include "pax/core/array.h"
 
 namespace pax::testing {
+
+// The address of an array's memory once the work computing it has run (for
+// tests of buffer reuse: donation, in-place updates, shared reshapes); never
+// read through it.
+inline const void* memory_address(const Array& a) {
+  const Device d = a.device();
+  backend_for(d).synchronize(d.index);
+  return a.buffer()->data();
+}
+
+// The bytes of an array, read on the host.
+inline std::vector<unsigned char> host_bytes(const Array& a) {
+  std::vector<unsigned char> out(a.nbytes());
+  a.copy_to_host(a.dtype(), out.data());
+  return out;
+}
 
 // Uniform values in [lo, hi) from a fixed seed, as f64 on the host.
 inline std::vector<double> random_values(int64_t n, uint32_t seed, double lo = -1.0, double hi = 1.0) {

@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "pax/core/buffer.h"
+#include "pax/core/device_put.h"
 #include "pax/core/error.h"
 #include "pax/train/crc32c.h"
 #include "pax/train/fs_util.h"
@@ -212,7 +213,8 @@ void check_bool_bytes(const SafetensorsEntry& e, const unsigned char* p, size_t 
 }
 
 Array new_array(const SafetensorsEntry& e, std::shared_ptr<Buffer> buffer, bool weak_type) {
-  return Array(AVal{e.shape, e.dtype, weak_type}, std::move(buffer));
+  // Read on the host, placed where arrays made from host values go.
+  return move_uncommitted(Array(AVal{e.shape, e.dtype, weak_type}, std::move(buffer)), default_device());
 }
 
 }  // namespace
@@ -266,7 +268,7 @@ std::string serialize_safetensors(std::span<const NamedArray> tensors,
   std::string out = layout.prefix;
   out.reserve(out.size() + layout.data_size);
   for (size_t i : layout.data_order) {
-    const Array& a = tensors[i].array;
+    const Array a = device_get(tensors[i].array);  // staged on the host
     out.append(static_cast<const char*>(a.data()), a.nbytes());
   }
   return out;
@@ -277,8 +279,12 @@ std::vector<uint32_t> write_safetensors(const std::string& path, std::span<const
   const Layout layout = plan_layout(tensors, metadata);
   std::vector<uint32_t> crcs(tensors.size());
   std::vector<fs::ConstBuffer> buffers{{layout.prefix.data(), layout.prefix.size()}};
+  // Arrays on a device are staged on the host (held until written).
+  std::vector<Array> staged;
+  staged.reserve(tensors.size());
   for (size_t i : layout.data_order) {
-    const Array& a = tensors[i].array;
+    staged.push_back(device_get(tensors[i].array));
+    const Array& a = staged.back();
     crcs[i] = crc32c(a.data(), a.nbytes());
     buffers.push_back({a.data(), a.nbytes()});
   }

@@ -16,6 +16,7 @@
 #include <set>
 #include <utility>
 
+#include "pax/core/device_put.h"
 #include "pax/core/error.h"
 #include "pax/dist/jax_utils.h"
 #include "pax/dist/process_group.h"
@@ -253,7 +254,7 @@ Array read_leaf(ShardFiles& files, const TreeItemRecord& rec, const TensorRecord
               " in the file but ", AVal{block_shape, t.dtype, false}.str(), " in metadata.json");
     read_block_runs(reader, *e, b, rec.crc_chunk_bytes, runs, out, ctx);
   }
-  return Array(AVal{local, t.dtype, weak_type}, std::move(buffer));
+  return move_uncommitted(Array(AVal{local, t.dtype, weak_type}, std::move(buffer)), default_device());
 }
 
 // Every process's string, in process order.
@@ -445,7 +446,7 @@ ShardWriteReport write_process_shards(const std::string& tmp_dir, const Prepared
         std::raise(SIGKILL);
       }
       for (size_t i = 0; i < tensors.size(); ++i) {
-        const Array& a = tensors[i].array;
+        const Array a = device_get(tensors[i].array);
         ShardWriteReport::Block& b = blocks[i];
         b.crc32c = crcs[i];
         if (a.nbytes() > chunk) {

@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
       "  paxcc --exp=vision.FashionMnistCnn --job_log_dir=runs/cnn --set train.num_train_steps=100\n"
       "  paxcc tokenizer --input corpus.txt --vocab_size 8000 --out corpus.model");
 
-  std::string exp_name, job_dir, mode_name = "train", config_file, data_dir, output_dir;
+  std::string exp_name, job_dir, mode_name = "train", config_file, data_dir, output_dir, platform;
   std::vector<std::string> overrides;
   std::optional<int64_t> restore_step;
   std::optional<double> peak_flops, dist_timeout, dist_phase_timeout, dist_stop_grace;
@@ -143,6 +143,9 @@ int main(int argc, char** argv) {
   app.add_option("--output_dir", output_dir,
                  "eval / decode: where results go (default: <job_log_dir>/eval_runs/step_<N>, decode_runs/step_<N>); "
                  "the job directory itself is only read");
+  app.add_option("--platform", platform,
+                 "Where arrays live and programs run: cpu, sim (a test device), cuda, or a list where the first "
+                 "present wins (default: $PAX_PLATFORMS, else cpu)");
   app.add_option("--data_dir", data_dir, "Data directory (default: $PAX_DATA_DIR or ./data)");
   app.add_option("--peak_flops", peak_flops, "Peak FLOP/s of this machine for MFU (default: the theoretical peak)")
       ->check(number_between(1e6, 1e21, "FLOP/s"));
@@ -188,6 +191,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (!platform.empty()) pax::set_default_platform(platform);
     if (!data_dir.empty()) pax::data::set_default_data_dir(data_dir);
     if (tok->parsed()) {
       pax::data::SentencePieceTrainOptions options;

@@ -16,9 +16,23 @@
 namespace pax::cpu {
 namespace {
 
-std::shared_ptr<Buffer> cpu_allocate(size_t nbytes) { return Buffer::allocate(nbytes, Device{DeviceKind::cpu, 0}); }
-void cpu_copy(void* dst, const void* src, size_t nbytes) { copy_bytes(dst, src, nbytes); }
-void cpu_synchronize() {}
+int cpu_device_count() { return 1; }
+std::shared_ptr<Buffer> cpu_allocate(size_t nbytes, int /*index*/) { return Buffer::allocate(nbytes); }
+void cpu_to_host(const Buffer& src, size_t offset, void* dst, size_t nbytes) {
+  if (nbytes) copy_bytes(dst, static_cast<const char*>(src.data()) + offset, nbytes);
+}
+void cpu_from_host(const std::shared_ptr<Buffer>& dst, size_t offset, const void* src, size_t nbytes) {
+  if (nbytes) copy_bytes(static_cast<char*>(dst->data()) + offset, src, nbytes);
+}
+void cpu_copy(const std::shared_ptr<Buffer>& dst, size_t dst_offset, const std::shared_ptr<Buffer>& src,
+              size_t src_offset, size_t nbytes) {
+  if (nbytes)
+    copy_bytes(static_cast<char*>(dst->data()) + dst_offset, static_cast<const char*>(src->data()) + src_offset,
+               nbytes);
+}
+uint64_t cpu_record_event(int) { return 0; }
+void cpu_wait_event(int, uint64_t) {}
+void cpu_synchronize(int) {}
 int cpu_num_threads() { return omp_get_max_threads(); }
 void cpu_set_num_threads(int n) {
   PAX_CHECK(n >= 1, "set_num_threads: need at least 1 thread, got ", n);
@@ -67,28 +81,44 @@ bool cpu_row_reduction_in_sweep(ReduceOp op, DType dtype, DType out_dtype, int64
 
 }  // namespace
 
-const Backend& cpu_backend() {
-  static const Backend backend{
-      .name = "cpu",
-      .kind = DeviceKind::cpu,
-      .allocate = cpu_allocate,
-      .copy = cpu_copy,
-      .synchronize = cpu_synchronize,
-      .num_threads = cpu_num_threads,
-      .set_num_threads = cpu_set_num_threads,
-      .kernel = cpu_kernel,
+const LoweringTarget& cpu_lowering_target() {
+  static const LoweringTarget target{
       .supports_op = cpu_supports_op,
       .fusable_reduction = fusable_reduction,
       .tileable_loop = cpu_tileable_loop,
       .row_reduction_in_sweep = cpu_row_reduction_in_sweep,
+  };
+  return target;
+}
+
+const Backend& cpu_backend() {
+  static const Backend backend{
+      .name = "cpu",
+      .kind = DeviceKind::cpu,
+      .memory = DeviceMemory{.device_count = cpu_device_count,
+                             .host_accessible = true,
+                             .allocate = cpu_allocate,
+                             .to_host = cpu_to_host,
+                             .from_host = cpu_from_host,
+                             .copy = cpu_copy},
+      .record_event = cpu_record_event,
+      .wait_event = cpu_wait_event,
+      .synchronize = cpu_synchronize,
+      .num_threads = cpu_num_threads,
+      .set_num_threads = cpu_set_num_threads,
+      .kernel = cpu_kernel,
+      .launch = nullptr,  // kernels run on the calling thread, at once
+      .run_while = nullptr,
+      .run_cond = nullptr,
+      .supports_op = cpu_supports_op,
       .compile = compile_for_cpu,
   };
   return backend;
 }
 
 namespace {
-// Loading the library makes the CPU the default backend (see
-// register_backend); a static link must keep this object (whole archive).
+// Loading the library registers the CPU's table (see register_backend); a
+// static link must keep this object (whole archive).
 [[maybe_unused]] const bool kRegistered = (register_backend(cpu_backend()), true);
 }  // namespace
 

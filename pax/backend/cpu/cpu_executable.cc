@@ -114,8 +114,10 @@ std::string step_label(const Jaxpr& j, const StepSchedule& schedule, const Step&
 
 class CpuExecutable : public Executable {
  public:
-  explicit CpuExecutable(LoweredProgram lowered)
-      : source_(std::move(lowered.source)),
+  CpuExecutable(LoweredProgram lowered, const Backend& backend, Device device)
+      : backend_(backend),
+        device_(device),
+        source_(std::move(lowered.source)),
         skip_(lowered.skip),
         jaxpr_(std::move(lowered.jaxpr)),
         schedule_(std::move(lowered.schedule)),
@@ -170,6 +172,7 @@ class CpuExecutable : public Executable {
   }
 
   std::vector<Array> run(std::vector<Array> args) const override;
+  Device device() const override { return device_; }
 
   std::string str() const override {
     size_t folded = 0;
@@ -213,7 +216,10 @@ class CpuExecutable : public Executable {
   void run_sweep(Frame& f, size_t sweep) const;
   void plan_sweep_locals();
   const std::shared_ptr<Buffer>& buffer_of(const Frame& f, Var v) const;
+  std::shared_ptr<Buffer> allocate(size_t nbytes) const { return backend_.memory.allocate(nbytes, device_.index); }
 
+  const Backend& backend_;  // whose memory its buffers are (the CPU's or the sim device's)
+  Device device_;
   JaxprPtr source_;
   size_t skip_ = 0;  // leading arguments bound as constants
   Jaxpr jaxpr_;
@@ -318,7 +324,7 @@ void CpuExecutable::materialize(Frame& f, Var v) const {
       return;
     }
   }
-  f.held[size_t(id)] = Buffer::allocate(st.nbytes);
+  f.held[size_t(id)] = allocate(st.nbytes);
   f.base[size_t(id)] = f.held[size_t(id)]->data();
 }
 
@@ -335,7 +341,7 @@ void CpuExecutable::run_kernel(Frame& f, size_t s) const {
     out[i] = TensorView{ptr(f, e.outputs[i]), &a.shape, a.dtype};
   }
   if (!out_strides_[s].empty()) out[0].strides = &out_strides_[s];
-  kernels_[s](e.params, in, out);
+  kernels_[s](host_kernel_context(), e.params, in, out);
 }
 
 const std::shared_ptr<Buffer>& CpuExecutable::buffer_of(const Frame& f, Var v) const {
@@ -436,6 +442,9 @@ void CpuExecutable::run_sweep(Frame& f, size_t sweep) const {
 
 std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
   check_args(args);
+  bring_arguments(args, device_, "executable");
+  bool committed = false;
+  for (const Array& a : args) committed = committed || a.committed();
   const size_t n = plan_.storages.size();
   Frame f{std::vector<void*>(n, nullptr),
           std::vector<std::shared_ptr<Buffer>>(n),
@@ -445,14 +454,14 @@ std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
           std::vector<int>(n, -1)};
   if (plan_.stats.arena_bytes > 0) {
     const AllocationPurpose purpose("a compiled program's intermediates (its arena)");
-    f.arena = Buffer::allocate(plan_.stats.arena_bytes);
+    f.arena = allocate(plan_.stats.arena_bytes);
   }
   for (size_t id = 0; id < n; ++id) {
     const Storage& st = plan_.storages[id];
     if (st.kind == Storage::Kind::arena) {
       f.base[id] = f.arena ? static_cast<char*>(f.arena->data()) + st.offset : nullptr;
     } else if (st.kind == Storage::Kind::constant) {
-      f.base[id] = const_cast<void*>(jaxpr_.consts[size_t(st.index)].data());
+      f.base[id] = jaxpr_.consts[size_t(st.index)].buffer()->data();
     }
   }
   for (size_t i = 0; i < jaxpr_.invars.size(); ++i) {
@@ -460,7 +469,7 @@ std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
     const size_t id = size_t(plan_.storage_of[size_t(jaxpr_.invars[i])]);
     f.donated[id] = donor_[i] && x.owns_buffer_exclusively();
     f.held[id] = x.buffer();
-    f.base[id] = const_cast<void*>(x.data());
+    f.base[id] = x.buffer()->data();
   }
   args.clear();  // the frame holds the only references this call keeps
   // A failure leaves no collective of this call running: they finish (their
@@ -512,14 +521,22 @@ std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
     if (f.pending[s]) finish(f, s);
   std::vector<Array> out;
   out.reserve(jaxpr_.outvars.size());
-  for (size_t k = 0; k < jaxpr_.outvars.size(); ++k) out.emplace_back(out_avals_[k], buffer_of(f, jaxpr_.outvars[k]));
+  for (size_t k = 0; k < jaxpr_.outvars.size(); ++k)
+    out.emplace_back(out_avals_[k], buffer_of(f, jaxpr_.outvars[k]), committed);
   return out;
 }
 
 }  // namespace
 
-std::shared_ptr<Executable> compile_for_cpu(JaxprPtr jaxpr, const CompileOptions& options) {
-  return std::make_shared<CpuExecutable>(lower(std::move(jaxpr), options, cpu_backend()));
+std::shared_ptr<Executable> compile_cpu_program(JaxprPtr jaxpr, const CompileOptions& options, const Backend& memory,
+                                                Device device) {
+  // The program's own operations (folded constants) are made where it runs.
+  const DefaultDeviceScope on_device(device);
+  return std::make_shared<CpuExecutable>(lower(std::move(jaxpr), options, cpu_lowering_target()), memory, device);
+}
+
+std::shared_ptr<Executable> compile_for_cpu(JaxprPtr jaxpr, const CompileOptions& options, Device device) {
+  return compile_cpu_program(std::move(jaxpr), options, cpu_backend(), device);
 }
 
 }  // namespace pax::cpu

@@ -123,7 +123,8 @@ cpu::ConvTensor flipped(const cpu::ConvTensor& w, Scratch& scratch) {
 bool run_conv(const ConvParams& c, cpu::ConvTensor x, cpu::ConvTensor w, const cpu::ConvTensor& y,
               std::span<const TensorView> in, const TensorView& o, DType cd);
 
-void conv_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void conv_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                 std::span<const TensorView> out) {
   const TensorView& o = out[0];
   if (o.numel() == 0) return;
   const ConvParams c = conv_params(p);

@@ -275,7 +275,8 @@ bool dot_into(const Params& p, std::span<const TensorView> in, const TensorView&
   return true;
 }
 
-void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void dot_general_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                        std::span<const TensorView> out) {
   const TensorView& o = out[0];
   if (!o.strides) {
     dot_into(p, in, o, nullptr);
@@ -283,7 +284,7 @@ void dot_general_kernel(const Params& p, std::span<const TensorView> in, std::sp
   }
   if (dot_into(p, in, o, o.strides)) return;
   // The product row-major, then moved into the requested layout.
-  std::shared_ptr<Buffer> tmp = Buffer::allocate(o.nbytes());
+  std::shared_ptr<Buffer> tmp = ctx.allocate_scratch(o.nbytes());
   const TensorView row_major{tmp->data(), o.shape, o.dtype};
   dot_into(p, in, row_major, nullptr);
   cpu::strided_copy(itemsize(o.dtype), o.shape->dims(), tmp->data(), o.shape->strides(), o.data, *o.strides);

@@ -19,7 +19,8 @@ namespace {
 int64_t grain(DType d) { return grain_for(int64_t(itemsize(d))); }
 
 template <cpu::UnaryOp Op>
-void unary_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
+void unary_kernel(const KernelContext& ctx, const Params&, std::span<const TensorView> in,
+                  std::span<const TensorView> out) {
   const TensorView& x = in[0];
   const size_t w = itemsize(x.dtype);
   parallel_for(x.numel(), grain(x.dtype), [&](int64_t b, int64_t e) {
@@ -27,13 +28,15 @@ void unary_kernel(const Params&, std::span<const TensorView> in, std::span<const
   });
 }
 
-void round_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
-  if (rounds_half_to_even(p)) unary_kernel<cpu::UnaryOp::round_even>(p, in, out);
-  else unary_kernel<cpu::UnaryOp::round_away>(p, in, out);
+void round_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                  std::span<const TensorView> out) {
+  if (rounds_half_to_even(p)) unary_kernel<cpu::UnaryOp::round_even>(ctx, p, in, out);
+  else unary_kernel<cpu::UnaryOp::round_away>(ctx, p, in, out);
 }
 
 template <cpu::BinaryOp Op>
-void binary_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
+void binary_kernel(const KernelContext& ctx, const Params&, std::span<const TensorView> in,
+                   std::span<const TensorView> out) {
   const TensorView& a = in[0];
   const size_t w = itemsize(a.dtype);
   parallel_for(a.numel(), grain(a.dtype), [&](int64_t b, int64_t e) {
@@ -42,7 +45,8 @@ void binary_kernel(const Params&, std::span<const TensorView> in, std::span<cons
 }
 
 template <cpu::CompareOp Op>
-void compare_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
+void compare_kernel(const KernelContext& ctx, const Params&, std::span<const TensorView> in,
+                    std::span<const TensorView> out) {
   const TensorView& a = in[0];
   const size_t w = itemsize(a.dtype);
   parallel_for(a.numel(), grain(a.dtype), [&](int64_t b, int64_t e) {
@@ -50,7 +54,8 @@ void compare_kernel(const Params&, std::span<const TensorView> in, std::span<con
   });
 }
 
-void is_finite_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
+void is_finite_kernel(const KernelContext& ctx, const Params&, std::span<const TensorView> in,
+                      std::span<const TensorView> out) {
   const TensorView& x = in[0];
   const size_t w = itemsize(x.dtype);
   parallel_for(x.numel(), grain(x.dtype), [&](int64_t b, int64_t e) {
@@ -58,7 +63,8 @@ void is_finite_kernel(const Params&, std::span<const TensorView> in, std::span<c
   });
 }
 
-void integer_pow_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void integer_pow_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                        std::span<const TensorView> out) {
   const TensorView& x = in[0];
   const size_t w = itemsize(x.dtype);
   const int64_t y = p.i("y");
@@ -67,11 +73,13 @@ void integer_pow_kernel(const Params& p, std::span<const TensorView> in, std::sp
   });
 }
 
-void convert_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
+void convert_kernel(const KernelContext& ctx, const Params&, std::span<const TensorView> in,
+                    std::span<const TensorView> out) {
   cpu::convert_parallel(in[0].dtype, in[0].data, out[0].dtype, out[0].data, in[0].numel());
 }
 
-void select_n_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
+void select_n_kernel(const KernelContext& ctx, const Params&, std::span<const TensorView> in,
+                     std::span<const TensorView> out) {
   const TensorView& which = in[0];
   const TensorView& y = out[0];
   const size_t w = itemsize(y.dtype);

@@ -8,11 +8,13 @@
 namespace pax::cpu {
 namespace {
 
-void gather_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void gather_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                   std::span<const TensorView> out) {
   cpu::gather(gather_spec(p), in[0], in[1], out[0]);
 }
 
-void scatter_add_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void scatter_add_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                        std::span<const TensorView> out) {
   cpu::scatter_add(scatter_spec(p), in[0], in[1], in[2], out[0]);
 }
 

@@ -11,7 +11,8 @@
 namespace pax::cpu {
 namespace {
 
-void threefry2x32_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
+void threefry2x32_kernel(const KernelContext& ctx, const Params&, std::span<const TensorView> in,
+                         std::span<const TensorView> out) {
   const TensorView &k0 = in[0], &k1 = in[1], &x0 = in[2], &x1 = in[3];
   const int64_t n = x0.numel();
   // A 0-d key with 0-d counters is also "broadcast"; either reading is right.
@@ -22,7 +23,8 @@ void threefry2x32_kernel(const Params&, std::span<const TensorView> in, std::spa
   });
 }
 
-void random_bits_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
+void random_bits_kernel(const KernelContext& ctx, const Params&, std::span<const TensorView> in,
+                        std::span<const TensorView> out) {
   const uint32_t* key = in[0].as<uint32_t>();
   const int64_t n = out[0].numel();
   const int64_t blocks = (n + 1) / 2;

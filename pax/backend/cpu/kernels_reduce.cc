@@ -45,7 +45,8 @@ std::vector<Group> merge_dims(const Shape& s, const std::vector<int64_t>& axes) 
 // moves less memory than transposing the reduced axes together first.
 // Intermediate results stay in the accumulator dtype (no double rounding).
 template <Prim P>
-void reduce_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void reduce_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                   std::span<const TensorView> out) {
   const TensorView& x = in[0];
   const TensorView& y = out[0];
   const int64_t m = y.numel();
@@ -71,7 +72,7 @@ void reduce_kernel(const Params& p, std::span<const TensorView> in, std::span<co
     for (size_t k = g + 1; k < groups.size(); ++k) inner *= groups[k].size;
     const int64_t n = groups[g].size;
     if (!more) return cpu::reduce(kReduceOp<P>, src_dtype, src, y.dtype, y.data, outer, n, inner);
-    std::shared_ptr<Buffer> next = Buffer::allocate(size_t(outer * inner) * itemsize(acc));
+    std::shared_ptr<Buffer> next = ctx.allocate_scratch(size_t(outer * inner) * itemsize(acc));
     cpu::reduce(kReduceOp<P>, src_dtype, src, acc, next->data(), outer, n, inner);
     held = std::move(next);
     src = held->data();
@@ -97,13 +98,15 @@ Canonical around_axis(const Shape& s, int64_t axis) {
 }
 
 template <Prim P>
-void arg_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void arg_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                std::span<const TensorView> out) {
   const TensorView& x = in[0];
   const Canonical c = around_axis(*x.shape, normalize_axis(p.i("axis"), x.rank(), prim_name(P)));
   cpu::argreduce(P == Prim::argmax, x.dtype, out[0].dtype, x.data, out[0].data, c.outer, c.n, c.inner);
 }
 
-void cumsum_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void cumsum_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                   std::span<const TensorView> out) {
   const TensorView& x = in[0];
   const Canonical c = around_axis(*x.shape, normalize_axis(p.i("axis"), x.rank(), "cumsum"));
   cpu::cumsum(x.dtype, x.data, out[0].data, c.outer, c.n, c.inner, p.b("reverse"));

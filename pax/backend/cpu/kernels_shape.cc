@@ -16,7 +16,8 @@
 namespace pax::cpu {
 namespace {
 
-void transpose_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void transpose_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                      std::span<const TensorView> out) {
   const Ints& perm = p.ints("permutation");
   const std::vector<int64_t> in_strides = in[0].shape->strides();
   std::vector<int64_t> src_strides;
@@ -25,7 +26,8 @@ void transpose_kernel(const Params& p, std::span<const TensorView> in, std::span
                     out[0].shape->strides());
 }
 
-void broadcast_in_dim_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void broadcast_in_dim_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                             std::span<const TensorView> out) {
   const Ints& bdims = p.ints("broadcast_dimensions");
   const Shape& s = *in[0].shape;
   const std::vector<int64_t> in_strides = s.strides();
@@ -41,7 +43,8 @@ void broadcast_in_dim_kernel(const Params& p, std::span<const TensorView> in, st
   cpu::strided_copy(w, out[0].shape->dims(), in[0].data, src_strides, out[0].data, out[0].shape->strides());
 }
 
-void rev_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void rev_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                std::span<const TensorView> out) {
   const Shape& s = *in[0].shape;
   Ints dims = normalize_axes(p.ints("dimensions"), s.rank(), "rev");
   std::vector<int64_t> strides = s.strides();
@@ -55,7 +58,8 @@ void rev_kernel(const Params& p, std::span<const TensorView> in, std::span<const
   cpu::strided_copy(w, s.dims(), in[0].as<char>() + offset * int64_t(w), strides, out[0].data, s.strides());
 }
 
-void slice_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void slice_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                  std::span<const TensorView> out) {
   const Shape& s = *in[0].shape;
   const Ints& start = p.ints("start_indices");
   Ints steps = slice_strides(p, size_t(s.rank()));
@@ -89,7 +93,8 @@ int64_t clamped_offset(const Shape& s, std::span<const int64_t> sizes, std::span
   return offset;
 }
 
-void dynamic_slice_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void dynamic_slice_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                          std::span<const TensorView> out) {
   const Shape& s = *in[0].shape;
   const size_t w = itemsize(in[0].dtype);
   int64_t offset = clamped_offset(s, p.ints("slice_sizes"), in.subspan(1));
@@ -97,7 +102,8 @@ void dynamic_slice_kernel(const Params& p, std::span<const TensorView> in, std::
                     out[0].shape->strides());
 }
 
-void dynamic_update_slice_kernel(const Params&, std::span<const TensorView> in, std::span<const TensorView> out) {
+void dynamic_update_slice_kernel(const KernelContext& ctx, const Params&, std::span<const TensorView> in,
+                                 std::span<const TensorView> out) {
   const Shape& s = *in[0].shape;
   const size_t w = itemsize(in[0].dtype);
   cpu::copy_bytes(out[0].data, in[0].data, in[0].nbytes());
@@ -106,7 +112,8 @@ void dynamic_update_slice_kernel(const Params&, std::span<const TensorView> in, 
                     s.strides());
 }
 
-void concatenate_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void concatenate_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                        std::span<const TensorView> out) {
   const int64_t dim = p.i("dimension");
   const size_t w = itemsize(out[0].dtype);
   const std::vector<int64_t> out_strides = out[0].shape->strides();
@@ -120,7 +127,8 @@ void concatenate_kernel(const Params& p, std::span<const TensorView> in, std::sp
 
 // pad: padding_config is [lo, hi, interior] per dimension, flattened; lo / hi
 // may be negative (cropping).
-void pad_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void pad_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                std::span<const TensorView> out) {
   const TensorView& x = in[0];
   const TensorView& y = out[0];
   const Ints& cfg = p.ints("padding_config");
@@ -149,7 +157,8 @@ void pad_kernel(const Params& p, std::span<const TensorView> in, std::span<const
 }
 
 // iota: out[..., i, ...] = i along `dimension`.
-void iota_kernel(const Params& p, std::span<const TensorView>, std::span<const TensorView> out) {
+void iota_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView>,
+                 std::span<const TensorView> out) {
   const TensorView& y = out[0];
   const int64_t dim = p.i("dimension");
   int64_t outer = 1, inner = 1;

@@ -6,11 +6,13 @@
 namespace pax::cpu {
 namespace {
 
-void sort_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void sort_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                 std::span<const TensorView> out) {
   cpu::sort(in, out, p.i("dimension"), p.i("num_keys"));
 }
 
-void top_k_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void top_k_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                  std::span<const TensorView> out) {
   cpu::top_k(in[0], p.i("k"), out[0], out[1]);
 }
 

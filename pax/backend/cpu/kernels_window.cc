@@ -293,7 +293,8 @@ Window window_params(const TensorView& x, const Params& p, Prim prim) {
   return window_of(prim, AVal{*x.shape, x.dtype, false}, p);
 }
 
-void reduce_window_max_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void reduce_window_max_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                              std::span<const TensorView> out) {
   const TensorView &x = in[0], &y = out[0];
   if (y.numel() == 0) return;
   const Layout l = layout_of(*x.shape, *y.shape, window_params(x, p, Prim::reduce_window_max));
@@ -303,7 +304,8 @@ void reduce_window_max_kernel(const Params& p, std::span<const TensorView> in, s
   });
 }
 
-void select_and_scatter_add_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void select_and_scatter_add_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                                   std::span<const TensorView> out) {
   const TensorView &s = in[0], &x = in[1], &y = out[0];
   if (y.numel() == 0) return;
   const Layout l = layout_of(*x.shape, *s.shape, window_params(x, p, Prim::select_and_scatter_add));
@@ -314,7 +316,8 @@ void select_and_scatter_add_kernel(const Params& p, std::span<const TensorView> 
   });
 }
 
-void select_and_gather_add_kernel(const Params& p, std::span<const TensorView> in, std::span<const TensorView> out) {
+void select_and_gather_add_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
+                                  std::span<const TensorView> out) {
   const TensorView &t = in[0], &x = in[1], &y = out[0];
   if (y.numel() == 0) return;
   const Layout l = layout_of(*x.shape, *y.shape, window_params(x, p, Prim::select_and_gather_add));

@@ -21,7 +21,7 @@ std::string const_key(const Array& c) {
   std::string key = c.aval().str() + (c.weak_type() ? "w" : "s") + ":";
   const size_t at = key.size();
   key.resize(at + c.nbytes());
-  std::memcpy(key.data() + at, c.data(), c.nbytes());
+  c.copy_to_host(c.dtype(), key.data() + at);
   return key;
 }
 
