@@ -83,8 +83,11 @@ Role role_of(const Jaxpr& j, const Eqn& e, const LoweringTarget& target) {
   switch (e.prim) {
     case Prim::reshape:
     case Prim::squeeze:
-    case Prim::expand_dims:
-    case Prim::bitcast_convert_type: return Role::reshape;
+    case Prim::expand_dims: return Role::reshape;
+    // A loop's slot keeps the dtype it was loaded as, so a bitcast to another
+    // dtype is a step of its own (its output shares the input's bytes) and
+    // the loops around it read its result as typed.
+    case Prim::bitcast_convert_type: return j.aval(e.inputs[0]).dtype == out.dtype ? Role::reshape : Role::none;
     case Prim::broadcast_in_dim: {
       const AVal& in = j.aval(e.inputs[0]);
       if (in.shape.numel() == out.shape.numel()) return Role::reshape;

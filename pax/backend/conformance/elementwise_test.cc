@@ -535,13 +535,6 @@ const KnownFailure kKnownFailures[] = {
      false,
      [](LD x) { return x < -88 && x > -104; },
      "logistic flushes subnormal results to 0 (exp(-x) overflows first)"},
-    // jit(neg(bitcast_convert_type(x, f64))) with x int64 gives wrong
-    // values (the bits of 2.0 give 0, of 1 give -1.061e-314); eager is right.
-    {"bitcast_convert_type to float64",
-     {DType::i64},
-     true,
-     [](LD) { return true; },
-     "a fused loop reading the f64 result of bitcast_convert_type from int64 computes wrong values"},
 };
 
 struct Prepared {

@@ -208,11 +208,7 @@ TEST(LinalgConformance, F64ProductsKeepF64Precision) {
                                                                   lax::conv_dimension_numbers("NCHW", "OIHW", "NCHW"))};
             },
             {make(xc, Shape{1, 8, 3, 1}, DType::f64, d), make(wc, Shape{2, 8, 1, 1}, DType::f64, d)});
-    // Known failure: conv_general_dilated computes f64 operands in f32
-    // precision (errors near 1e-8 where the bound is 1e-15); it must still
-    // fail until fixed, then this becomes an EXPECT_TRUE.
-    EXPECT_FALSE(within_product_bound(conv[0], want_conv, mag_conv, 8))
-        << "conv_general_dilated keeps f64 precision now: the known failure is fixed; expect it to pass";
+    EXPECT_TRUE(within_product_bound(conv[0], want_conv, mag_conv, 8));
   });
 }
 

@@ -15,6 +15,7 @@
 #include "pax/backend/cpu/elementwise.h"
 #include "pax/backend/cpu/kernels.h"
 #include "pax/core/buffer.h"
+#include "pax/core/parallel.h"
 #include "pax/core/error.h"
 #include "pax/prims/conv_params.h"
 
@@ -123,6 +124,53 @@ cpu::ConvTensor flipped(const cpu::ConvTensor& w, Scratch& scratch) {
 bool run_conv(const ConvParams& c, cpu::ConvTensor x, cpu::ConvTensor w, const cpu::ConvTensor& y,
               std::span<const TensorView> in, const TensorView& o, DType cd);
 
+// f64 operands: oneDNN has no f64 convolution, and rounding them to f32 would
+// lose the digits an f64 program asks for, so the sums run here in f64, one
+// (batch, output feature) plane per task. Views are logical NCHW / OIHW with
+// element strides.
+void conv_f64(const ConvParams& c, const cpu::ConvTensor& x, const cpu::ConvTensor& w, const cpu::ConvTensor& y) {
+  const int64_t batch = y.dims[0], features = y.dims[1], oh_n = y.dims[2], ow_n = y.dims[3];
+  const int64_t in_per_group = w.dims[1], kh_n = w.dims[2], kw_n = w.dims[3], h_n = x.dims[2], w_n = x.dims[3];
+  const int64_t per_feature_group = features / c.feature_group_count;
+  const int64_t per_batch_group = features / c.batch_group_count;
+  const auto* xs = static_cast<const double*>(x.data);
+  const auto* ws = static_cast<const double*>(w.data);
+  auto* ys = static_cast<double*>(y.data);
+  // The input position of output position `o` and kernel tap `k` on spatial
+  // axis `a`, or -1 where it falls on padding or between dilated inputs.
+  auto source = [&c](int a, int64_t o, int64_t k, int64_t size) -> int64_t {
+    const int64_t at = o * c.window_strides[size_t(a)] - c.lo(a) + k * c.rhs_dilation[size_t(a)];
+    const int64_t ld = c.lhs_dilation[size_t(a)];
+    if (at < 0 || at % ld != 0 || at / ld >= size) return -1;
+    return at / ld;
+  };
+  parallel_for(batch * features, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t n = t / features, f = t % features;
+      const int64_t xn = (f / per_batch_group) * batch + n;
+      const int64_t c0 = (f / per_feature_group) * in_per_group;
+      for (int64_t oh = 0; oh < oh_n; ++oh) {
+        for (int64_t ow = 0; ow < ow_n; ++ow) {
+          double sum = 0;
+          for (int64_t kh = 0; kh < kh_n; ++kh) {
+            const int64_t ih = source(0, oh, kh, h_n);
+            if (ih < 0) continue;
+            for (int64_t kw = 0; kw < kw_n; ++kw) {
+              const int64_t iw = source(1, ow, kw, w_n);
+              if (iw < 0) continue;
+              for (int64_t i = 0; i < in_per_group; ++i) {
+                sum += xs[xn * x.strides[0] + (c0 + i) * x.strides[1] + ih * x.strides[2] + iw * x.strides[3]] *
+                       ws[f * w.strides[0] + i * w.strides[1] + kh * w.strides[2] + kw * w.strides[3]];
+              }
+            }
+          }
+          ys[n * y.strides[0] + f * y.strides[1] + oh * y.strides[2] + ow * y.strides[3]] = sum;
+        }
+      }
+    }
+  });
+}
+
 void conv_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
                  std::span<const TensorView> out) {
   const TensorView& o = out[0];
@@ -135,6 +183,7 @@ void conv_kernel(const KernelContext& ctx, const Params& p, std::span<const Tens
   // padding give zeros.
   if (w.dims[1] == 0 || w.dims[2] == 0 || w.dims[3] == 0 || x.dims[2] == 0 || x.dims[3] == 0) return zero_output();
 
+  if (x.dtype == DType::f64) return conv_f64(c, x, w, y);
   // Computed in bf16 where oneDNN has a kernel for it on this CPU, otherwise
   // (f16, and bf16 below AVX-512) widened to f32, accumulated in f32 as the
   // native kernels accumulate, and rounded to the output dtype.
