@@ -8,39 +8,21 @@
 
 namespace pax {
 
+// The floating-point operations come from elementwise_ops.def; the
+// integer and boolean ones follow them.
 enum class UnaryOp : uint8_t {
-  neg,
-  abs,
-  sign,
-  exp,
-  expm1,
-  log,
-  log1p,
-  sqrt,
-  rsqrt,
-  tanh,
-  logistic,
-  erf,
-  erf_inv,
-  sin,
-  cos,
-  floor,
-  ceil,
-  round_away,
-  round_even,
+#define PAX_UNARY_FLOAT_OP(id, functor, f32, f64) id,
+#include "pax/ir/elementwise_ops.def"
   not_,
 };
 inline constexpr int kNumUnaryOps = int(UnaryOp::not_) + 1;
+inline constexpr int kNumUnaryFloatOps = int(UnaryOp::not_);
 
 enum class BinaryOp : uint8_t {
-  add,
-  sub,
-  mul,
-  div,
+#define PAX_BINARY_FLOAT_OP(id, functor) id,
+#include "pax/ir/elementwise_ops.def"
   rem,
   pow,
-  max,
-  min,
   and_,
   or_,
   xor_,
@@ -49,6 +31,11 @@ enum class BinaryOp : uint8_t {
   shift_right_arithmetic,
 };
 inline constexpr int kNumBinaryOps = int(BinaryOp::shift_right_arithmetic) + 1;
+inline constexpr int kNumBinaryFloatTableOps = int(BinaryOp::rem);
+
+// The name of an operation ("erf_inv", "round_even", "add").
+const char* unary_op_name(UnaryOp op);
+const char* binary_op_name(BinaryOp op);
 
 enum class CompareOp : uint8_t { eq, ne, lt, le, gt, ge };
 inline constexpr int kNumCompareOps = int(CompareOp::ge) + 1;

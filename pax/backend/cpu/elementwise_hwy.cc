@@ -223,22 +223,18 @@ void SinCosF32(const float* x, float* y, size_t n, const Op& op, float (*libm)(f
   }
 }
 
+// The f32 kernel of every operation of elementwise_ops.def whose f32 column
+// is `map`; sin and cos (`own`) have cases of their own.
+// clang-format off
+#define PAX_F32_CASE_map(id, functor) case UnaryOp::id: return Map1(x, y, n, w(functor()));
+#define PAX_F32_CASE_own(id, functor)
+// clang-format on
+
 template <class Wrap>
 void UnaryF32With(UnaryOp op, const float* x, float* y, size_t n, Wrap w) {
   switch (op) {
-    case UnaryOp::neg: return Map1(x, y, n, w(NegOp()));
-    case UnaryOp::abs: return Map1(x, y, n, w(AbsOp()));
-    case UnaryOp::sign: return Map1(x, y, n, w(SignOp()));
-    case UnaryOp::exp: return Map1(x, y, n, w(ExpOp()));
-    case UnaryOp::expm1: return Map1(x, y, n, w(Expm1Op()));
-    case UnaryOp::log: return Map1(x, y, n, w(LogOp()));
-    case UnaryOp::log1p: return Map1(x, y, n, w(Log1pOp()));
-    case UnaryOp::sqrt: return Map1(x, y, n, w(SqrtOp()));
-    case UnaryOp::rsqrt: return Map1(x, y, n, w(RsqrtOp()));
-    case UnaryOp::tanh: return Map1(x, y, n, w(TanhOp()));
-    case UnaryOp::logistic: return Map1(x, y, n, w(LogisticOp()));
-    case UnaryOp::erf: return Map1(x, y, n, w(ErfOp()));
-    case UnaryOp::erf_inv: return Map1(x, y, n, w(ErfInvOp()));
+#define PAX_UNARY_FLOAT_OP(id, functor, f32, f64) PAX_F32_CASE_##f32(id, functor)
+#include "pax/ir/elementwise_ops.def"
     case UnaryOp::sin:
     case UnaryOp::cos:
       // The C library path of out-of-range blocks is rounded afterwards.
@@ -246,14 +242,12 @@ void UnaryF32With(UnaryOp op, const float* x, float* y, size_t n, Wrap w) {
       else SinCosF32(x, y, n, CosOp(), [](float v) { return std::cos(v); });
       if constexpr (Wrap::kRound) RoundToBf16(y, y, n);
       return;
-    case UnaryOp::floor: return Map1(x, y, n, w(FloorOp()));
-    case UnaryOp::ceil: return Map1(x, y, n, w(CeilOp()));
-    case UnaryOp::round_even: return Map1(x, y, n, w(RoundEvenOp()));
-    case UnaryOp::round_away: return Map1(x, y, n, w(RoundAwayOp()));
     case UnaryOp::not_: break;
   }
   PAX_FAIL("unary kernel: op not defined for float32");
 }
+#undef PAX_F32_CASE_map
+#undef PAX_F32_CASE_own
 
 void UnaryF32(UnaryOp op, const float* x, float* y, size_t n) { UnaryF32With(op, x, y, n, Plain()); }
 void UnaryRoundBf16(UnaryOp op, const float* x, float* y, size_t n) { UnaryF32With(op, x, y, n, RoundBf16Results()); }
@@ -283,30 +277,26 @@ double ErfInvF64(double x) {
   return std::copysign(ay, x);
 }
 
+// f64 column `map`: the functor over f64 vectors; an expression of `v`:
+// that expression per element.
+struct MapColumn {};
+
+template <class Functor, class Scalar>
+HWY_INLINE void UnaryF64Column(const double* x, double* y, size_t n, Scalar scalar) {
+  if constexpr (std::is_same_v<decltype(scalar(0.0)), MapColumn>) {
+    Map1(x, y, n, Functor());
+  } else {
+    for (size_t i = 0; i < n; ++i) y[i] = scalar(x[i]);
+  }
+}
+
 void UnaryF64(UnaryOp op, const double* x, double* y, size_t n) {
-  auto each = [&](auto f) {
-    for (size_t i = 0; i < n; ++i) y[i] = f(x[i]);
-  };
+  [[maybe_unused]] constexpr MapColumn map{};
   switch (op) {
-    case UnaryOp::neg: return Map1(x, y, n, NegOp());
-    case UnaryOp::abs: return Map1(x, y, n, AbsOp());
-    case UnaryOp::sign: return Map1(x, y, n, SignOp());
-    case UnaryOp::sqrt: return Map1(x, y, n, SqrtOp());
-    case UnaryOp::rsqrt: return Map1(x, y, n, RsqrtOp());
-    case UnaryOp::floor: return Map1(x, y, n, FloorOp());
-    case UnaryOp::ceil: return Map1(x, y, n, CeilOp());
-    case UnaryOp::round_even: return Map1(x, y, n, RoundEvenOp());
-    case UnaryOp::round_away: return Map1(x, y, n, RoundAwayOp());
-    case UnaryOp::exp: return each([](double v) { return std::exp(v); });
-    case UnaryOp::expm1: return each([](double v) { return std::expm1(v); });
-    case UnaryOp::log: return each([](double v) { return std::log(v); });
-    case UnaryOp::log1p: return each([](double v) { return std::log1p(v); });
-    case UnaryOp::tanh: return each([](double v) { return std::tanh(v); });
-    case UnaryOp::logistic: return each([](double v) { return 1.0 / (1.0 + std::exp(-v)); });
-    case UnaryOp::erf: return each([](double v) { return std::erf(v); });
-    case UnaryOp::erf_inv: return each(ErfInvF64);
-    case UnaryOp::sin: return each([](double v) { return std::sin(v); });
-    case UnaryOp::cos: return each([](double v) { return std::cos(v); });
+#define PAX_UNARY_FLOAT_OP(id, functor, f32, f64) \
+  case UnaryOp::id:                               \
+    return UnaryF64Column<functor>(x, y, n, [map](double v) { return f64; });
+#include "pax/ir/elementwise_ops.def"
     case UnaryOp::not_: break;
   }
   PAX_FAIL("unary kernel: op not defined for float64");
@@ -365,12 +355,10 @@ void Unary(UnaryOp op, DType dtype, const void* x, void* y, size_t n) {
 template <class T, class Wrap = Plain>
 void BinaryFloat(BinaryOp op, const T* a, const T* b, T* y, size_t n, Wrap w = {}) {
   switch (op) {
-    case BinaryOp::add: return Map2(a, b, y, n, w(AddOp()));
-    case BinaryOp::sub: return Map2(a, b, y, n, w(SubOp()));
-    case BinaryOp::mul: return Map2(a, b, y, n, w(MulOp()));
-    case BinaryOp::div: return Map2(a, b, y, n, w(DivOp()));
-    case BinaryOp::max: return Map2(a, b, y, n, w(MaxOp()));
-    case BinaryOp::min: return Map2(a, b, y, n, w(MinOp()));
+// clang-format off
+#define PAX_BINARY_FLOAT_OP(id, functor) case BinaryOp::id: return Map2(a, b, y, n, w(functor()));
+#include "pax/ir/elementwise_ops.def"
+    // clang-format on
     case BinaryOp::rem:
       for (size_t i = 0; i < n; ++i) y[i] = std::fmod(a[i], b[i]);
       break;

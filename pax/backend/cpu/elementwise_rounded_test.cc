@@ -73,11 +73,10 @@ TEST(RoundedKernels, RoundToBf16MatchesFloatToBf16) {
 }
 
 TEST(RoundedKernels, UnaryMatchesTheBf16Kernels) {
-  const UnaryOp ops[] = {UnaryOp::neg,      UnaryOp::abs,   UnaryOp::sign,       UnaryOp::exp,       UnaryOp::expm1,
-                         UnaryOp::log,      UnaryOp::log1p, UnaryOp::sqrt,       UnaryOp::rsqrt,     UnaryOp::tanh,
-                         UnaryOp::logistic, UnaryOp::erf,   UnaryOp::erf_inv,    UnaryOp::sin,       UnaryOp::cos,
-                         UnaryOp::floor,    UnaryOp::ceil,  UnaryOp::round_away, UnaryOp::round_even};
-  for (UnaryOp op : ops) {
+  // Every floating-point operation of elementwise_ops.def.
+  for (int k = 0; k < kNumUnaryFloatOps; ++k) {
+    const UnaryOp op = UnaryOp(k);
+    SCOPED_TRACE(unary_op_name(op));
     for (size_t n : kSizes) {
       const std::vector<float> x = values(n, 2 + uint32_t(op), true);
       std::vector<float> y(n);

@@ -27,32 +27,15 @@ constexpr int kMinRun = 2;  // a lone instruction gains nothing from compiling
 const LoopDialect& hwy_dialect() {
   static const LoopDialect dialect = [] {
     LoopDialect d{};
-    auto un = [&](UnaryOp op, std::string_view e) { d.unary[size_t(op)] = e; };
-    un(UnaryOp::neg, "NegOp()(d, {0})");
-    un(UnaryOp::abs, "AbsOp()(d, {0})");
-    un(UnaryOp::sign, "SignOp()(d, {0})");
-    un(UnaryOp::exp, "ExpOp()(d, {0})");
-    un(UnaryOp::expm1, "Expm1Op()(d, {0})");
-    un(UnaryOp::log, "LogOp()(d, {0})");
-    un(UnaryOp::log1p, "Log1pOp()(d, {0})");
-    un(UnaryOp::sqrt, "SqrtOp()(d, {0})");
-    un(UnaryOp::rsqrt, "RsqrtOp()(d, {0})");
-    un(UnaryOp::tanh, "TanhOp()(d, {0})");
-    un(UnaryOp::logistic, "LogisticOp()(d, {0})");
-    un(UnaryOp::erf, "ErfOp()(d, {0})");
-    un(UnaryOp::erf_inv, "ErfInvOp()(d, {0})");
-    un(UnaryOp::floor, "FloorOp()(d, {0})");
-    un(UnaryOp::ceil, "CeilOp()(d, {0})");
-    un(UnaryOp::round_away, "RoundAwayOp()(d, {0})");
-    un(UnaryOp::round_even, "RoundEvenOp()(d, {0})");
-    // sin / cos: their kernel checks the range of a whole window first.
-    auto bin = [&](BinaryOp op, std::string_view e) { d.binary[size_t(op)] = e; };
-    bin(BinaryOp::add, "AddOp()(d, {0}, {1})");
-    bin(BinaryOp::sub, "SubOp()(d, {0}, {1})");
-    bin(BinaryOp::mul, "MulOp()(d, {0}, {1})");
-    bin(BinaryOp::div, "DivOp()(d, {0}, {1})");
-    bin(BinaryOp::max, "MaxOp()(d, {0}, {1})");
-    bin(BinaryOp::min, "MinOp()(d, {0}, {1})");
+    // Every operation of elementwise_ops.def whose kernel maps its functor
+    // (sin / cos check the range of a whole window first: interpreted).
+#define PAX_DIALECT_map(id, functor) d.unary[size_t(UnaryOp::id)] = #functor "()(d, {0})";
+#define PAX_DIALECT_own(id, functor)
+#define PAX_UNARY_FLOAT_OP(id, functor, f32, f64) PAX_DIALECT_##f32(id, functor)
+#define PAX_BINARY_FLOAT_OP(id, functor) d.binary[size_t(BinaryOp::id)] = #functor "()(d, {0}, {1})";
+#include "pax/ir/elementwise_ops.def"
+#undef PAX_DIALECT_map
+#undef PAX_DIALECT_own
     // As C++ compares: unordered operands are unequal and nothing else.
     d.compare_float = {"hn::Eq({0}, {1})", "hn::Not(hn::Eq({0}, {1}))", "hn::Lt({0}, {1})",
                        "hn::Le({0}, {1})", "hn::Gt({0}, {1})",          "hn::Ge({0}, {1})"};

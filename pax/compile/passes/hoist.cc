@@ -17,28 +17,17 @@ namespace {
 // Small values: the size constant folding also keeps to.
 constexpr int64_t kMaxHoistedElements = kDefaultFoldLimit;
 
-// Pure, cheap equations that are safe to run earlier.
+// Pure equations that are safe to run earlier: every elementwise primitive
+// with a kernel operation (prims.def's kernel column; on small values each
+// is cheap), and the data movement of casts and parameters.
 bool hoistable(Prim p) {
+  if (is_elementwise(p) && prim_kernel(p).kind != ElementwiseKernel::Kind::none) return true;
   switch (p) {
-    case Prim::convert_element_type:
     case Prim::reshape:
     case Prim::squeeze:
     case Prim::expand_dims:
     case Prim::broadcast_in_dim:
-    case Prim::transpose:
-    case Prim::neg:
-    case Prim::add:
-    case Prim::sub:
-    case Prim::mul:
-    case Prim::div:
-    case Prim::max:
-    case Prim::min:
-    case Prim::sqrt:
-    case Prim::rsqrt:
-    case Prim::exp:
-    case Prim::log:
-    case Prim::pow:
-    case Prim::integer_pow: return true;
+    case Prim::transpose: return true;
     default: return false;
   }
 }
