@@ -126,6 +126,7 @@ Array log(const Array& x);
 Array log1p(const Array& x);
 Array sqrt(const Array& x);
 Array rsqrt(const Array& x);
+Array cbrt(const Array& x);
 Array tanh(const Array& x);
 Array sin(const Array& x);
 Array cos(const Array& x);

@@ -26,6 +26,7 @@ Array derivative(const Array& x, const Array& y, const Params& p) {
   if constexpr (P == Prim::log1p) return lax::div(full_like(x, 1.0), lax::add(x, full_like(x, 1.0)));
   if constexpr (P == Prim::sqrt) return lax::div(full_like(y, 0.5), y);
   if constexpr (P == Prim::rsqrt) return lax::mul(full_like(y, -0.5), lax::div(y, x));
+  if constexpr (P == Prim::cbrt) return lax::div(full_like(y, 1.0 / 3.0), lax::mul(y, y));
   if constexpr (P == Prim::tanh) return lax::sub(full_like(y, 1.0), lax::mul(y, y));
   if constexpr (P == Prim::logistic) return lax::mul(y, lax::sub(full_like(y, 1.0), y));
   if constexpr (P == Prim::erf) {
@@ -173,6 +174,7 @@ void register_elementwise_ad(PrimTable& t) {
   PAX_UNARY_AD(log1p)
   PAX_UNARY_AD(sqrt)
   PAX_UNARY_AD(rsqrt)
+  PAX_UNARY_AD(cbrt)
   PAX_UNARY_AD(tanh)
   PAX_UNARY_AD(logistic)
   PAX_UNARY_AD(erf)

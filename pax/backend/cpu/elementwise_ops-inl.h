@@ -130,6 +130,27 @@ struct SqrtOp { template <class D, class V> HWY_INLINE V operator()(D, V x) cons
 struct RsqrtOp {
   template <class D, class V> HWY_INLINE V operator()(D d, V x) const { return hn::Div(hn::Set(d, 1), hn::Sqrt(x)); }
 };
+// cbrt: exp(log|x| / 3) with x's sign, refined by one Newton step on
+// y^3 = |x|; tiny and huge magnitudes are scaled by 2^-+72 first (exactly,
+// the result by 2^+-24) so that the logarithm and the cube stay in range;
+// +-0, +-inf and NaN are returned as they are.
+struct CbrtOp {
+  template <class D, class V>
+  HWY_INLINE V operator()(D d, V x) const {
+    using T = hn::TFromD<D>;
+    const V ax = hn::Abs(x);
+    const auto tiny = hn::Lt(ax, hn::Set(d, T(0x1p-100))), huge = hn::Gt(ax, hn::Set(d, T(0x1p100)));
+    V a = hn::IfThenElse(tiny, hn::Mul(ax, hn::Set(d, T(0x1p72))), ax);
+    a = hn::IfThenElse(huge, hn::Mul(a, hn::Set(d, T(0x1p-72))), a);
+    V y = hn::Exp(d, hn::Mul(hn::Log(d, a), hn::Set(d, T(1.0 / 3.0))));
+    const V y2 = hn::Mul(y, y);
+    y = hn::Sub(y, hn::Div(hn::Sub(hn::Mul(y2, y), a), hn::Mul(hn::Set(d, T(3)), y2)));
+    y = hn::IfThenElse(tiny, hn::Mul(y, hn::Set(d, T(0x1p-24))), y);
+    y = hn::IfThenElse(huge, hn::Mul(y, hn::Set(d, T(0x1p24))), y);
+    const auto special = hn::Or(hn::Eq(ax, hn::Zero(d)), hn::Not(hn::IsFinite(x)));
+    return hn::IfThenElse(special, x, hn::CopySign(y, x));
+  }
+};
 struct TanhOp {
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x) const {
