@@ -81,10 +81,16 @@ Array from_host(const void* data, const Shape& shape, DType dtype, Device device
 }
 
 Array scalar(double value, DType dtype, bool weak_type) {
-  unsigned char bytes[16];
-  convert_host(DType::f64, &value, dtype, bytes, 1);
-  Array a = from_host(bytes, Shape{}, dtype);
-  return weak_type ? Array(AVal{Shape{}, dtype, true}, a.buffer()) : a;
+  const Device device = default_device();
+  std::shared_ptr<Buffer> buffer = Buffer::allocate_on(device, itemsize(dtype));
+  if (device.kind == DeviceKind::cpu) {
+    convert_host(DType::f64, &value, dtype, buffer->data(), 1);
+  } else {
+    unsigned char bytes[16];
+    convert_host(DType::f64, &value, dtype, bytes, 1);
+    device_memory(device.kind).from_host(buffer, 0, bytes, itemsize(dtype));
+  }
+  return Array(AVal{Shape{}, dtype, weak_type}, std::move(buffer));
 }
 
 }  // namespace pax

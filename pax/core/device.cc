@@ -22,7 +22,12 @@ std::array<std::atomic<const DeviceMemory*>, kNumDeviceKinds> g_memory{};
 // devices() order.
 std::mutex g_default_mu;
 std::optional<DeviceKind> g_default_kind;
-thread_local std::optional<Device> t_scoped_default;
+// g_default_kind once resolved (-1 before), read without the lock: every
+// array made from a host value asks for it.
+std::atomic<int> g_default_resolved{-1};
+// Read on every eager operation: the initial-exec model avoids a call to
+// resolve it (libpax is loaded with the program, never opened later).
+thread_local std::optional<Device> t_scoped_default __attribute__((tls_model("initial-exec")));
 
 // The order devices() lists platforms in: accelerators first, as JAX does.
 constexpr std::array<DeviceKind, kNumDeviceKinds> kListOrder = {DeviceKind::cuda, DeviceKind::sim, DeviceKind::cpu};
@@ -100,6 +105,7 @@ std::vector<Device> devices(std::string_view platform) {
 
 Device default_device() {
   if (t_scoped_default) return *t_scoped_default;
+  if (const int k = g_default_resolved.load(std::memory_order_acquire); k >= 0) return Device{DeviceKind(k), 0};
   std::lock_guard<std::mutex> lock(g_default_mu);
   if (!g_default_kind) {
     const char* env = std::getenv("PAX_PLATFORMS");
@@ -110,6 +116,7 @@ Device default_device() {
       g_default_kind = platform_present(DeviceKind::cpu) ? DeviceKind::cpu : devices().at(0).kind;
     }
   }
+  g_default_resolved.store(int(*g_default_kind), std::memory_order_release);
   return Device{*g_default_kind, 0};
 }
 
@@ -117,6 +124,7 @@ void set_default_platform(std::string_view platforms) {
   const DeviceKind kind = first_present_of(platforms, "platform");
   std::lock_guard<std::mutex> lock(g_default_mu);
   g_default_kind = kind;
+  g_default_resolved.store(int(kind), std::memory_order_release);
 }
 
 DefaultDeviceScope::DefaultDeviceScope(Device device) : outer_(t_scoped_default) {

@@ -1,5 +1,6 @@
 // The eager interpreter: run a primitive now, on concrete arrays, on the
 // device its operands live on (place_operands).
+#include <optional>
 #include <vector>
 
 #include "pax/backend/backend.h"
@@ -9,12 +10,42 @@
 
 namespace pax {
 
-std::vector<Array> eager_apply(Prim prim, std::span<const Array> inputs_in, const Params& params) {
+namespace {
+
+// The device the operands share when none needs moving: all on one device,
+// which is the default unless one of them is committed there (the common
+// cases, checked without copying the operands); nullopt otherwise.
+std::optional<Device> shared_device(std::span<const Array> inputs, bool& committed) {
+  const Device fallback = default_device();
+  std::optional<Device> device;
+  for (const Array& a : inputs) {
+    if (!a.is_concrete()) continue;
+    const Device d = a.device();
+    committed = committed || a.committed();
+    if (device && d != *device) return std::nullopt;
+    device = d;
+  }
+  if (!device) return fallback;
+  if (!committed && *device != fallback) return std::nullopt;
+  return device;
+}
+
+}  // namespace
+
+std::vector<Array> eager_apply(Prim prim, std::span<const Array> operands, const Params& params) {
   const PrimDef& def = prim_def(prim);
-  std::vector<Array> inputs(inputs_in.begin(), inputs_in.end());
-  const Device device = place_operands(inputs, prim_name(prim));
   bool committed = false;
-  for (const Array& a : inputs) committed = committed || a.committed();
+  std::optional<Device> placed = shared_device(operands, committed);
+  std::vector<Array> moved;
+  if (!placed) {
+    moved.assign(operands.begin(), operands.end());
+    placed = place_operands(moved, prim_name(prim));
+    committed = false;
+    for (const Array& a : moved) committed = committed || a.committed();
+    operands = moved;
+  }
+  const Device device = *placed;
+  std::span<const Array> inputs = operands;
   std::vector<AVal> in_avals;
   in_avals.reserve(inputs.size());
   for (const Array& a : inputs) in_avals.push_back(a.aval());
@@ -42,12 +73,15 @@ std::vector<Array> eager_apply(Prim prim, std::span<const Array> inputs_in, cons
   outputs.reserve(out_avals.size());
   for (AVal& aval : out_avals) {
     size_t nbytes = size_t(aval.shape.numel()) * itemsize(aval.dtype);
-    outputs.emplace_back(std::move(aval), backend.memory.allocate(nbytes, device.index), committed);
+    outputs.emplace_back(
+        std::move(aval),
+        device.kind == DeviceKind::cpu ? Buffer::allocate(nbytes) : backend.memory.allocate(nbytes, device.index),
+        committed);
   }
   // A backend with a stream of its own queues the kernel there; the CPU
   // runs it now, on this thread.
   if (backend.launch) {
-    backend.launch(device.index, kernel, params, std::move(inputs), outputs);
+    backend.launch(device.index, kernel, params, std::vector<Array>(inputs.begin(), inputs.end()), outputs);
     return outputs;
   }
   std::vector<TensorView> in_views(inputs.size());
