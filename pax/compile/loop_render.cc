@@ -49,10 +49,11 @@ std::string_view expression(const LoopProgram& p, const FusedInstr& ins, const L
   const Kind in = kind(ins.args[0]), out = kind_of(ins.out_dtype);
   switch (ins.kind) {
     case FusedInstr::Kind::unary:
-      return in == Kind::float_ && out == Kind::float_ ? d.unary[ins.op] : std::string_view();
+      if (in != out) return {};
+      return in == Kind::float_ ? d.unary[ins.op] : in == Kind::int_ ? d.unary_int[ins.op] : std::string_view();
     case FusedInstr::Kind::binary:
-      return in == Kind::float_ && kind(ins.args[1]) == Kind::float_ && out == Kind::float_ ? d.binary[ins.op]
-                                                                                            : std::string_view();
+      if (in != out || kind(ins.args[1]) != in) return {};
+      return in == Kind::float_ ? d.binary[ins.op] : in == Kind::int_ ? d.binary_int[ins.op] : std::string_view();
     case FusedInstr::Kind::compare:
       if (out != Kind::mask || kind(ins.args[1]) != in) return {};
       return in == Kind::float_ ? d.compare_float[ins.op] : in == Kind::int_ ? d.compare_int[ins.op] : "";
@@ -69,12 +70,13 @@ std::string_view expression(const LoopProgram& p, const FusedInstr& ins, const L
                : in == Kind::int_ ? d.int_to_float
                                   : "";
       }
+      if (out == Kind::int_) {
+        return in == Kind::int_ ? std::string_view("{0}") : in == Kind::mask ? d.mask_to_int : "";
+      }
       return out == Kind::mask && in == Kind::float_ ? d.float_to_mask : "";
     case FusedInstr::Kind::select_n:
-      return ins.args.size() == 3 && in == Kind::mask && kind(ins.args[1]) == Kind::float_ &&
-                     kind(ins.args[2]) == Kind::float_ && out == Kind::float_
-                 ? d.select
-                 : "";
+      if (ins.args.size() != 3 || in != Kind::mask || kind(ins.args[1]) != out || kind(ins.args[2]) != out) return {};
+      return out == Kind::float_ ? d.select : out == Kind::int_ ? d.select_int : "";
   }
   return {};
 }
@@ -109,7 +111,7 @@ bool renderable(const LoopProgram& p, const FusedInstr& ins, std::span<const Slo
     if (s.kind == FusedSlot::Kind::splat && s.clamp_hi >= 0) return false;  // clamped int32 selectors
   }
   const Kind out = kind_of(ins.out_dtype);
-  if (out != Kind::float_ && out != Kind::mask) return false;
+  if (out == Kind::none) return false;
   if (!format_fits(out, formats[size_t(ins.result)]) || dialect.store[size_t(formats[size_t(ins.result)])].empty()) {
     return false;
   }

@@ -29,7 +29,7 @@ enum class SlotFormat : uint8_t {
   none,     // not readable by a compiled run
   f32,      // 4-byte floats (f32 values, or bf16 values held widened)
   bf16,     // 2-byte bf16 bits, widened on load and narrowed on store
-  i32,      // 4-byte integers (compared only)
+  i32,      // 4-byte integers
   boolean,  // one byte, 0 or 1 (a mask while computed)
 };
 inline constexpr int kNumSlotFormats = int(SlotFormat::boolean) + 1;
@@ -38,14 +38,18 @@ inline constexpr int kNumSlotFormats = int(SlotFormat::boolean) + 1;
 struct LoopDialect {
   std::array<std::string_view, kNumUnaryOps> unary;                         // float {0}
   std::array<std::string_view, kNumBinaryOps> binary;                       // float {0}, {1}
+  std::array<std::string_view, kNumUnaryOps> unary_int;                     // int32 {0}
+  std::array<std::string_view, kNumBinaryOps> binary_int;                   // int32 {0}, {1}
   std::array<std::string_view, kNumCompareOps> compare_float, compare_int;  // -> mask
   std::string_view round_bf16;                                              // a float value rounded to bf16 precision
   std::string_view is_finite;                                               // float -> mask
   std::string_view integer_pow;                                             // float {0} to the integer power {1}
   std::string_view select;                                                  // mask {0} ? {2} : {1}
+  std::string_view select_int;                                              // the same over int32 cases
   std::string_view mask_to_float;                                           // 1 / 0
   std::string_view float_to_mask;                                           // != 0
   std::string_view int_to_float;
+  std::string_view mask_to_int;                   // 1 / 0
   std::string_view let_float, let_int, let_mask;  // declare {0} = {1}
   // Per SlotFormat: a load of slot {0} at this iteration's index, a splat
   // (the slot's first element, read once before the loop), and a store of

@@ -49,6 +49,21 @@ const LoopDialect& hwy_dialect() {
     d.mask_to_float = "hn::IfThenElseZero({0}, hn::Set(d, 1.0f))";
     d.float_to_mask = "hn::Not(hn::Eq({0}, hn::Zero(d)))";
     d.int_to_float = "hn::ConvertTo(d, {0})";
+    // int32 arithmetic wraps around, as the kernels' does; division,
+    // remainder, powers and shifts (with XLA's rules for zero divisors and
+    // wide shifts) stay with the interpreter.
+    d.unary_int[size_t(UnaryOp::neg)] = "hn::Neg({0})";
+    d.unary_int[size_t(UnaryOp::not_)] = "hn::Not({0})";
+    d.binary_int[size_t(BinaryOp::add)] = "hn::Add({0}, {1})";
+    d.binary_int[size_t(BinaryOp::sub)] = "hn::Sub({0}, {1})";
+    d.binary_int[size_t(BinaryOp::mul)] = "hn::Mul({0}, {1})";
+    d.binary_int[size_t(BinaryOp::max)] = "hn::Max({0}, {1})";
+    d.binary_int[size_t(BinaryOp::min)] = "hn::Min({0}, {1})";
+    d.binary_int[size_t(BinaryOp::and_)] = "hn::And({0}, {1})";
+    d.binary_int[size_t(BinaryOp::or_)] = "hn::Or({0}, {1})";
+    d.binary_int[size_t(BinaryOp::xor_)] = "hn::Xor({0}, {1})";
+    d.select_int = "SelectI32(d, {0}, {1}, {2})";
+    d.mask_to_int = "MaskToI32(d, {0})";
     d.let_float = d.let_int = d.let_mask = "const auto {0} = {1};";
     auto mem = [&](SlotFormat f, std::string_view load, std::string_view splat, std::string_view store) {
       d.load[size_t(f)] = load;
@@ -57,7 +72,7 @@ const LoopDialect& hwy_dialect() {
     };
     mem(SlotFormat::f32, "LoadF32(d, p[{0}], i)", "SplatF32(d, s[{0}])", "StoreF32(d, {0}, p[{1}], i);");
     mem(SlotFormat::bf16, "LoadBf16(d, p[{0}], i)", "SplatBf16(d, s[{0}])", "StoreBf16(d, {0}, p[{1}], i);");
-    mem(SlotFormat::i32, "LoadI32(d, p[{0}], i)", "SplatI32(d, s[{0}])", "");
+    mem(SlotFormat::i32, "LoadI32(d, p[{0}], i)", "SplatI32(d, s[{0}])", "StoreI32(d, {0}, p[{1}], i);");
     mem(SlotFormat::boolean, "LoadBool(d, p[{0}], i)", "SplatBool(d, s[{0}])", "StoreBool(d, {0}, p[{1}], i);");
     return d;
   }();

@@ -81,6 +81,23 @@ HWY_INLINE void StoreBf16(D d, hn::Vec<D> v, void* p, size_t i) {
   hn::StoreU(hn::DemoteTo(d16, high), d16, static_cast<uint16_t*>(p) + i);
 }
 template <class D>
+HWY_INLINE void StoreI32(D, hn::Vec<hn::RebindToSigned<D>> v, void* p, size_t i) {
+  const hn::RebindToSigned<D> di;
+  hn::StoreU(v, di, static_cast<int32_t*>(p) + i);
+}
+// Masks are of the float lanes; int32 values are selected and made from them.
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> SelectI32(D, hn::Mask<D> m, hn::Vec<hn::RebindToSigned<D>> no,
+                                                    hn::Vec<hn::RebindToSigned<D>> yes) {
+  const hn::RebindToSigned<D> di;
+  return hn::IfThenElse(hn::RebindMask(di, m), yes, no);
+}
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> MaskToI32(D, hn::Mask<D> m) {
+  const hn::RebindToSigned<D> di;
+  return hn::IfThenElseZero(hn::RebindMask(di, m), hn::Set(di, 1));
+}
+template <class D>
 HWY_INLINE void StoreBool(D d, hn::Mask<D> m, void* p, size_t i) {
   const hn::Rebind<uint8_t, D> d8;
   const hn::RebindToSigned<D> di;

@@ -169,6 +169,52 @@ TEST(FusedCodegen, F32ArithmeticMatchesTheInterpreter) {
   }
 }
 
+// int32 arithmetic, bitwise operations, selects and a mask made int are
+// compiled (one run holding every instruction) and wrap around as the
+// interpreter and the kernels do: INT32_MAX + 1 is INT32_MIN.
+TEST(FusedCodegen, Int32ArithmeticIsCompiled) {
+  SKIP_WITHOUT_CODEGEN();
+  for (int64_t n : {1, 15, 17, 1031}) {
+    Builder b;
+    b.p.size = n;
+    const int x = b.slot(FusedSlot::Kind::input, DType::i32, 0);
+    const int y = b.slot(FusedSlot::Kind::input, DType::i32, 1);
+    const int one = b.slot(FusedSlot::Kind::splat, DType::i32, 2);
+    const int sum = b.binary(BinaryOp::add, x, one, DType::i32);
+    const int prod = b.binary(BinaryOp::mul, b.binary(BinaryOp::sub, sum, y, DType::i32), y, DType::i32);
+    const int bits = b.binary(BinaryOp::xor_, b.binary(BinaryOp::and_, prod, x, DType::i32),
+                              b.binary(BinaryOp::or_, y, one, DType::i32), DType::i32);
+    const int lo = b.binary(BinaryOp::min, b.binary(BinaryOp::max, bits, y, DType::i32), x, DType::i32);
+    const int flipped = b.unary(UnaryOp::not_, b.unary(UnaryOp::neg, lo, DType::i32), DType::i32);
+    const int lt = b.instr(FusedInstr::Kind::compare, uint8_t(CompareOp::lt), DType::i32, DType::bool_, {x, y});
+    const int pick = b.instr(FusedInstr::Kind::select_n, 0, DType::bool_, DType::i32, {lt, flipped, sum});
+    const int as_int = b.instr(FusedInstr::Kind::convert, 0, DType::bool_, DType::i32, {lt});
+    b.p.stores = {{pick, 0}, {as_int, 1}, {sum, 2}};
+    b.p.num_inputs = 3;
+    b.p.num_outputs = 3;
+    b.p.finalize();
+    FusedLoop p = compiled(b.p);
+    ASSERT_EQ(p.compiled_runs.size(), 1u);
+    EXPECT_EQ(p.compiled_runs[0], std::make_pair(0, int(p.instrs.size())));
+    std::vector<int32_t> xv(static_cast<size_t>(n)), yv(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      xv[size_t(i)] = i % 5 == 0 ? std::numeric_limits<int32_t>::max() : int32_t(i * 7919 - 3000);
+      yv[size_t(i)] = i % 3 == 0 ? std::numeric_limits<int32_t>::min() : int32_t(40000 - i * 104729);
+    }
+    const int32_t cv = 1;
+    const void* in[] = {xv.data(), yv.data(), &cv};
+    EXPECT_TRUE(
+        same_both_ways(p, in, {{size_t(n) * 4, DType::i32}, {size_t(n) * 4, DType::i32}, {size_t(n) * 4, DType::i32}}))
+        << n;
+    // The sum by hand: wrapped around at INT32_MAX.
+    std::vector<int32_t> got(static_cast<size_t>(n)), m1(got), m2(got);
+    void* out[] = {m1.data(), m2.data(), got.data()};
+    run_fused(p, in, out);
+    EXPECT_EQ(got[0], std::numeric_limits<int32_t>::min());
+    if (n > 1) EXPECT_EQ(got[1], xv[1] + 1);
+  }
+}
+
 // op over xv and over op(xv) - xv, in f32 and in wide bf16, compiled
 // against interpreted; the programs of all ops are built as one source.
 void expect_unary_matches(std::vector<UnaryOp> ops, const std::vector<float>& xv) {
