@@ -67,11 +67,11 @@ uint64_t sim_record_event(int index) { return record(index); }
 void sim_wait_event(int index, uint64_t event) { wait(index, event); }
 void sim_synchronize(int index) { synchronize(index); }
 
-// The CPU's kernels run on the stream thread, with host scratch (the host
-// may not read sim memory, but the stream's own work may use host memory).
-std::shared_ptr<Buffer> host_scratch(size_t nbytes, int) { return Buffer::allocate(nbytes); }
+// The CPU's kernels run on the stream thread, with the CPU's host scratch
+// (the host may not read sim memory, but the stream's own work may use host
+// memory).
 const KernelContext& kernel_context() {
-  static const KernelContext context{Device{DeviceKind::sim, 0}, nullptr, nullptr, host_scratch};
+  static const KernelContext context{Device{DeviceKind::sim, 0}, nullptr, nullptr, host_kernel_context().scratch};
   return context;
 }
 
