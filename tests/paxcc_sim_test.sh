@@ -39,6 +39,16 @@ eval_metrics() { sed -E 's/"wall_time":[^,}]*,?//g' "$1"/eval_runs/step_00000020
 grep -q '"split":"eval_' "$work/env/eval_runs/step_00000020/metrics.jsonl" 2>/dev/null || fail "eval on sim wrote no eval metrics"
 diff <(eval_metrics "$work/cpu") <(eval_metrics "$work/env") >/dev/null || fail "eval metrics on sim differ from the CPU's"
 
+# --list_devices: a line per device, and why cuda has none on this machine.
+devices=$("$paxcc" --list_devices 2>&1) || fail "--list_devices failed: $devices"
+[[ $devices == *"cpu:0    "* && $devices == *"sim:0    "* ]] || fail "--list_devices lacks cpu:0 or sim:0: $devices"
+[[ $devices == *"cuda"* ]] || fail "--list_devices says nothing of cuda: $devices"
+if [[ $devices == *"cuda:0"* ]]; then
+  echo "a CUDA device is present: the --platform=cuda refusal is not checked"
+  [[ $failures -eq 0 ]] && echo "paxcc on the sim device: all checks passed"
+  exit $((failures > 0))
+fi
+
 out=$("$paxcc" "${run[@]}" "--job_log_dir=$work/x" --platform=cuda 2>&1)
 rc=$?
 [[ $rc -ne 0 && $(wc -l <<<"$out") -eq 1 && $out == *"names no platform present here; present: sim, cpu"* ]] ||

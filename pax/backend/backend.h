@@ -20,6 +20,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <span>
+#include <vector>
 
 #include "pax/backend/kernel.h"
 #include "pax/core/buffer.h"
@@ -32,6 +35,12 @@ namespace pax {
 struct Backend {
   const char* name;  // "cpu", "sim"
   DeviceKind kind;
+
+  // --- What it is ---
+  // One line on device `index` ("NVIDIA H100 80GB HBM3, sm_90, 132 SMs,
+  // 79.1 GiB"), and why the platform has no device when it has none.
+  std::string (*describe)(int index);
+  std::string (*absence_reason)();
 
   // --- Memory, streams and threads ---
   // Allocation (a caching allocator; memory freed by the host is reused by
@@ -89,15 +98,30 @@ void register_backend(const Backend& backend);
 
 // The backend of `device`'s platform; throws pax::Error when none is linked.
 const Backend& backend_for(Device device);
+// The backend of `kind`, or nullptr when none is linked.
+const Backend* find_backend(DeviceKind kind);
+// Every platform paxcc knows, a line per device present and a line for each
+// platform without one (why: no device, or not built in), as paxcc
+// --list_devices prints it.
+std::string device_report();
 const Backend& backend_for(DeviceKind kind);
 
 // The backend of the default device (pax/core/device.h).
 const Backend& default_backend();
 
-// The device an operation on `inputs` runs on, bringing uncommitted inputs
-// there: the device of the committed inputs (two devices among them are a
-// pax::Error naming both, for `what`), else the default device (where
-// uncommitted arrays are made). Tracers are skipped.
+// Where an operation on `inputs` runs, by JAX's rule: the device of the
+// committed inputs (two devices among them are a pax::Error naming both, for
+// `what`), else the default device (where uncommitted arrays are made), and
+// whether the results are committed (any input is). Tracers are skipped.
+struct Placement {
+  Device device;
+  bool committed = false;
+};
+// When an uncommitted input lives elsewhere, `moved` receives the inputs
+// with those brought to the device; otherwise it is left empty and the
+// inputs are used as they are (the common case: nothing is copied).
+Placement place_operands(std::span<const Array> inputs, std::vector<Array>& moved, const char* what);
+// The same, moving within `inputs`.
 Device place_operands(std::vector<Array>& inputs, const char* what);
 
 // Brings the arguments of an executable of `device` there: uncommitted ones

@@ -42,7 +42,7 @@ void Array::copy_to_host(DType as, void* dst) const {
   const Device d = b->device();
   if (d.kind == DeviceKind::cpu || device_memory(d.kind).host_accessible) {
     // Work queued on the device may still be writing the buffer.
-    if (d.kind != DeviceKind::cpu) device_memory(d.kind).to_host(*b, 0, nullptr, 0);
+    synchronize_device(d);
     convert_host(dtype(), b->data(), as, dst, size_t(size()));
     return;
   }

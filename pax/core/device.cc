@@ -81,6 +81,11 @@ const DeviceMemory& device_memory(DeviceKind kind) {
   return *m;
 }
 
+void synchronize_device(Device device) {
+  if (device.kind == DeviceKind::cpu) return;
+  if (const auto sync = device_memory(device.kind).synchronize) sync(device.index);
+}
+
 bool platform_present(DeviceKind kind) {
   const DeviceMemory* m = g_memory[size_t(kind)].load(std::memory_order_acquire);
   return m && m->device_count && m->device_count() > 0;

@@ -55,7 +55,14 @@ struct DeviceMemory {
   // the device's other work.
   void (*copy)(const std::shared_ptr<Buffer>& dst, size_t dst_offset, const std::shared_ptr<Buffer>& src,
                size_t src_offset, size_t nbytes) = nullptr;
+  // Waits until the work queued on device `index` has run (before the host
+  // reads memory it may read directly); nullptr where work runs in the
+  // caller's thread (the CPU).
+  void (*synchronize)(int index) = nullptr;
 };
+
+// Waits for the work queued on `device` (see DeviceMemory::synchronize).
+void synchronize_device(Device device);
 
 // Installs the memory functions of `kind` (a backend does so when it registers).
 void set_device_memory(DeviceKind kind, const DeviceMemory* memory);

@@ -22,7 +22,7 @@ Array copy_to_device(const Array& x, Device to, bool committed) {
     } else if (host_readable(to) && to.kind == DeviceKind::cpu) {
       device_memory(from.kind).to_host(*src, 0, dst->data(), n);
     } else if (host_readable(from)) {
-      if (from.kind != DeviceKind::cpu) device_memory(from.kind).to_host(*src, 0, nullptr, 0);
+      synchronize_device(from);
       device_memory(to.kind).from_host(dst, 0, src->data(), n);
     } else {
       std::vector<unsigned char> staged(n);

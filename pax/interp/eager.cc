@@ -1,6 +1,5 @@
 // The eager interpreter: run a primitive now, on concrete arrays, on the
 // device its operands live on (place_operands).
-#include <optional>
 #include <vector>
 
 #include "pax/backend/backend.h"
@@ -10,41 +9,11 @@
 
 namespace pax {
 
-namespace {
-
-// The device the operands share when none needs moving: all on one device,
-// which is the default unless one of them is committed there (the common
-// cases, checked without copying the operands); nullopt otherwise.
-std::optional<Device> shared_device(std::span<const Array> inputs, bool& committed) {
-  const Device fallback = default_device();
-  std::optional<Device> device;
-  for (const Array& a : inputs) {
-    if (!a.is_concrete()) continue;
-    const Device d = a.device();
-    committed = committed || a.committed();
-    if (device && d != *device) return std::nullopt;
-    device = d;
-  }
-  if (!device) return fallback;
-  if (!committed && *device != fallback) return std::nullopt;
-  return device;
-}
-
-}  // namespace
-
 std::vector<Array> eager_apply(Prim prim, std::span<const Array> operands, const Params& params) {
   const PrimDef& def = prim_def(prim);
-  bool committed = false;
-  std::optional<Device> placed = shared_device(operands, committed);
   std::vector<Array> moved;
-  if (!placed) {
-    moved.assign(operands.begin(), operands.end());
-    placed = place_operands(moved, prim_name(prim));
-    committed = false;
-    for (const Array& a : moved) committed = committed || a.committed();
-    operands = moved;
-  }
-  const Device device = *placed;
+  const auto [device, committed] = place_operands(operands, moved, prim_name(prim));
+  if (!moved.empty()) operands = moved;
   std::span<const Array> inputs = operands;
   std::vector<AVal> in_avals;
   in_avals.reserve(inputs.size());

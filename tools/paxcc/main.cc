@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
   app.footer(
       "Examples:\n"
       "  paxcc --list\n"
+      "  paxcc --list_devices\n"
       "  paxcc --exp=lm.KjvTransformer --job_log_dir=runs/kjv\n"
       "  paxcc --exp=lm.KjvTransformer --job_log_dir=runs/kjv --mode=decode\n"
       "  mpirun -np 2 paxcc --exp=lm.KjvTransformer --job_log_dir=runs/kjv2   (data parallel)\n"
@@ -124,7 +125,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> overrides;
   std::optional<int64_t> restore_step;
   std::optional<double> peak_flops, dist_timeout, dist_phase_timeout, dist_stop_grace;
-  bool list = false;
+  bool list = false, list_devices = false;
   app.add_option("--exp", exp_name,
                  "Registered experiment to run, by name or paxml name (tasks.lm.params.c4.C4Spmd1BAdam4Replicas; see "
                  "--list)");
@@ -162,6 +163,8 @@ int main(int argc, char** argv) {
                  "others before failing (default 30, or $PAX_DIST_STOP_GRACE)")
       ->check(number_between(0.001, 604800, "seconds (a week)"));
   app.add_flag("--list", list, "List the registered experiments");
+  app.add_flag("--list_devices", list_devices,
+               "List the devices of every platform (cpu, sim, cuda), and why a platform has none");
 
   CLI::App* tok = app.add_subcommand("tokenizer", "Train a SentencePiece model on a text file");
   std::string tok_input, tok_out, tok_type = "unigram";
@@ -203,6 +206,10 @@ int main(int argc, char** argv) {
     }
     if (list) {
       list_experiments();
+      return 0;
+    }
+    if (list_devices) {
+      std::cout << pax::device_report();
       return 0;
     }
     if (exp_name.empty() && config_file.empty()) {

@@ -6,8 +6,10 @@
 #include <algorithm>
 
 #include "pax/backend/cpu/copy.h"
+#include "pax/backend/cpu/cpu_info.h"
 #include "pax/backend/cpu/fused_loop.h"
 #include "pax/backend/cpu/gemm_dnnl.h"
+#include "pax/backend/cpu/isa.h"
 #include "pax/backend/cpu/kernels.h"
 #include "pax/backend/cpu/reduce.h"
 #include "pax/compile/loop_program.h"
@@ -17,6 +19,12 @@ namespace pax::cpu {
 namespace {
 
 int cpu_device_count() { return 1; }
+
+std::string cpu_describe(int /*index*/) {
+  const CpuInfo& cpu = cpu_info();
+  return cpu.model_name + " (" + isa_summary() + "), " + std::to_string(cpu.physical_cores) + " cores, " +
+         std::to_string(omp_get_max_threads()) + " threads";
+}
 std::shared_ptr<Buffer> cpu_allocate(size_t nbytes, int /*index*/) { return Buffer::allocate(nbytes); }
 void cpu_to_host(const Buffer& src, size_t offset, void* dst, size_t nbytes) {
   if (nbytes) copy_bytes(dst, static_cast<const char*>(src.data()) + offset, nbytes);
@@ -95,6 +103,8 @@ const Backend& cpu_backend() {
   static const Backend backend{
       .name = "cpu",
       .kind = DeviceKind::cpu,
+      .describe = cpu_describe,
+      .absence_reason = nullptr,
       .memory = DeviceMemory{.device_count = cpu_device_count,
                              .host_accessible = true,
                              .allocate = cpu_allocate,

@@ -160,11 +160,15 @@ struct TanhOp {
     return KeepNaN(d, x, hn::Tanh(d, hn::Min(hn::Max(x, hn::Neg(lim)), lim)));
   }
 };
+// 1 / (1 + exp(-x)) for x >= 0 and exp(x) / (1 + exp(x)) below: exp of a
+// non-positive argument never overflows, so results down to the smallest
+// subnormal survive (exp(-x) would reach inf first, near x = -88.7 in f32).
 struct LogisticOp {
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x) const {
     const V one = hn::Set(d, 1);
-    return hn::Div(one, hn::Add(one, ExpOp()(d, hn::Neg(x))));
+    const V e = ExpOp()(d, hn::Neg(hn::Abs(x)));
+    return hn::Div(hn::IfThenElse(hn::Lt(x, hn::Zero(d)), e, one), hn::Add(one, e));
   }
 };
 // erf for f32: x * P(x^2) / Q(x^2) on [-4, 4] (erf is +-1 in f32 outside).

@@ -19,6 +19,10 @@ namespace {
 
 int sim_device_count() { return 1; }
 
+std::string sim_describe(int /*index*/) {
+  return "a test device: host memory the host may not touch, kernels on a stream thread (PAX_SIM_MEMORY_MB)";
+}
+
 char* bytes_of(const Buffer& b, const char* what) {
   // A placeholder left empty: the work that was to fill it failed earlier.
   PAX_CHECK(b.data() != nullptr || b.nbytes() == 0, what, ": a buffer of ", b.nbytes(), " bytes on ", b.device(),
@@ -219,12 +223,15 @@ const Backend& sim_backend() {
     return Backend{
         .name = "sim",
         .kind = DeviceKind::sim,
+        .describe = sim_describe,
+        .absence_reason = nullptr,
         .memory = DeviceMemory{.device_count = sim_device_count,
                                .host_accessible = false,
                                .allocate = allocate,
                                .to_host = sim_to_host,
                                .from_host = sim_from_host,
-                               .copy = sim_copy},
+                               .copy = sim_copy,
+                               .synchronize = sim_synchronize},
         .record_event = sim_record_event,
         .wait_event = sim_wait_event,
         .synchronize = sim_synchronize,
