@@ -1,0 +1,57 @@
+// The CUDA backend's table: registered on every machine; where a GPU is
+// present, arrays round-trip through its memory, copies and events.
+#include "pax/backend/cuda/cuda_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "pax/backend/cuda/cuda_devices.h"
+#include "pax/core/device_put.h"
+#include "pax/ops/numpy.h"
+#include "pax/testing/testing.h"
+
+namespace pax::cuda {
+namespace {
+
+const Device kCuda{DeviceKind::cuda, 0};
+
+TEST(CudaBackend, RegisteredEvenWithoutADevice) {
+  const Backend* b = find_backend(DeviceKind::cuda);
+  ASSERT_NE(b, nullptr);
+  EXPECT_STREQ(b->name, "cuda");
+  EXPECT_FALSE(b->memory.host_accessible);
+  EXPECT_EQ(b->memory.device_count(), device_count());
+  if (device_count() > 0) return;
+  EXPECT_EQ(absence_reason().rfind("no CUDA device", 0), 0u) << absence_reason();
+  EXPECT_PAX_ERROR(devices("cuda"), "no 'cuda' device is present");
+  EXPECT_PAX_ERROR(device_state(0), "cuda:0 is not present; CUDA devices: 0 (no CUDA device");
+  EXPECT_NE(device_report().find("cuda     no CUDA device"), std::string::npos) << device_report();
+}
+
+TEST(CudaBackend, ArraysRoundTripThroughDeviceMemory) {
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::vector<float> host(3 << 20);  // larger than one staging buffer
+  std::iota(host.begin(), host.end(), -5.0f);
+  const Array x = from_host(host.data(), Shape{int64_t(host.size())}, DType::f32);
+  const Array on_gpu = device_put(x, kCuda);
+  EXPECT_EQ(on_gpu.device(), kCuda);
+  EXPECT_EQ(on_gpu.to_vector<float>(), host);
+  const Array copied = device_put(on_gpu, kCuda);  // a device-to-device copy
+  EXPECT_EQ(device_get(Tree(copied)).leaf().to_vector<float>(), host);
+  const Backend& b = cuda_backend();
+  const uint64_t e = b.record_event(0);
+  b.wait_event(0, e);
+  b.wait_event(0, e);  // a second wait returns at once
+  b.synchronize(0);
+  EXPECT_NE(device_report().find("cuda:0   "), std::string::npos);
+}
+
+TEST(CudaBackend, OutOfMemoryNamesSizeAndPurpose) {
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const AllocationPurpose purpose("a test's huge buffer");
+  EXPECT_PAX_ERROR(Buffer::allocate_on(kCuda, size_t(1) << 50), "for a test's huge buffer");
+}
+
+}  // namespace
+}  // namespace pax::cuda
