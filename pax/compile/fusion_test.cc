@@ -6,13 +6,17 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <sstream>
 
 #include "pax/api/transforms.h"
 #include "pax/backend/backend.h"
 #include "pax/core/device_put.h"
+#include "pax/backend/cpu/cpu_backend.h"
 #include "pax/backend/cpu/fused_loop.h"
+#include "pax/backend/cpu/native_compiler.h"
+#include "pax/compile/fusion.h"
 #include "pax/backend/cpu/gemm_dnnl.h"
 #include "pax/ir/executable.h"
 #include "pax/ops/lax.h"
@@ -217,6 +221,58 @@ TEST(Fusion, ConversionsAndSpecialValues) {
     return std::make_tuple(i, h, p, r, lax::select_n(finite, {x * 0.0, sqrt(abs(x))}));
   };
   check_fn(f, 5, x);  // five independent loops
+}
+
+// int32 division, remainder, shifts and powers, float -> int32 and int32 ->
+// bool conversions jitted: one fused loop, every instruction of it in
+// generated code where a compiler builds it, and the bits of eager execution
+// for zero divisors, INT32_MIN / -1, negative operands, shift counts outside
+// [0, 32), NaN, infinities, values past the int32 range and halves.
+TEST(Fusion, IntegerDivisionShiftsAndFloatToIntConversions) {
+  const int32_t lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+  const std::vector<int32_t> a = {0, 1, -1, 7, -7, 100, -100, lo, hi, lo + 1, 12345678, -98765};
+  const std::vector<int32_t> b = {0, -1, 1, 2, -2, 3, -3, 31, 32, 100, -100, lo, hi, -32, 0, 16};
+  const std::vector<float> c = {
+      NAN,   -NAN,          INFINITY, -INFINITY, 2147483648.0f, -2147483648.0f, -2147483648.0f - 1e3f, -0.5f, 0.5f,
+      -0.0f, 2147483520.0f, 4e9f,     -1.5f,     2.99f,         1e-40f};
+  const size_t n = a.size() * b.size();
+  std::vector<int32_t> xv(n), yv(n);
+  std::vector<float> cv(n);
+  for (size_t i = 0; i < n; ++i) {
+    xv[i] = a[i % a.size()];
+    yv[i] = b[i / a.size()];
+    cv[i] = c[i % c.size()];
+  }
+  Array x = array(xv, {int64_t(n)}), y = array(yv, {int64_t(n)}), v = array(cv, {int64_t(n)});
+  auto f = [](const Array& x, const Array& y, const Array& v) {
+    Array q = lax::div(x, y);
+    Array r = lax::rem(x, y);
+    Array shl = lax::neg(lax::shift_left(x, y));  // each op with another, for a run of two
+    Array srl = lax::neg(lax::shift_right_logical(x, y));
+    Array sra = lax::neg(lax::shift_right_arithmetic(x, y));
+    Array p = lax::add(lax::integer_pow(x, 3), lax::integer_pow(y, -1));
+    Array vi = lax::convert_element_type(v, DType::i32);
+    Array hi = lax::convert_element_type(lax::convert_element_type(v, DType::bf16), DType::i32);
+    Array nz = lax::convert_element_type(lax::sub(q, r), DType::bool_);
+    return std::make_tuple(lax::neg(q), r, shl, srl, sra, p, lax::sub(vi, hi), vi, nz);
+  };
+  auto jaxpr = make_jaxpr(f)(x, y, v);
+  const cpu::NativeBuildStats before = cpu::native_build_stats();
+  auto exe = compile(jaxpr);
+  // Each loop holds whole chains: the rest of the schedule is the outputs.
+  const StepSchedule sched = schedule(exe->optimized_jaxpr(), true, cpu::cpu_lowering_target());
+  EXPECT_EQ(sched.steps.size(), sched.groups.size()) << exe->str();
+  check(jaxpr, {x, y, v}, int(sched.groups.size()));
+  if (!cpu::native_compiler_available()) return;  // interpreted: the bits are checked above
+  const cpu::NativeBuildStats after = cpu::native_build_stats();
+  EXPECT_GT(after.compiled + after.cache_hits, before.compiled + before.cache_hits) << "no code built or loaded";
+  EXPECT_EQ(after.failed, before.failed) << "a build of generated code failed";
+  for (const FusionGroup& g : sched.groups) {
+    cpu::FusedLoop loop(*g.program);
+    loop.finalize();
+    ASSERT_EQ(loop.compiled_runs.size(), 1u) << exe->str();
+    EXPECT_EQ(loop.compiled_runs[0], std::make_pair(0, int(loop.instrs.size()))) << exe->str();
+  }
 }
 
 TEST(Fusion, Bf16LoopsInWideRegistersAreBitIdentical) {

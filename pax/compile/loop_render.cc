@@ -59,10 +59,8 @@ std::string_view expression(const LoopProgram& p, const FusedInstr& ins, const L
       return in == Kind::float_ ? d.compare_float[ins.op] : in == Kind::int_ ? d.compare_int[ins.op] : "";
     case FusedInstr::Kind::is_finite: return in == Kind::float_ && out == Kind::mask ? d.is_finite : "";
     case FusedInstr::Kind::integer_pow:  // exponents that print as plain literals
-      return in == Kind::float_ && out == Kind::float_ && ins.exponent > -(int64_t(1) << 40) &&
-                     ins.exponent < (int64_t(1) << 40)
-                 ? d.integer_pow
-                 : "";
+      if (in != out || ins.exponent <= -(int64_t(1) << 40) || ins.exponent >= (int64_t(1) << 40)) return {};
+      return in == Kind::float_ ? d.integer_pow : in == Kind::int_ ? d.integer_pow_int : std::string_view();
     case FusedInstr::Kind::convert:
       if (out == Kind::float_) {
         return in == Kind::float_ ? std::string_view("{0}")
@@ -71,9 +69,13 @@ std::string_view expression(const LoopProgram& p, const FusedInstr& ins, const L
                                   : "";
       }
       if (out == Kind::int_) {
-        return in == Kind::int_ ? std::string_view("{0}") : in == Kind::mask ? d.mask_to_int : "";
+        return in == Kind::int_     ? std::string_view("{0}")
+               : in == Kind::mask   ? d.mask_to_int
+               : in == Kind::float_ ? d.float_to_int
+                                    : "";
       }
-      return out == Kind::mask && in == Kind::float_ ? d.float_to_mask : "";
+      if (out != Kind::mask) return {};
+      return in == Kind::float_ ? d.float_to_mask : in == Kind::int_ ? d.int_to_mask : "";
     case FusedInstr::Kind::select_n:
       if (ins.args.size() != 3 || in != Kind::mask || kind(ins.args[1]) != out || kind(ins.args[2]) != out) return {};
       return out == Kind::float_ ? d.select : out == Kind::int_ ? d.select_int : "";

@@ -35,6 +35,15 @@ enum class SlotFormat : uint8_t {
 inline constexpr int kNumSlotFormats = int(SlotFormat::boolean) + 1;
 
 // A language's templates; an empty one means the operation is not compiled.
+// Each computes exactly what the eager kernel of its operation computes, for
+// every input: int32 arithmetic wraps around, int32 division by zero gives -1
+// and remainder by zero the dividend, INT32_MIN / -1 gives INT32_MIN and
+// INT32_MIN % -1 gives 0, shifts by a count outside [0, 32) give 0 (the sign
+// fill for arithmetic right shifts), int32 integer_pow takes its exponent
+// modulo 2^32 as an int32 and gives 1 / x^e truncated for a negative one (0
+// unless x is 1 or -1), and float -> int32 truncates toward zero, saturates
+// at the int32 range and takes NaN to 0. None of them may have
+// undefined behaviour in the language (no C division by zero, no shift by 32).
 struct LoopDialect {
   std::array<std::string_view, kNumUnaryOps> unary;                         // float {0}
   std::array<std::string_view, kNumBinaryOps> binary;                       // float {0}, {1}
@@ -44,11 +53,14 @@ struct LoopDialect {
   std::string_view round_bf16;                                              // a float value rounded to bf16 precision
   std::string_view is_finite;                                               // float -> mask
   std::string_view integer_pow;                                             // float {0} to the integer power {1}
+  std::string_view integer_pow_int;                                         // int32 {0} to the integer power {1}
   std::string_view select;                                                  // mask {0} ? {2} : {1}
   std::string_view select_int;                                              // the same over int32 cases
   std::string_view mask_to_float;                                           // 1 / 0
   std::string_view float_to_mask;                                           // != 0
   std::string_view int_to_float;
+  std::string_view float_to_int;                  // toward zero, saturated, NaN -> 0
+  std::string_view int_to_mask;                   // != 0
   std::string_view mask_to_int;                   // 1 / 0
   std::string_view let_float, let_int, let_mask;  // declare {0} = {1}
   // Per SlotFormat: a load of slot {0} at this iteration's index, a splat

@@ -621,9 +621,10 @@ TEST_P(ElementwiseConformance, EveryOperationAgainstTheReference) {
   });
   // The jitted programs ran generated code (built here or loaded from the
   // cache) when this process builds it. The CPU loop renderer covers float
-  // results computed in f32 (f32, and bf16 widened to f32); loops of the
-  // other dtypes run interpreted, and their sources may repeat one already
-  // loaded by this process, so the check is made where it is certain.
+  // results computed in f32 (f32, and bf16 widened to f32) and int32
+  // results; loops of the other dtypes run interpreted, and int32 sources
+  // may repeat one already loaded by this process, so the check is made
+  // where it is certain.
   if (jit_generates_code() && (dtype == DType::f32 || dtype == DType::bf16)) {
     const cpu::NativeBuildStats after = cpu::native_build_stats();
     EXPECT_GT(after.compiled + after.cache_hits, before.compiled + before.cache_hits)

@@ -50,8 +50,9 @@ const LoopDialect& hwy_dialect() {
     d.float_to_mask = "hn::Not(hn::Eq({0}, hn::Zero(d)))";
     d.int_to_float = "hn::ConvertTo(d, {0})";
     // int32 arithmetic wraps around, as the kernels' does; division,
-    // remainder, powers and shifts (with XLA's rules for zero divisors and
-    // wide shifts) stay with the interpreter.
+    // remainder and shifts follow the kernels' (XLA's) rules for zero
+    // divisors, INT32_MIN / -1 and counts outside [0, 32) (the prelude's
+    // helpers). pow of two int32 operands stays with the interpreter.
     d.unary_int[size_t(UnaryOp::neg)] = "hn::Neg({0})";
     d.unary_int[size_t(UnaryOp::not_)] = "hn::Not({0})";
     d.binary_int[size_t(BinaryOp::add)] = "hn::Add({0}, {1})";
@@ -62,6 +63,14 @@ const LoopDialect& hwy_dialect() {
     d.binary_int[size_t(BinaryOp::and_)] = "hn::And({0}, {1})";
     d.binary_int[size_t(BinaryOp::or_)] = "hn::Or({0}, {1})";
     d.binary_int[size_t(BinaryOp::xor_)] = "hn::Xor({0}, {1})";
+    d.binary_int[size_t(BinaryOp::div)] = "DivI32(d, {0}, {1})";
+    d.binary_int[size_t(BinaryOp::rem)] = "RemI32(d, {0}, {1})";
+    d.binary_int[size_t(BinaryOp::shift_left)] = "ShiftLeftI32(d, {0}, {1})";
+    d.binary_int[size_t(BinaryOp::shift_right_logical)] = "ShiftRightLogicalI32(d, {0}, {1})";
+    d.binary_int[size_t(BinaryOp::shift_right_arithmetic)] = "ShiftRightArithmeticI32(d, {0}, {1})";
+    d.integer_pow_int = "IntegerPowI32(d, {0}, int64_t({1}))";
+    d.float_to_int = "F32ToI32(d, {0})";
+    d.int_to_mask = "I32ToMask(d, {0})";
     d.select_int = "SelectI32(d, {0}, {1}, {2})";
     d.mask_to_int = "MaskToI32(d, {0})";
     d.let_float = d.let_int = d.let_mask = "const auto {0} = {1};";

@@ -11,8 +11,12 @@
 // Compiled: f32 arithmetic and every f32 unary operation except sin / cos
 // (bf16 values held as f32, rounded as the bf16 kernels round), max / min,
 // integer_pow, comparisons of f32 or i32 into masks, is_finite, select_n of
-// two float cases by a bool, and conversions between f32, bf16, bool and
-// (from) i32. Other instructions stay with the interpreter between runs.
+// two float or int32 cases by a bool, int32 arithmetic, bitwise operations,
+// division, remainder, shifts and integer_pow (with the kernels' rules for
+// zero divisors, INT32_MIN / -1 and wide shifts), and conversions between
+// f32, bf16, bool and i32 (float -> i32 saturated, NaN -> 0). Other
+// instructions (sin / cos, int32 abs / sign / pow, other dtypes) stay with the
+// interpreter between runs.
 #pragma once
 
 #include <cstdint>

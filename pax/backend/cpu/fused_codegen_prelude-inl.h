@@ -98,6 +98,115 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> MaskToI32(D, hn::Mask<D> m) {
   return hn::IfThenElseZero(hn::RebindMask(di, m), hn::Set(di, 1));
 }
 template <class D>
+HWY_INLINE hn::Mask<D> I32ToMask(D d, hn::Vec<hn::RebindToSigned<D>> v) {
+  const hn::RebindToSigned<D> di;
+  return hn::RebindMask(d, hn::Not(hn::Eq(v, hn::Zero(di))));
+}
+
+// float -> int32 as the convert kernel: toward zero, saturated at the int32
+// range, NaN -> 0. The value converted is first brought into the range (NaN
+// made 0), so that the conversion instruction never sees one it cannot
+// represent.
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> F32ToI32(D d, hn::Vec<D> v) {
+  const hn::RebindToSigned<D> di;
+  const auto nan = hn::IsNaN(v);
+  const auto high = hn::Ge(v, hn::Set(d, 2147483648.0f));  // 2^31 and above
+  // The largest float below 2^31, and -2^31 (exact in int32).
+  const auto x = hn::Max(hn::Min(hn::IfThenZeroElse(nan, v), hn::Set(d, 2147483520.0f)), hn::Set(d, -2147483648.0f));
+  return hn::IfThenElse(hn::RebindMask(di, high), hn::Set(di, INT32_MAX), hn::ConvertTo(di, x));
+}
+
+// int32 division and remainder as the kernels compute them (XLA's rules):
+// x / 0 = -1, x % 0 = x, INT32_MIN / -1 = INT32_MIN, INT32_MIN % -1 = 0;
+// otherwise truncating. No vector instruction divides integers: each lane is
+// divided on its own, never by zero nor INT32_MIN by -1.
+HWY_INLINE int32_t DivLaneI32(int32_t a, int32_t b) {
+  if (b == 0) return -1;
+  if (b == -1) return int32_t(0u - uint32_t(a));  // wraps: INT32_MIN stays
+  return a / b;
+}
+HWY_INLINE int32_t RemLaneI32(int32_t a, int32_t b) {
+  if (b == 0) return a;
+  if (b == -1) return 0;
+  return a % b;
+}
+template <class D, class F>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> PerLaneI32(D, hn::Vec<hn::RebindToSigned<D>> a,
+                                                     hn::Vec<hn::RebindToSigned<D>> b, F f) {
+  const hn::RebindToSigned<D> di;
+  HWY_ALIGN int32_t x[HWY_MAX_BYTES / sizeof(int32_t)];
+  HWY_ALIGN int32_t y[HWY_MAX_BYTES / sizeof(int32_t)];
+  hn::Store(a, di, x);
+  hn::Store(b, di, y);
+  for (size_t k = 0; k < hn::Lanes(di); ++k) x[k] = f(x[k], y[k]);
+  return hn::Load(di, x);
+}
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> DivI32(D d, hn::Vec<hn::RebindToSigned<D>> a,
+                                                 hn::Vec<hn::RebindToSigned<D>> b) {
+  return PerLaneI32(d, a, b, DivLaneI32);
+}
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> RemI32(D d, hn::Vec<hn::RebindToSigned<D>> a,
+                                                 hn::Vec<hn::RebindToSigned<D>> b) {
+  return PerLaneI32(d, a, b, RemLaneI32);
+}
+
+// int32 shifts as the kernels compute them: a count outside [0, 32) (any
+// negative one included) gives 0, or the sign fill for an arithmetic right
+// shift. The vector shifts are given counts in range only.
+template <class D>
+HWY_INLINE hn::Mask<hn::RebindToSigned<D>> ShiftInRangeI32(D, hn::Vec<hn::RebindToSigned<D>> b) {
+  const hn::RebindToSigned<D> di;
+  return hn::Eq(hn::And(b, hn::Set(di, ~int32_t(31))), hn::Zero(di));
+}
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> ShiftLeftI32(D d, hn::Vec<hn::RebindToSigned<D>> a,
+                                                       hn::Vec<hn::RebindToSigned<D>> b) {
+  const hn::RebindToSigned<D> di;
+  const hn::RebindToUnsigned<D> du;
+  const auto count = hn::BitCast(du, hn::And(b, hn::Set(di, 31)));
+  return hn::IfThenElseZero(ShiftInRangeI32(d, b), hn::BitCast(di, hn::Shl(hn::BitCast(du, a), count)));
+}
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> ShiftRightLogicalI32(D d, hn::Vec<hn::RebindToSigned<D>> a,
+                                                               hn::Vec<hn::RebindToSigned<D>> b) {
+  const hn::RebindToSigned<D> di;
+  const hn::RebindToUnsigned<D> du;
+  const auto count = hn::BitCast(du, hn::And(b, hn::Set(di, 31)));
+  return hn::IfThenElseZero(ShiftInRangeI32(d, b), hn::BitCast(di, hn::Shr(hn::BitCast(du, a), count)));
+}
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> ShiftRightArithmeticI32(D d, hn::Vec<hn::RebindToSigned<D>> a,
+                                                                  hn::Vec<hn::RebindToSigned<D>> b) {
+  const hn::RebindToSigned<D> di;
+  return hn::Shr(a, hn::IfThenElse(ShiftInRangeI32(d, b), b, hn::Set(di, 31)));
+}
+
+// int32 x to the power e as the integer_pow kernel computes it: the exponent
+// taken as int32, wrapping products by squaring; a negative exponent gives 1
+// for x = 1, +-1 for x = -1 and 0 otherwise.
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> IntegerPowI32(D, hn::Vec<hn::RebindToSigned<D>> v, int64_t exponent) {
+  const hn::RebindToSigned<D> di;
+  const uint32_t e = uint32_t(uint64_t(exponent));
+  if (e >> 31) {
+    const auto minus_one = hn::Set(di, -1), one = hn::Set(di, 1);
+    const auto odd = (e & 1) ? minus_one : one;
+    return hn::IfThenElse(hn::Eq(v, one), one, hn::IfThenElseZero(hn::Eq(v, minus_one), odd));
+  }
+  // Unsigned lanes: products wrap around without overflowing.
+  const hn::RebindToUnsigned<D> du;
+  auto result = hn::Set(du, 1u), base = hn::BitCast(du, v);
+  for (uint32_t k = e; k; k >>= 1) {
+    if (k & 1) result = hn::Mul(result, base);
+    base = hn::Mul(base, base);
+  }
+  return hn::BitCast(di, result);
+}
+
+template <class D>
 HWY_INLINE void StoreBool(D d, hn::Mask<D> m, void* p, size_t i) {
   const hn::Rebind<uint8_t, D> d8;
   const hn::RebindToSigned<D> di;

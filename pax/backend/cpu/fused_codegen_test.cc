@@ -2,7 +2,10 @@
 // interpreter, bit for bit (NaN payloads aside): f32 arithmetic with NaN,
 // infinities, signed zeros and subnormals (max / min, div, sqrt, integer_pow,
 // neg / abs), every compiled unary operation over its range, comparisons of
-// f32 and i32 into bool masks that are selected on and stored, conversions,
+// f32 and i32 into bool masks that are selected on and stored, conversions
+// (float -> int32 against the convert kernel at NaN, infinities and the
+// int32 range's edges), int32 division, remainder, shifts and powers against
+// the kernels at zero divisors, INT32_MIN / -1 and counts outside [0, 32),
 // splats, wide bf16 loops that round every result (and loops compiled whole,
 // which are not wide and give the same bits), narrow bf16 loads and stores,
 // partial vectors, runs split by an interpreted instruction, long programs,
@@ -17,6 +20,7 @@
 #include <limits>
 #include <vector>
 
+#include "pax/backend/cpu/elementwise.h"
 #include "pax/backend/cpu/fused_loop.h"
 #include "pax/core/dtype.h"
 #include "pax/testing/scoped_env.h"
@@ -583,6 +587,175 @@ TEST(FusedCodegen, ViewsReadPerSegment) {
     if (!reduce) outs.push_back({size_t(n) * 4, DType::f32});
     EXPECT_TRUE(same_both_ways(b.p, in, outs)) << "reduce " << reduce;
   }
+}
+
+// ---------------------------------------------------------------------------
+// int32 division, remainder, shifts, powers and float -> int32 conversions,
+// compiled, against the eager kernels (elementwise.h) bit for bit.
+
+constexpr int32_t kMin32 = std::numeric_limits<int32_t>::min();
+constexpr int32_t kMax32 = std::numeric_limits<int32_t>::max();
+
+// Dividends and divisors / shift counts whose pairs cover every special case:
+// zero divisors, INT32_MIN / -1, negative operands, counts below 0 and from 32.
+const std::vector<int32_t> kDividends = {0,      1,          -1,       7,      -7, 100,         -100, kMin32,
+                                         kMax32, kMin32 + 1, 12345678, -98765, 3,  -2147483000, 65536};
+const std::vector<int32_t> kDivisors = {0, -1, 1, 2, -2, 3, -3, 31, 32, 33, 100, -100, kMin32, kMax32, 7, -32, 0, 16};
+
+// Floats whose conversion to int32 takes every path: NaN, infinities, the
+// int32 range's edges and just outside it, halves toward zero, -0.0.
+std::vector<float> conversion_specials() {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  return {nan,           -nan,           inf,     -inf,     2147483648.0f, -2147483648.0f, -2147483648.0f - 1e3f,
+          2147483520.0f, -2147483520.0f, 4e9f,    -4e9f,    -0.5f,         0.5f,           -0.0f,
+          0.0f,          1.5f,           -1.5f,   2.99f,    -2.99f,        1e10f,          -1e10f,
+          123456.7f,     1e-40f,         -1e-40f, 65535.9f, 16777217.0f,   -7.0f};
+}
+
+// The eager result of a binary int32 kernel, as bytes.
+std::vector<int32_t> eager_binary(BinaryOp op, const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  std::vector<int32_t> y(a.size());
+  binary(op, DType::i32, a.data(), b.data(), y.data(), a.size());
+  return y;
+}
+
+template <class T>
+::testing::AssertionResult same_bytes(const std::vector<T>& got, const std::vector<T>& want) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) {
+      return ::testing::AssertionFailure() << "element " << i << ": got " << +got[i] << ", want " << +want[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// One run computes every instruction; results are stored and compared with
+// the kernels' for every (dividend, divisor) pair, in vectors and in the
+// partial vector at the end.
+TEST(FusedCodegen, Int32DivisionRemainderShiftsAndPowersAreCompiled) {
+  SKIP_WITHOUT_CODEGEN();
+  const int64_t exponents[] = {3, 0, 1, 31, -1, -2, -3, (int64_t(1) << 32) + 3};
+  for (int64_t n : {int64_t(1), int64_t(17), int64_t(kDividends.size() * kDivisors.size() + 5)}) {
+    std::vector<int32_t> xv(static_cast<size_t>(n)), yv(static_cast<size_t>(n));
+    for (size_t i = 0; i < size_t(n); ++i) {
+      xv[i] = kDividends[i % kDividends.size()];
+      yv[i] = kDivisors[(i / kDividends.size()) % kDivisors.size()];
+    }
+    if (n == 1) xv[0] = kMin32, yv[0] = -1;
+    Builder b;
+    b.p.size = n;
+    const int x = b.slot(FusedSlot::Kind::input, DType::i32, 0);
+    const int y = b.slot(FusedSlot::Kind::input, DType::i32, 1);
+    const BinaryOp ops[] = {BinaryOp::div, BinaryOp::rem, BinaryOp::shift_left, BinaryOp::shift_right_logical,
+                            BinaryOp::shift_right_arithmetic};
+    std::vector<int> results;
+    for (BinaryOp op : ops) results.push_back(b.binary(op, x, y, DType::i32));
+    for (int64_t e : exponents) {
+      results.push_back(b.instr(FusedInstr::Kind::integer_pow, 0, DType::i32, DType::i32, {y}, e));
+    }
+    const int nz = b.instr(FusedInstr::Kind::convert, 0, DType::i32, DType::bool_, {results[0]});  // q != 0
+    b.p.num_inputs = 2;
+    for (size_t k = 0; k < results.size(); ++k) b.p.stores.push_back({results[k], int(k)});
+    b.p.stores.push_back({nz, int(results.size())});
+    b.p.num_outputs = int(b.p.stores.size());
+    b.p.finalize();
+    FusedLoop p = compiled(b.p);
+    ASSERT_EQ(p.compiled_runs.size(), 1u);
+    EXPECT_EQ(p.compiled_runs[0], std::make_pair(0, int(p.instrs.size())));
+    ASSERT_NE(p.code.load(), nullptr);
+
+    std::vector<std::vector<int32_t>> got(results.size(), std::vector<int32_t>(size_t(n)));
+    std::vector<uint8_t> got_nz(static_cast<size_t>(n));
+    std::vector<void*> out;
+    for (auto& g : got) out.push_back(g.data());
+    out.push_back(got_nz.data());
+    const void* in[] = {xv.data(), yv.data()};
+    run_fused(p, in, out);
+    for (size_t k = 0; k < std::size(ops); ++k) {
+      EXPECT_TRUE(same_bytes(got[k], eager_binary(ops[k], xv, yv))) << binary_op_name(ops[k]) << " n " << n;
+    }
+    for (size_t k = 0; k < std::size(exponents); ++k) {
+      std::vector<int32_t> want(static_cast<size_t>(n));
+      integer_pow(DType::i32, exponents[k], yv.data(), want.data(), size_t(n));
+      EXPECT_TRUE(same_bytes(got[std::size(ops) + k], want)) << "integer_pow " << exponents[k] << " n " << n;
+    }
+    std::vector<uint8_t> want_nz(static_cast<size_t>(n));
+    convert(DType::i32, got[0].data(), DType::bool_, want_nz.data(), size_t(n));
+    EXPECT_TRUE(same_bytes(got_nz, want_nz)) << "n " << n;
+    // By hand, against the semantics the kernels document.
+    if (n == 1) {
+      EXPECT_EQ(got[0][0], kMin32);  // INT32_MIN / -1
+      EXPECT_EQ(got[1][0], 0);       // INT32_MIN % -1
+    }
+  }
+}
+
+// f32 and bf16 -> int32 conversions (truncated, saturated, NaN -> 0) and
+// int32 -> bool, in one compiled run, against the convert kernel; then in a
+// wide bf16 loop split by an interpreted sin, whose conversion reads a
+// widened register.
+TEST(FusedCodegen, FloatToInt32ConversionsAreCompiled) {
+  SKIP_WITHOUT_CODEGEN();
+  const std::vector<float> base = conversion_specials();
+  for (int64_t n : {int64_t(1), int64_t(base.size()), int64_t(3 * base.size() + 7)}) {
+    std::vector<float> fv(static_cast<size_t>(n));
+    for (size_t i = 0; i < size_t(n); ++i) fv[i] = base[i % base.size()];
+    std::vector<uint16_t> hv(fv.size());
+    for (size_t i = 0; i < fv.size(); ++i) hv[i] = float_to_bf16(fv[i]);
+    Builder b;
+    b.p.size = n;
+    const int f = b.slot(FusedSlot::Kind::input, DType::f32, 0);
+    const int h = b.slot(FusedSlot::Kind::input, DType::bf16, 1);
+    const int fi = b.instr(FusedInstr::Kind::convert, 0, DType::f32, DType::i32, {f});
+    const int hi = b.instr(FusedInstr::Kind::convert, 0, DType::bf16, DType::i32, {h});
+    const int nz = b.instr(FusedInstr::Kind::convert, 0, DType::i32, DType::bool_, {fi});
+    const int sum = b.binary(BinaryOp::add, fi, hi, DType::i32);
+    b.p.stores = {{fi, 0}, {hi, 1}, {nz, 2}, {sum, 3}};
+    b.p.num_inputs = 2;
+    b.p.num_outputs = 4;
+    b.p.finalize();
+    FusedLoop p = compiled(b.p);
+    ASSERT_EQ(p.compiled_runs.size(), 1u);
+    EXPECT_EQ(p.compiled_runs[0], std::make_pair(0, int(p.instrs.size())));
+    ASSERT_NE(p.code.load(), nullptr);
+    std::vector<int32_t> got_f(static_cast<size_t>(n)), got_h(got_f), got_sum(got_f), want_f(got_f), want_h(got_f);
+    std::vector<uint8_t> got_nz(static_cast<size_t>(n)), want_nz(got_nz);
+    const void* in[] = {fv.data(), hv.data()};
+    void* out[] = {got_f.data(), got_h.data(), got_nz.data(), got_sum.data()};
+    run_fused(p, in, out);
+    convert(DType::f32, fv.data(), DType::i32, want_f.data(), size_t(n));
+    convert(DType::bf16, hv.data(), DType::i32, want_h.data(), size_t(n));
+    convert(DType::i32, want_f.data(), DType::bool_, want_nz.data(), size_t(n));
+    EXPECT_TRUE(same_bytes(got_f, want_f)) << n;
+    EXPECT_TRUE(same_bytes(got_h, want_h)) << n;
+    EXPECT_TRUE(same_bytes(got_nz, want_nz)) << n;
+    EXPECT_TRUE(same_bytes(got_sum, eager_binary(BinaryOp::add, want_f, want_h))) << n;
+    if (n == int64_t(base.size())) {  // by hand: NaN, +inf, -inf, 2^31, -2^31, below -2^31, ..., -0.5, 0.5
+      const std::vector<int32_t> head = {0,          0,           kMax32, kMin32, kMax32, kMin32, kMin32,
+                                         2147483520, -2147483520, kMax32, kMin32, 0,      0,      0};
+      for (size_t i = 0; i < head.size(); ++i) EXPECT_EQ(got_f[i], head[i]) << "element " << i;
+    }
+  }
+  // Wide bf16: two bf16 operations and an interpreted one between the runs.
+  const int64_t n = int64_t(3 * base.size() + 7);
+  std::vector<uint16_t> hv(static_cast<size_t>(n));
+  for (size_t i = 0; i < hv.size(); ++i) hv[i] = float_to_bf16(base[i % base.size()] * 0.75f);
+  Builder b;
+  b.p.size = n;
+  const int h = b.slot(FusedSlot::Kind::input, DType::bf16, 0);
+  const int sq = b.binary(BinaryOp::mul, h, h, DType::bf16);
+  const int s = b.unary(UnaryOp::sin, b.binary(BinaryOp::add, sq, h, DType::bf16), DType::bf16);
+  const int si =
+      b.instr(FusedInstr::Kind::convert, 0, DType::bf16, DType::i32, {b.binary(BinaryOp::mul, s, h, DType::bf16)});
+  const int hi = b.instr(FusedInstr::Kind::convert, 0, DType::bf16, DType::i32, {h});
+  b.p.stores = {{b.binary(BinaryOp::sub, si, hi, DType::i32), 0}};
+  b.p.num_inputs = b.p.num_outputs = 1;
+  b.p.finalize();
+  EXPECT_TRUE(b.p.wide_bf16);
+  ASSERT_EQ(b.p.compiled_runs.size(), 2u);
+  EXPECT_EQ(b.p.compiled_runs[1], std::make_pair(3, int(b.p.instrs.size())));
+  const void* in[] = {hv.data()};
+  EXPECT_TRUE(same_both_ways(b.p, in, {{size_t(n) * 4, DType::i32}}));
 }
 
 }  // namespace
