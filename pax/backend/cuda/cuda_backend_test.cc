@@ -7,7 +7,9 @@
 #include <numeric>
 
 #include "pax/backend/cuda/cuda_devices.h"
+#include "pax/backend/cuda/cuda_kernels.h"
 #include "pax/core/device_put.h"
+#include "pax/ops/lax.h"
 #include "pax/ops/numpy.h"
 #include "pax/testing/testing.h"
 
@@ -27,6 +29,21 @@ TEST(CudaBackend, RegisteredEvenWithoutADevice) {
   EXPECT_PAX_ERROR(devices("cuda"), "no 'cuda' device is present");
   EXPECT_PAX_ERROR(device_state(0), "cuda:0 is not present; CUDA devices: 0 (no CUDA device");
   EXPECT_NE(device_report().find("cuda     no CUDA device"), std::string::npos) << device_report();
+}
+
+TEST(CudaBackend, KernelFilesRegisterTheirKernels) {
+  EXPECT_NE(cuda_kernel(Prim::iota), nullptr);
+  EXPECT_PAX_ERROR(register_cuda_kernels({{Prim::iota, cuda_kernel(Prim::iota)}}), "a second kernel for iota");
+}
+
+TEST(CudaBackend, IotaOnTheDevice) {
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const DefaultDeviceScope on(kCuda);
+  for (DType dt : {DType::f32, DType::bf16, DType::i32}) {
+    const Array y = lax::iota(dt, {3, 4}, 1);
+    EXPECT_EQ(y.device(), kCuda);
+    EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3})) << dtype_name(dt);
+  }
 }
 
 TEST(CudaBackend, ArraysRoundTripThroughDeviceMemory) {

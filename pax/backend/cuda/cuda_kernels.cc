@@ -1,21 +1,33 @@
-// The table of CUDA kernels by primitive.
+// The table of CUDA kernels by primitive, filled by the kernel files as the
+// library loads.
 #include "pax/backend/cuda/cuda_kernels.h"
 
 #include <array>
+#include <atomic>
+
+#include "pax/core/error.h"
 
 namespace pax::cuda {
 namespace {
 
-std::array<KernelFn, kNumPrims> make_table() {
-  std::array<KernelFn, kNumPrims> table{};
-  return table;
+using Table = std::array<std::atomic<KernelFn>, kNumPrims>;
+
+Table& table() {
+  static Table t{};
+  return t;
 }
 
 }  // namespace
 
-KernelFn cuda_kernel(Prim prim) {
-  static const std::array<KernelFn, kNumPrims> table = make_table();
-  return table[size_t(prim)];
+KernelFn cuda_kernel(Prim prim) { return table()[size_t(prim)].load(std::memory_order_acquire); }
+
+bool register_cuda_kernels(std::initializer_list<std::pair<Prim, KernelFn>> kernels) {
+  for (const auto& [prim, fn] : kernels) {
+    KernelFn expected = nullptr;
+    PAX_CHECK(table()[size_t(prim)].compare_exchange_strong(expected, fn), "cuda: a second kernel for ",
+              prim_name(prim));
+  }
+  return true;
 }
 
 bool cuda_supports_op(const Jaxpr& /*jaxpr*/, const Eqn& /*eqn*/) { return true; }

@@ -1,6 +1,13 @@
 // The CUDA backend's kernels, by primitive: each queues its work on the
-// stream of the KernelContext it is given (pax/backend/kernel.h).
+// stream of the KernelContext it is given (pax/backend/kernel.h). The files
+// that hold them (*.cu) register them when the library loads:
+//
+//   [[maybe_unused]] const bool kRegistered =
+//       register_cuda_kernels({{Prim::iota, iota_kernel}});
 #pragma once
+
+#include <initializer_list>
+#include <utility>
 
 #include "pax/backend/kernel.h"
 #include "pax/ir/jaxpr.h"
@@ -11,6 +18,10 @@ namespace pax::cuda {
 // The kernel of `prim` on a CUDA device, or nullptr where there is none yet
 // (eager execution then names the primitive and the backend).
 KernelFn cuda_kernel(Prim prim);
+
+// Adds kernels to the table (a primitive registered twice is a pax::Error);
+// returns true.
+bool register_cuda_kernels(std::initializer_list<std::pair<Prim, KernelFn>> kernels);
 
 // Whether the CUDA kernel of `eqn` computes it as typed (Backend::supports_op).
 bool cuda_supports_op(const Jaxpr& jaxpr, const Eqn& eqn);
