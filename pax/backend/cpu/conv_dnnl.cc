@@ -100,14 +100,15 @@ ConvEntry make_conv(const ConvGeometry& g, const ConvTensor& src, const ConvTens
   }
 }
 
-// The operand's memory in the primitive's layout (reordered into a temporary
-// that `keep` holds when the layouts differ).
-dnnl::memory internal_input(const Layout& l, const void* data, std::shared_ptr<Buffer>& keep) {
+// The operand's memory in the primitive's layout (reordered into scratch
+// from the kernel's context, which `keep` holds, when the layouts differ).
+dnnl::memory internal_input(const KernelContext& ctx, const Layout& l, const void* data,
+                            std::shared_ptr<Buffer>& keep) {
   dnnl::memory user = user_memory(l.user, data);
   if (!l.needs_reorder) return user;
-  keep = Buffer::allocate(l.internal.get_size());
+  keep = ctx.allocate_scratch(l.internal.get_size());
   dnnl::memory internal = user_memory(l.internal, keep->data());
-  dnnl_execute(l.reorder, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, internal}}, 0);
+  dnnl_execute(l.reorder, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, internal}});
   return internal;
 }
 
@@ -119,7 +120,8 @@ void append(DnnlKey& key, const ConvTensor& t) {
 
 }  // namespace
 
-bool conv2d_dnnl(const ConvGeometry& g, const ConvTensor& src, const ConvTensor& weights, const ConvTensor& dst) {
+bool conv2d_dnnl(const KernelContext& ctx, const ConvGeometry& g, const ConvTensor& src, const ConvTensor& weights,
+                 const ConvTensor& dst) {
   DnnlKey key{kConvTag,    g.groups,    g.strides[0], g.strides[1], g.dilation[0],        g.dilation[1],
               g.pad_lo[0], g.pad_lo[1], g.pad_hi[0],  g.pad_hi[1],  int64_t(g.transposed)};
   append(key, src);
@@ -129,17 +131,17 @@ bool conv2d_dnnl(const ConvGeometry& g, const ConvTensor& src, const ConvTensor&
   if (!e->supported) return false;
 
   std::shared_ptr<Buffer> src_tmp, weights_tmp, dst_tmp;
-  dnnl::memory src_mem = internal_input(e->src, src.data, src_tmp);
-  dnnl::memory weights_mem = internal_input(e->weights, weights.data, weights_tmp);
+  dnnl::memory src_mem = internal_input(ctx, e->src, src.data, src_tmp);
+  dnnl::memory weights_mem = internal_input(ctx, e->weights, weights.data, weights_tmp);
   dnnl::memory dst_user = user_memory(e->dst.user, dst.data);
   dnnl::memory dst_mem = dst_user;
   if (e->dst.needs_reorder) {
-    dst_tmp = Buffer::allocate(e->dst.internal.get_size());
+    dst_tmp = ctx.allocate_scratch(e->dst.internal.get_size());
     dst_mem = user_memory(e->dst.internal, dst_tmp->data());
   }
-  dnnl_execute(e->prim, {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, weights_mem}, {DNNL_ARG_DST, dst_mem}},
+  dnnl_execute(ctx, e->prim, {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, weights_mem}, {DNNL_ARG_DST, dst_mem}},
                e->scratchpad_bytes);
-  if (e->dst.needs_reorder) dnnl_execute(e->dst.reorder, {{DNNL_ARG_FROM, dst_mem}, {DNNL_ARG_TO, dst_user}}, 0);
+  if (e->dst.needs_reorder) dnnl_execute(e->dst.reorder, {{DNNL_ARG_FROM, dst_mem}, {DNNL_ARG_TO, dst_user}});
   return true;
 }
 
@@ -188,7 +190,8 @@ WeightGradientEntry make_weight_gradient(const dnnl::memory::dims& strides, cons
 
 }  // namespace
 
-bool conv2d_weight_gradient_dnnl(const ConvGeometry& g, const ConvTensor& x, const ConvTensor& w, const ConvTensor& y) {
+bool conv2d_weight_gradient_dnnl(const KernelContext& ctx, const ConvGeometry& g, const ConvTensor& x,
+                                 const ConvTensor& w, const ConvTensor& y) {
   if (g.transposed || g.groups != 1) return false;
   // The forward convolution y = x * w (x: (B, C, H, W), w: (O, C, KH, KW))
   // sums over C and the window. As the weight gradient of a convolution of
@@ -215,18 +218,18 @@ bool conv2d_weight_gradient_dnnl(const ConvGeometry& g, const ConvTensor& x, con
       key, [&] { return make_weight_gradient(strides, dilates, pad_l, pad_r, src, diff_dst, diff_weights); });
   if (!e->supported) return false;
   std::shared_ptr<Buffer> src_tmp, dst_tmp, wei_tmp;
-  dnnl::memory src_mem = internal_input(e->src, src.data, src_tmp);
-  dnnl::memory dst_mem = internal_input(e->diff_dst, diff_dst.data, dst_tmp);
+  dnnl::memory src_mem = internal_input(ctx, e->src, src.data, src_tmp);
+  dnnl::memory dst_mem = internal_input(ctx, e->diff_dst, diff_dst.data, dst_tmp);
   dnnl::memory wei_user = user_memory(e->diff_weights.user, diff_weights.data);
   dnnl::memory wei_mem = wei_user;
   if (e->diff_weights.needs_reorder) {
-    wei_tmp = Buffer::allocate(e->diff_weights.internal.get_size());
+    wei_tmp = ctx.allocate_scratch(e->diff_weights.internal.get_size());
     wei_mem = user_memory(e->diff_weights.internal, wei_tmp->data());
   }
-  dnnl_execute(e->prim, {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_DIFF_DST, dst_mem}, {DNNL_ARG_DIFF_WEIGHTS, wei_mem}},
+  dnnl_execute(ctx, e->prim, {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_DIFF_DST, dst_mem}, {DNNL_ARG_DIFF_WEIGHTS, wei_mem}},
                e->scratchpad_bytes);
   if (e->diff_weights.needs_reorder) {
-    dnnl_execute(e->diff_weights.reorder, {{DNNL_ARG_FROM, wei_mem}, {DNNL_ARG_TO, wei_user}}, 0);
+    dnnl_execute(e->diff_weights.reorder, {{DNNL_ARG_FROM, wei_mem}, {DNNL_ARG_TO, wei_user}});
   }
   return true;
 }

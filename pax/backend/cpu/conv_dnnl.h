@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 
+#include "pax/backend/kernel.h"
 #include "pax/core/dtype.h"
 
 namespace pax::cpu {
@@ -32,12 +33,14 @@ struct ConvGeometry {
 };
 
 // dst = conv(src, weights). src and weights have one dtype (f32 or bf16,
-// accumulated in f32); dst is f32 or that dtype. All sizes must be > 0 and
+// accumulated in f32); dst is f32 or that dtype. Reordered operands and
+// oneDNN's scratchpad take their memory from ctx. All sizes must be > 0 and
 // consistent with the geometry (dst's spatial sizes as oneDNN computes them).
 // Returns false, writing nothing, when oneDNN has no optimised kernel for
 // bf16 operands of these shapes on this CPU (asked once per shape, cached);
 // pax::Error when it cannot create an f32 one.
-bool conv2d_dnnl(const ConvGeometry& geometry, const ConvTensor& src, const ConvTensor& weights, const ConvTensor& dst);
+bool conv2d_dnnl(const KernelContext& ctx, const ConvGeometry& geometry, const ConvTensor& src,
+                 const ConvTensor& weights, const ConvTensor& dst);
 
 // The same convolution y = conv(x, w) when it is the weight gradient of
 // another one (the form a convolution's VJP gives it: a window as large as
@@ -46,7 +49,7 @@ bool conv2d_dnnl(const ConvGeometry& geometry, const ConvTensor& src, const Conv
 // (the forward primitive runs it as a convolution with a huge kernel).
 // Returns false, writing nothing, when oneDNN cannot express or has no
 // optimised kernel for it; the caller then runs conv2d_dnnl.
-bool conv2d_weight_gradient_dnnl(const ConvGeometry& geometry, const ConvTensor& x, const ConvTensor& w,
-                                 const ConvTensor& y);
+bool conv2d_weight_gradient_dnnl(const KernelContext& ctx, const ConvGeometry& geometry, const ConvTensor& x,
+                                 const ConvTensor& w, const ConvTensor& y);
 
 }  // namespace pax::cpu

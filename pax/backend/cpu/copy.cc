@@ -193,7 +193,7 @@ bool dnnl_transpose(size_t width, const std::vector<Dim>& dims, const void* src,
   });
   if (!entry->ok) return false;
   dnnl_execute(entry->prim,
-               {{DNNL_ARG_FROM, user_memory(entry->from, src)}, {DNNL_ARG_TO, user_memory(entry->to, dst)}}, 0);
+               {{DNNL_ARG_FROM, user_memory(entry->from, src)}, {DNNL_ARG_TO, user_memory(entry->to, dst)}});
   return true;
 }
 

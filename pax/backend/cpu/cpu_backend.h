@@ -19,8 +19,9 @@ const LoweringTarget& cpu_lowering_target();
 std::shared_ptr<Executable> compile_for_cpu(JaxprPtr jaxpr, const CompileOptions& options, Device device);
 // Compiles `jaxpr` into an executable that runs the CPU's kernels and fused
 // loops over buffers of `memory`'s platform on `device` (the CPU's, or the
-// sim device's, whose backend runs it on its stream thread).
+// sim device's, whose backend runs it on its stream thread), with `context`
+// (the device's kernel context: their scratch memory comes from it).
 std::shared_ptr<Executable> compile_cpu_program(JaxprPtr jaxpr, const CompileOptions& options, const Backend& memory,
-                                                Device device);
+                                                Device device, const KernelContext& context);
 
 }  // namespace pax::cpu

@@ -114,9 +114,10 @@ std::string step_label(const Jaxpr& j, const StepSchedule& schedule, const Step&
 
 class CpuExecutable : public Executable {
  public:
-  CpuExecutable(LoweredProgram lowered, const Backend& backend, Device device)
+  CpuExecutable(LoweredProgram lowered, const Backend& backend, Device device, const KernelContext& context)
       : backend_(backend),
         device_(device),
+        context_(context),
         source_(std::move(lowered.source)),
         skip_(lowered.skip),
         jaxpr_(std::move(lowered.jaxpr)),
@@ -220,6 +221,9 @@ class CpuExecutable : public Executable {
 
   const Backend& backend_;  // whose memory its buffers are (the CPU's or the sim device's)
   Device device_;
+  // What its kernels and fused loops run with: the scratch they ask for
+  // comes from the device the program runs on.
+  KernelContext context_;
   JaxprPtr source_;
   size_t skip_ = 0;  // leading arguments bound as constants
   Jaxpr jaxpr_;
@@ -341,7 +345,7 @@ void CpuExecutable::run_kernel(Frame& f, size_t s) const {
     out[i] = TensorView{ptr(f, e.outputs[i]), &a.shape, a.dtype};
   }
   if (!out_strides_[s].empty()) out[0].strides = &out_strides_[s];
-  kernels_[s](host_kernel_context(), e.params, in, out);
+  kernels_[s](context_, e.params, in, out);
 }
 
 const std::shared_ptr<Buffer>& CpuExecutable::buffer_of(const Frame& f, Var v) const {
@@ -410,7 +414,7 @@ void CpuExecutable::run_fused_step(Frame& f, size_t s) const {
     materialize(f, g.outputs[i]);
     out[i] = ptr(f, g.outputs[i]);
   }
-  cpu::run_fused(*fused_[schedule_.steps[s].index], in, out);
+  cpu::run_fused(context_, *fused_[schedule_.steps[s].index], in, out);
 }
 
 void CpuExecutable::run_sweep(Frame& f, size_t sweep) const {
@@ -437,7 +441,7 @@ void CpuExecutable::run_sweep(Frame& f, size_t sweep) const {
     loops.push_back(loop);
   }
   const RowSweep& sw = schedule_.sweeps[sweep];
-  cpu::run_row_sweep(loops, sw.rows, sw.row_len, sp.local_widths);
+  cpu::run_row_sweep(context_, loops, sw.rows, sw.row_len, sp.local_widths);
 }
 
 std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
@@ -529,14 +533,15 @@ std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
 }  // namespace
 
 std::shared_ptr<Executable> compile_cpu_program(JaxprPtr jaxpr, const CompileOptions& options, const Backend& memory,
-                                                Device device) {
+                                                Device device, const KernelContext& context) {
   // The program's own operations (folded constants) are made where it runs.
   const DefaultDeviceScope on_device(device);
-  return std::make_shared<CpuExecutable>(lower(std::move(jaxpr), options, cpu_lowering_target()), memory, device);
+  return std::make_shared<CpuExecutable>(lower(std::move(jaxpr), options, cpu_lowering_target()), memory, device,
+                                         context);
 }
 
 std::shared_ptr<Executable> compile_for_cpu(JaxprPtr jaxpr, const CompileOptions& options, Device device) {
-  return compile_cpu_program(std::move(jaxpr), options, cpu_backend(), device);
+  return compile_cpu_program(std::move(jaxpr), options, cpu_backend(), device, host_kernel_context());
 }
 
 }  // namespace pax::cpu

@@ -46,13 +46,18 @@ dnnl::primitive_attr user_scratchpad_attr() {
   return attr;
 }
 
-void dnnl_execute(const dnnl::primitive& prim, std::unordered_map<int, dnnl::memory> args, size_t scratchpad_bytes) {
+void dnnl_execute(const KernelContext& ctx, const dnnl::primitive& prim, std::unordered_map<int, dnnl::memory> args,
+                  size_t scratchpad_bytes) {
   std::shared_ptr<Buffer> scratchpad;
   if (scratchpad_bytes > 0) {
-    scratchpad = Buffer::allocate(scratchpad_bytes);
+    scratchpad = ctx.allocate_scratch(scratchpad_bytes);
     dnnl::memory::desc md({int64_t(scratchpad_bytes)}, dnnl::memory::data_type::u8, dnnl::memory::dims{1});
     args.emplace(DNNL_ARG_SCRATCHPAD, user_memory(md, scratchpad->data()));
   }
+  dnnl_execute(prim, std::move(args));
+}
+
+void dnnl_execute(const dnnl::primitive& prim, std::unordered_map<int, dnnl::memory> args) {
   try {
     dnnl::stream& stream = dnnl_stream();
     prim.execute(stream, args);

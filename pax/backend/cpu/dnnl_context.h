@@ -1,6 +1,6 @@
 // oneDNN plumbing shared by the GEMM and convolution kernels: the CPU engine,
-// the stream, dtype mapping, execution with a scratchpad from paxcc's caching
-// allocator, and a thread-safe LRU cache of primitives keyed by everything that
+// the stream, dtype mapping, execution with a scratchpad from the kernel's
+// context, and a thread-safe LRU cache of primitives keyed by everything that
 // determines them (shapes, strides, dtypes, attributes), so that a repeated
 // call costs one hash lookup plus the execution.
 // oneDNN stays private to the backend: only files under pax/backend/cpu/ may
@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pax/backend/kernel.h"
 #include "pax/core/dtype.h"
 
 namespace pax::cpu {
@@ -41,10 +42,15 @@ bool is_reference_impl(const dnnl::primitive_desc_base& pd);
 // Primitive attributes with a user-provided scratchpad (see dnnl_execute).
 dnnl::primitive_attr user_scratchpad_attr();
 
-// Executes `prim` on this thread's stream and waits. A scratchpad of
-// `scratchpad_bytes` (from the primitive descriptor) comes from paxcc's caching
-// allocator, so concurrent executions of one primitive never share one.
-void dnnl_execute(const dnnl::primitive& prim, std::unordered_map<int, dnnl::memory> args, size_t scratchpad_bytes);
+// Executes `prim` (made with user_scratchpad_attr) on this thread's stream
+// and waits. A scratchpad of `scratchpad_bytes` (from the primitive
+// descriptor) comes from the kernel's context, so concurrent executions of
+// one primitive never share one.
+void dnnl_execute(const KernelContext& ctx, const dnnl::primitive& prim, std::unordered_map<int, dnnl::memory> args,
+                  size_t scratchpad_bytes);
+// Executes a primitive made without a user scratchpad (the reorders) on this
+// thread's stream and waits.
+void dnnl_execute(const dnnl::primitive& prim, std::unordered_map<int, dnnl::memory> args);
 
 // A flat integer description of one primitive: a kind tag first, then every
 // shape, stride, dtype and attribute it depends on.

@@ -107,10 +107,10 @@ bool same_both_ways(const FusedLoop& program, std::span<const void* const> in, c
     pa.push_back(a[k].data());
     pb.push_back(b[k].data());
   }
-  run_fused(p, in, pa);
+  run_fused(host_kernel_context(), p, in, pa);
   const bool was_compiled = p.code.load() != nullptr;
   p.code.store(nullptr);
-  run_fused(p, in, pb);
+  run_fused(host_kernel_context(), p, in, pb);
   for (size_t k = 0; k < outs.size(); ++k) {
     const size_t w = itemsize(outs[k].dtype);
     for (size_t i = 0; i < outs[k].bytes / w; ++i) {
@@ -213,7 +213,7 @@ TEST(FusedCodegen, Int32ArithmeticIsCompiled) {
     // The sum by hand: wrapped around at INT32_MAX.
     std::vector<int32_t> got(static_cast<size_t>(n)), m1(got), m2(got);
     void* out[] = {m1.data(), m2.data(), got.data()};
-    run_fused(p, in, out);
+    run_fused(host_kernel_context(), p, in, out);
     EXPECT_EQ(got[0], std::numeric_limits<int32_t>::min());
     if (n > 1) EXPECT_EQ(got[1], xv[1] + 1);
   }
@@ -357,8 +357,8 @@ TEST(FusedCodegen, WideBf16RoundsEveryResult) {
   std::vector<void*> wp, np;
   for (size_t k = 0; k < 3; ++k) wp.push_back((wide_out[k] = std::vector<unsigned char>(size_t(n) * 4)).data());
   for (size_t k = 0; k < 2; ++k) np.push_back((narrow_out[k] = std::vector<unsigned char>(size_t(n) * 4)).data());
-  run_fused(compiled(b.p), in, wp);
-  run_fused(compiled(narrow), in, np);
+  run_fused(host_kernel_context(), compiled(b.p), in, wp);
+  run_fused(host_kernel_context(), compiled(narrow), in, np);
   for (size_t k = 0; k < 2; ++k) {
     for (size_t i = 0; i < size_t(n); ++i) {
       const size_t w = itemsize(outs[k].dtype);
@@ -523,10 +523,10 @@ TEST(FusedCodegen, AsynchronousBuildsArePublishedLater) {
   void* out_before[] = {before.data()};
   void* out_after[] = {after.data()};
   compile_fused_programs({shared});
-  run_fused(*shared, in, out_before);  // interpreted, or compiled if the cache was quick
+  run_fused(host_kernel_context(), *shared, in, out_before);  // interpreted, or compiled if the cache was quick
   wait_for_compile_jobs();
   ASSERT_NE(shared->code.load(), nullptr);
-  run_fused(*shared, in, out_after);
+  run_fused(host_kernel_context(), *shared, in, out_after);
   for (int64_t i = 0; i < n; ++i) {
     if (std::isnan(before[size_t(i)]) && std::isnan(after[size_t(i)])) continue;
     ASSERT_EQ(std::memcmp(&before[size_t(i)], &after[size_t(i)], 4), 0) << i;
@@ -670,7 +670,7 @@ TEST(FusedCodegen, Int32DivisionRemainderShiftsAndPowersAreCompiled) {
     for (auto& g : got) out.push_back(g.data());
     out.push_back(got_nz.data());
     const void* in[] = {xv.data(), yv.data()};
-    run_fused(p, in, out);
+    run_fused(host_kernel_context(), p, in, out);
     for (size_t k = 0; k < std::size(ops); ++k) {
       EXPECT_TRUE(same_bytes(got[k], eager_binary(ops[k], xv, yv))) << binary_op_name(ops[k]) << " n " << n;
     }
@@ -722,7 +722,7 @@ TEST(FusedCodegen, FloatToInt32ConversionsAreCompiled) {
     std::vector<uint8_t> got_nz(static_cast<size_t>(n)), want_nz(got_nz);
     const void* in[] = {fv.data(), hv.data()};
     void* out[] = {got_f.data(), got_h.data(), got_nz.data(), got_sum.data()};
-    run_fused(p, in, out);
+    run_fused(host_kernel_context(), p, in, out);
     convert(DType::f32, fv.data(), DType::i32, want_f.data(), size_t(n));
     convert(DType::bf16, hv.data(), DType::i32, want_h.data(), size_t(n));
     convert(DType::i32, want_f.data(), DType::bool_, want_nz.data(), size_t(n));

@@ -384,7 +384,8 @@ void run_plain(const FusedLoop& p, std::span<const void* const> in, std::span<vo
 
 // Rows of n elements are cut into segments of min(n, kRowBlock) (units), as
 // cpu::reduce cuts them; tasks hold one segment, or several whole rows.
-void run_row_reduce(const FusedLoop& p, std::span<const void* const> in, std::span<void* const> out, bool apart) {
+void run_row_reduce(const KernelContext& ctx, const FusedLoop& p, std::span<const void* const> in,
+                    std::span<void* const> out, bool apart) {
   const FusedReduce& r = *p.reduce;
   const DType dt = p.slots[size_t(r.slot)].dtype;
   const DType acc = accumulator_dtype(dt);
@@ -395,7 +396,7 @@ void run_row_reduce(const FusedLoop& p, std::span<const void* const> in, std::sp
   const int64_t per_task = nb == 1 ? std::max<int64_t>(1, kRowTile / r.n) : 1;
   const int64_t tasks = ceil_div(units, per_task);
   const bool direct = nb == 1 && acc == r.out_dtype;
-  std::shared_ptr<Buffer> partials = direct ? nullptr : Buffer::allocate(size_t(units) * aw);
+  std::shared_ptr<Buffer> partials = direct ? nullptr : ctx.allocate_scratch(size_t(units) * aw);
   char* part = direct ? static_cast<char*>(out[size_t(r.output)]) : static_cast<char*>(partials->data());
   auto unit_lo = [&](int64_t u) { return (u / nb) * r.n + (u % nb) * rb; };
   auto unit_hi = [&](int64_t u) { return (u / nb) * r.n + std::min(r.n, (u % nb + 1) * rb); };
@@ -413,12 +414,13 @@ void run_row_reduce(const FusedLoop& p, std::span<const void* const> in, std::sp
       else reduce_rows(r.op, dt, x, 1, size_t(z - a), part + size_t(u0) * aw);
     }
   });
-  if (!direct) reduce(r.op, acc, part, r.out_dtype, out[size_t(r.output)], r.outer, nb, 1);
+  if (!direct) reduce(ctx, r.op, acc, part, r.out_dtype, out[size_t(r.output)], r.outer, nb, 1);
 }
 
 // Each task accumulates a run of rows into a partial row (accumulator dtype);
 // the partial rows are then reduced in order.
-void run_col_reduce(const FusedLoop& p, std::span<const void* const> in, std::span<void* const> out, bool apart) {
+void run_col_reduce(const KernelContext& ctx, const FusedLoop& p, std::span<const void* const> in,
+                    std::span<void* const> out, bool apart) {
   const FusedReduce& r = *p.reduce;
   const DType dt = p.slots[size_t(r.slot)].dtype;
   const DType acc = accumulator_dtype(dt);
@@ -428,7 +430,7 @@ void run_col_reduce(const FusedLoop& p, std::span<const void* const> in, std::sp
   const int64_t rows = ceil_div(r.n, want);
   const int64_t tasks = ceil_div(r.n, rows);
   const bool direct = tasks == 1 && acc == r.out_dtype;
-  std::shared_ptr<Buffer> partials = direct ? nullptr : Buffer::allocate(size_t(tasks * r.inner) * aw);
+  std::shared_ptr<Buffer> partials = direct ? nullptr : ctx.allocate_scratch(size_t(tasks * r.inner) * aw);
   char* part = direct ? static_cast<char*>(out[size_t(r.output)]) : static_cast<char*>(partials->data());
   alignas(8) unsigned char identity[8];
   reduce_identity(r.op, acc, identity);
@@ -464,7 +466,7 @@ void run_col_reduce(const FusedLoop& p, std::span<const void* const> in, std::sp
       });
     }
   });
-  if (!direct) reduce(r.op, acc, part, r.out_dtype, out[size_t(r.output)], 1, tasks, r.inner);
+  if (!direct) reduce(ctx, r.op, acc, part, r.out_dtype, out[size_t(r.output)], 1, tasks, r.inner);
 }
 
 // Whether no output a store writes shares a byte with an input the loop
@@ -508,7 +510,7 @@ int64_t sweep_tile_rows(int64_t rows, int64_t row_len) {
 
 }  // namespace
 
-void run_row_sweep(std::span<const SweepLoop> loops, int64_t rows, int64_t row_len,
+void run_row_sweep(const KernelContext& /*ctx*/, std::span<const SweepLoop> loops, int64_t rows, int64_t row_len,
                    std::span<const size_t> local_widths) {
   std::vector<bool> apart(loops.size());
   size_t tile_bytes = 0;
@@ -595,13 +597,14 @@ void run_row_sweep(std::span<const SweepLoop> loops, int64_t rows, int64_t row_l
   });
 }
 
-void run_fused(const FusedLoop& p, std::span<const void* const> inputs, std::span<void* const> outputs) {
+void run_fused(const KernelContext& ctx, const FusedLoop& p, std::span<const void* const> inputs,
+               std::span<void* const> outputs) {
   PAX_CHECK(int(inputs.size()) == p.num_inputs && int(outputs.size()) == p.num_outputs, "fused loop: takes ",
             p.num_inputs, " inputs and ", p.num_outputs, " outputs, got ", inputs.size(), " and ", outputs.size());
   const bool apart = outputs_apart(p, inputs, outputs);
   if (!p.reduce) return run_plain(p, inputs, outputs, apart);
-  if (p.reduce->inner == 1) return run_row_reduce(p, inputs, outputs, apart);
-  run_col_reduce(p, inputs, outputs, apart);
+  if (p.reduce->inner == 1) return run_row_reduce(ctx, p, inputs, outputs, apart);
+  run_col_reduce(ctx, p, inputs, outputs, apart);
 }
 
 }  // namespace pax::cpu

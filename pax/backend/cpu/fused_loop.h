@@ -155,8 +155,11 @@ size_t set_stream_bytes_for_testing(size_t bytes);
 bool fusable_reduction(ReduceOp op, DType dtype, int64_t outer, int64_t n, int64_t inner);
 
 // Runs the program. inputs[k] / outputs[k] point at the loop's input and
-// output arrays (outputs of `size` elements, or the reduction's result).
-void run_fused(const FusedLoop& program, std::span<const void* const> inputs, std::span<void* const> outputs);
+// output arrays (outputs of `size` elements, or the reduction's result). A
+// reduction's partials are scratch from ctx, the context of the device the
+// loop runs for.
+void run_fused(const KernelContext& ctx, const FusedLoop& program, std::span<const void* const> inputs,
+               std::span<void* const> outputs);
 
 // One loop (or row reduction) of a row sweep (pax/compile/fusion.h,
 // RowSweep) with its arrays.
@@ -177,8 +180,10 @@ struct SweepLoop {
 // elements: one element per row) before the next starts on it. A loop's
 // reduction reduces each row of the tile as run_fused reduces it, so every
 // value has the bits run_fused would give it. local_widths: bytes per
-// element of each sweep-local value.
-void run_row_sweep(std::span<const SweepLoop> loops, int64_t rows, int64_t row_len,
+// element of each sweep-local value. ctx: the context of the device the
+// sweep runs for (the sweep's tiles live in per-thread buffers that every
+// sweep reuses, so it asks ctx for no scratch of its own).
+void run_row_sweep(const KernelContext& ctx, std::span<const SweepLoop> loops, int64_t rows, int64_t row_len,
                    std::span<const size_t> local_widths);
 
 }  // namespace pax::cpu

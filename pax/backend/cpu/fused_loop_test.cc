@@ -64,7 +64,7 @@ TEST(FusedLoop, ChainWithBroadcastMatchesReference) {
     const float c = 1.75f;
     const void* in[] = {x.data(), &c, r.data()};
     void* out[] = {y.data()};
-    run_fused(p, in, out);
+    run_fused(host_kernel_context(), p, in, out);
     for (int64_t i = 0; i < rows * cols; ++i) {
       const float want = (x[size_t(i)] * c + r[size_t(i % cols)]) - x[size_t(i)];
       ASSERT_EQ(y[size_t(i)], want) << "element " << i << " of " << rows << "x" << cols;
@@ -80,7 +80,7 @@ TEST(FusedLoop, OutputMayOverwriteItsContiguousInput) {
   const float c = 3.0f;
   const void* in[] = {x.data(), &c, r.data()};
   void* out[] = {x.data()};
-  run_fused(p, in, out);
+  run_fused(host_kernel_context(), p, in, out);
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], (x0[i] * c + 0.5f) - x0[i]) << i;
 }
 
@@ -132,11 +132,11 @@ TEST(FusedLoop, StoresAreWrittenInPlaceUnlessAnInputSharesTheirMemory) {
     };
     const void* in[] = {x.data()};
     void* out[] = {a.data(), b.data(), sums.data()};
-    run_fused(p, in, std::span<void* const>(out, size_t(p.num_outputs)));
+    run_fused(host_kernel_context(), p, in, std::span<void* const>(out, size_t(p.num_outputs)));
     check(a, "apart");
     // a overwrites x: b still reads the x of before.
     void* shared[] = {x.data(), b.data(), sums.data()};
-    run_fused(p, in, std::span<void* const>(shared, size_t(p.num_outputs)));
+    run_fused(host_kernel_context(), p, in, std::span<void* const>(shared, size_t(p.num_outputs)));
     check(x, "in place");
   }
 }
@@ -155,7 +155,7 @@ TEST(FusedLoop, RegistersAreReused) {
   std::vector<float> x(10, 1.0f), y(10);
   const void* in[] = {x.data()};
   void* out[] = {y.data()};
-  run_fused(p, in, out);
+  run_fused(host_kernel_context(), p, in, out);
   for (float v : y) EXPECT_EQ(v, 21.0f);
 }
 
@@ -172,7 +172,7 @@ TEST(FusedLoop, RejectsMalformedPrograms) {
   std::vector<float> x(6), y(6);
   const void* in[] = {x.data()};
   void* out[] = {y.data()};
-  EXPECT_PAX_ERROR(run_fused(p, in, out), "takes 3 inputs and 1 outputs, got 1 and 1");
+  EXPECT_PAX_ERROR(run_fused(host_kernel_context(), p, in, out), "takes 3 inputs and 1 outputs, got 1 and 1");
 }
 
 TEST(FusedLoop, FusableReductions) {

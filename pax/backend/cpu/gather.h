@@ -18,8 +18,9 @@ void gather(const GatherSpec& spec, const TensorView& operand, const TensorView&
 // out = operand with every in-bounds update window added at its start index;
 // windows that would leave the operand are dropped. Each output element
 // receives its contributions in update order whatever the thread count, so
-// the result is bit-identical for any number of threads.
-void scatter_add(const ScatterSpec& spec, const TensorView& operand, const TensorView& indices,
-                 const TensorView& updates, const TensorView& out);
+// the result is bit-identical for any number of threads. Its window tables
+// are scratch from ctx.
+void scatter_add(const KernelContext& ctx, const ScatterSpec& spec, const TensorView& operand,
+                 const TensorView& indices, const TensorView& updates, const TensorView& out);
 
 }  // namespace pax::cpu

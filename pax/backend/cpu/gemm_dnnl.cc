@@ -137,13 +137,13 @@ bool bad_row_stride(int64_t row_stride, DType dtype) {
   return bytes >= 2048 && bytes % 1024 == 0;
 }
 
-// The (batch, rows, cols) operand `v` copied into `keep` with rows
-// `row_stride` elements apart; the view of the copy.
-MatrixView repacked(const GemmShape& g, int64_t rows, int64_t cols, const MatrixView& v, int64_t row_stride,
-                    std::shared_ptr<Buffer>& keep) {
+// The (batch, rows, cols) operand `v` copied into scratch from ctx (held by
+// `keep`) with rows `row_stride` elements apart; the view of the copy.
+MatrixView repacked(const KernelContext& ctx, const GemmShape& g, int64_t rows, int64_t cols, const MatrixView& v,
+                    int64_t row_stride, std::shared_ptr<Buffer>& keep) {
   const size_t width = itemsize(v.dtype);
   const int64_t outer = g.batch / g.inner_batch, matrix = rows * row_stride;
-  keep = Buffer::allocate(size_t(g.batch * matrix) * width);
+  keep = ctx.allocate_scratch(size_t(g.batch * matrix) * width);
   const int64_t dims[] = {outer, g.inner_batch, rows, cols};
   const int64_t src_strides[] = {v.batch_stride, v.inner_batch_stride, v.row_stride, v.col_stride};
   const int64_t dst_strides[] = {g.inner_batch * matrix, matrix, row_stride, 1};
@@ -159,22 +159,23 @@ int64_t gemm_preferred_row_stride(DType dtype, int64_t m, int64_t cols) {
   return cols + kRowPadBytes / int64_t(itemsize(dtype));
 }
 
-bool gemm_dnnl(const GemmShape& g, const MatrixView& a, const MatrixView& b, const MatrixView& c) {
+bool gemm_dnnl(const KernelContext& ctx, const GemmShape& g, const MatrixView& a, const MatrixView& b,
+               const MatrixView& c) {
   PAX_CHECK(g.batch > 0 && g.m > 0 && g.n > 0 && g.k > 0, "gemm_dnnl: sizes must be positive");
   PAX_CHECK(g.inner_batch > 0 && g.batch % g.inner_batch == 0, "gemm_dnnl: inner batch ", g.inner_batch,
             " does not divide the batch ", g.batch);
   MatrixView av = a, bv = b;
   std::shared_ptr<Buffer> akeep, bkeep;
   if (a.dtype == DType::f32 && sgemm_reads_in_place()) {
-    if (g.k > 1 && a.col_stride != 1 && g.m * g.k >= kRepackElements) av = repacked(g, g.m, g.k, a, g.k, akeep);
+    if (g.k > 1 && a.col_stride != 1 && g.m * g.k >= kRepackElements) av = repacked(ctx, g, g.m, g.k, a, g.k, akeep);
     if (g.k > 1 && g.m >= kRepackBMinRows && b.col_stride == 1 && g.k * g.n >= kRepackElements &&
         bad_row_stride(b.row_stride, b.dtype)) {
-      bv = repacked(g, g.k, g.n, b, gemm_preferred_row_stride(b.dtype, g.m, g.n), bkeep);
+      bv = repacked(ctx, g, g.k, g.n, b, gemm_preferred_row_stride(b.dtype, g.m, g.n), bkeep);
     }
   }
   auto entry = matmul_entry(g, av, bv, c);
   if (!entry->supported) return false;
-  dnnl_execute(entry->prim,
+  dnnl_execute(ctx, entry->prim,
                {{DNNL_ARG_SRC, user_memory(entry->a_md, av.data)},
                 {DNNL_ARG_WEIGHTS, user_memory(entry->b_md, bv.data)},
                 {DNNL_ARG_DST, user_memory(entry->c_md, c.data)}},

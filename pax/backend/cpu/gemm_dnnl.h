@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "pax/backend/kernel.h"
 #include "pax/core/dtype.h"
 
 namespace pax::cpu {
@@ -34,8 +35,10 @@ struct MatrixView {
 // false without touching C, and the caller makes the operands contiguous or
 // converts them. All sizes must be > 0. A and B share a dtype (f32, bf16 or
 // f16); C is f32 or that dtype. Primitives and decisions are cached, so a
-// repeated call costs one lookup plus the execution.
-bool gemm_dnnl(const GemmShape& shape, const MatrixView& a, const MatrixView& b, const MatrixView& c);
+// repeated call costs one lookup plus the execution. Repacked operands and
+// oneDNN's scratchpad take their memory from ctx.
+bool gemm_dnnl(const KernelContext& ctx, const GemmShape& shape, const MatrixView& a, const MatrixView& b,
+               const MatrixView& c);
 
 // Whether oneDNN has an optimised kernel for this product of contiguous
 // row-major operands of ab_dtype into c_dtype (asked once per shape and

@@ -39,11 +39,12 @@ char* element(const cpu::ConvTensor& t, int64_t offset) {
   return static_cast<char*>(t.data) + offset * int64_t(itemsize(t.dtype));
 }
 
-// Temporaries of one kernel call.
+// Temporaries of one kernel call, from its context.
 struct Scratch {
+  const KernelContext& ctx;
   std::vector<std::shared_ptr<Buffer>> buffers;
   void* allocate(int64_t n, DType dtype) {
-    buffers.push_back(Buffer::allocate(size_t(n) * itemsize(dtype)));
+    buffers.push_back(ctx.allocate_scratch(size_t(n) * itemsize(dtype)));
     return buffers.back()->data();
   }
 };
@@ -121,8 +122,8 @@ cpu::ConvTensor flipped(const cpu::ConvTensor& w, Scratch& scratch) {
   return relayout(src, {0, 1, 2, 3}, scratch);
 }
 
-bool run_conv(const ConvParams& c, cpu::ConvTensor x, cpu::ConvTensor w, const cpu::ConvTensor& y,
-              std::span<const TensorView> in, const TensorView& o, DType cd);
+bool run_conv(const KernelContext& ctx, const ConvParams& c, cpu::ConvTensor x, cpu::ConvTensor w,
+              const cpu::ConvTensor& y, std::span<const TensorView> in, const TensorView& o, DType cd);
 
 // f64 operands: oneDNN has no f64 convolution, and rounding them to f32 would
 // lose the digits an f64 program asks for, so the sums run here in f64, one
@@ -188,21 +189,21 @@ void conv_kernel(const KernelContext& ctx, const Params& p, std::span<const Tens
   // (f16, and bf16 below AVX-512) widened to f32, accumulated in f32 as the
   // native kernels accumulate, and rounded to the output dtype.
   const bool native_bf16 = x.dtype == DType::bf16;
-  if (!run_conv(c, x, w, y, in, o, native_bf16 ? DType::bf16 : DType::f32)) {
-    PAX_CHECK(native_bf16 && run_conv(c, x, w, y, in, o, DType::f32),
+  if (!run_conv(ctx, c, x, w, y, in, o, native_bf16 ? DType::bf16 : DType::f32)) {
+    PAX_CHECK(native_bf16 && run_conv(ctx, c, x, w, y, in, o, DType::f32),
               "conv_general_dilated: oneDNN has no f32 convolution for input dims ", ints_str(x.dims));
   }
 }
 
 // The convolution computed in dtype cd; false when oneDNN has no optimised
 // kernel for cd on this CPU (nothing is written then).
-bool run_conv(const ConvParams& c, cpu::ConvTensor x, cpu::ConvTensor w, const cpu::ConvTensor& y,
-              std::span<const TensorView> in, const TensorView& o, DType cd) {
+bool run_conv(const KernelContext& ctx, const ConvParams& c, cpu::ConvTensor x, cpu::ConvTensor w,
+              const cpu::ConvTensor& y, std::span<const TensorView> in, const TensorView& o, DType cd) {
   auto zero_output = [&] {
     std::memset(o.data, 0, o.nbytes());
     return true;
   };
-  Scratch scratch;
+  Scratch scratch{ctx, {}};
   if (x.dtype != cd) {
     x = converted(in[0], x, cd, scratch);
     w = converted(in[1], w, cd, scratch);
@@ -268,7 +269,8 @@ bool run_conv(const ConvParams& c, cpu::ConvTensor x, cpu::ConvTensor w, const c
   // A window larger than the output in both axes: a weight gradient (the form
   // conv_ad.cc's rhs_cotangent builds), for oneDNN's backward-by-weights.
   const bool weight_gradient = w.dims[2] > y_dnnl.dims[2] && w.dims[3] > y_dnnl.dims[3];
-  if (!(weight_gradient && cpu::conv2d_weight_gradient_dnnl(g, x, w, y_dnnl)) && !cpu::conv2d_dnnl(g, x, w, y_dnnl)) {
+  if (!(weight_gradient && cpu::conv2d_weight_gradient_dnnl(ctx, g, x, w, y_dnnl)) &&
+      !cpu::conv2d_dnnl(ctx, g, x, w, y_dnnl)) {
     return false;
   }
   if (!direct_out) cpu::convert_parallel(DType::f32, y_dnnl.data, o.dtype, o.data, o.numel());

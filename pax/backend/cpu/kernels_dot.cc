@@ -111,8 +111,9 @@ void order_contracting(Ints& lc, Ints& rc, const TensorView& lhs, const std::vec
 // The operand as a (batch, rows, cols) array of `dtype` with rows
 // `row_stride` elements apart (cols, or more where the GEMM asks for padded
 // rows): in place when it already is one, otherwise copied (and converted)
-// into `keep`.
-const void* packed_operand(const Operand& op, DType dtype, int64_t row_stride, std::shared_ptr<Buffer>& keep) {
+// into scratch from ctx that `keep` holds.
+const void* packed_operand(const KernelContext& ctx, const Operand& op, DType dtype, int64_t row_stride,
+                           std::shared_ptr<Buffer>& keep) {
   const TensorView& t = *op.view;
   std::vector<int64_t> dims, src_strides;
   for (const AxisGroup* g : {&op.batch, &op.rows, &op.cols}) {
@@ -131,7 +132,7 @@ const void* packed_operand(const Operand& op, DType dtype, int64_t row_stride, s
     stride *= dims[i];
     if (i == first_col) stride = row_stride;
   }
-  keep = Buffer::allocate(size_t(rows * row_stride) * itemsize(dtype));
+  keep = ctx.allocate_scratch(size_t(rows * row_stride) * itemsize(dtype));
   if (t.dtype == dtype) {
     cpu::strided_copy(itemsize(dtype), dims, t.data, src_strides, keep->data(), dst_strides);
   } else if (in_order && dense) {
@@ -140,7 +141,7 @@ const void* packed_operand(const Operand& op, DType dtype, int64_t row_stride, s
     const void* src = t.data;
     std::shared_ptr<Buffer> tmp;
     if (!in_order) {
-      tmp = Buffer::allocate(t.nbytes());
+      tmp = ctx.allocate_scratch(t.nbytes());
       cpu::strided_copy(itemsize(t.dtype), dims, t.data, src_strides, tmp->data(), Shape(dims).strides());
       src = tmp->data();
     }
@@ -167,7 +168,7 @@ DType compute_dtype(DType in, DType out) {
 // of o's axes). Returns false, having written nothing, where the strided
 // output cannot be handed to oneDNN (its kernels or the operands' layout do
 // not allow it); without c_strides it always writes o and returns true.
-bool dot_into(const Params& p, std::span<const TensorView> in, const TensorView& o,
+bool dot_into(const KernelContext& ctx, const Params& p, std::span<const TensorView> in, const TensorView& o,
               const std::vector<int64_t>* c_strides) {
   const TensorView& lhs = in[0];
   const TensorView& rhs = in[1];
@@ -191,8 +192,8 @@ bool dot_into(const Params& p, std::span<const TensorView> in, const TensorView&
   if (is_integer(native) || native == DType::f64) {
     if (c_strides) return false;
     std::shared_ptr<Buffer> abuf, bbuf;
-    cpu::gemm_blocked(native, shape, packed_operand(a, native, shape.k, abuf), packed_operand(b, native, shape.n, bbuf),
-                      o.data);
+    cpu::gemm_blocked(native, shape, packed_operand(ctx, a, native, shape.k, abuf),
+                      packed_operand(ctx, b, native, shape.n, bbuf), o.data);
     return true;
   }
 
@@ -219,7 +220,7 @@ bool dot_into(const Params& p, std::span<const TensorView> in, const TensorView&
     if (!merged_stride(c_rows) || !merged_stride(c_cols)) return false;
   }
   std::shared_ptr<Buffer> cbuf;
-  if (!direct_out) cbuf = Buffer::allocate(size_t(o.numel()) * sizeof(float));
+  if (!direct_out) cbuf = ctx.allocate_scratch(size_t(o.numel()) * sizeof(float));
   const cpu::MatrixView c{direct_out ? o.data : cbuf->data(), direct_out ? o.dtype : DType::f32, shape.m * shape.n,
                           shape.n, 1};
 
@@ -255,12 +256,12 @@ bool dot_into(const Params& p, std::span<const TensorView> in, const TensorView&
       }
       if (auto sb = merged_stride(op.batch); in_place && sb) return cpu::MatrixView{op.view->data, cd, *sb, *sr, *sc};
       const int64_t ld = &op == &b ? cpu::gemm_preferred_row_stride(cd, shape.m, cols) : cols;
-      const void* data = packed_operand(op, cd, ld, keep);
+      const void* data = packed_operand(ctx, op, cd, ld, keep);
       return cpu::MatrixView{const_cast<void*>(data), cd, g.inner_batch * rows * ld, ld, 1, rows * ld};
     };
     const cpu::MatrixView av = view(a, abuf, shape.m, shape.k);
     const cpu::MatrixView bv = view(b, bbuf, shape.k, shape.n);
-    return cpu::gemm_dnnl(g, av, bv, cv);
+    return cpu::gemm_dnnl(ctx, g, av, bv, cv);
   };
   if (!attempt(false) && !attempt(true)) {
     if (c_strides) return false;
@@ -268,8 +269,8 @@ bool dot_into(const Params& p, std::span<const TensorView> in, const TensorView&
     // optimised kernels for this CPU): the blocked loop.
     PAX_CHECK(cd == DType::f32, "dot_general: oneDNN has no matmul for ", dtype_name(cd), " operands on this CPU");
     std::shared_ptr<Buffer> abuf, bbuf;
-    cpu::gemm_blocked(DType::f32, shape, packed_operand(a, DType::f32, shape.k, abuf),
-                      packed_operand(b, DType::f32, shape.n, bbuf), c.data);
+    cpu::gemm_blocked(DType::f32, shape, packed_operand(ctx, a, DType::f32, shape.k, abuf),
+                      packed_operand(ctx, b, DType::f32, shape.n, bbuf), c.data);
   }
   if (!direct_out) cpu::convert_parallel(DType::f32, cbuf->data(), o.dtype, o.data, o.numel());
   return true;
@@ -279,14 +280,14 @@ void dot_general_kernel(const KernelContext& ctx, const Params& p, std::span<con
                         std::span<const TensorView> out) {
   const TensorView& o = out[0];
   if (!o.strides) {
-    dot_into(p, in, o, nullptr);
+    dot_into(ctx, p, in, o, nullptr);
     return;
   }
-  if (dot_into(p, in, o, o.strides)) return;
+  if (dot_into(ctx, p, in, o, o.strides)) return;
   // The product row-major, then moved into the requested layout.
   std::shared_ptr<Buffer> tmp = ctx.allocate_scratch(o.nbytes());
   const TensorView row_major{tmp->data(), o.shape, o.dtype};
-  dot_into(p, in, row_major, nullptr);
+  dot_into(ctx, p, in, row_major, nullptr);
   cpu::strided_copy(itemsize(o.dtype), o.shape->dims(), tmp->data(), o.shape->strides(), o.data, *o.strides);
 }
 

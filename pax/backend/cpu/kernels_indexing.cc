@@ -15,7 +15,7 @@ void gather_kernel(const KernelContext& ctx, const Params& p, std::span<const Te
 
 void scatter_add_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
                         std::span<const TensorView> out) {
-  cpu::scatter_add(scatter_spec(p), in[0], in[1], in[2], out[0]);
+  cpu::scatter_add(ctx, scatter_spec(p), in[0], in[1], in[2], out[0]);
 }
 
 }  // namespace

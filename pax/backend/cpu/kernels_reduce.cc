@@ -51,7 +51,7 @@ void reduce_kernel(const KernelContext& ctx, const Params& p, std::span<const Te
   const TensorView& y = out[0];
   const int64_t m = y.numel();
   if (m == 0) return;
-  if (x.numel() == 0) return cpu::reduce(kReduceOp<P>, x.dtype, x.data, y.dtype, y.data, m, 0, 1);
+  if (x.numel() == 0) return cpu::reduce(ctx, kReduceOp<P>, x.dtype, x.data, y.dtype, y.data, m, 0, 1);
   std::vector<Group> groups = merge_dims(*x.shape, normalize_axes(p.ints("axes"), x.rank(), prim_name(P)));
   const DType acc = cpu::accumulator_dtype(x.dtype);
   const void* src = x.data;
@@ -61,7 +61,7 @@ void reduce_kernel(const KernelContext& ctx, const Params& p, std::span<const Te
     // The innermost reduced group g and what lies before / after it.
     size_t g = groups.size();
     while (g > 0 && !groups[g - 1].reduced) --g;
-    if (g == 0) return cpu::reduce(kReduceOp<P>, src_dtype, src, y.dtype, y.data, m, 1, 1);  // a copy
+    if (g == 0) return cpu::reduce(ctx, kReduceOp<P>, src_dtype, src, y.dtype, y.data, m, 1, 1);  // a copy
     --g;
     int64_t outer = 1, inner = 1;
     bool more = false;
@@ -71,9 +71,9 @@ void reduce_kernel(const KernelContext& ctx, const Params& p, std::span<const Te
     }
     for (size_t k = g + 1; k < groups.size(); ++k) inner *= groups[k].size;
     const int64_t n = groups[g].size;
-    if (!more) return cpu::reduce(kReduceOp<P>, src_dtype, src, y.dtype, y.data, outer, n, inner);
+    if (!more) return cpu::reduce(ctx, kReduceOp<P>, src_dtype, src, y.dtype, y.data, outer, n, inner);
     std::shared_ptr<Buffer> next = ctx.allocate_scratch(size_t(outer * inner) * itemsize(acc));
-    cpu::reduce(kReduceOp<P>, src_dtype, src, acc, next->data(), outer, n, inner);
+    cpu::reduce(ctx, kReduceOp<P>, src_dtype, src, acc, next->data(), outer, n, inner);
     held = std::move(next);
     src = held->data();
     src_dtype = acc;
@@ -102,14 +102,14 @@ void arg_kernel(const KernelContext& ctx, const Params& p, std::span<const Tenso
                 std::span<const TensorView> out) {
   const TensorView& x = in[0];
   const Canonical c = around_axis(*x.shape, normalize_axis(p.i("axis"), x.rank(), prim_name(P)));
-  cpu::argreduce(P == Prim::argmax, x.dtype, out[0].dtype, x.data, out[0].data, c.outer, c.n, c.inner);
+  cpu::argreduce(ctx, P == Prim::argmax, x.dtype, out[0].dtype, x.data, out[0].data, c.outer, c.n, c.inner);
 }
 
 void cumsum_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
                    std::span<const TensorView> out) {
   const TensorView& x = in[0];
   const Canonical c = around_axis(*x.shape, normalize_axis(p.i("axis"), x.rank(), "cumsum"));
-  cpu::cumsum(x.dtype, x.data, out[0].data, c.outer, c.n, c.inner, p.b("reverse"));
+  cpu::cumsum(ctx, x.dtype, x.data, out[0].data, c.outer, c.n, c.inner, p.b("reverse"));
 }
 
 template <Prim... Ps>

@@ -82,13 +82,13 @@ Plan make_scan_plan(int64_t outer, int64_t n, int64_t inner) {
   return p;
 }
 
-// Scratch memory from the caching allocator.
+// Scratch memory from the kernel's context; none (null) for 0 bytes.
 struct Scratch {
   std::shared_ptr<Buffer> buf;
-  explicit Scratch(size_t nbytes) : buf(Buffer::allocate(nbytes)) {}
+  Scratch(const KernelContext& ctx, size_t nbytes) : buf(nbytes ? ctx.allocate_scratch(nbytes) : nullptr) {}
   template <class T>
   T* as() const {
-    return static_cast<T*>(buf->data());
+    return buf ? static_cast<T*>(buf->data()) : nullptr;
   }
 };
 
@@ -202,8 +202,8 @@ void reduce_identity(ReduceOp op, DType dtype, void* out) {
   });
 }
 
-void reduce(ReduceOp op, DType dtype, const void* x, DType out_dtype, void* y, int64_t outer, int64_t n,
-            int64_t inner) {
+void reduce(const KernelContext& ctx, ReduceOp op, DType dtype, const void* x, DType out_dtype, void* y, int64_t outer,
+            int64_t n, int64_t inner) {
   const DType acc = accumulator_dtype(dtype);
   PAX_CHECK(accumulator_dtype(out_dtype) == acc, "reduce: cannot reduce ", dtype_name(dtype), " into ",
             dtype_name(out_dtype));
@@ -224,7 +224,7 @@ void reduce(ReduceOp op, DType dtype, const void* x, DType out_dtype, void* y, i
   const Plan p = make_plan(outer, n, inner);
   const bool direct = acc == out_dtype;
   // Partials go straight to y when there is one block and no final rounding.
-  Scratch part(p.nb == 1 && direct ? 0 : size_t(m * p.nb) * aw);
+  Scratch part(ctx, p.nb == 1 && direct ? 0 : size_t(m * p.nb) * aw);
   char* part_ptr = p.nb == 1 && direct ? static_cast<char*>(y) : part.as<char>();
   block_partials(op, dtype, static_cast<const char*>(x), p, part_ptr);
 
@@ -236,7 +236,7 @@ void reduce(ReduceOp op, DType dtype, const void* x, DType out_dtype, void* y, i
   while (level.nb > 1) {
     const Plan q = make_plan(outer, level.nb, inner, /*for_threads=*/false);
     const bool last = q.nb == 1 && direct;
-    levels.emplace_back(last ? 0 : size_t(m * q.nb) * aw);
+    levels.emplace_back(ctx, last ? 0 : size_t(m * q.nb) * aw);
     char* dst = last ? static_cast<char*>(y) : levels.back().as<char>();
     block_partials(op, acc, src, q, dst);
     src = dst;
@@ -245,8 +245,8 @@ void reduce(ReduceOp op, DType dtype, const void* x, DType out_dtype, void* y, i
   if (!direct) convert_parallel(acc, src, out_dtype, static_cast<char*>(y), m);
 }
 
-void argreduce(bool is_max, DType dtype, DType index_dtype, const void* x, void* y, int64_t outer, int64_t n,
-               int64_t inner) {
+void argreduce(const KernelContext& ctx, bool is_max, DType dtype, DType index_dtype, const void* x, void* y,
+               int64_t outer, int64_t n, int64_t inner) {
   PAX_CHECK(index_dtype == DType::i32 || index_dtype == DType::i64,
             "argreduce: index dtype must be int32 or int64, got ", dtype_name(index_dtype));
   const int64_t m = outer * inner;
@@ -255,7 +255,7 @@ void argreduce(bool is_max, DType dtype, DType index_dtype, const void* x, void*
   const Plan p = make_plan(outer, n, inner);
   const size_t xw = itemsize(dtype);
   const char* xc = static_cast<const char*>(x);
-  Scratch idx(size_t(m * p.nb) * sizeof(int32_t));
+  Scratch idx(ctx, size_t(m * p.nb) * sizeof(int32_t));
   int32_t* ip = idx.as<int32_t>();
   if (p.inner == 1 && p.nb == 1) {
     parallel_for(outer, p.grain(), [&](int64_t o0, int64_t o1) {
@@ -285,7 +285,8 @@ void argreduce(bool is_max, DType dtype, DType index_dtype, const void* x, void*
   });
 }
 
-void cumsum(DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner, bool reverse) {
+void cumsum(const KernelContext& ctx, DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+            bool reverse) {
   PAX_CHECK(dtype != DType::bool_, "cumsum: not defined for bool");
   const int64_t m = outer * n * inner;
   if (m == 0) return;
@@ -303,7 +304,7 @@ void cumsum(DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64
   }
   // Long scans: block sums first, then each block scans from the sum of the
   // blocks before it.
-  Scratch part(p.nb > 1 ? size_t(outer * p.nb * inner) * itemsize(acc) : 0);
+  Scratch part(ctx, p.nb > 1 ? size_t(outer * p.nb * inner) * itemsize(acc) : 0);
   if (p.nb > 1) {
     block_partials(ReduceOp::sum, dtype, xc, p, part.as<char>());
     visit_dtype(acc, [&](auto t) {

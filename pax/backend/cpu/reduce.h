@@ -9,7 +9,8 @@
 // Long reduced dimensions are cut into blocks whose size depends only on
 // (outer, n, inner); block results are combined in a fixed order, so results
 // are bit-identical for every thread count. f32 / f64 accumulate in their own
-// type, bf16 / f16 in f32 (rounded once at the end), integers wrap.
+// type, bf16 / f16 in f32 (rounded once at the end), integers wrap. Their
+// block partials are scratch from the kernel's context.
 //
 // The chunk kernels below them (reduce_rows, ...) are single-threaded and
 // vectorised with Highway (reduce_hwy.cc).
@@ -18,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "pax/backend/kernel.h"
 #include "pax/compile/loop_program.h"  // ReduceOp
 #include "pax/core/dtype.h"
 
@@ -34,16 +36,18 @@ using ::pax::ReduceOp;
 // true, or 0 / false). Floating max / min propagate NaN. y has out_dtype:
 // the dtype of x, or, to chain reductions without intermediate rounding, any
 // dtype with the same accumulator dtype (bf16 -> f32 -> bf16).
-void reduce(ReduceOp op, DType dtype, const void* x, DType out_dtype, void* y, int64_t outer, int64_t n, int64_t inner);
+void reduce(const KernelContext& ctx, ReduceOp op, DType dtype, const void* x, DType out_dtype, void* y, int64_t outer,
+            int64_t n, int64_t inner);
 
 // y[o, i] = index along r of the first maximum (minimum) of x[o, r, i]; a NaN
 // counts as the extreme (the first NaN wins). index_dtype is i32 or i64; n >= 1.
-void argreduce(bool is_max, DType dtype, DType index_dtype, const void* x, void* y, int64_t outer, int64_t n,
-               int64_t inner);
+void argreduce(const KernelContext& ctx, bool is_max, DType dtype, DType index_dtype, const void* x, void* y,
+               int64_t outer, int64_t n, int64_t inner);
 
 // y[o, r, i] = sum of x[o, s, i] for s <= r (s >= r when reverse). Numeric
 // dtypes; bf16 / f16 keep a running f32 sum and round each output.
-void cumsum(DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner, bool reverse);
+void cumsum(const KernelContext& ctx, DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+            bool reverse);
 
 // The dtype in which reductions of `dtype` accumulate (f32 for bf16 / f16).
 DType accumulator_dtype(DType dtype);

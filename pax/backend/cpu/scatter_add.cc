@@ -27,14 +27,15 @@
 namespace pax::cpu {
 namespace {
 
-// Uninitialised scratch from the caching allocator, so that repeated calls
-// (every training step) neither zero nor fault in fresh pages.
+// Uninitialised scratch from the kernel's context (the host's caching
+// allocator on the CPU), so that repeated calls (every training step) neither
+// zero nor fault in fresh pages. Empty (null) for n == 0.
 template <class T>
 class Scratch {
  public:
-  Scratch() : Scratch(0) {}
-  explicit Scratch(int64_t n) : buf_(Buffer::allocate(size_t(n) * sizeof(T))) {}
-  T* data() const { return static_cast<T*>(buf_->data()); }
+  Scratch() = default;
+  Scratch(const KernelContext& ctx, int64_t n) : buf_(n > 0 ? ctx.allocate_scratch(size_t(n) * sizeof(T)) : nullptr) {}
+  T* data() const { return buf_ ? static_cast<T*>(buf_->data()) : nullptr; }
   T& operator[](int64_t i) const { return data()[i]; }
 
  private:
@@ -109,7 +110,7 @@ void add_run(DType dtype, T* o, int64_t os, const T* u, int64_t us, int64_t n) {
   for (int64_t i = 0; i < n; ++i) o[i * os] = add_one(o[i * os], u[i * us]);
 }
 
-Buckets bucket_by_region(const Windows& w, const Split& reg) {
+Buckets bucket_by_region(const KernelContext& ctx, const Windows& w, const Split& reg) {
   const int64_t n = w.count;
   constexpr int64_t kSegment = 1 << 14;
   const int64_t segs = (n + kSegment - 1) / kSegment;
@@ -141,7 +142,7 @@ Buckets bucket_by_region(const Windows& w, const Split& reg) {
     }
   }
   out.start[size_t(reg.blocks)] = sum;
-  out.ids = Scratch<int64_t>(sum);
+  out.ids = Scratch<int64_t>(ctx, sum);
   parallel_for(segs, 1, [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
       int64_t* p = pos.data() + s * reg.blocks;
@@ -220,8 +221,8 @@ void apply_windows(const Plan& p, DType dtype, const Windows& w, const Buckets& 
 
 }  // namespace
 
-void scatter_add(const ScatterSpec& spec, const TensorView& operand, const TensorView& indices,
-                 const TensorView& updates, const TensorView& out) {
+void scatter_add(const KernelContext& ctx, const ScatterSpec& spec, const TensorView& operand,
+                 const TensorView& indices, const TensorView& updates, const TensorView& out) {
   copy_bytes(out.data, operand.data, out.nbytes());
   if (updates.numel() == 0 || out.numel() == 0) return;
   const Shape& os = *operand.shape;
@@ -302,7 +303,7 @@ void scatter_add(const ScatterSpec& spec, const TensorView& operand, const Tenso
     map.max_start.push_back(os[d] - wsize[size_t(d)]);
     map.stride.push_back(ostr[size_t(d)]);
   }
-  Windows w{nwindows, Scratch<int64_t>(nwindows), Scratch<int64_t>(by_region ? nwindows : 0)};
+  Windows w{nwindows, Scratch<int64_t>(ctx, nwindows), Scratch<int64_t>(ctx, by_region ? nwindows : 0)};
   const int64_t k = int64_t(sdod.size());
   visit_index_dtype(indices.dtype, [&](auto i) {
     using I = decltype(i);
@@ -315,7 +316,7 @@ void scatter_add(const ScatterSpec& spec, const TensorView& operand, const Tenso
       }
     });
   });
-  const Buckets buckets = by_region ? bucket_by_region(w, plan.reg) : Buckets{};
+  const Buckets buckets = by_region ? bucket_by_region(ctx, w, plan.reg) : Buckets{};
 
   visit_dtype(operand.dtype, [&](auto t) {
     using T = decltype(t);

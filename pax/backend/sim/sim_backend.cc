@@ -166,7 +166,8 @@ class SimExecutable : public Executable {
 
 std::shared_ptr<Executable> sim_compile(JaxprPtr jaxpr, const CompileOptions& options, Device device) {
   std::vector<AVal> in = jaxpr->in_avals(), out = jaxpr->out_avals();
-  std::shared_ptr<Executable> inner = cpu::compile_cpu_program(std::move(jaxpr), options, sim_backend(), device);
+  std::shared_ptr<Executable> inner =
+      cpu::compile_cpu_program(std::move(jaxpr), options, sim_backend(), device, kernel_context());
   return std::make_shared<SimExecutable>(std::move(inner), std::move(in), std::move(out), device);
 }
 
