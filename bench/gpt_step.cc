@@ -47,13 +47,15 @@ using namespace pax;
 struct Flags {
   int64_t layers = 4, d = 256, heads = 4, seq = 256, batch = 8, vocab = 4096, steps = 10, threads = 2, trace = 0;
   std::string dtype = "f32";
+  std::string platform;   // "": $PAX_PLATFORMS, else cpu
   double peak_flops = 0;  // 0: the theoretical peak
 };
 
 [[noreturn]] void usage(const char* argv0, const std::string& problem) {
   std::fprintf(stderr,
                "%s: %s\nusage: %s [--layers N] [--d N] [--heads N] [--seq N] [--batch N] [--vocab N] "
-               "[--dtype f32|bf16] [--steps N] [--threads N] [--peak_flops FLOPS] [--trace 0|1]\n",
+               "[--dtype f32|bf16] [--steps N] [--threads N] [--peak_flops FLOPS] [--trace 0|1] "
+               "[--platform cpu|sim|cuda]\n",
                argv0, problem.c_str(), argv0);
   std::exit(2);
 }
@@ -85,6 +87,8 @@ Flags parse_flags(int argc, char** argv) {
     } else if (arg == "dtype") {
       if (value != "f32" && value != "bf16") usage(argv[0], "--dtype must be f32 or bf16, got '" + value + "'");
       f.dtype = value;
+    } else if (arg == "platform") {
+      f.platform = value;
     } else if (arg == "peak_flops") {
       f.peak_flops = std::strtod(value.c_str(), &end);
       if (*end || !(f.peak_flops > 0)) usage(argv[0], "--peak_flops must be a positive number, got '" + value + "'");
@@ -198,6 +202,7 @@ int run_benchmark(const Flags& f) {
 int main(int argc, char** argv) {
   const Flags f = parse_flags(argc, argv);
   try {
+    if (!f.platform.empty()) set_default_platform(f.platform);
     return run_benchmark(f);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpt_step: error: %s\n", e.what());
