@@ -35,6 +35,7 @@
 #include <cstdlib>
 #include <exception>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "pax/backend/cpu/native_compiler.h"
@@ -188,6 +189,14 @@ int run_benchmark(const Flags& f) {
   if (f.peak_flops > 0) peak_options.override_flops = f.peak_flops;
   const double peak = train::peak_flops(compute, peak_options);
   const double mfu = train::mfu(flops, s, peak);
+  if (const std::optional<train::DevicePeak> device = train::device_peak(compute)) {
+    // A device with its own peak (a GPU): the CPU's GEMM rate says nothing of it.
+    std::printf(
+        "paxcc %s %s params=%lld ms/step=%.1f tokens/s=%.0f model_TFLOP/s=%.2f loss=%.3f MFU=%.1f%% (peak %s)\n",
+        version(), f.dtype.c_str(), (long long)n_params, s * 1e3, tokens / s, flops / s / 1e12, loss, 100.0 * mfu,
+        f.peak_flops > 0 ? "given" : device->how.c_str());
+    return 0;
+  }
   const double gemm = train::achievable_flops(compute);
   std::printf(
       "paxcc %s %s params=%lld ms/step=%.1f tokens/s=%.0f model_GFLOP/s=%.1f loss=%.3f MFU=%.1f%% "

@@ -41,6 +41,11 @@ struct Backend {
   // 79.1 GiB"), and why the platform has no device when it has none.
   std::string (*describe)(int index);
   std::string (*absence_reason)();
+  // The peak FLOP/s of device `index` for matmuls computed in compute_dtype,
+  // described in `how` ("989.4 TFLOP/s bf16 dense (H100 SXM / H200
+  // datasheet)"), MFU's denominator; nullptr: the CPU's table
+  // (pax/train/peak_flops.h) applies.
+  double (*peak_flops)(int index, DType compute_dtype, std::string* how);
 
   // --- Memory, streams and threads ---
   // Allocation (a caching allocator; memory freed by the host is reused by

@@ -748,7 +748,10 @@ class TrainingLoop {
         train::ConsoleProgress::Options{.total_steps = settings_.num_train_steps, .out = &out_, .plain_secs = 0});
     const DType dtype = compute_dtype(exp_);
     peak_ = job_.chief() ? train::peak_flops(dtype, {.override_flops = job_.options.peak_flops}) : 0;
-    if (job_.chief() && !job_.options.peak_flops && !std::getenv("PAX_PEAK_FLOPS")) {
+    const std::optional<train::DevicePeak> device_peak = train::device_peak(dtype);
+    if (job_.chief() && !job_.options.peak_flops && !std::getenv("PAX_PEAK_FLOPS") && device_peak) {
+      out_ << fmt::format("MFU is of the {} peak {}\n", dtype_name(dtype), device_peak->how);
+    } else if (job_.chief() && !job_.options.peak_flops && !std::getenv("PAX_PEAK_FLOPS")) {
       const train::TheoreticalPeak p = train::theoretical_peak(dtype);
       const double gemm = train::achievable_flops(dtype);
       out_ << fmt::format("MFU is of the {} peak {}; GEMM achieves {:.1f} GFLOP/s ({:.0f}% of it)\n", dtype_name(dtype),

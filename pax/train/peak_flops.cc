@@ -166,7 +166,18 @@ double peak_flops(DType compute_dtype, const PeakFlopsOptions& options) {
     return *options.override_flops;
   }
   if (std::optional<double> env = env_override()) return *env;
+  if (std::optional<DevicePeak> d = device_peak(compute_dtype)) return d->flops;
   return theoretical_peak(compute_dtype).flops;
+}
+
+std::optional<DevicePeak> device_peak(DType compute_dtype) {
+  const Device device = default_device();
+  const Backend* b = find_backend(device.kind);
+  if (!b || !b->peak_flops) return std::nullopt;
+  DevicePeak p;
+  p.flops = b->peak_flops(device.index, compute_dtype, &p.how);
+  p.how += " (" + device.str() + ")";
+  return p;
 }
 
 double achievable_flops(DType compute_dtype, const PeakFlopsOptions& options) {

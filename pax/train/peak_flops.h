@@ -82,6 +82,15 @@ struct PeakFlopsOptions {
 // another dtype, a bad override or a bad PAX_PEAK_FLOPS.
 double peak_flops(DType compute_dtype, const PeakFlopsOptions& options = {});
 
+// The peak of the default device when its backend keeps a table of its own
+// (a GPU's: the datasheet figure or SMs x clock x rate), with its
+// description; nullopt where the CPU's table applies (cpu, sim).
+struct DevicePeak {
+  double flops = 0;
+  std::string how;
+};
+std::optional<DevicePeak> device_peak(DType compute_dtype);
+
 // The achievable peak: the cached measurement, or two new ones (cached when
 // they agree within 10% and lie between a quarter of the theoretical peak
 // and the peak; the larger is returned either way). A cache file that cannot be read or parsed, or whose

@@ -60,6 +60,21 @@ class PeakFlopsTest : public ::testing::Test {
 
 bool positive_finite(double v) { return std::isfinite(v) && v > 0; }
 
+TEST_F(PeakFlopsTest, TheCpuAndSimUseTheCpuTableAndAGpuItsOwn) {
+  EXPECT_FALSE(device_peak(DType::f32).has_value());
+  {
+    const DefaultDeviceScope on_sim(Device{DeviceKind::sim, 0});
+    EXPECT_FALSE(device_peak(DType::bf16).has_value());  // sim runs the CPU's kernels
+  }
+  if (!platform_present(DeviceKind::cuda)) return;
+  const DefaultDeviceScope on_gpu(Device{DeviceKind::cuda, 0});
+  const std::optional<DevicePeak> gpu = device_peak(DType::bf16);
+  ASSERT_TRUE(gpu.has_value());
+  EXPECT_GT(gpu->flops, 1e13);
+  EXPECT_NE(gpu->how.find("(cuda:0)"), std::string::npos) << gpu->how;
+  EXPECT_EQ(peak_flops(DType::bf16), gpu->flops);
+}
+
 TEST_F(PeakFlopsTest, MeasurementIsPositiveAndFinite) {
   EXPECT_TRUE(positive_finite(measure_peak_flops(DType::f32, 0.0, 256)));
   EXPECT_TRUE(positive_finite(measure_peak_flops(DType::bf16, 0.0, 256)));

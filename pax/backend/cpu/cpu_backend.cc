@@ -105,6 +105,7 @@ const Backend& cpu_backend() {
       .kind = DeviceKind::cpu,
       .describe = cpu_describe,
       .absence_reason = nullptr,
+      .peak_flops = nullptr,
       .memory = DeviceMemory{.device_count = cpu_device_count,
                              .host_accessible = true,
                              .allocate = cpu_allocate,

@@ -15,6 +15,7 @@
 #include "pax/backend/cuda/cuda_devices.h"
 #include "pax/backend/cuda/cuda_executable.h"
 #include "pax/backend/cuda/cuda_kernels.h"
+#include "pax/backend/cuda/cuda_peak.h"
 #include "pax/core/array.h"
 #include "pax/core/error.h"
 
@@ -155,6 +156,13 @@ std::string describe(int index) {
 
 std::string absence() { return absence_reason(); }
 
+double peak(int index, DType compute_dtype, std::string* how) {
+  const DeviceInfo& info = device_info(index);
+  const DevicePeak p = device_peak(info.name, info.arch, info.multiprocessors, info.clock_khz, compute_dtype);
+  if (how) *how = p.how + " of " + info.name;
+  return p.flops;
+}
+
 }  // namespace
 
 DeviceState::DeviceState(int device)
@@ -187,6 +195,7 @@ const Backend& cuda_backend() {
       .kind = DeviceKind::cuda,
       .describe = describe,
       .absence_reason = absence,
+      .peak_flops = peak,
       .memory = DeviceMemory{.device_count = device_count,
                              .host_accessible = false,
                              .allocate = allocate,

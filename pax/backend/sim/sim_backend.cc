@@ -226,6 +226,7 @@ const Backend& sim_backend() {
         .kind = DeviceKind::sim,
         .describe = sim_describe,
         .absence_reason = nullptr,
+        .peak_flops = nullptr,
         .memory = DeviceMemory{.device_count = sim_device_count,
                                .host_accessible = false,
                                .allocate = allocate,
