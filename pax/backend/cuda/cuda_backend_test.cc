@@ -46,6 +46,16 @@ TEST(CudaBackend, IotaOnTheDevice) {
   }
 }
 
+TEST(CudaBackend, DotGeneralMatchesTheCpu) {
+  EXPECT_NE(cuda_kernel(Prim::dot_general), nullptr);
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const Array x = testing::random_array(Shape{4, 8, 16}, DType::f32, 1), w = testing::random_array(Shape{16, 8}, DType::f32, 2);
+  const Array want = matmul(x, w), want_t = matmul(transpose(x, Ints{0, 2, 1}), x);
+  const Array xs = device_put(x, kCuda), ws = device_put(w, kCuda);
+  EXPECT_TRUE(testing::all_close(matmul(xs, ws), want, 1e-5, 1e-5));
+  EXPECT_TRUE(testing::all_close(matmul(transpose(xs, Ints{0, 2, 1}), xs), want_t, 1e-5, 1e-5));
+}
+
 TEST(CudaBackend, ArraysRoundTripThroughDeviceMemory) {
   if (device_count() == 0) GTEST_SKIP() << "no CUDA device";
   std::vector<float> host(3 << 20);  // larger than one staging buffer

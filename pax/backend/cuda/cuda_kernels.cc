@@ -30,6 +30,15 @@ bool register_cuda_kernels(std::initializer_list<std::pair<Prim, KernelFn>> kern
   return true;
 }
 
+void transpose_into(const KernelContext& ctx, const TensorView& in, const TensorView& out,
+                    const std::vector<int64_t>& perm) {
+  const KernelFn transpose = cuda_kernel(Prim::transpose);
+  PAX_CHECK(transpose, "cuda: no transpose kernel");
+  const Params params{{"permutation", Ints(perm.begin(), perm.end())}};
+  const TensorView ins[] = {in}, outs[] = {out};
+  transpose(ctx, params, std::span<const TensorView>(ins), std::span<const TensorView>(outs));
+}
+
 bool cuda_supports_op(const Jaxpr& /*jaxpr*/, const Eqn& /*eqn*/) { return true; }
 
 }  // namespace pax::cuda

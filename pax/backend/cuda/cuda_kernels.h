@@ -8,6 +8,7 @@
 
 #include <initializer_list>
 #include <utility>
+#include <vector>
 
 #include "pax/backend/kernel.h"
 #include "pax/ir/jaxpr.h"
@@ -22,6 +23,11 @@ KernelFn cuda_kernel(Prim prim);
 // Adds kernels to the table (a primitive registered twice is a pax::Error);
 // returns true.
 bool register_cuda_kernels(std::initializer_list<std::pair<Prim, KernelFn>> kernels);
+
+// out = transpose(in, perm) on ctx's stream (out contiguous, of shape
+// in[perm]): the transpose primitive's kernel, for other kernels' copies.
+void transpose_into(const KernelContext& ctx, const TensorView& in, const TensorView& out,
+                    const std::vector<int64_t>& perm);
 
 // Whether the CUDA kernel of `eqn` computes it as typed (Backend::supports_op).
 bool cuda_supports_op(const Jaxpr& jaxpr, const Eqn& eqn);
