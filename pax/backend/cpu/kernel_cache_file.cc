@@ -10,6 +10,9 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <vector>
 
 namespace pax::cpu {
 namespace {
@@ -201,6 +204,27 @@ bool remove_kernel_cache_file(const std::string& path, std::string* why) {
     return false;
   }
   return true;
+}
+
+std::string kernel_cache_dir_unwritable(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return "it cannot be created: " + ec.message();
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return "it is not a directory";
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) return std::strerror(errno);
+  return "";
+}
+
+void notice_once(const std::string& key, const std::string& text) {
+  static std::mutex m;
+  static std::vector<std::string> seen;
+  std::lock_guard<std::mutex> lock(m);
+  for (const std::string& k : seen) {
+    if (k == key) return;
+  }
+  seen.push_back(key);
+  std::fprintf(stderr, "paxcc: %s\n", text.c_str());
 }
 
 }  // namespace pax::cpu

@@ -50,4 +50,11 @@ std::string check_kernel_library(const std::string& library_path, const std::str
 // directory); true when nothing is left there, else false and *why.
 bool remove_kernel_cache_file(const std::string& path, std::string* why);
 
+// Why directory `dir` cannot take new entries ("" when it can), creating
+// it first.
+std::string kernel_cache_dir_unwritable(const std::string& dir);
+
+// Prints "paxcc: <text>" to stderr once per process and key.
+void notice_once(const std::string& key, const std::string& text);
+
 }  // namespace pax::cpu

@@ -46,18 +46,6 @@ NativeBuildStats& stats() {
   return s;
 }
 
-// Prints `text` to stderr once per process and key.
-void notice_once(const std::string& key, const std::string& text) {
-  static std::mutex m;
-  static std::vector<std::string> seen;
-  std::lock_guard<std::mutex> lock(m);
-  for (const std::string& k : seen) {
-    if (k == key) return;
-  }
-  seen.push_back(key);
-  std::fprintf(stderr, "paxcc: %s\n", text.c_str());
-}
-
 std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
@@ -322,17 +310,6 @@ std::shared_ptr<NativeLibrary> look_up(const Entry& e, const std::string& key, c
   return load(e.so, key, damage);
 }
 
-// Why `dir` cannot take new entries ("" when it can), creating it first.
-std::string cache_dir_unwritable(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return "it cannot be created: " + ec.message();
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return "it is not a directory";
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) return std::strerror(errno);
-  return "";
-}
-
 // This process's own directory for builds that the cache cannot take: made
 // on first use, emptied at exit but for the logs of failed builds, which
 // notices name.
@@ -546,7 +523,7 @@ std::shared_ptr<NativeLibrary> build_native(const std::string& source, const std
   };
 
   const fs::path dir = native_cache_dir();
-  std::string unwritable = cache_dir_unwritable(dir);
+  std::string unwritable = kernel_cache_dir_unwritable(dir.string());
   if (unwritable.empty()) {
     static std::once_flag swept;
     std::call_once(swept, [&] { remove_stale_temp_files(dir); });

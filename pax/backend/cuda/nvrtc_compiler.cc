@@ -54,16 +54,6 @@ void count(int NvrtcStats::*field) {
   ++(stats().*field);
 }
 
-// Prints `text` to stderr once per process and key.
-void notice_once(const std::string& key, const std::string& text) {
-  static std::mutex m;
-  static std::vector<std::string> seen;
-  std::lock_guard<std::mutex> lock(m);
-  if (std::find(seen.begin(), seen.end(), key) != seen.end()) return;
-  seen.push_back(key);
-  std::fprintf(stderr, "paxcc: %s\n", text.c_str());
-}
-
 void check_nvrtc(nvrtcResult r, const char* call) {
   PAX_CHECK(r == NVRTC_SUCCESS, "NVRTC: ", call, " failed: ", nvrtcGetErrorString(r));
 }
@@ -153,17 +143,6 @@ std::optional<std::string> look_up(const Entry& e, const std::string& key, const
   return bytes;
 }
 
-// Why `dir` cannot take new entries ("" when it can), creating it first.
-std::string unwritable(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return "it cannot be created: " + ec.message();
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return "it is not a directory";
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) return std::strerror(errno);
-  return "";
-}
-
 // Writes the entry: each file under a temporary name, renamed into place,
 // the record last (a CUBIN without a record that matches it is never read).
 // "" when done, else why not.
@@ -199,7 +178,7 @@ CubinPtr build(const std::string& source, int arch, const std::vector<std::strin
   cubin->arch = arch;
   cubin->key = key;
   const fs::path dir = cpu::native_cache_dir();
-  const std::string cannot_write = unwritable(dir);
+  const std::string cannot_write = cpu::kernel_cache_dir_unwritable(dir.string());
   const Entry entry(dir, key);
   std::string damage;
   if (std::optional<std::string> bytes = look_up(entry, key, text, &damage)) {
@@ -215,9 +194,10 @@ CubinPtr build(const std::string& source, int arch, const std::vector<std::strin
     for (const fs::path& p : {entry.cubin, entry.cu, entry.record}) {
       removed = removed && cpu::remove_kernel_cache_file(p.string(), &why);
     }
-    notice_once("damaged:" + entry.cubin.string(),
-                "the kernel cache entry " + entry.cubin.string() + " " + damage +
-                    (removed ? ": removed, and rebuilt" : ": it cannot be removed, so the kernel is compiled anew"));
+    cpu::notice_once(
+        "damaged:" + entry.cubin.string(),
+        "the kernel cache entry " + entry.cubin.string() + " " + damage +
+            (removed ? ": removed, and rebuilt" : ": it cannot be removed, so the kernel is compiled anew"));
   }
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -233,8 +213,9 @@ CubinPtr build(const std::string& source, int arch, const std::vector<std::strin
   }
   const std::string failure = cannot_write.empty() ? store(dir, entry, key, text, cubin->bytes) : cannot_write;
   if (!failure.empty()) {
-    notice_once("unwritable:" + dir.string(), "the kernel cache " + dir.string() + " does not take CUDA kernels (" +
-                                                  failure + "): they are compiled for this run only");
+    cpu::notice_once("unwritable:" + dir.string(), "the kernel cache " + dir.string() +
+                                                       " does not take CUDA kernels (" + failure +
+                                                       "): they are compiled for this run only");
   }
   return cubin;
 }
