@@ -29,6 +29,13 @@ bool register_cuda_kernels(std::initializer_list<std::pair<Prim, KernelFn>> kern
 void transpose_into(const KernelContext& ctx, const TensorView& in, const TensorView& out,
                     const std::vector<int64_t>& perm);
 
+// The generated kernel an elementwise primitive runs eagerly on operands
+// like `in` into `out` (kernels_elementwise.cc); pax::Error naming what the
+// renderer lacks where it has no kernel for them.
+struct CudaKernelSource;  // cuda_kernels_source.h
+CudaKernelSource elementwise_kernel_source(Prim prim, const Params& params, std::span<const TensorView> in,
+                                           std::span<const TensorView> out);
+
 // Whether the CUDA kernel of `eqn` computes it as typed (Backend::supports_op).
 bool cuda_supports_op(const Jaxpr& jaxpr, const Eqn& eqn);
 
