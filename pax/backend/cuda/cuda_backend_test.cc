@@ -9,7 +9,9 @@
 #include "pax/backend/cuda/cuda_devices.h"
 #include "pax/backend/cuda/cuda_kernels.h"
 #include "pax/core/device_put.h"
+#include "pax/api/transforms.h"
 #include "pax/ops/lax.h"
+#include "pax/ops/nn.h"
 #include "pax/ops/numpy.h"
 #include "pax/testing/testing.h"
 
@@ -49,11 +51,23 @@ TEST(CudaBackend, IotaOnTheDevice) {
 TEST(CudaBackend, DotGeneralMatchesTheCpu) {
   EXPECT_NE(cuda_kernel(Prim::dot_general), nullptr);
   if (device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  const Array x = testing::random_array(Shape{4, 8, 16}, DType::f32, 1), w = testing::random_array(Shape{16, 8}, DType::f32, 2);
+  const Array x = testing::random_array(Shape{4, 8, 16}, DType::f32, 1),
+              w = testing::random_array(Shape{16, 8}, DType::f32, 2);
   const Array want = matmul(x, w), want_t = matmul(transpose(x, Ints{0, 2, 1}), x);
   const Array xs = device_put(x, kCuda), ws = device_put(w, kCuda);
   EXPECT_TRUE(testing::all_close(matmul(xs, ws), want, 1e-5, 1e-5));
   EXPECT_TRUE(testing::all_close(matmul(transpose(xs, Ints{0, 2, 1}), xs), want_t, 1e-5, 1e-5));
+}
+
+TEST(CudaBackend, JitRunsFusedKernelsWithTheCpusResults) {
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const Array x = testing::random_array(Shape{64, 300}, DType::f32, 3),
+              w = testing::random_array(Shape{300, 32}, DType::f32, 4);
+  auto f = [](const Array& a, const Array& b) { return nn::softmax(tanh(matmul(a, b)) * 2.0 + 1.0, -1); };
+  const Array want = jit(f)(x, w);
+  const Array got = jit(f)(device_put(x, kCuda), device_put(w, kCuda));
+  EXPECT_EQ(got.device(), kCuda);
+  EXPECT_TRUE(testing::all_close(got, want, 1e-5, 1e-6));
 }
 
 TEST(CudaBackend, ArraysRoundTripThroughDeviceMemory) {

@@ -1,8 +1,7 @@
-// Programs on a CUDA device. Today an executable runs its program's
-// equations one at a time through the device's kernels (each queued on the
-// device's stream, so the host does not wait between them); the compiled
-// executable (generated fused kernels, the memory plan's arena) replaces it
-// as the generated kernels land.
+// Programs on a CUDA device: the backend-neutral lowering run on the
+// device's stream, fused groups and row sweeps as generated kernels
+// (cuda_executable.cc). Values take buffers of the caching allocator; the
+// memory plan's persistent arena, donation and CUDA graphs come next.
 #pragma once
 
 #include <memory>
