@@ -353,6 +353,11 @@ TEST(SelectN, BoolIntAndScalarSelectors) {
   Array c0 = array<float>({1, 2, 3}), c1 = array<float>({10, 20, 30}), c2 = array<float>({100, 200, 300});
   EXPECT_TRUE(all_close(lax::select_n(array<bool>({true, false, true}), {c0, c1}), {10, 2, 30}));
   EXPECT_TRUE(all_close(lax::select_n(array<int32_t>({2, 0, 1}), {c0, c1, c2}), {100, 2, 30}));
+  // An int32 selector out of range is clamped to the cases, with two cases
+  // as with more (a scalar selector is clamped the same way).
+  EXPECT_TRUE(all_close(lax::select_n(array<int32_t>({-1, 7, 1}), {c0, c1}), {1, 20, 30}));
+  EXPECT_TRUE(all_close(lax::select_n(array<int32_t>({-1, 7, 1}), {c0, c1, c2}), {1, 200, 30}));
+  EXPECT_TRUE(all_close(lax::select_n(scalar(int32_t(-4)), {c0, c1}), {1, 2, 3}));
   EXPECT_TRUE(all_close(lax::select_n(scalar(true), {c0, c1}), {10, 20, 30}));
   EXPECT_TRUE(all_close(
       lax::select_n(array<bool>({true, false, true}), {c0.astype(DType::bf16), c1.astype(DType::bf16)}), {10, 2, 30}));

@@ -645,7 +645,8 @@ void SelectTyped(const W* which, const void* const* cases, size_t num_cases, T* 
         hn::StoreU(hn::IfThenElse(mask, hn::LoadU(d, c1 + i), hn::LoadU(d, c0 + i)), d, y + i);
       }
     }
-    for (; i < n; ++i) y[i] = which[i] ? c1[i] : c0[i];
+    // An int32 selector is clamped to the cases: below 1 picks case 0.
+    for (; i < n; ++i) y[i] = which[i] > 0 ? c1[i] : c0[i];
     return;
   }
   for (size_t i = 0; i < n; ++i) {
