@@ -15,6 +15,7 @@
 #include "pax/backend/cuda/cuda_devices.h"
 #include "pax/backend/cuda/cuda_executable.h"
 #include "pax/backend/cuda/cuda_kernels.h"
+#include "pax/backend/cuda/cuda_lowering_target.h"
 #include "pax/backend/cuda/cuda_peak.h"
 #include "pax/core/array.h"
 #include "pax/core/error.h"
@@ -212,7 +213,7 @@ const Backend& cuda_backend() {
       .launch = launch,
       .run_while = nullptr,
       .run_cond = nullptr,
-      .supports_op = cuda_supports_op,
+      .supports_op = cuda_lowering_target().supports_op,
       .compile = compile_for_cuda,
   };
   return backend;

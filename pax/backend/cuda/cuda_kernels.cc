@@ -39,6 +39,5 @@ void transpose_into(const KernelContext& ctx, const TensorView& in, const Tensor
   transpose(ctx, params, std::span<const TensorView>(ins), std::span<const TensorView>(outs));
 }
 
-bool cuda_supports_op(const Jaxpr& /*jaxpr*/, const Eqn& /*eqn*/) { return true; }
 
 }  // namespace pax::cuda

@@ -36,7 +36,5 @@ struct CudaKernelSource;  // cuda_kernels_source.h
 CudaKernelSource elementwise_kernel_source(Prim prim, const Params& params, std::span<const TensorView> in,
                                            std::span<const TensorView> out);
 
-// Whether the CUDA kernel of `eqn` computes it as typed (Backend::supports_op).
-bool cuda_supports_op(const Jaxpr& jaxpr, const Eqn& eqn);
 
 }  // namespace pax::cuda
