@@ -39,5 +39,4 @@ void transpose_into(const KernelContext& ctx, const TensorView& in, const Tensor
   transpose(ctx, params, std::span<const TensorView>(ins), std::span<const TensorView>(outs));
 }
 
-
 }  // namespace pax::cuda

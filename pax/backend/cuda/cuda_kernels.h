@@ -36,5 +36,4 @@ struct CudaKernelSource;  // cuda_kernels_source.h
 CudaKernelSource elementwise_kernel_source(Prim prim, const Params& params, std::span<const TensorView> in,
                                            std::span<const TensorView> out);
 
-
 }  // namespace pax::cuda
