@@ -233,7 +233,7 @@ const CallDesc& call_desc(const GemmPlan& p, int device, cublasLtHandle_t h, con
 }  // namespace
 
 std::vector<void*> load_symbols(const std::string& library, const std::vector<std::string>& names,
-                                std::string* loaded_path) {
+                                std::string* loaded_path, const char* needed_for) {
   std::string path = library;
   void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   std::string why = lib ? "" : dlerror();
@@ -251,13 +251,13 @@ std::vector<void*> load_symbols(const std::string& library, const std::vector<st
       }
     }
   }
-  PAX_CHECK(lib, "cannot load ", library, " (", why, "); the CUDA backend's matmuls need it: install cuBLAS of CUDA ",
-            CUBLAS_VER_MAJOR, " or put its directory on LD_LIBRARY_PATH");
+  PAX_CHECK(lib, "cannot load ", library, " (", why, "); the CUDA backend's ", needed_for,
+            " need it: install it from CUDA ", CUBLAS_VER_MAJOR, " or put its directory on LD_LIBRARY_PATH");
   std::vector<void*> out;
   for (const std::string& name : names) {
     dlerror();
     void* fn = dlsym(lib, name.c_str());
-    PAX_CHECK(fn, "cannot load ", library, " (", path, "): it has no symbol ", name, "; a cuBLAS of CUDA ",
+    PAX_CHECK(fn, "cannot load ", library, " (", path, "): it has no symbol ", name, "; the one of CUDA ",
               CUBLAS_VER_MAJOR, " is needed");
     out.push_back(fn);
   }

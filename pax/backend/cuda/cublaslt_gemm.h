@@ -41,10 +41,10 @@ const CublasLtLibrary& cublaslt_library();
 
 // dlopen of `library` (by the loader's search, then from the directory of
 // the CUDA runtime in use) and dlsym of each of `names`, in order. The
-// library stays loaded. Throws pax::Error naming the library and, for a
-// missing function, the symbol.
+// library stays loaded. Throws pax::Error naming the library, what needs it
+// (`needed_for`: "matmuls") and, for a missing function, the symbol.
 std::vector<void*> load_symbols(const std::string& library, const std::vector<std::string>& names,
-                                std::string* loaded_path = nullptr);
+                                std::string* loaded_path = nullptr, const char* needed_for = "matmuls");
 
 // Runs `plan` on `stream` (a cudaStream_t; null: the default stream) of
 // CUDA device `device`: the product for a gemm plan, zeros over the output

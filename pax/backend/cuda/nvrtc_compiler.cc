@@ -23,6 +23,7 @@
 
 #include "pax/backend/cpu/kernel_cache_file.h"
 #include "pax/backend/cpu/native_compiler.h"
+#include "pax/backend/cuda/cublaslt_gemm.h"
 #include "pax/backend/cuda/cuda_check.h"
 #include "pax/backend/cuda/cuda_kernels_source.h"
 #include "pax/core/error.h"
@@ -30,6 +31,43 @@
 
 namespace pax::cuda {
 namespace {
+
+// NVRTC, loaded with dlopen at the first compile: linked, its 100 MB would
+// be mapped into every program that never compiles a kernel.
+struct Nvrtc {
+  decltype(&::nvrtcVersion) version;
+  decltype(&::nvrtcCreateProgram) create;
+  decltype(&::nvrtcCompileProgram) compile;
+  decltype(&::nvrtcGetProgramLogSize) log_size;
+  decltype(&::nvrtcGetProgramLog) log;
+  decltype(&::nvrtcGetCUBINSize) cubin_size;
+  decltype(&::nvrtcGetCUBIN) cubin;
+  decltype(&::nvrtcDestroyProgram) destroy;
+  decltype(&::nvrtcGetErrorString) error_string;
+};
+
+const Nvrtc& nvrtc() {
+  static const Nvrtc n = [] {
+    const std::string library = "libnvrtc.so." + std::to_string(CUDART_VERSION / 1000);
+    const std::vector<void*> f = load_symbols(
+        library,
+        {"nvrtcVersion", "nvrtcCreateProgram", "nvrtcCompileProgram", "nvrtcGetProgramLogSize", "nvrtcGetProgramLog",
+         "nvrtcGetCUBINSize", "nvrtcGetCUBIN", "nvrtcDestroyProgram", "nvrtcGetErrorString"},
+        nullptr, "generated kernels");
+    Nvrtc out;
+    out.version = reinterpret_cast<decltype(out.version)>(f[0]);
+    out.create = reinterpret_cast<decltype(out.create)>(f[1]);
+    out.compile = reinterpret_cast<decltype(out.compile)>(f[2]);
+    out.log_size = reinterpret_cast<decltype(out.log_size)>(f[3]);
+    out.log = reinterpret_cast<decltype(out.log)>(f[4]);
+    out.cubin_size = reinterpret_cast<decltype(out.cubin_size)>(f[5]);
+    out.cubin = reinterpret_cast<decltype(out.cubin)>(f[6]);
+    out.destroy = reinterpret_cast<decltype(out.destroy)>(f[7]);
+    out.error_string = reinterpret_cast<decltype(out.error_string)>(f[8]);
+    return out;
+  }();
+  return n;
+}
 
 namespace fs = std::filesystem;
 
@@ -55,7 +93,7 @@ void count(int NvrtcStats::*field) {
 }
 
 void check_nvrtc(nvrtcResult r, const char* call) {
-  PAX_CHECK(r == NVRTC_SUCCESS, "NVRTC: ", call, " failed: ", nvrtcGetErrorString(r));
+  PAX_CHECK(r == NVRTC_SUCCESS, "NVRTC: ", call, " failed: ", nvrtc().error_string(r));
 }
 
 // The first lines of a source, for an error.
@@ -71,30 +109,30 @@ std::string head(const std::string& source) {
 // The CUBIN of `source` from NVRTC.
 std::string nvrtc_compile(const std::string& source, int arch, const std::vector<std::string>& options) {
   nvrtcProgram prog = nullptr;
-  check_nvrtc(nvrtcCreateProgram(&prog, source.c_str(), "pax_kernel.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
+  check_nvrtc(nvrtc().create(&prog, source.c_str(), "pax_kernel.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
   struct Destroy {
     nvrtcProgram* p;
-    ~Destroy() { nvrtcDestroyProgram(p); }
+    ~Destroy() { nvrtc().destroy(p); }
   } destroy{&prog};
   std::vector<const char*> opts;
   for (const std::string& o : options) opts.push_back(o.c_str());
-  const nvrtcResult r = nvrtcCompileProgram(prog, int(opts.size()), opts.data());
+  const nvrtcResult r = nvrtc().compile(prog, int(opts.size()), opts.data());
   size_t log_size = 0;
   std::string log;
-  if (nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
+  if (nvrtc().log_size(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
     log.resize(log_size);
-    if (nvrtcGetProgramLog(prog, log.data()) != NVRTC_SUCCESS) log.clear();
+    if (nvrtc().log(prog, log.data()) != NVRTC_SUCCESS) log.clear();
     while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
   }
   if (r != NVRTC_SUCCESS) {
-    PAX_FAIL("NVRTC cannot compile a generated kernel for sm_", arch, " (", nvrtcGetErrorString(r), "):\n", log,
+    PAX_FAIL("NVRTC cannot compile a generated kernel for sm_", arch, " (", nvrtc().error_string(r), "):\n", log,
              "\nits source begins:\n", head(source));
   }
   size_t size = 0;
-  check_nvrtc(nvrtcGetCUBINSize(prog, &size), "nvrtcGetCUBINSize");
+  check_nvrtc(nvrtc().cubin_size(prog, &size), "nvrtcGetCUBINSize");
   PAX_CHECK(size > 0, "NVRTC compiled a kernel for sm_", arch, " into an empty CUBIN");
   std::string cubin(size, '\0');
-  check_nvrtc(nvrtcGetCUBIN(prog, cubin.data()), "nvrtcGetCUBIN");
+  check_nvrtc(nvrtc().cubin(prog, cubin.data()), "nvrtcGetCUBIN");
   return cubin;
 }
 
@@ -285,7 +323,7 @@ CompilePool& pool() {
 
 std::string nvrtc_version() {
   int major = 0, minor = 0;
-  check_nvrtc(nvrtcVersion(&major, &minor), "nvrtcVersion");
+  check_nvrtc(nvrtc().version(&major, &minor), "nvrtcVersion");
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
