@@ -77,12 +77,10 @@ class CudaExecutable : public Executable {
     // The constants live on the device from now on.
     for (const Array& c : lp_.jaxpr.consts) consts_.push_back(device_put(c, device_));
     // The last step reading each value: its buffer is given back after it.
-    last_use_.assign(lp_.jaxpr.avals.size(), int(lp_.schedule.steps.size()));
-    std::vector<int> last(lp_.jaxpr.avals.size(), -1);
+    last_use_.assign(lp_.jaxpr.avals.size(), -1);
     for (size_t k = 0; k < lp_.schedule.steps.size(); ++k)
-      for (Var v : lp_.schedule.inputs(lp_.jaxpr, lp_.schedule.steps[k])) last[size_t(v)] = int(k);
-    for (Var v : lp_.jaxpr.outvars) last[size_t(v)] = int(lp_.schedule.steps.size());
-    last_use_ = last;
+      for (Var v : lp_.schedule.inputs(lp_.jaxpr, lp_.schedule.steps[k])) last_use_[size_t(v)] = int(k);
+    for (Var v : lp_.jaxpr.outvars) last_use_[size_t(v)] = int(lp_.schedule.steps.size());
   }
 
   std::vector<Array> run(std::vector<Array> args) const override {
@@ -108,12 +106,21 @@ class CudaExecutable : public Executable {
     for (size_t i = 0; i < j.constvars.size(); ++i) values[size_t(j.constvars[i])] = consts_[i];
 
     const std::vector<int> sweep_of = lp_.schedule.sweep_of_steps();
+    // Per sweep: whether its kernel ran at its first step (decided there, so
+    // that a kernel finishing its build mid-sweep does not skip steps).
+    std::vector<bool> swept(lp_.schedule.sweeps.size(), false);
     for (size_t k = 0; k < lp_.schedule.steps.size(); ++k) {
       const int sw = sweep_of[k];
-      if (sw >= 0 && sweep_kernels_[size_t(sw)]) {
+      if (sw >= 0) {
         const RowSweep& sweep = lp_.schedule.sweeps[size_t(sw)];
-        if (cudaKernel_t fn = sweep_kernels_[size_t(sw)]->ready()) {
-          if (k == sweep.first) run_sweep(sweep, fn, *sweep_kernels_[size_t(sw)], values);
+        const Generated* gen = sweep_kernels_[size_t(sw)].get();
+        if (k == sweep.first && gen) {
+          if (cudaKernel_t fn = gen->ready()) {
+            run_sweep(sweep, fn, *gen, values);
+            swept[size_t(sw)] = true;
+          }
+        }
+        if (swept[size_t(sw)]) {
           release(values, k);
           continue;
         }
