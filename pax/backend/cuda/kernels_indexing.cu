@@ -17,6 +17,7 @@
 
 #include "pax/backend/cuda/cuda_check.h"
 #include "pax/backend/cuda/cuda_kernels.h"
+#include "pax/backend/cuda/kernel_launch.cuh"
 #include "pax/backend/cuda/layout_index_math.h"
 #include "pax/prims/indexing_params.h"
 
@@ -25,15 +26,6 @@ namespace {
 
 using layout::GatherMap;
 using layout::ScatterMap;
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) { return unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
-
-cudaStream_t stream_of(const KernelContext& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
-
-#define PAX_GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
 
 // Calls f(I{}) with the C++ type of an index dtype.
 template <class F>
@@ -46,18 +38,6 @@ void visit_index(const char* op, DType dtype, F&& f) {
     default: break;
   }
   PAX_FAIL(op, ": indices must have an integer dtype (u8, u32, i32, i64), got ", dtype_name(dtype));
-}
-
-// Calls f(U{}) with the unsigned type of the dtype's width.
-template <class F>
-void visit_width(const char* op, DType dtype, F&& f) {
-  switch (itemsize(dtype)) {
-    case 1: return f(uint8_t{});
-    case 2: return f(uint16_t{});
-    case 4: return f(uint32_t{});
-    case 8: return f(uint64_t{});
-  }
-  PAX_FAIL(op, ": no CUDA kernel for ", dtype_name(dtype));
 }
 
 // ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 
 #include "pax/backend/cuda/cuda_check.h"
 #include "pax/backend/cuda/cuda_kernels.h"
+#include "pax/backend/cuda/kernel_launch.cuh"
 #include "pax/backend/cuda/layout_index_math.h"
 #include "pax/prims/shape_params.h"
 
@@ -19,15 +20,6 @@ namespace {
 using layout::DynamicStarts;
 using layout::PadMap;
 using layout::StridedMap;
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) { return unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
-
-cudaStream_t stream_of(const KernelContext& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
-
-#define PAX_GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
 
 // out[i] = in[src(i)].
 template <class T>
@@ -59,18 +51,6 @@ template <class T>
 __global__ void dynamic_update_elements(T* out, const T* update, DynamicStarts starts, StridedMap dst, int64_t n) {
   const int64_t base = layout::dynamic_start_offset(starts);
   PAX_GRID_STRIDE(i, n) out[base + layout::map_offset(dst, i)] = update[i];
-}
-
-// Calls f(U{}) with the unsigned type of the dtype's width.
-template <class F>
-void visit_width(const char* op, DType dtype, F&& f) {
-  switch (itemsize(dtype)) {
-    case 1: return f(uint8_t{});
-    case 2: return f(uint16_t{});
-    case 4: return f(uint32_t{});
-    case 8: return f(uint64_t{});
-  }
-  PAX_FAIL(op, ": no CUDA kernel for ", dtype_name(dtype));
 }
 
 // out = in read through `src`, over out's elements.

@@ -8,17 +8,11 @@
 
 #include "pax/backend/cuda/cuda_check.h"
 #include "pax/backend/cuda/cuda_kernels.h"
+#include "pax/backend/cuda/kernel_launch.cuh"
 #include "pax/backend/cuda/reduce_index_math.h"
 
 namespace pax::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) { return unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
-
-#define PAX_GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
 
 // A key flagged as broadcast is its element 0 for every counter.
 __global__ void threefry_elements(uint32_t* y0, uint32_t* y1, const uint32_t* k0, bool b0, const uint32_t* k1, bool b1,

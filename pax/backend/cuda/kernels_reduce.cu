@@ -30,6 +30,7 @@
 
 #include "pax/backend/cuda/cuda_check.h"
 #include "pax/backend/cuda/cuda_kernels.h"
+#include "pax/backend/cuda/kernel_launch.cuh"
 #include "pax/backend/cuda/reduce_index_math.h"
 
 namespace pax::cuda {
@@ -39,15 +40,9 @@ using reduce::Bf16Bits;
 using reduce::F16Bits;
 using reduce::Op;
 
-constexpr int kThreads = 256;  // also the row kernels' tree width
-
-unsigned blocks_for(int64_t n) { return unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
+// kThreads (kernel_launch.cuh) is also the width of the row kernels' tree,
+// which fixes their order of additions.
 unsigned grid_for(int64_t rows) { return unsigned(std::min<int64_t>(std::max<int64_t>(rows, 1), 65535)); }
-
-cudaStream_t stream_of(const KernelContext& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
-
-#define PAX_GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
 
 __device__ inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 

@@ -20,19 +20,11 @@
 
 #include "pax/backend/cuda/cuda_check.h"
 #include "pax/backend/cuda/cuda_kernels.h"
+#include "pax/backend/cuda/kernel_launch.cuh"
 #include "pax/backend/cuda/reduce_index_math.h"
 
 namespace pax::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) { return unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
-
-cudaStream_t stream_of(const KernelContext& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
-
-#define PAX_GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
 
 __global__ void iota_positions(uint64_t* perm, int64_t total) {
   PAX_GRID_STRIDE(j, total) { perm[j] = uint64_t(j); }
@@ -124,18 +116,6 @@ class Sorter {
   int64_t total_;
   std::shared_ptr<Buffer> keys_[2], perm_[2];
 };
-
-// Calls f(W{}) with the unsigned type of the dtype's width.
-template <class F>
-void visit_width(const char* op, DType dtype, F&& f) {
-  switch (itemsize(dtype)) {
-    case 1: return f(uint8_t{});
-    case 2: return f(uint16_t{});
-    case 4: return f(uint32_t{});
-    case 8: return f(uint64_t{});
-  }
-  PAX_FAIL(op, ": no CUDA kernel for ", dtype_name(dtype));
-}
 
 void sort_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
                  std::span<const TensorView> out) {

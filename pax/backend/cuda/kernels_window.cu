@@ -17,6 +17,7 @@
 
 #include "pax/backend/cuda/cuda_check.h"
 #include "pax/backend/cuda/cuda_kernels.h"
+#include "pax/backend/cuda/kernel_launch.cuh"
 #include "pax/backend/cuda/reduce_index_math.h"
 
 namespace pax::cuda {
@@ -25,15 +26,6 @@ namespace {
 using reduce::Bf16Bits;
 using reduce::F16Bits;
 using reduce::WindowMap;
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) { return unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
-
-cudaStream_t stream_of(const KernelContext& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
-
-#define PAX_GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
 
 // The type window elements are compared and added in: f32 for 16-bit floats.
 template <class T>
