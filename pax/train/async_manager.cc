@@ -42,7 +42,9 @@ void AsyncManager::rethrow_if_failed() {
 
 void AsyncManager::run(std::function<void()> work) {
   wait_previous_save();
+  std::lock_guard handing_over(handing_over_);
   thread_ = std::thread([this, work = std::move(work)] {
+    { std::lock_guard wait_for_the_handle(handing_over_); }
     try {
       work();
     } catch (...) {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <exception>
 #include <functional>
+#include <mutex>
 #include <thread>
 
 namespace pax::train {
@@ -37,6 +38,10 @@ class AsyncManager {
   std::thread thread_;
   std::exception_ptr error_;         // written by the thread, read after join()
   std::atomic<bool> failed_{false};  // set by the thread after error_
+  // Held by run() until thread_ holds the new thread, which waits for it
+  // before its work starts: a write that destroys its manager then finds the
+  // handle it must detach from, not an empty one about to be overwritten.
+  std::mutex handing_over_;
 };
 
 }  // namespace pax::train
