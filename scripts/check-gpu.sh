@@ -103,7 +103,7 @@ run() {
   step cuda_suite 240 "$bin/pax_cuda_test" --gtest_brief=1
   if command -v compute-sanitizer >/dev/null; then
     step sanitizer 180 compute-sanitizer --error-exitcode=1 --tool memcheck "$bin/pax_cuda_test" --gtest_brief=1 \
-      --gtest_filter='CudaBackend*:CudaMemoryProvider*:CublasLt*:CudaElementwise*:CudaLayout*:CudaIndexing*:CudaReduce*'
+      --gtest_filter='CudaBackend*:CudaMemoryProvider*:CublasLt*:CudaElementwise*:CudaLayout*:CudaIndexing*:CudaReduce*:ConvPlan.Cudnn*'
   else
     note "SKIP sanitizer (compute-sanitizer not on PATH)"
   fi

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "pax/backend/cpu/host_memory.h"
+#include "pax/backend/matmul_precision.h"
 #include "pax/data/file_io.h"
 #include "pax/pax.h"
 
@@ -122,6 +123,7 @@ int main(int argc, char** argv) {
       "  paxcc tokenizer --input corpus.txt --vocab_size 8000 --out corpus.model");
 
   std::string exp_name, job_dir, mode_name = "train", config_file, data_dir, output_dir, platform;
+  std::string matmul_precision;
   std::vector<std::string> overrides;
   std::optional<int64_t> restore_step;
   std::optional<double> peak_flops, dist_timeout, dist_phase_timeout, dist_stop_grace;
@@ -147,6 +149,10 @@ int main(int argc, char** argv) {
   app.add_option("--platform", platform,
                  "Where arrays live and programs run: cpu, sim (a test device), cuda, or a list where the first "
                  "present wins (default: $PAX_PLATFORMS, else cpu)");
+  app.add_option("--jax_default_matmul_precision", matmul_precision,
+                 "f32 products and convolutions: float32 (default; also $PAX_DEFAULT_MATMUL_PRECISION), or "
+                 "tensorfloat32 / bfloat16 to let a GPU's tensor cores take TF32 inputs")
+      ->check(CLI::IsMember({"float32", "highest", "tensorfloat32", "high", "bfloat16", "default", "fastest"}));
   app.add_option("--data_dir", data_dir, "Data directory (default: $PAX_DATA_DIR or ./data)");
   app.add_option("--peak_flops", peak_flops, "Peak FLOP/s of this machine for MFU (default: the theoretical peak)")
       ->check(number_between(1e6, 1e21, "FLOP/s"));
@@ -195,6 +201,8 @@ int main(int argc, char** argv) {
 
   try {
     if (!platform.empty()) pax::set_default_platform(platform);
+    if (!matmul_precision.empty()) pax::set_default_matmul_precision(pax::parse_matmul_precision(matmul_precision));
+    pax::default_matmul_precision();  // a bad $PAX_DEFAULT_MATMUL_PRECISION fails here, before any work
     if (!data_dir.empty()) pax::data::set_default_data_dir(data_dir);
     if (tok->parsed()) {
       pax::data::SentencePieceTrainOptions options;

@@ -73,21 +73,6 @@ void check_status(cublasStatus_t status, const char* call) {
 }
 #define PAX_CUBLASLT_CHECK(call) check_status((call), #call)
 
-// Makes `device` current for the guard's lifetime.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    PAX_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) PAX_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 // One cuBLASLt handle per device, created on first use and kept for the
 // process (destroying it at exit would race the driver's own teardown).
 cublasLtHandle_t handle(int device) {

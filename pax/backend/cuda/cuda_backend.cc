@@ -17,24 +17,12 @@
 #include "pax/backend/cuda/cuda_kernels.h"
 #include "pax/backend/cuda/cuda_lowering_target.h"
 #include "pax/backend/cuda/cuda_peak.h"
+#include "pax/backend/matmul_precision.h"
 #include "pax/core/array.h"
 #include "pax/core/error.h"
 
 namespace pax::cuda {
 namespace {
-
-// The device of the calling thread, set for the length of a call.
-class OnDevice {
- public:
-  explicit OnDevice(int index) {
-    PAX_CUDA_CHECK(cudaGetDevice(&outer_));
-    if (outer_ != index) PAX_CUDA_CHECK(cudaSetDevice(index));
-  }
-  ~OnDevice() { cudaSetDevice(outer_); }
-
- private:
-  int outer_ = 0;
-};
 
 std::shared_ptr<Buffer> scratch(size_t nbytes, int index);
 
@@ -57,7 +45,7 @@ char* device_bytes(const Buffer& b) { return static_cast<char*>(const_cast<void*
 
 void to_host(const Buffer& src, size_t offset, void* dst, size_t nbytes) {
   const int index = src.device().index;
-  const OnDevice on(index);
+  const DeviceGuard on(index);
   const cudaStream_t s = stream_of(index);
   if (nbytes) PAX_CUDA_CHECK(cudaMemcpyAsync(dst, device_bytes(src) + offset, nbytes, cudaMemcpyDeviceToHost, s));
   PAX_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -66,7 +54,7 @@ void to_host(const Buffer& src, size_t offset, void* dst, size_t nbytes) {
 void from_host(const std::shared_ptr<Buffer>& dst, size_t offset, const void* src, size_t nbytes) {
   if (!nbytes) return;
   const int index = dst->device().index;
-  const OnDevice on(index);
+  const DeviceGuard on(index);
   DeviceState& d = device_state(index);
   // The bytes are copied into pinned buffers before this returns, so the
   // caller's memory may change at once; the copies run in stream order.
@@ -81,13 +69,13 @@ void copy(const std::shared_ptr<Buffer>& dst, size_t dst_offset, const std::shar
           size_t nbytes) {
   if (!nbytes) return;
   const int index = dst->device().index;
-  const OnDevice on(index);
+  const DeviceGuard on(index);
   PAX_CUDA_CHECK(cudaMemcpyAsync(device_bytes(*dst) + dst_offset, device_bytes(*src) + src_offset, nbytes,
                                  cudaMemcpyDeviceToDevice, stream_of(index)));
 }
 
 void synchronize(int index) {
-  const OnDevice on(index);
+  const DeviceGuard on(index);
   PAX_CUDA_CHECK(cudaStreamSynchronize(stream_of(index)));
 }
 
@@ -106,7 +94,7 @@ Events& events_of(int index) {
 }
 
 uint64_t record_event(int index) {
-  const OnDevice on(index);
+  const DeviceGuard on(index);
   Events& e = events_of(index);
   cudaEvent_t ev = nullptr;
   PAX_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
@@ -117,7 +105,7 @@ uint64_t record_event(int index) {
 }
 
 void wait_event(int index, uint64_t event) {
-  const OnDevice on(index);
+  const DeviceGuard on(index);
   Events& e = events_of(index);
   cudaEvent_t ev = nullptr;
   {
@@ -135,7 +123,7 @@ void wait_event(int index, uint64_t event) {
 }
 
 void launch(int index, KernelFn kernel, const Params& params, std::vector<Array> inputs, std::vector<Array> outputs) {
-  const OnDevice on(index);
+  const DeviceGuard on(index);
   std::vector<TensorView> in(inputs.size()), out(outputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)
     in[i] = TensorView{device_bytes(*inputs[i].buffer()), &inputs[i].shape(), inputs[i].dtype()};
@@ -159,7 +147,8 @@ std::string absence() { return absence_reason(); }
 
 double peak(int index, DType compute_dtype, std::string* how) {
   const DeviceInfo& info = device_info(index);
-  const DevicePeak p = device_peak(info.name, info.arch, info.multiprocessors, info.clock_khz, compute_dtype);
+  const DevicePeak p = device_peak(info.name, info.arch, info.multiprocessors, info.clock_khz, compute_dtype,
+                                   f32_products_in_tf32() ? F32Matmul::tf32 : F32Matmul::f32);
   if (how) *how = p.how + " of " + info.name;
   return p.flops;
 }
@@ -172,7 +161,7 @@ DeviceState::DeviceState(int device)
       allocator(memory_provider, device),
       pinned_provider(device),
       staging(pinned_provider, {}) {
-  const OnDevice on(device);
+  const DeviceGuard on(device);
   PAX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   kernel_context = KernelContext{Device{DeviceKind::cuda, device}, stream, nullptr, scratch};
   register_allocator_stats(allocator);

@@ -14,6 +14,11 @@ void fail_cuda_call(cudaError_t err, const char* call, const char* file, int lin
            line);
 }
 
+DeviceGuard::DeviceGuard(int device) : device_(device) {
+  PAX_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != device_) PAX_CUDA_CHECK(cudaSetDevice(device_));
+}
+
 namespace {
 
 struct Probe {

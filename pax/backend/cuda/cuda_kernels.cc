@@ -30,13 +30,48 @@ bool register_cuda_kernels(std::initializer_list<std::pair<Prim, KernelFn>> kern
   return true;
 }
 
+void run_cuda_kernel(Prim prim, const KernelContext& ctx, const Params& params, std::initializer_list<TensorView> in,
+                     std::initializer_list<TensorView> out) {
+  const KernelFn kernel = cuda_kernel(prim);
+  PAX_CHECK(kernel, "cuda: no ", prim_name(prim), " kernel");
+  kernel(ctx, params, std::span<const TensorView>(in.begin(), in.size()),
+         std::span<const TensorView>(out.begin(), out.size()));
+}
+
 void transpose_into(const KernelContext& ctx, const TensorView& in, const TensorView& out,
                     const std::vector<int64_t>& perm) {
-  const KernelFn transpose = cuda_kernel(Prim::transpose);
-  PAX_CHECK(transpose, "cuda: no transpose kernel");
-  const Params params{{"permutation", Ints(perm.begin(), perm.end())}};
-  const TensorView ins[] = {in}, outs[] = {out};
-  transpose(ctx, params, std::span<const TensorView>(ins), std::span<const TensorView>(outs));
+  run_cuda_kernel(Prim::transpose, ctx, Params{{"permutation", Ints(perm.begin(), perm.end())}}, {in}, {out});
+}
+
+const Shape* KernelScratch::keep_shape(const std::vector<int64_t>& dims) {
+  shapes_.emplace_back(Ints(dims.begin(), dims.end()));
+  return &shapes_.back();
+}
+
+TensorView KernelScratch::allocate(const std::vector<int64_t>& dims, DType dtype) {
+  const Shape* shape = keep_shape(dims);
+  buffers_.push_back(ctx_.allocate_scratch(size_t(shape->numel()) * itemsize(dtype)));
+  return TensorView{buffers_.back()->data(), shape, dtype};
+}
+
+TensorView KernelScratch::transposed(const TensorView& x, const std::vector<int64_t>& perm) {
+  std::vector<int64_t> dims;
+  for (int64_t a : perm) dims.push_back(x.dim(a));
+  const TensorView out = allocate(dims, x.dtype);
+  transpose_into(ctx_, x, out, perm);
+  return out;
+}
+
+TensorView KernelScratch::converted(const TensorView& x, DType dtype) {
+  const TensorView out = allocate(x.shape->dims(), dtype);
+  run_cuda_kernel(Prim::convert_element_type, ctx_, Params{{"new_dtype", dtype}, {"weak_type", false}}, {x}, {out});
+  return out;
+}
+
+TensorView KernelScratch::reshaped(const TensorView& x, const std::vector<int64_t>& dims) {
+  const Shape* shape = keep_shape(dims);
+  PAX_CHECK(shape->numel() == x.shape->numel(), "cuda: reshaping ", x.shape->numel(), " elements to ", shape->numel());
+  return TensorView{x.data, shape, x.dtype};
 }
 
 }  // namespace pax::cuda

@@ -6,7 +6,9 @@
 //       register_cuda_kernels({{Prim::iota, iota_kernel}});
 #pragma once
 
+#include <deque>
 #include <initializer_list>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -28,6 +30,34 @@ bool register_cuda_kernels(std::initializer_list<std::pair<Prim, KernelFn>> kern
 // in[perm]): the transpose primitive's kernel, for other kernels' copies.
 void transpose_into(const KernelContext& ctx, const TensorView& in, const TensorView& out,
                     const std::vector<int64_t>& perm);
+
+// Runs `prim`'s kernel on ctx's stream: for kernels made of other kernels.
+void run_cuda_kernel(Prim prim, const KernelContext& ctx, const Params& params, std::initializer_list<TensorView> in,
+                     std::initializer_list<TensorView> out);
+
+// The temporaries of one kernel call: contiguous arrays in scratch memory
+// from its context, with their shapes. They are held until the object goes,
+// after the call has queued the work that uses them (the stream-ordered
+// allocator gives them only to work queued later).
+class KernelScratch {
+ public:
+  explicit KernelScratch(const KernelContext& ctx) : ctx_(ctx) {}
+  TensorView allocate(const std::vector<int64_t>& dims, DType dtype);
+  // `x` transposed by `perm` (shape x[perm]).
+  TensorView transposed(const TensorView& x, const std::vector<int64_t>& perm);
+  // `x` converted to `dtype` (convert_element_type's kernel).
+  TensorView converted(const TensorView& x, DType dtype);
+  // The same contiguous elements seen with other dims (no copy).
+  TensorView reshaped(const TensorView& x, const std::vector<int64_t>& dims);
+  // The buffers handed out so far (for a workspace that must live as long).
+  std::vector<std::shared_ptr<Buffer>>& buffers() { return buffers_; }
+
+ private:
+  const Shape* keep_shape(const std::vector<int64_t>& dims);
+  const KernelContext& ctx_;
+  std::vector<std::shared_ptr<Buffer>> buffers_;
+  std::deque<Shape> shapes_;  // stable addresses for the views
+};
 
 // The generated kernel an elementwise primitive runs eagerly on operands
 // like `in` into `out` (kernels_elementwise.cc); pax::Error naming what the

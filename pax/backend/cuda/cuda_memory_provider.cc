@@ -8,25 +8,6 @@
 namespace pax::cuda {
 namespace {
 
-// Makes `device` current for the calls in its scope and restores the
-// thread's previous device after them.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) : device_(device) {
-    PAX_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device_) PAX_CUDA_CHECK(cudaSetDevice(device_));
-  }
-  ~DeviceGuard() {
-    if (previous_ != device_) cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int device_;
-  int previous_ = 0;
-};
-
 cudaEvent_t as_event(EventId id) { return reinterpret_cast<cudaEvent_t>(id); }
 cudaStream_t as_stream(StreamId id) { return reinterpret_cast<cudaStream_t>(id); }
 
