@@ -6,11 +6,18 @@
 // steps run the device's kernel of their primitive, aliases share bytes,
 // and impl steps run their rule on the device.
 //
-// Every value gets a buffer of the caching allocator, returned after its
-// last reader is queued (the stream orders the reuse), so nothing waits for
-// the device until the host reads a result.
+// Memory follows the lowering's plan (memory_plan.h): intermediates live in
+// one arena that the executable keeps from call to call (its addresses are
+// stable; a call made while another thread's call holds it gets an arena of
+// its own), outputs and values the rules see as Arrays get buffers of the
+// caching allocator, and an output may take a donated argument's buffer
+// when the caller held its only handle. Kernel steps write into their
+// planned memory, a product whose transpose was folded into it with the
+// strides the lowering gave it. Everything is queued on the device's one
+// stream, so nothing waits for the device until the host reads a result.
 #include "pax/backend/cuda/cuda_executable.h"
 
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -81,6 +88,16 @@ class CudaExecutable : public Executable {
     for (size_t k = 0; k < lp_.schedule.steps.size(); ++k)
       for (Var v : lp_.schedule.inputs(lp_.jaxpr, lp_.schedule.steps[k])) last_use_[size_t(v)] = int(k);
     for (Var v : lp_.jaxpr.outvars) last_use_[size_t(v)] = int(lp_.schedule.steps.size());
+    for (size_t k = 0; k < lp_.schedule.steps.size(); ++k) {
+      const Step& st = lp_.schedule.steps[k];
+      kernels_.push_back(st.kind == Step::Kind::kernel ? cuda_kernel(lp_.jaxpr.eqns[st.index].prim) : nullptr);
+    }
+    donates_.assign(lp_.plan.storages.size(), false);
+    for (const Storage& st : lp_.plan.storages) {
+      if (st.donor < 0) continue;
+      const int arg = lp_.plan.storage_of[size_t(lp_.jaxpr.invars[size_t(st.donor)])];
+      if (arg >= 0) donates_[size_t(arg)] = true;
+    }
   }
 
   std::vector<Array> run(std::vector<Array> args) const override {
@@ -97,13 +114,24 @@ class CudaExecutable : public Executable {
                 "; executables run on concrete arrays");
       committed = committed || args[i].committed();
     }
-    std::vector<Array> own(args.begin() + std::ptrdiff_t(lp_.skip), args.end());
+    std::vector<Array> own(std::make_move_iterator(args.begin() + std::ptrdiff_t(lp_.skip)),
+                           std::make_move_iterator(args.end()));
+    args.clear();  // the call holds the only references it keeps
     bring_arguments(own, device_, "executable");
     const DefaultDeviceScope on_device(device_);
     const Jaxpr& j = lp_.jaxpr;
-    std::vector<Array> values(j.avals.size());
-    for (size_t i = 0; i < j.invars.size(); ++i) values[size_t(j.invars[i])] = std::move(own[i]);
-    for (size_t i = 0; i < j.constvars.size(); ++i) values[size_t(j.constvars[i])] = consts_[i];
+    Frame f;
+    f.values.resize(j.avals.size());
+    f.donated.assign(lp_.plan.storages.size(), false);
+    for (size_t i = 0; i < j.invars.size(); ++i) {
+      const int id = lp_.plan.storage_of[size_t(j.invars[i])];
+      if (id >= 0) f.donated[size_t(id)] = donates_[size_t(id)] && own[i].owns_buffer_exclusively();
+      f.values[size_t(j.invars[i])] = std::move(own[i]);
+    }
+    for (size_t i = 0; i < j.constvars.size(); ++i) f.values[size_t(j.constvars[i])] = consts_[i];
+    const ArenaLease arena(*this);
+    f.arena = arena.data();
+    std::vector<Array>& values = f.values;
 
     const std::vector<int> sweep_of = lp_.schedule.sweep_of_steps();
     // Per sweep: whether its kernel ran at its first step (decided there, so
@@ -116,17 +144,17 @@ class CudaExecutable : public Executable {
         const Generated* gen = sweep_kernels_[size_t(sw)].get();
         if (k == sweep.first && gen) {
           if (cudaKernel_t fn = gen->ready()) {
-            run_sweep(sweep, fn, *gen, values);
+            run_sweep(sweep, fn, *gen, f);
             swept[size_t(sw)] = true;
           }
         }
         if (swept[size_t(sw)]) {
-          release(values, k);
+          release(f, k);
           continue;
         }
       }
-      run_step(lp_.schedule.steps[k], values);
-      release(values, k);
+      run_step(k, f);
+      release(f, k);
     }
     std::vector<Array> out;
     for (Var v : j.outvars) {
@@ -144,14 +172,90 @@ class CudaExecutable : public Executable {
   const MemoryStats& memory() const override { return lp_.plan.stats; }
 
  private:
+  // The values of one call, per variable, and the arguments whose buffer an
+  // output may still take (per storage).
+  struct Frame {
+    std::vector<Array> values;
+    std::vector<bool> donated;
+    char* arena = nullptr;
+  };
+
+  // The executable's arena for one call: its own when no other call holds
+  // it, otherwise one for this call alone.
+  class ArenaLease {
+   public:
+    explicit ArenaLease(const CudaExecutable& e) : e_(e) {
+      const size_t nbytes = e.lp_.plan.stats.arena_bytes;
+      if (nbytes == 0) return;
+      const AllocationPurpose purpose("a compiled program's intermediates (its arena)");
+      std::lock_guard<std::mutex> lock(e.arena_mu_);
+      if (!e.arena_busy_) {
+        if (!e.arena_) e.arena_ = Buffer::allocate_on(e.device_, nbytes);
+        e.arena_busy_ = true;
+        shared_ = true;
+        data_ = static_cast<char*>(e.arena_->data());
+      } else {
+        own_ = Buffer::allocate_on(e.device_, nbytes);
+        data_ = static_cast<char*>(own_->data());
+      }
+    }
+    ~ArenaLease() {
+      if (!shared_) return;
+      std::lock_guard<std::mutex> lock(e_.arena_mu_);
+      e_.arena_busy_ = false;  // the next call's work queues after this one's
+    }
+    ArenaLease(const ArenaLease&) = delete;
+    ArenaLease& operator=(const ArenaLease&) = delete;
+    char* data() const { return data_; }
+
+   private:
+    const CudaExecutable& e_;
+    bool shared_ = false;
+    std::shared_ptr<Buffer> own_;
+    char* data_ = nullptr;
+  };
+
   Array fresh(Var v) const {
     const AVal& a = lp_.jaxpr.aval(v);
     return Array(a, Buffer::allocate_on(device_, size_t(a.shape.numel()) * itemsize(a.dtype)), false);
   }
 
-  void release(std::vector<Array>& values, size_t step) const {
-    for (Var v : lp_.schedule.inputs(lp_.jaxpr, lp_.schedule.steps[step]))
-      if (last_use_[size_t(v)] == int(step)) values[size_t(v)] = Array();
+  // The memory the plan gives `v`, written by the step that defines it: an
+  // arena slice, a donated argument's buffer, or a buffer of its own.
+  Array materialize(Frame& f, Var v) const {
+    const int id = lp_.plan.storage_of[size_t(v)];
+    if (id < 0) return fresh(v);
+    const Storage& st = lp_.plan.storages[size_t(id)];
+    const AVal& a = lp_.jaxpr.aval(v);
+    if (st.kind == Storage::Kind::arena && f.arena) {
+      // A view of the arena: the arena outlives the call's values, and
+      // releasing the view gives nothing back.
+      auto view = Buffer::wrap(f.arena + st.offset, size_t(a.shape.numel()) * itemsize(a.dtype), st.nbytes, device_,
+                               [](void*, size_t, Device) {});
+      return Array(a, std::move(view), false);
+    }
+    if (st.donor >= 0) {
+      const Var arg = lp_.jaxpr.invars[size_t(st.donor)];
+      const int arg_id = lp_.plan.storage_of[size_t(arg)];
+      Array& x = f.values[size_t(arg)];
+      if (arg_id >= 0 && f.donated[size_t(arg_id)]) {
+        f.donated[size_t(arg_id)] = false;
+        // Taken only while nothing else (a reshape of it, say) shares it.
+        if (x.defined() && x.owns_buffer_exclusively()) return Array(a, x.buffer(), false);
+      }
+    }
+    return fresh(v);
+  }
+
+  // Drops the values whose last reader is step `k`; an argument an output
+  // may still take is kept for it.
+  void release(Frame& f, size_t k) const {
+    for (Var v : lp_.schedule.inputs(lp_.jaxpr, lp_.schedule.steps[k])) {
+      if (last_use_[size_t(v)] != int(k)) continue;
+      const int id = lp_.plan.storage_of[size_t(v)];
+      if (id >= 0 && f.donated[size_t(id)]) continue;
+      f.values[size_t(v)] = Array();
+    }
   }
 
   // One equation through the device's eager path (its kernel or its rule).
@@ -162,8 +266,28 @@ class CudaExecutable : public Executable {
     for (size_t i = 0; i < e.outputs.size(); ++i) values[size_t(e.outputs[i])] = std::move(out[i]);
   }
 
-  void run_step(const Step& st, std::vector<Array>& values) const {
+  // A kernel step into its planned memory (a folded transpose's product with
+  // the strides the lowering gave it).
+  void run_kernel(size_t k, Frame& f) const {
+    const Eqn& e = lp_.jaxpr.eqns[lp_.schedule.steps[k].index];
+    std::vector<TensorView> in, out;
+    for (Var v : e.inputs) {
+      const Array& x = f.values[size_t(v)];
+      in.push_back(TensorView{x.buffer()->data(), &lp_.jaxpr.aval(v).shape, x.dtype()});
+    }
+    for (Var v : e.outputs) {
+      f.values[size_t(v)] = materialize(f, v);
+      const AVal& a = lp_.jaxpr.aval(v);
+      out.push_back(TensorView{f.values[size_t(v)].buffer()->data(), &a.shape, a.dtype});
+    }
+    if (!lp_.out_strides[k].empty()) out[0].strides = &lp_.out_strides[k];
+    kernels_[k](device_state(device_.index).kernel_context, e.params, in, out);
+  }
+
+  void run_step(size_t k, Frame& f) const {
+    const Step& st = lp_.schedule.steps[k];
     const Jaxpr& j = lp_.jaxpr;
+    std::vector<Array>& values = f.values;
     if (st.kind != Step::Kind::fused) {
       const Eqn& e = j.eqns[st.index];
       if (st.kind == Step::Kind::alias) {
@@ -171,6 +295,8 @@ class CudaExecutable : public Executable {
         values[size_t(e.outputs[0])] = Array(j.aval(e.outputs[0]), x.buffer(), x.committed());
         return;
       }
+      if (kernels_[k]) return run_kernel(k, f);
+      PAX_CHECK(lp_.out_strides[k].empty(), "cuda executable: no kernel writes ", prim_name(e.prim), " with strides");
       run_eqn(e, values);
       return;
     }
@@ -178,32 +304,38 @@ class CudaExecutable : public Executable {
     const Generated* gen = group_kernels_[st.index].get();
     cudaKernel_t fn = gen ? gen->ready() : nullptr;
     if (!fn) {
-      // Not built yet, or not renderable: the group's equations one by one.
+      // Not built yet, or not renderable: the group's equations one by one
+      // (their results in buffers of their own).
       for (size_t e : g.eqns) run_eqn(j.eqns[e], values);
       return;
     }
     std::vector<void*> pointers;
     for (Var v : g.inputs) pointers.push_back(values[size_t(v)].buffer()->data());
     for (Var v : g.outputs) {
-      values[size_t(v)] = fresh(v);
+      values[size_t(v)] = materialize(f, v);
       pointers.push_back(values[size_t(v)].buffer()->data());
     }
     launch_kernel(fn, gen->source, pointers, stream());
   }
 
-  void run_sweep(const RowSweep& sw, cudaKernel_t fn, const Generated& gen, std::vector<Array>& values) const {
+  // A row sweep as one kernel. Values the CPU's plan keeps in a sweep's
+  // tile buffers (sweep_local) take buffers of their own here: the kernel
+  // writes every step's result.
+  void run_sweep(const RowSweep& sw, cudaKernel_t fn, const Generated& gen, Frame& f) const {
     const Jaxpr& j = lp_.jaxpr;
     std::vector<void*> pointers;
     for (size_t k = sw.first; k <= sw.last; ++k) {
       const Step& st = lp_.schedule.steps[k];
       if (st.kind == Step::Kind::alias) {
-        run_step(st, values);
+        run_step(k, f);
         continue;
       }
-      for (Var v : lp_.schedule.inputs(j, st)) pointers.push_back(values[size_t(v)].buffer()->data());
+      for (Var v : lp_.schedule.inputs(j, st)) pointers.push_back(f.values[size_t(v)].buffer()->data());
       for (Var v : lp_.schedule.outputs(j, st)) {
-        values[size_t(v)] = fresh(v);
-        pointers.push_back(values[size_t(v)].buffer()->data());
+        const int id = lp_.plan.storage_of[size_t(v)];
+        const bool local = id >= 0 && lp_.plan.storages[size_t(id)].kind == Storage::Kind::sweep_local;
+        f.values[size_t(v)] = local ? fresh(v) : materialize(f, v);
+        pointers.push_back(f.values[size_t(v)].buffer()->data());
       }
     }
     launch_kernel(fn, gen.source, pointers, stream());
@@ -216,6 +348,11 @@ class CudaExecutable : public Executable {
   std::vector<std::unique_ptr<Generated>> group_kernels_, sweep_kernels_;
   std::vector<Array> consts_;
   std::vector<int> last_use_;
+  std::vector<KernelFn> kernels_;  // per step: the device's kernel of a kernel step
+  std::vector<bool> donates_;      // per storage: an argument some output may take
+  mutable std::mutex arena_mu_;
+  mutable std::shared_ptr<Buffer> arena_;  // kept from call to call
+  mutable bool arena_busy_ = false;
 };
 
 }  // namespace

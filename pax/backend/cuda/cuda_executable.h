@@ -1,7 +1,7 @@
 // Programs on a CUDA device: the backend-neutral lowering run on the
 // device's stream, fused groups and row sweeps as generated kernels
-// (cuda_executable.cc). Values take buffers of the caching allocator; the
-// memory plan's persistent arena, donation and CUDA graphs come next.
+// (cuda_executable.cc), intermediates in an arena kept from call to call,
+// donated arguments' buffers reused by outputs.
 #pragma once
 
 #include <memory>

@@ -5,6 +5,8 @@
 #include <array>
 #include <atomic>
 
+#include "pax/backend/cpu/kernels.h"
+#include "pax/backend/cuda/cuda_check.h"
 #include "pax/core/error.h"
 
 namespace pax::cuda {
@@ -36,6 +38,31 @@ void run_cuda_kernel(Prim prim, const KernelContext& ctx, const Params& params, 
   PAX_CHECK(kernel, "cuda: no ", prim_name(prim), " kernel");
   kernel(ctx, params, std::span<const TensorView>(in.begin(), in.size()),
          std::span<const TensorView>(out.begin(), out.size()));
+}
+
+void run_on_host(Prim prim, const KernelContext& ctx, const Params& params, std::span<const TensorView> in,
+                 std::span<const TensorView> out) {
+  const KernelFn kernel = cpu::cpu_kernel(prim);
+  PAX_CHECK(kernel, "cuda: ", prim_name(prim), " has no kernel on the host either");
+  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+  std::vector<std::vector<char>> host;
+  std::vector<TensorView> host_in, host_out;
+  for (const TensorView& v : in) {
+    host.emplace_back(v.nbytes());
+    PAX_CUDA_CHECK(cudaMemcpyAsync(host.back().data(), v.data, v.nbytes(), cudaMemcpyDeviceToHost, stream));
+    host_in.push_back(TensorView{host.back().data(), v.shape, v.dtype});
+  }
+  for (const TensorView& v : out) {
+    PAX_CHECK(!v.strides, "cuda: ", prim_name(prim), " on the host writes no strided results");
+    host.emplace_back(v.nbytes());
+    host_out.push_back(TensorView{host.back().data(), v.shape, v.dtype});
+  }
+  PAX_CUDA_CHECK(cudaStreamSynchronize(stream));
+  kernel(host_kernel_context(), params, host_in, host_out);
+  for (size_t i = 0; i < out.size(); ++i) {
+    PAX_CUDA_CHECK(cudaMemcpyAsync(out[i].data, host_out[i].data, out[i].nbytes(), cudaMemcpyHostToDevice, stream));
+  }
+  PAX_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host copies go when this returns
 }
 
 void transpose_into(const KernelContext& ctx, const TensorView& in, const TensorView& out,

@@ -31,6 +31,17 @@ bool register_cuda_kernels(std::initializer_list<std::pair<Prim, KernelFn>> kern
 void transpose_into(const KernelContext& ctx, const TensorView& in, const TensorView& out,
                     const std::vector<int64_t>& perm);
 
+// out[offset(i, out_strides)] = in[i] for every row-major index i of `in`
+// (contiguous) on ctx's stream: writing a result into a strided layout.
+void copy_into_strided(const KernelContext& ctx, const TensorView& in, void* out,
+                       const std::vector<int64_t>& out_strides);
+
+// Runs the CPU's kernel of `prim` on host copies of the operands and copies
+// its results back, waiting for ctx's stream: for operands of dtypes the
+// device's kernels do not cover.
+void run_on_host(Prim prim, const KernelContext& ctx, const Params& params, std::span<const TensorView> in,
+                 std::span<const TensorView> out);
+
 // Runs `prim`'s kernel on ctx's stream: for kernels made of other kernels.
 void run_cuda_kernel(Prim prim, const KernelContext& ctx, const Params& params, std::initializer_list<TensorView> in,
                      std::initializer_list<TensorView> out);

@@ -26,19 +26,22 @@ void dot_general_kernel(const KernelContext& ctx, const Params& p, std::span<con
   const void* rhs = plan.rhs_perm.empty() ? b.data : scratch.transposed(b, plan.rhs_perm).data;
   TensorView result = o;
   if (!plan.out_perm.empty()) {
-    // Only the compiler asks for outputs in another layout, and the CUDA
-    // executable does not yet; a row-major output is the temporary's
-    // transpose back.
-    PAX_CHECK(!o.strides, "dot_general on ", ctx.device, ": a transposed result written through strides");
     std::vector<int64_t> dims;
     for (int64_t axis : plan.out_perm) dims.push_back(o.dim(axis));
     result = scratch.allocate(dims, o.dtype);
   }
   run_gemm_plan(plan, ctx.device.index, ctx.stream, lhs, rhs, result.data, context_workspace(ctx, scratch.buffers()));
   if (!plan.out_perm.empty()) {
+    // The temporary transposed back: into the output, or where the output
+    // is written with strides (a folded transpose), into a row-major
+    // temporary copied through them.
     std::vector<int64_t> back(plan.out_perm.size());
     for (size_t i = 0; i < back.size(); ++i) back[size_t(plan.out_perm[i])] = int64_t(i);
-    transpose_into(ctx, result, o, back);
+    if (o.strides) {
+      copy_into_strided(ctx, scratch.transposed(result, back), o.data, *o.strides);
+    } else {
+      transpose_into(ctx, result, o, back);
+    }
   }
   // The scratch goes back to the stream-ordered allocator here:
   // only work queued after these calls can reuse it.

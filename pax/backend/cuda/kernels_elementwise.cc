@@ -3,14 +3,18 @@
 // and NVRTC compiles for the device's architecture, so that eager execution
 // computes exactly what the same operation computes inside a fused loop.
 // Kernels are compiled once per source and device (and cached on disk), and
-// looked up by their source afterwards.
+// looked up by their source afterwards. Operands of dtypes the renderer has
+// no loops for (f64, f16, i64, u8, u32) are computed by the CPU's kernel on
+// host copies, with a notice: correct, not fast.
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "pax/backend/cpu/kernel_cache_file.h"
 #include "pax/backend/cuda/cuda_devices.h"
 #include "pax/backend/cuda/cuda_kernels.h"
 #include "pax/backend/cuda/cuda_kernels_source.h"
@@ -44,7 +48,8 @@ const LoadedKernel& loaded(const CudaKernelSource& k, int device) {
   return *slot;
 }
 
-// The fused loop of `prim` applied to operands like `in`, giving `out`.
+// The fused loop of `prim` applied to operands like `in`, giving `out`, or
+// nullptr where the lowering makes none for these dtypes.
 std::shared_ptr<const LoopProgram> one_equation_loop(Prim prim, const Params& params, std::span<const TensorView> in,
                                                      std::span<const TensorView> out) {
   Jaxpr j;
@@ -59,7 +64,7 @@ std::shared_ptr<const LoopProgram> one_equation_loop(Prim prim, const Params& pa
   }
   j.eqns.push_back(std::move(e));
   const StepSchedule s = schedule(j, /*fuse=*/true, cuda_lowering_target());
-  PAX_CHECK(s.groups.size() == 1 && s.groups[0].program, prim_name(prim), " on cuda: no fused loop for it");
+  if (s.groups.size() != 1 || !s.groups[0].program) return nullptr;
   const FusionGroup& g = s.groups[0];
   // The loop reads its inputs and writes its outputs in the equation's order.
   for (size_t i = 0; i < g.inputs.size(); ++i)
@@ -69,15 +74,23 @@ std::shared_ptr<const LoopProgram> one_equation_loop(Prim prim, const Params& pa
   return g.program;
 }
 
+// The kernel's source, or nullopt with the reason the renderer gives.
+std::optional<CudaKernelSource> try_kernel_source(Prim prim, const Params& params, std::span<const TensorView> in,
+                                                  std::span<const TensorView> out, std::string& why) {
+  const std::shared_ptr<const LoopProgram> loop = one_equation_loop(prim, params, in, out);
+  why = loop ? cuda_loop_problem(*loop) : "fused loops do not compute " + std::string(dtype_short_name(in[0].dtype));
+  if (!why.empty()) return std::nullopt;
+  return cuda_loop_kernel(*loop, std::string("pax_") + prim_name(prim));
+}
+
 }  // namespace
 
 CudaKernelSource elementwise_kernel_source(Prim prim, const Params& params, std::span<const TensorView> in,
                                            std::span<const TensorView> out) {
-  const std::shared_ptr<const LoopProgram> loop = one_equation_loop(prim, params, in, out);
-  if (const std::string why = cuda_loop_problem(*loop); !why.empty()) {
-    PAX_FAIL(prim_name(prim), " on cuda: no CUDA kernel for these operands (", why, ")");
-  }
-  return cuda_loop_kernel(*loop, std::string("pax_") + prim_name(prim));
+  std::string why;
+  std::optional<CudaKernelSource> k = try_kernel_source(prim, params, in, out, why);
+  if (!k) PAX_FAIL(prim_name(prim), " on cuda: no CUDA kernel for these operands (", why, ")");
+  return std::move(*k);
 }
 
 namespace {
@@ -85,7 +98,15 @@ namespace {
 void run_elementwise(Prim prim, const KernelContext& ctx, const Params& params, std::span<const TensorView> in,
                      std::span<const TensorView> out) {
   if (out[0].numel() == 0) return;
-  const CudaKernelSource k = elementwise_kernel_source(prim, params, in, out);
+  std::string why;
+  const std::optional<CudaKernelSource> source = try_kernel_source(prim, params, in, out, why);
+  if (!source) {
+    const std::string dtypes = std::string(dtype_short_name(in[0].dtype)) + " -> " + dtype_short_name(out[0].dtype);
+    cpu::notice_once("cuda-host-" + std::string(prim_name(prim)) + dtypes,
+                     std::string(prim_name(prim)) + " of " + dtypes + " on cuda runs on the host (" + why + ")");
+    return run_on_host(prim, ctx, params, in, out);
+  }
+  const CudaKernelSource& k = *source;
   std::vector<void*> pointers;
   for (const TensorView& v : in) pointers.push_back(v.data);
   for (const TensorView& v : out) pointers.push_back(v.data);

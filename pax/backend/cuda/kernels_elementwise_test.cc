@@ -1,7 +1,8 @@
 // The eager elementwise kernels on CUDA: every elementwise primitive, in
 // every dtype its shape rule takes, renders a one-equation kernel that NVRTC
 // compiles for sm_80 and sm_90, or is refused by name; on a device, results
-// equal the CPU's.
+// equal the CPU's, those of dtypes the renderer has no loops for (computed
+// on the host) too.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -78,6 +79,23 @@ TEST(CudaElementwise, ResultsEqualTheCpu) {
   EXPECT_TRUE(testing::all_close(exp(xs), exp(x), 4e-7, 0));
   EXPECT_TRUE(testing::all_close(tanh(xs.astype(DType::bf16)), tanh(x.astype(DType::bf16)), 8e-3, 0));
   EXPECT_EQ((xs < ys).to_vector<bool>(), (x < y).to_vector<bool>());
+}
+
+// f64, f16, i64, u8 and u32 operands have no generated loops: the CPU's
+// kernels compute them on host copies, so the results are the CPU's bits.
+TEST(CudaElementwise, DtypesWithoutLoopsRunOnTheHostWithTheCpusBits) {
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const Device gpu{DeviceKind::cuda, 0};
+  for (DType dt : {DType::f64, DType::f16, DType::i64, DType::u8, DType::u32}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Array x = testing::random_array(Shape{257}, dt, 3, 1, 9);
+    const Array y = testing::random_array(Shape{257}, dt, 4, 1, 9);
+    const Array xs = device_put(x, gpu), ys = device_put(y, gpu);
+    const Array got = xs * ys + maximum(xs, ys);
+    EXPECT_EQ(got.device(), gpu);
+    EXPECT_EQ(testing::host_bytes(device_get(got)), testing::host_bytes(x * y + maximum(x, y)));
+    EXPECT_EQ((xs < ys).to_vector<bool>(), (x < y).to_vector<bool>());
+  }
 }
 
 }  // namespace

@@ -163,6 +163,22 @@ void dynamic_update_slice_kernel(const KernelContext& ctx, const Params&, std::s
   PAX_CUDA_CHECK(cudaGetLastError());
 }
 
+}  // namespace
+
+void copy_into_strided(const KernelContext& ctx, const TensorView& in, void* out,
+                       const std::vector<int64_t>& out_strides) {
+  const int64_t n = in.numel();
+  if (n == 0) return;
+  const StridedMap dst = layout::strided_map("a strided copy", in.shape->dims(), out_strides);
+  visit_width("a strided copy", in.dtype, [&](auto w) {
+    using T = decltype(w);
+    copy_to_map<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<T*>(out), in.as<const T>(), dst, n);
+  });
+  PAX_CUDA_CHECK(cudaGetLastError());
+}
+
+namespace {
+
 [[maybe_unused]] const bool kRegistered = register_cuda_kernels({
     {Prim::transpose, transpose_kernel},
     {Prim::broadcast_in_dim, broadcast_in_dim_kernel},
