@@ -17,6 +17,7 @@
 // stream, so nothing waits for the device until the host reads a result.
 #include "pax/backend/cuda/cuda_executable.h"
 
+#include <algorithm>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -25,6 +26,7 @@
 
 #include "pax/backend/backend.h"
 #include "pax/backend/cuda/cuda_backend.h"
+#include "pax/backend/cuda/cuda_check.h"
 #include "pax/backend/cuda/cuda_devices.h"
 #include "pax/backend/cuda/cuda_kernels.h"
 #include "pax/backend/cuda/cuda_kernels_source.h"
@@ -119,6 +121,7 @@ class CudaExecutable : public Executable {
     args.clear();  // the call holds the only references it keeps
     bring_arguments(own, device_, "executable");
     const DefaultDeviceScope on_device(device_);
+    const DeviceGuard current(device_.index);  // kernels launched here go to its stream
     const Jaxpr& j = lp_.jaxpr;
     Frame f;
     f.values.resize(j.avals.size());
@@ -149,11 +152,13 @@ class CudaExecutable : public Executable {
           }
         }
         if (swept[size_t(sw)]) {
+          end_donations(f, k);
           release(f, k);
           continue;
         }
       }
       run_step(k, f);
+      end_donations(f, k);
       release(f, k);
     }
     std::vector<Array> out;
@@ -237,24 +242,50 @@ class CudaExecutable : public Executable {
     if (st.donor >= 0) {
       const Var arg = lp_.jaxpr.invars[size_t(st.donor)];
       const int arg_id = lp_.plan.storage_of[size_t(arg)];
-      Array& x = f.values[size_t(arg)];
       if (arg_id >= 0 && f.donated[size_t(arg_id)]) {
         f.donated[size_t(arg_id)] = false;
-        // Taken only while nothing else (a reshape of it, say) shares it.
-        if (x.defined() && x.owns_buffer_exclusively()) return Array(a, x.buffer(), false);
+        const Array& x = f.values[size_t(arg)];
+        if (x.defined() && only_the_argument_holds(f, x.buffer(), arg_id)) return Array(a, x.buffer(), false);
       }
     }
     return fresh(v);
   }
 
+  // Whether the only handles to a donated argument's buffer are values of
+  // its own storage (the argument and its reshapes, dead or read in place
+  // by the plan) or of none (a group's intermediates run one by one): a
+  // value of any other storage (a rule's result that returns its input)
+  // still needs the bytes.
+  bool only_the_argument_holds(const Frame& f, const std::shared_ptr<Buffer>& buffer, int arg_id) const {
+    long handles = 0;
+    for (size_t v = 0; v < f.values.size(); ++v) {
+      if (!f.values[v].defined() || f.values[v].buffer() != buffer) continue;
+      const int id = lp_.plan.storage_of[v];
+      if (id != arg_id && id >= 0) return false;
+      ++handles;
+    }
+    return buffer.use_count() <= handles;
+  }
+
   // Drops the values whose last reader is step `k`; an argument an output
-  // may still take is kept for it.
+  // may still take is kept for it (its reshapes are not).
   void release(Frame& f, size_t k) const {
     for (Var v : lp_.schedule.inputs(lp_.jaxpr, lp_.schedule.steps[k])) {
       if (last_use_[size_t(v)] != int(k)) continue;
       const int id = lp_.plan.storage_of[size_t(v)];
-      if (id >= 0 && f.donated[size_t(id)]) continue;
+      if (id >= 0 && f.donated[size_t(id)] && lp_.plan.storages[size_t(id)].var == v) continue;
       f.values[size_t(v)] = Array();
+    }
+  }
+
+  // After step `k`: a donation its outputs were planned to take is over,
+  // whichever way the step ran.
+  void end_donations(Frame& f, size_t k) const {
+    for (Var v : lp_.schedule.outputs(lp_.jaxpr, lp_.schedule.steps[k])) {
+      const int id = lp_.plan.storage_of[size_t(v)];
+      if (id < 0 || lp_.plan.storages[size_t(id)].donor < 0) continue;
+      const int arg = lp_.plan.storage_of[size_t(lp_.jaxpr.invars[size_t(lp_.plan.storages[size_t(id)].donor)])];
+      if (arg >= 0) f.donated[size_t(arg)] = false;
     }
   }
 
@@ -305,8 +336,11 @@ class CudaExecutable : public Executable {
     cudaKernel_t fn = gen ? gen->ready() : nullptr;
     if (!fn) {
       // Not built yet, or not renderable: the group's equations one by one
-      // (their results in buffers of their own).
+      // (their results in buffers of their own); its intermediates go after.
       for (size_t e : g.eqns) run_eqn(j.eqns[e], values);
+      for (size_t e : g.eqns)
+        for (Var v : j.eqns[e].outputs)
+          if (std::find(g.outputs.begin(), g.outputs.end(), v) == g.outputs.end()) values[size_t(v)] = Array();
       return;
     }
     std::vector<void*> pointers;
