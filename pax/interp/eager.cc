@@ -36,6 +36,12 @@ std::vector<Array> eager_apply(Prim prim, std::span<const Array> operands, const
   }
   const Backend& backend = backend_for(device);
   KernelFn kernel = backend.kernel(prim);
+  if (!kernel && def.expand) {
+    // A primitive defined by a composite runs it where the backend has no
+    // kernel of its own.
+    const DefaultDeviceScope on_device(device);
+    return def.expand(inputs, params);
+  }
   PAX_CHECK(kernel, prim_name(prim), ": primitive has no kernel on the ", backend.name, " backend");
 
   std::vector<Array> outputs;

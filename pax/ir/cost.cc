@@ -54,6 +54,16 @@ double special_flops(const Jaxpr& j, const Eqn& e, double out, double in) {
       return in * std::max(1.0, std::ceil(std::log2(n)));  // comparisons
     }
     case Prim::scatter_add: return numel(j, e.inputs[2]);
+    case Prim::dot_product_attention:
+    case Prim::dot_product_attention_bwd: {
+      // The two products of the forward (logits, output), 2 B N T S H each;
+      // the backward's four (dv, dp, dq, dk), as the model's FLOPs count
+      // them (the recomputed logits are the kernel's own work).
+      const Shape& q = j.aval(e.inputs[0]).shape;
+      const double bnth = double(q[0]) * double(q[1]) * double(q[2]) * double(q[3]);
+      const double s = double(j.aval(e.inputs[1]).shape[1]);
+      return (e.prim == Prim::dot_product_attention ? 4 : 8) * bnth * s;
+    }
     default: PAX_FAIL("cost: ", prim_name(e.prim), " has a special cost in prims.def but no formula here");
   }
 }

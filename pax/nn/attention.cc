@@ -256,6 +256,27 @@ Array DotProductAttention::dot_atten(const Array& q, const Array& k, const Array
   const int64_t batch = q.dim(0), time = q.dim(1), heads = q.dim(2), source = k.dim(1);
   const int64_t kv_heads = k.dim(2), group = heads / kv_heads, h = q.dim(3);
   const DType ld = logits_dtype(q.dtype());
+  // Mask selection as below, as a predicate of attended keys.
+  auto allowed_keys = [&]() -> Array {
+    if (!atten_mask.defined()) return Array();
+    // A mask per head, of every head: this process's heads under tp.
+    const TensorParallelOptions& tp = tensor_parallel();
+    Array mask = atten_mask;
+    if (tp.enabled() && mask.dim(1) == hp.num_heads) mask = part_of(mask, 1, tp);
+    // Half the large negative number of the mask's dtype, or of f32 for an
+    // f64 mask, which may hold the f32 value of the mask helpers.
+    const DType md = mask.dtype() == DType::f64 ? DType::f32 : mask.dtype();
+    return mask >= large_negative_number(md) * 0.5;
+  };
+  // One primitive (no [T, S] matrix kept for the backward) where nothing
+  // needs the probabilities themselves: no logit cap, no dropout on them,
+  // no entropy summary, and logits in f32 (praxis's masked logit is then
+  // the kernels' own).
+  if (hp.atten_logit_cap == 0 && hp.atten_dropout_prob == 0 && ld == DType::f32 && !summaries_enabled()) {
+    lax::AttentionOptions o;
+    o.mask = allowed_keys();
+    return lax::dot_product_attention(q, k, v.astype(q.dtype()), o).first;  // (B, T, N, H)
+  }
   Array scaled = q * (1.0 / std::sqrt(double(h)));  // (B, T, N, H)
   Array logits;                                     // (B, N, T, S)
   if (group == 1) {
@@ -270,17 +291,7 @@ Array DotProductAttention::dot_atten(const Array& q, const Array& k, const Array
   // backward needs only the predicate, not the logits.
   if (hp.atten_logit_cap > 0) logits = tanh(logits / hp.atten_logit_cap) * hp.atten_logit_cap;
   logits = logits.astype(ld);
-  if (atten_mask.defined()) {
-    // A mask per head, of every head: this process's heads under tp.
-    const TensorParallelOptions& tp = tensor_parallel();
-    Array mask = atten_mask;
-    if (tp.enabled() && mask.dim(1) == hp.num_heads) mask = part_of(mask, 1, tp);
-    // Half the large negative number of the mask's dtype, or of f32 for an
-    // f64 mask, which may hold the f32 value of the mask helpers.
-    const DType md = mask.dtype() == DType::f64 ? DType::f32 : mask.dtype();
-    const Array allowed = mask >= large_negative_number(md) * 0.5;
-    logits = where(allowed, logits, full({}, large_negative_number(ld), ld));
-  }
+  if (atten_mask.defined()) logits = where(allowed_keys(), logits, full({}, large_negative_number(ld), ld));
   Array probs = attention_probs(logits, v.dtype());  // (B, N, T, S)
   if (summaries_enabled()) {
     // Mean entropy of the attention distributions, in nats (0: each query

@@ -2,6 +2,7 @@
 #include "pax/ops/lax.h"
 
 #include <cctype>
+#include <cmath>
 
 #include "pax/core/error.h"
 #include "pax/interp/interpreter.h"
@@ -158,6 +159,26 @@ Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers&
            {"rhs_batch_dims", dims.rhs_batch}};
   if (preferred_element_type) p.set("preferred_element_type", *preferred_element_type);
   return bind1(Prim::dot_general, {lhs, rhs}, p);
+}
+
+std::pair<Array, Array> dot_product_attention(const Array& query, const Array& key, const Array& value,
+                                              const AttentionOptions& o) {
+  PAX_CHECK(query.defined() && query.ndim() == 4,
+            "dot_product_attention: query must be [batch, length, heads, "
+            "head_dim], got ",
+            query.defined() ? query.aval().str() : "undefined");
+  const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(double(query.shape()[3]));
+  Params p{{"scale", scale},
+           {"is_causal", o.is_causal},
+           {"has_bias", o.bias.defined()},
+           {"has_mask", o.mask.defined()},
+           {"has_q_lengths", o.query_seq_lengths.defined()},
+           {"has_kv_lengths", o.key_value_seq_lengths.defined()}};
+  std::vector<Array> operands{query, key, value};
+  for (const Array* extra : {&o.bias, &o.mask, &o.query_seq_lengths, &o.key_value_seq_lengths})
+    if (extra->defined()) operands.push_back(*extra);
+  std::vector<Array> out = bind(Prim::dot_product_attention, operands, p);
+  return {out[0], out[1]};
 }
 
 ConvDimensionNumbers conv_dimension_numbers(const std::string& lhs, const std::string& rhs, const std::string& out) {

@@ -128,6 +128,24 @@ Array conv_general_dilated(const Array& lhs, const Array& rhs, const Ints& windo
                            const Ints& rhs_dilation, const ConvDimensionNumbers& dims, int64_t feature_group_count = 1,
                            int64_t batch_group_count = 1, std::optional<DType> preferred_element_type = std::nullopt);
 
+// ---- attention
+// jax.nn.dot_product_attention's computation as one primitive. query
+// [B, T, N, H], key and value [B, S, K, H] (N a multiple of K: grouped-query
+// heads); optional bias (added to the logits) and mask (bool, true attends),
+// each broadcastable to [B, N, T, S]; is_causal masks keys after the query;
+// per-example lengths mask padding keys and zero padding queries' outputs.
+// Returns the output [B, T, N, H] (query's dtype) and each query row's
+// log-sum-exp of its logits [B, N, T] (f32), computed without the [T, S]
+// matrix by the backends' kernels.
+struct AttentionOptions {
+  Array bias, mask;                                // undefined: none
+  Array query_seq_lengths, key_value_seq_lengths;  // int32 [B]; undefined: none
+  bool is_causal = false;
+  std::optional<double> scale;  // default 1 / sqrt(H)
+};
+std::pair<Array, Array> dot_product_attention(const Array& query, const Array& key, const Array& value,
+                                              const AttentionOptions& options = {});
+
 // ---- sorting
 // Sorts all operands along `dimension` by the first `num_keys` operands
 // (lexicographically). Floats use a total order: -0.0 == 0.0, NaN last.

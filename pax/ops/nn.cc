@@ -145,4 +145,19 @@ Array standardize(const Array& x, const Axes& axes, double epsilon) {
   return (x - m) * rsqrt(v + epsilon);
 }
 
+Array dot_product_attention(const Array& query, const Array& key, const Array& value,
+                            const lax::AttentionOptions& options) {
+  PAX_CHECK(query.ndim() == key.ndim() && key.ndim() == value.ndim() && (query.ndim() == 3 || query.ndim() == 4),
+            "dot_product_attention: query ", query.aval().str(), ", key ", key.aval().str(), " and value ",
+            value.aval().str(), " must all be [batch, length, heads, head_dim] or all [length, heads, head_dim]");
+  if (query.ndim() == 4) return lax::dot_product_attention(query, key, value, options).first;
+  // Without a batch axis: a batch of one (a bias or mask of rank 3 gains it too).
+  auto batched = [](const Array& x) { return x.defined() && x.ndim() == 3 ? lax::expand_dims(x, {0}) : x; };
+  lax::AttentionOptions o = options;
+  o.bias = batched(o.bias);
+  o.mask = batched(o.mask);
+  const Array out = lax::dot_product_attention(batched(query), batched(key), batched(value), o).first;
+  return lax::squeeze(out, {0});
+}
+
 }  // namespace pax::nn

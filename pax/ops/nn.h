@@ -34,4 +34,14 @@ Array one_hot(const Array& indices, int64_t num_classes, DType dtype = DType::f3
 // (x - mean) / sqrt(var + epsilon) over axes.
 Array standardize(const Array& x, const Axes& axes = -1, double epsilon = 1e-5);
 
+// jax.nn.dot_product_attention: softmax(scale q k^T + bias, masked) v for
+// query [B, T, N, H] and key / value [B, S, K, H] (N a multiple of K), or
+// the same without the batch axis ([T, N, H], [S, K, H]). One primitive
+// (lax::dot_product_attention): the kernels keep no [T, S] matrix, and the
+// gradient recomputes the probabilities from the row log-sum-exp. The
+// options are lax::AttentionOptions's (bias, mask, is_causal, scale,
+// query_seq_lengths, key_value_seq_lengths).
+Array dot_product_attention(const Array& query, const Array& key, const Array& value,
+                            const lax::AttentionOptions& options = {});
+
 }  // namespace pax::nn

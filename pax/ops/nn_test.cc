@@ -154,5 +154,28 @@ TEST(NN, Standardize) {
   EXPECT_TRUE(all_close(nn::standardize(x), want, 1e-5));
 }
 
+// jax.nn.dot_product_attention without a batch axis is the batched form
+// with a batch of one; a causal mask makes the first query attend to the
+// first key alone.
+TEST(Nn, DotProductAttentionWithAndWithoutBatch) {
+  const Array q = testing::random_array(Shape{5, 4, 8}, DType::f32, 1);
+  const Array k = testing::random_array(Shape{6, 2, 8}, DType::f32, 2);
+  const Array v = testing::random_array(Shape{6, 2, 8}, DType::f32, 3);
+  lax::AttentionOptions o;
+  o.is_causal = true;
+  o.bias = testing::random_array(Shape{4, 5, 6}, DType::f32, 4);
+  const Array unbatched = nn::dot_product_attention(q, k, v, o);
+  lax::AttentionOptions ob = o;
+  ob.bias = expand_dims(o.bias, {0});
+  const Array batched = nn::dot_product_attention(expand_dims(q, {0}), expand_dims(k, {0}), expand_dims(v, {0}), ob);
+  EXPECT_EQ(unbatched.shape(), Shape({5, 4, 8}));
+  EXPECT_TRUE(all_close(unbatched, squeeze(batched, 0), 0, 0));
+  // Query 0 sees key 0 only: head n (of kv head n / 2) returns v[0, n / 2].
+  const Array first_query_head3 = lax::slice(unbatched, {0, 3, 0}, {1, 4, 8});
+  const Array first_value_head1 = lax::slice(v, {0, 1, 0}, {1, 2, 8});
+  EXPECT_TRUE(all_close(first_query_head3, first_value_head1, 1e-6, 1e-6));
+  EXPECT_THROW(nn::dot_product_attention(q, expand_dims(k, {0}), v), Error);
+}
+
 }  // namespace
 }  // namespace pax

@@ -26,6 +26,9 @@ PrimTable build_table() {
   register_conv_prims(table);
   register_conv_ad(table);
   register_conv_batching(table);
+  register_attention_prims(table);
+  register_attention_ad(table);
+  register_attention_batching(table);
   register_window_prims(table);
   register_window_ad(table);
   register_window_batching(table);

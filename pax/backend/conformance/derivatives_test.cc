@@ -158,6 +158,15 @@ std::vector<DerivativeCase> cases() {
                                           lax::conv_dimension_numbers("NCHW", "OIHW", "NCHW"));
        },
        {spread({1, 2, 4, 3}, -1, 1, 9), spread({2, 2, 2, 2}, -1, 1, 10)}},
+      {"dot_product_attention",
+       [](const V& a) {
+         lax::AttentionOptions o;
+         o.bias = a[3];
+         o.is_causal = true;
+         return lax::dot_product_attention(a[0], a[1], a[2], o).first;
+       },
+       {spread({1, 3, 2, 2}, -1, 1, 14), spread({1, 3, 1, 2}, -1, 1, 15), spread({1, 3, 1, 2}, -1, 1, 16),
+        spread({1, 2, 3, 3}, -1, 1, 17)}},
       {"reduce_window_max",
        [win](const V& a) { return lax::reduce_window_max(a[0], win); },
        {spread({3, 4}, -2, 2, 11)}},

@@ -15,6 +15,7 @@ CpuKernelTable build_table() {
   register_window_kernels(t);
   register_sort_kernels(t);
   register_random_kernels(t);
+  register_attention_kernels(t);
   return t;
 }
 

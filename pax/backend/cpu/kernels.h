@@ -27,5 +27,6 @@ void register_conv_kernels(CpuKernelTable& t);
 void register_window_kernels(CpuKernelTable& t);
 void register_sort_kernels(CpuKernelTable& t);
 void register_random_kernels(CpuKernelTable& t);
+void register_attention_kernels(CpuKernelTable& t);
 
 }  // namespace pax::cpu

@@ -1,0 +1,397 @@
+// Dot-product attention on the CPU in f32 (attention.h): blocks of query
+// rows against the keys they can see, the block's logits in a per-thread
+// scratch of rows x keys (linear in the sequence lengths), the products
+// through the register-blocked loops of attention_hwy.cc.
+//
+// Forward: tasks are (example, query head, query block). K is transposed
+// once into [B, K, H, S] so that a block's logits are a product with rows of
+// keys along the vector lanes; keys past kv_lengths, and for is_causal past
+// the block's last row, are neither computed nor read. They are masked, so
+// they weigh nothing unless a row's every logit is masked: such a row
+// (detected by its maximum not exceeding kMaskedLogit) adds the skipped keys'
+// values with weight exp(0) = 1 each, as the full softmax over S would.
+//
+// Backward (FlashAttention-2): the block's probabilities are recomputed from
+// the forward's lse, P = exp(x - lse), dS = P * (dO V^T - rowsum(dO * O))
+// where unmasked, and dQ = scale dS K, dK += scale dS^T Q, dV += P^T dO,
+// dbias += dS. Tasks are (example, kv head, key chunk), each looping over
+// the query heads of its group and the query blocks, so that each owns its
+// rows of dK and dV (no races, a fixed summation order). When the examples
+// and kv heads are fewer than the threads, the keys are split into chunks
+// that run in parallel, each chunk's dQ going to a buffer of its own summed
+// at the end. A dimension over which the bias broadcasts (so that tasks
+// along it would add into the same dbias entries) is looped inside the
+// tasks instead. A row whose lse does not exceed kMaskedLogit (every key
+// masked: its lse is kMaskedLogit + log(S) rounded) cannot be recomputed
+// from lse in f32, so its maximum and sum are recomputed over all S keys.
+#include "pax/backend/cpu/attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "pax/backend/cpu/attention_hwy.h"
+#include "pax/core/buffer.h"
+#include "pax/core/error.h"
+#include "pax/core/parallel.h"
+
+namespace pax::cpu {
+namespace {
+
+namespace ad = attention_detail;
+
+constexpr int64_t kBlockRows = 64;  // query rows per block
+constexpr int64_t kMinChunk = 128;  // keys per backward chunk, at least
+constexpr int64_t kAlign = 16;      // floats: scratch rows start 64 bytes apart
+
+int64_t round_up(int64_t n, int64_t m) { return ceil_div(n, m) * m; }
+
+// Sizes, strides and per-example bounds shared by both passes.
+struct Geometry {
+  AttentionShape sh;
+  AttentionExtras ex;
+  int64_t group = 1;   // query heads per kv head
+  int64_t block = 1;   // query rows per block
+  int64_t blocks = 1;  // query blocks per (example, head)
+  int64_t ldt = 1;     // row stride of the transposed keys / values
+  int64_t q_row = 1;   // elements between query rows: N * H
+  int64_t kv_row = 1;  // elements between key rows: K * H
+
+  Geometry(const AttentionShape& s, const AttentionExtras& e) : sh(s), ex(e) {
+    PAX_CHECK(s.batch > 0 && s.q_len > 0 && s.kv_len > 0 && s.q_heads > 0 && s.kv_heads > 0 && s.head_dim > 0,
+              "dot_product_attention: sizes must be positive, got B=", s.batch, " T=", s.q_len, " S=", s.kv_len,
+              " N=", s.q_heads, " K=", s.kv_heads, " H=", s.head_dim);
+    PAX_CHECK(s.q_heads % s.kv_heads == 0, "dot_product_attention: the ", s.q_heads,
+              " query heads must be a multiple of the ", s.kv_heads, " key / value heads");
+    group = s.q_heads / s.kv_heads;
+    block = std::min(kBlockRows, s.q_len);
+    blocks = ceil_div(s.q_len, block);
+    ldt = round_up(s.kv_len, kAlign);
+    q_row = s.q_heads * s.head_dim;
+    kv_row = s.kv_heads * s.head_dim;
+  }
+
+  // Valid query rows and keys of example b (lengths clamped to [0, T] / [0, S]).
+  int64_t rows_of(int64_t b) const {
+    return ex.q_lengths ? std::clamp<int64_t>(ex.q_lengths[b], 0, sh.q_len) : sh.q_len;
+  }
+  int64_t keys_of(int64_t b) const {
+    return ex.kv_lengths ? std::clamp<int64_t>(ex.kv_lengths[b], 0, sh.kv_len) : sh.kv_len;
+  }
+  // Keys a block of rows ending (exclusively) at `end` computes.
+  int64_t visible(int64_t b, int64_t end) const { return sh.is_causal ? std::min(keys_of(b), end) : keys_of(b); }
+  // Unmasked-by-position keys of row t: [0, limit).
+  int64_t row_limit(int64_t t, int64_t visible_keys) const {
+    return sh.is_causal ? std::min(t + 1, visible_keys) : visible_keys;
+  }
+  const float* bias_row(int64_t b, int64_t n, int64_t t) const {
+    if (!ex.bias) return nullptr;
+    const auto& st = ex.bias_strides;
+    return ex.bias + b * st[0] + n * st[1] + t * st[2];
+  }
+  const uint8_t* mask_row(int64_t b, int64_t n, int64_t t) const {
+    if (!ex.mask) return nullptr;
+    const auto& st = ex.mask_strides;
+    return ex.mask + b * st[0] + n * st[1] + t * st[2];
+  }
+  int64_t q_offset(int64_t b, int64_t t, int64_t n) const {
+    return ((b * sh.q_len + t) * sh.q_heads + n) * sh.head_dim;
+  }
+  int64_t kv_offset(int64_t b, int64_t s, int64_t kh) const {
+    return ((b * sh.kv_len + s) * sh.kv_heads + kh) * sh.head_dim;
+  }
+  int64_t lse_offset(int64_t b, int64_t n, int64_t t) const { return (b * sh.q_heads + n) * sh.q_len + t; }
+};
+
+// x[B, S, K, H] into xt[B, K, H, ldt]: keys along the rows of each
+// (example, head), the layout whose rows the products read as vectors.
+void transpose_keys(const Geometry& g, const float* x, float* xt) {
+  const int64_t S = g.sh.kv_len, K = g.sh.kv_heads, H = g.sh.head_dim;
+  constexpr int64_t kTile = 16;
+  parallel_for(g.sh.batch * K, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / K, kh = task % K;
+      float* dst = xt + task * H * g.ldt;
+      for (int64_t s0 = 0; s0 < S; s0 += kTile) {
+        const int64_t s1 = std::min(S, s0 + kTile);
+        for (int64_t h0 = 0; h0 < H; h0 += kTile) {
+          const int64_t h1 = std::min(H, h0 + kTile);
+          for (int64_t s = s0; s < s1; ++s) {
+            const float* src = x + g.kv_offset(b, s, kh);
+            for (int64_t h = h0; h < h1; ++h) dst[h * g.ldt + s] = src[h];
+          }
+        }
+      }
+    }
+  });
+}
+
+// Per-thread scratch: `slots` areas of `per_slot` floats from ctx, the area
+// of the calling thread picked by its OpenMP thread number.
+class ThreadScratch {
+ public:
+  ThreadScratch(const KernelContext& ctx, int64_t per_slot)
+      : slots_(std::max(1, omp_get_max_threads())), per_slot_(round_up(per_slot, kAlign)) {
+    buffer_ = ctx.allocate_scratch(size_t(slots_ * per_slot_) * sizeof(float));
+  }
+  float* mine() const { return static_cast<float*>(buffer_->data()) + (omp_get_thread_num() % slots_) * per_slot_; }
+
+ private:
+  int64_t slots_, per_slot_;
+  std::shared_ptr<Buffer> buffer_;
+};
+
+void fill_zero(float* x, int64_t n) {
+  parallel_for(n, grain_for(sizeof(float)),
+               [&](int64_t begin, int64_t end) { std::memset(x + begin, 0, size_t(end - begin) * sizeof(float)); });
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// Orders n items so that consecutive pairs sum to about the same work when
+// the work grows (or shrinks) linearly with the index, as causal blocks and
+// chunks do: 0, n-1, 1, n-2, ... Contiguous ranges of tasks per thread
+// (parallel_for's static schedule) then get even shares.
+int64_t serpentine(int64_t i, int64_t n) { return i % 2 == 0 ? i / 2 : n - 1 - i / 2; }
+
+// The forward of one (example b, query head n, query block).
+void forward_block(const Geometry& g, int64_t b, int64_t n, int64_t qb, const float* q, const float* kt, const float* v,
+                   float* out, float* lse, float* x, int64_t ldx) {
+  const int64_t S = g.sh.kv_len, H = g.sh.head_dim, kh = n / g.group;
+  const int64_t t0 = qb * g.block, t1 = std::min(g.sh.q_len, t0 + g.block);
+  const int64_t t_end = std::max(t0, std::min(t1, g.rows_of(b)));
+  for (int64_t t = t_end; t < t1; ++t) {  // padding queries
+    std::memset(out + g.q_offset(b, t, n), 0, size_t(H) * sizeof(float));
+    lse[g.lse_offset(b, n, t)] = 0.0f;
+  }
+  const int64_t rows = t_end - t0;
+  if (rows == 0) return;
+  const int64_t sv = g.visible(b, t_end), skipped = S - sv;
+  const float* q0 = q + g.q_offset(b, t0, n);
+  ad::gemm(rows, sv, H, 1.0f, q0, g.q_row, 1, kt + (b * g.sh.kv_heads + kh) * H * g.ldt, g.ldt, x, ldx, false);
+  // Per row: the sum of its weights and whether skipped keys weigh 1 each.
+  float sums[kBlockRows];
+  bool all_masked[kBlockRows];
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t t = t0 + i;
+    float* xi = x + i * ldx;
+    const float m = ad::logits_row(xi, sv, g.row_limit(t, sv), g.sh.scale, g.bias_row(b, n, t), g.ex.bias_strides[3],
+                                   g.mask_row(b, n, t), g.ex.mask_strides[3]);
+    all_masked[i] = !(m > kMaskedLogit) && skipped > 0;
+    // The maximum over all S logits: the skipped ones are kMaskedLogit.
+    const float shift = all_masked[i] ? kMaskedLogit : m;
+    float l = ad::exp_row(xi, sv, shift);
+    if (all_masked[i]) l += float(skipped);
+    sums[i] = l;
+    lse[g.lse_offset(b, n, t)] = shift + std::log(l);
+  }
+  float* o0 = out + g.q_offset(b, t0, n);
+  const float* v0 = v + g.kv_offset(b, 0, kh);
+  ad::gemm(rows, H, sv, 1.0f, x, ldx, 1, v0, g.kv_row, o0, g.q_row, false);
+  for (int64_t i = 0; i < rows; ++i) {
+    float* oi = o0 + i * g.q_row;
+    if (all_masked[i]) {
+      for (int64_t s = sv; s < S; ++s) {
+        const float* vs = v0 + s * g.kv_row;
+        for (int64_t h = 0; h < H; ++h) oi[h] += vs[h];
+      }
+    }
+    const float inv = 1.0f / sums[i];
+    for (int64_t h = 0; h < H; ++h) oi[h] *= inv;
+  }
+}
+
+// Adds one row of dS into dbias's layout (stride 0: the bias broadcasts over
+// keys, and the row's sum goes to its one entry).
+void add_dbias_row(float* dst, int64_t stride, const float* ds, int64_t n) {
+  if (stride == 0) {
+    float sum = 0.0f;
+    for (int64_t s = 0; s < n; ++s) sum += ds[s];
+    dst[0] += sum;
+  } else {
+    for (int64_t s = 0; s < n; ++s) dst[s * stride] += ds[s];
+  }
+}
+
+struct BackwardArgs {
+  const float *q, *k, *kt, *vt, *out, *lse, *dout, *dlse;  // dlse may be null
+  float *dq, *dk, *dv, *dbias;
+  std::array<int64_t, 4> dbias_strides;
+  float* const* dq_chunks;  // dq per key chunk (the first is dq itself)
+  int64_t chunk;            // keys per chunk
+};
+
+// The maximum and the sum of exp(x - maximum) over all S logits of row t of
+// (b, n), for a row whose lse cannot give them. `x` holds S floats.
+std::pair<float, float> full_row_stats(const Geometry& g, const BackwardArgs& a, int64_t b, int64_t n, int64_t t,
+                                       float* x) {
+  const int64_t S = g.sh.kv_len, H = g.sh.head_dim, kh = n / g.group;
+  const int64_t sv = g.visible(b, t + 1);
+  ad::gemm(1, sv, H, 1.0f, a.q + g.q_offset(b, t, n), g.q_row, 1, a.kt + (b * g.sh.kv_heads + kh) * H * g.ldt, g.ldt, x,
+           S, false);
+  const float m = ad::logits_row(x, S, g.row_limit(t, sv), g.sh.scale, g.bias_row(b, n, t), g.ex.bias_strides[3],
+                                 g.mask_row(b, n, t), g.ex.mask_strides[3]);
+  return {m, ad::exp_row(x, S, m)};
+}
+
+// The backward of one (example b, kv head kh, key chunk c): every query
+// head of the group and every query block against keys [c0, c1).
+void backward_task(const Geometry& g, const BackwardArgs& a, int64_t b, int64_t kh, int64_t c, float* p, float* ds,
+                   int64_t ldw, float* row) {
+  const int64_t S = g.sh.kv_len, H = g.sh.head_dim;
+  const int64_t c0 = c * a.chunk, c1 = std::min(S, c0 + a.chunk);
+  const int64_t q_rows = g.rows_of(b);
+  const auto& dbs = a.dbias_strides;
+  float* dq = a.dq_chunks[c];
+  float* dk0 = a.dk + g.kv_offset(b, c0, kh);
+  float* dv0 = a.dv + g.kv_offset(b, c0, kh);
+  const float* kt = a.kt + (b * g.sh.kv_heads + kh) * H * g.ldt;
+  const float* vt = a.vt + (b * g.sh.kv_heads + kh) * H * g.ldt;
+  for (int64_t n = kh * g.group; n < (kh + 1) * g.group; ++n) {
+    for (int64_t t0 = 0; t0 < q_rows; t0 += g.block) {
+      const int64_t rows = std::min(g.block, q_rows - t0);
+      const int64_t sv = g.visible(b, t0 + rows);
+      const int64_t hi = std::min(c1, sv), w = std::max<int64_t>(0, hi - c0);
+      const float* q0 = a.q + g.q_offset(b, t0, n);
+      const float* do0 = a.dout + g.q_offset(b, t0, n);
+      if (w > 0) {
+        ad::gemm(rows, w, H, 1.0f, q0, g.q_row, 1, kt + c0, g.ldt, p, ldw, false);
+        ad::gemm(rows, w, H, 1.0f, do0, g.q_row, 1, vt + c0, g.ldt, ds, ldw, false);
+      }
+      for (int64_t i = 0; i < rows; ++i) {
+        const int64_t t = t0 + i;
+        const float lse = a.lse[g.lse_offset(b, n, t)];
+        const bool all_masked = !(lse > kMaskedLogit);
+        if (w == 0 && !all_masked) continue;
+        const float* doi = do0 + i * g.q_row;
+        float shift = lse, inv_sum = 1.0f;
+        if (all_masked) {
+          const auto [m, l] = full_row_stats(g, a, b, n, t, row);
+          shift = m;
+          inv_sum = 1.0f / l;
+          // Skipped keys of this chunk: masked, each of weight exp(0) / l.
+          for (int64_t s = std::max(c0, sv); s < c1; ++s) {
+            float* dvs = a.dv + g.kv_offset(b, s, kh);
+            for (int64_t h = 0; h < H; ++h) dvs[h] += inv_sum * doi[h];
+          }
+        }
+        if (w == 0) continue;
+        const int64_t limit = std::clamp<int64_t>(g.row_limit(t, sv) - c0, 0, w);
+        float* pi = p + i * ldw;
+        float* dsi = ds + i * ldw;
+        const float* bias = g.bias_row(b, n, t);
+        const uint8_t* mask = g.mask_row(b, n, t);
+        if (bias) bias += c0 * g.ex.bias_strides[3];
+        if (mask) mask += c0 * g.ex.mask_strides[3];
+        ad::logits_row(pi, w, limit, g.sh.scale, bias, g.ex.bias_strides[3], mask, g.ex.mask_strides[3]);
+        ad::exp_row(pi, w, shift);
+        if (all_masked)
+          for (int64_t s = 0; s < w; ++s) pi[s] *= inv_sum;
+        // The log-sum-exp's own cotangent: d lse / d x = p, so it joins the
+        // row's dot(dout, out) term with the opposite sign.
+        const float delta = dot(doi, a.out + g.q_offset(b, t, n), H) - (a.dlse ? a.dlse[g.lse_offset(b, n, t)] : 0.0f);
+        ad::dlogits_row(dsi, pi, w, limit, delta, mask, g.ex.mask_strides[3]);
+        if (a.dbias) add_dbias_row(a.dbias + b * dbs[0] + n * dbs[1] + t * dbs[2] + c0 * dbs[3], dbs[3], dsi, w);
+      }
+      if (w == 0) continue;
+      ad::gemm(w, H, rows, 1.0f, p, 1, ldw, do0, g.q_row, dv0, g.kv_row, true);
+      ad::gemm(w, H, rows, g.sh.scale, ds, 1, ldw, q0, g.q_row, dk0, g.kv_row, true);
+      ad::gemm(rows, H, w, g.sh.scale, ds, ldw, 1, a.k + g.kv_offset(b, c0, kh), g.kv_row, dq + g.q_offset(b, t0, n),
+               g.q_row, false);
+    }
+  }
+}
+
+}  // namespace
+
+void attention_forward_f32(const KernelContext& ctx, const AttentionShape& shape, const AttentionExtras& extras,
+                           const float* q, const float* k, const float* v, float* out, float* lse) {
+  const Geometry g(shape, extras);
+  const int64_t B = shape.batch, N = shape.q_heads, S = shape.kv_len, H = shape.head_dim;
+  std::shared_ptr<Buffer> kt_buffer = ctx.allocate_scratch(size_t(B * shape.kv_heads * H * g.ldt) * sizeof(float));
+  float* kt = static_cast<float*>(kt_buffer->data());
+  transpose_keys(g, k, kt);
+  const int64_t ldx = round_up(S, kAlign);
+  const ThreadScratch scratch(ctx, g.block * ldx);
+  parallel_for(B * N * g.blocks, 1, [&](int64_t begin, int64_t end) {
+    float* x = scratch.mine();
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t bn = task / g.blocks, qb = serpentine(task % g.blocks, g.blocks);
+      forward_block(g, bn / N, bn % N, qb, q, kt, v, out, lse, x, ldx);
+    }
+  });
+}
+
+void attention_backward_f32(const KernelContext& ctx, const AttentionShape& shape, const AttentionExtras& extras,
+                            const float* q, const float* k, const float* v, const float* out, const float* lse,
+                            const float* dout, const float* dlse, float* dq, float* dk, float* dv, float* dbias,
+                            const std::array<int64_t, 4>& dbias_strides) {
+  const Geometry g(shape, extras);
+  const int64_t B = shape.batch, K = shape.kv_heads, S = shape.kv_len, H = shape.head_dim;
+  const int64_t q_numel = B * shape.q_len * shape.q_heads * H, kv_numel = B * S * K * H;
+  fill_zero(dq, q_numel);
+  fill_zero(dk, kv_numel);
+  fill_zero(dv, kv_numel);
+
+  // Tasks along a dimension the bias broadcasts over would add into the same
+  // dbias entries: such a dimension is looped inside the tasks.
+  const bool par_b = !(dbias && dbias_strides[0] == 0), par_k = !(dbias && dbias_strides[1] == 0);
+  const bool par_c = !(dbias && dbias_strides[3] == 0);
+  const int64_t nb = par_b ? B : 1, nk = par_k ? K : 1;
+  const int64_t threads = omp_get_max_threads();
+  int64_t chunks = 1;
+  if (par_c && nb * nk < threads) chunks = std::min(ceil_div(2 * threads, nb * nk), ceil_div(S, kMinChunk));
+  const int64_t chunk = round_up(ceil_div(S, chunks), kAlign);
+  chunks = ceil_div(S, chunk);
+
+  std::shared_ptr<Buffer> kv_buffer = ctx.allocate_scratch(size_t(2 * B * K * H * g.ldt) * sizeof(float));
+  float* kt = static_cast<float*>(kv_buffer->data());
+  float* vt = kt + B * K * H * g.ldt;
+  transpose_keys(g, k, kt);
+  transpose_keys(g, v, vt);
+  std::shared_ptr<Buffer> dq_buffer;
+  std::vector<float*> dq_chunks{dq};
+  if (chunks > 1) {
+    dq_buffer = ctx.allocate_scratch(size_t((chunks - 1) * q_numel) * sizeof(float));
+    float* partial = static_cast<float*>(dq_buffer->data());
+    fill_zero(partial, (chunks - 1) * q_numel);
+    for (int64_t c = 1; c < chunks; ++c) dq_chunks.push_back(partial + (c - 1) * q_numel);
+  }
+  const BackwardArgs args{q,    k, kt, vt, out, lse, dout, dlse, dq, dk, dv, dbias, dbias_strides, dq_chunks.data(),
+                          chunk};
+
+  const int64_t ldw = round_up(chunk, kAlign);
+  const ThreadScratch scratch(ctx, 2 * g.block * ldw + round_up(S, kAlign));
+  const int64_t nc = par_c ? chunks : 1;
+  parallel_for(nb * nk * nc, 1, [&](int64_t begin, int64_t end) {
+    float* p = scratch.mine();
+    float* ds = p + g.block * ldw;
+    float* row = ds + g.block * ldw;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t ic = serpentine(task % nc, nc), ik = task / nc % nk, ib = task / (nc * nk);
+      for (int64_t b = par_b ? ib : 0; b < (par_b ? ib + 1 : B); ++b)
+        for (int64_t kh = par_k ? ik : 0; kh < (par_k ? ik + 1 : K); ++kh)
+          for (int64_t c = par_c ? ic : 0; c < (par_c ? ic + 1 : chunks); ++c)
+            backward_task(g, args, b, kh, c, p, ds, ldw, row);
+    }
+  });
+
+  if (chunks > 1) {
+    parallel_for(q_numel, grain_for(sizeof(float) * chunks), [&](int64_t begin, int64_t end) {
+      for (int64_t c = 1; c < chunks; ++c) {
+        const float* partial = dq_chunks[size_t(c)];
+        for (int64_t i = begin; i < end; ++i) dq[i] += partial[i];
+      }
+    });
+  }
+}
+
+}  // namespace pax::cpu

@@ -1,0 +1,241 @@
+// The inner loops of the CPU attention kernels (see attention_hwy.h),
+// compiled once per SIMD target by Highway and chosen at run time.
+// - gemm: tiles of kRows rows of C by kVecs vectors of columns held in
+//   registers, each accumulating over the whole depth: per step, one vector
+//   load of B per column vector and one broadcast of A per row. The last
+//   column vector of a ragged tile is read and written through a lane mask;
+//   a short last row tile recomputes its last row in the unused registers
+//   rather than needing a kernel per height.
+// - Row operations: whole vectors through Highway (mask bytes widened to
+//   lanes), the last partial vector through a lane mask (exp) or a scalar
+//   loop (where it reads strided or byte operands).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "pax/backend/cpu/attention_hwy.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "pax/backend/cpu/attention.h"
+#include "pax/backend/cpu/attention_hwy.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace pax::cpu::attention_detail {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using D = hn::ScalableTag<float>;
+using V = hn::Vec<D>;
+
+// Tile shape: AVX-512's 32 registers hold 6 x 4 accumulators with the 4 B
+// vectors and a broadcast; 16 registers (AVX2) hold 4 x 2.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr size_t kRows = 6, kVecs = 4;
+#else
+constexpr size_t kRows = 4, kVecs = 2;
+#endif
+
+// f32's exp underflows to 0 below this argument (Highway's approximation
+// keeps its accuracy down to here, through the subnormals).
+constexpr float kExpArgMin = -105.0f;
+
+// One tile of C: `rows` (<= kRows) rows by kNV vectors of columns, the last
+// of them holding `tail` columns when kTail.
+template <size_t kNV, bool kTail>
+HWY_NOINLINE void Tile(size_t rows, size_t tail, int64_t k, float alpha, const float* HWY_RESTRICT a, int64_t a_row,
+                       int64_t a_col, const float* HWY_RESTRICT b, int64_t ldb, float* HWY_RESTRICT c, int64_t ldc,
+                       bool accumulate) {
+  const D d;
+  const size_t lanes = hn::Lanes(d);
+  const float* ar[kRows];
+  for (size_t r = 0; r < kRows; ++r) ar[r] = a + int64_t(std::min(r, rows - 1)) * a_row;
+  V acc[kRows][kNV];
+  for (size_t r = 0; r < kRows; ++r)
+    for (size_t j = 0; j < kNV; ++j) acc[r][j] = hn::Zero(d);
+  const auto last = hn::FirstN(d, kTail ? tail : lanes);
+  for (int64_t p = 0; p < k; ++p) {
+    V bv[kNV];
+    for (size_t j = 0; j < kNV; ++j)
+      bv[j] = (kTail && j + 1 == kNV) ? hn::MaskedLoad(last, d, b + j * lanes) : hn::LoadU(d, b + j * lanes);
+    for (size_t r = 0; r < kRows; ++r) {
+      const V av = hn::Set(d, *ar[r]);
+      ar[r] += a_col;
+      for (size_t j = 0; j < kNV; ++j) acc[r][j] = hn::MulAdd(av, bv[j], acc[r][j]);
+    }
+    b += ldb;
+  }
+  const V valpha = hn::Set(d, alpha);
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t j = 0; j < kNV; ++j) {
+      float* cp = c + int64_t(r) * ldc + int64_t(j * lanes);
+      V v = hn::Mul(acc[r][j], valpha);
+      if (kTail && j + 1 == kNV) {
+        if (accumulate) v = hn::Add(v, hn::MaskedLoad(last, d, cp));
+        hn::BlendedStore(v, last, d, cp);
+      } else {
+        if (accumulate) v = hn::Add(v, hn::LoadU(d, cp));
+        hn::StoreU(v, d, cp);
+      }
+    }
+  }
+}
+
+using TileFn = void (*)(size_t, size_t, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t, float*,
+                        int64_t, bool);
+
+template <size_t kNV>
+TileFn PickTile(size_t vecs, bool tail) {
+  if constexpr (kNV == 0) {
+    return nullptr;
+  } else {
+    if (vecs == kNV) return tail ? &Tile<kNV, true> : &Tile<kNV, false>;
+    return PickTile<kNV - 1>(vecs, tail);
+  }
+}
+
+// Column panels outermost, so that a panel of B (k x kVecs vectors) stays in
+// cache while every row tile of A passes over it.
+void Gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row, int64_t a_col, const float* b,
+          int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  const D d;
+  const int64_t lanes = int64_t(hn::Lanes(d)), panel = int64_t(kVecs) * lanes;
+  for (int64_t j0 = 0; j0 < n; j0 += panel) {
+    const int64_t width = std::min(panel, n - j0);
+    const size_t vecs = size_t((width + lanes - 1) / lanes);
+    const size_t tail = size_t(width - int64_t(vecs - 1) * lanes);
+    const TileFn tile = PickTile<kVecs>(vecs, tail != size_t(lanes));
+    for (int64_t i0 = 0; i0 < m; i0 += int64_t(kRows)) {
+      const size_t rows = size_t(std::min<int64_t>(int64_t(kRows), m - i0));
+      tile(rows, tail, k, alpha, a + i0 * a_row, a_row, a_col, b + j0, ldb, c + i0 * ldc + j0, ldc, accumulate);
+    }
+  }
+}
+
+// Whether mask byte s is set, for whole vectors: the bytes widened to lanes.
+HWY_INLINE hn::Mask<D> MaskSet(const uint8_t* HWY_RESTRICT mask) {
+  const D d;
+  const hn::Rebind<uint8_t, D> d8;
+  const hn::Rebind<int32_t, D> di;
+  const auto wide = hn::PromoteTo(di, hn::LoadU(d8, mask));
+  return hn::RebindMask(d, hn::Ne(wide, hn::Zero(di)));
+}
+
+float LogitsRow(float* HWY_RESTRICT x, int64_t n, int64_t valid, float scale, const float* HWY_RESTRICT bias,
+                int64_t bias_stride, const uint8_t* HWY_RESTRICT mask, int64_t mask_stride) {
+  const D d;
+  const int64_t lanes = int64_t(hn::Lanes(d));
+  // A mask broadcast along the row masks all of it or none of it.
+  if (mask != nullptr && mask_stride == 0) {
+    if (mask[0] == 0) valid = 0;
+    mask = nullptr;
+  }
+  const V vscale = hn::Set(d, scale), vmasked = hn::Set(d, kMaskedLogit);
+  V vmax = hn::Set(d, -std::numeric_limits<float>::infinity());
+  int64_t s = 0;
+  if ((bias == nullptr || bias_stride <= 1) && (mask == nullptr || mask_stride == 1)) {
+    const V bias0 = bias != nullptr && bias_stride == 0 ? hn::Set(d, bias[0]) : hn::Zero(d);
+    for (; s + lanes <= valid; s += lanes) {
+      V v = hn::Mul(hn::LoadU(d, x + s), vscale);
+      if (bias != nullptr) v = hn::Add(v, bias_stride == 1 ? hn::LoadU(d, bias + s) : bias0);
+      if (mask != nullptr) v = hn::IfThenElse(MaskSet(mask + s), v, vmasked);
+      hn::StoreU(v, d, x + s);
+      vmax = hn::Max(vmax, v);
+    }
+  }
+  float max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  for (; s < valid; ++s) {
+    float v = scale * x[s];
+    if (bias != nullptr) v = v + bias[s * bias_stride];
+    if (mask != nullptr && mask[s * mask_stride] == 0) v = kMaskedLogit;
+    x[s] = v;
+    max = std::max(max, v);
+  }
+  for (s = std::max<int64_t>(valid, 0); s < n; ++s) x[s] = kMaskedLogit;
+  if (valid < n) max = std::max(max, kMaskedLogit);
+  return max;
+}
+
+// exp(arg), 0 below f32's range, NaN kept (Highway's Exp does not promise it).
+HWY_INLINE V ExpOrZero(D d, V arg) {
+  const V lo = hn::Set(d, kExpArgMin);
+  V y = hn::Exp(d, hn::Max(lo, arg));
+  y = hn::IfThenZeroElse(hn::Lt(arg, lo), y);
+  return hn::IfThenElse(hn::Eq(arg, arg), y, arg);
+}
+
+float ExpRow(float* HWY_RESTRICT x, int64_t n, float shift) {
+  const D d;
+  const int64_t lanes = int64_t(hn::Lanes(d));
+  const V vshift = hn::Set(d, shift);
+  V sum = hn::Zero(d);
+  int64_t s = 0;
+  for (; s + lanes <= n; s += lanes) {
+    const V y = ExpOrZero(d, hn::Sub(hn::LoadU(d, x + s), vshift));
+    hn::StoreU(y, d, x + s);
+    sum = hn::Add(sum, y);
+  }
+  if (s < n) {
+    const auto last = hn::FirstN(d, size_t(n - s));
+    const V y = hn::IfThenElseZero(last, ExpOrZero(d, hn::Sub(hn::MaskedLoad(last, d, x + s), vshift)));
+    hn::BlendedStore(y, last, d, x + s);
+    sum = hn::Add(sum, y);
+  }
+  return hn::GetLane(hn::SumOfLanes(d, sum));
+}
+
+void DlogitsRow(float* HWY_RESTRICT ds, const float* HWY_RESTRICT p, int64_t n, int64_t valid, float delta,
+                const uint8_t* HWY_RESTRICT mask, int64_t mask_stride) {
+  const D d;
+  const int64_t lanes = int64_t(hn::Lanes(d));
+  if (mask != nullptr && mask_stride == 0) {
+    if (mask[0] == 0) valid = 0;
+    mask = nullptr;
+  }
+  valid = std::max<int64_t>(valid, 0);
+  const V vdelta = hn::Set(d, delta);
+  int64_t s = 0;
+  if (mask == nullptr || mask_stride == 1) {
+    for (; s + lanes <= valid; s += lanes) {
+      V v = hn::Mul(hn::LoadU(d, p + s), hn::Sub(hn::LoadU(d, ds + s), vdelta));
+      if (mask != nullptr) v = hn::IfThenElseZero(MaskSet(mask + s), v);
+      hn::StoreU(v, d, ds + s);
+    }
+  }
+  for (; s < valid; ++s) ds[s] = mask != nullptr && mask[s * mask_stride] == 0 ? 0.0f : p[s] * (ds[s] - delta);
+  for (s = valid; s < n; ++s) ds[s] = 0.0f;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace pax::cpu::attention_detail
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace pax::cpu::attention_detail {
+
+HWY_EXPORT(Gemm);
+HWY_EXPORT(LogitsRow);
+HWY_EXPORT(ExpRow);
+HWY_EXPORT(DlogitsRow);
+
+void gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row, int64_t a_col, const float* b,
+          int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  HWY_DYNAMIC_DISPATCH(Gemm)(m, n, k, alpha, a, a_row, a_col, b, ldb, c, ldc, accumulate);
+}
+
+float logits_row(float* x, int64_t n, int64_t valid, float scale, const float* bias, int64_t bias_stride,
+                 const uint8_t* mask, int64_t mask_stride) {
+  return HWY_DYNAMIC_DISPATCH(LogitsRow)(x, n, valid, scale, bias, bias_stride, mask, mask_stride);
+}
+
+float exp_row(float* x, int64_t n, float shift) { return HWY_DYNAMIC_DISPATCH(ExpRow)(x, n, shift); }
+
+void dlogits_row(float* ds, const float* p, int64_t n, int64_t valid, float delta, const uint8_t* mask,
+                 int64_t mask_stride) {
+  HWY_DYNAMIC_DISPATCH(DlogitsRow)(ds, p, n, valid, delta, mask, mask_stride);
+}
+
+}  // namespace pax::cpu::attention_detail
+#endif  // HWY_ONCE

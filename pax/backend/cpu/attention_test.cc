@@ -1,0 +1,433 @@
+// The CPU attention kernels (attention.h) against slow reference loops in
+// double over the whole [T, S] logits matrix: the forward's out and lse, the
+// backward's dq, dk, dv and dbias as the plain chain rule, over shapes that
+// are not multiples of the kernels' blocks and vectors, grouped-query heads,
+// is_causal, broadcast bias and mask (rows with every key masked among them),
+// per-example query and key lengths, and thread counts that split the
+// backward's keys into chunks; and the backward against finite differences
+// of the forward on a tiny case.
+#include "pax/backend/cpu/attention.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pax/backend/kernel.h"
+
+namespace pax::cpu {
+namespace {
+
+struct Case {
+  int64_t B = 1, T = 1, S = 1, N = 1, K = 1, H = 1;
+  bool causal = false;
+  float scale = 0.5f;
+  std::array<int64_t, 4> bias_shape{};  // all 0: no bias
+  std::array<int64_t, 4> mask_shape{};  // all 0: no mask
+  double mask_keep = 0.7;               // chance that a mask entry attends
+  std::vector<int64_t> masked_rows;     // mask rows t set fully to 0 (for every b, n the mask has)
+  std::vector<int32_t> q_lengths, kv_lengths;
+  uint32_t seed = 1;
+};
+
+bool has(const std::array<int64_t, 4>& shape) { return shape[0] > 0; }
+
+int64_t numel(const std::array<int64_t, 4>& shape) { return shape[0] * shape[1] * shape[2] * shape[3]; }
+
+// Row-major element strides of a broadcast operand, 0 for its size-1 dimensions.
+std::array<int64_t, 4> broadcast_strides(const std::array<int64_t, 4>& shape) {
+  std::array<int64_t, 4> strides{};
+  int64_t step = 1;
+  for (int d = 3; d >= 0; --d) {
+    strides[size_t(d)] = shape[size_t(d)] == 1 ? 0 : step;
+    step *= shape[size_t(d)];
+  }
+  return strides;
+}
+
+int64_t at(const std::array<int64_t, 4>& strides, int64_t b, int64_t n, int64_t t, int64_t s) {
+  return b * strides[0] + n * strides[1] + t * strides[2] + s * strides[3];
+}
+
+std::vector<float> uniform(std::mt19937& rng, int64_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+
+// One case's operands and the kernels' results.
+struct Problem {
+  Case c;
+  std::vector<float> q, k, v, bias, dout;
+  std::vector<uint8_t> mask;
+  AttentionShape shape;
+  AttentionExtras extras;
+
+  explicit Problem(const Case& cs) : c(cs) {
+    std::mt19937 rng(c.seed);
+    q = uniform(rng, c.B * c.T * c.N * c.H, -1.0f, 1.0f);
+    k = uniform(rng, c.B * c.S * c.K * c.H, -1.0f, 1.0f);
+    v = uniform(rng, c.B * c.S * c.K * c.H, -1.0f, 1.0f);
+    dout = uniform(rng, c.B * c.T * c.N * c.H, -1.0f, 1.0f);
+    shape = {c.B, c.T, c.S, c.N, c.K, c.H, c.scale, c.causal};
+    if (has(c.bias_shape)) {
+      bias = uniform(rng, numel(c.bias_shape), -1.5f, 1.5f);
+      extras.bias = bias.data();
+      extras.bias_strides = broadcast_strides(c.bias_shape);
+    }
+    if (has(c.mask_shape)) {
+      std::bernoulli_distribution keep(c.mask_keep);
+      mask.resize(size_t(numel(c.mask_shape)));
+      for (uint8_t& m : mask) m = keep(rng) ? 1 : 0;
+      const auto& ms = c.mask_shape;
+      for (int64_t t : c.masked_rows)
+        for (int64_t b = 0; b < ms[0]; ++b)
+          for (int64_t n = 0; n < ms[1]; ++n)
+            for (int64_t s = 0; s < ms[3]; ++s) mask[size_t(((b * ms[1] + n) * ms[2] + t) * ms[3] + s)] = 0;
+      extras.mask = mask.data();
+      extras.mask_strides = broadcast_strides(c.mask_shape);
+    }
+    if (!c.q_lengths.empty()) extras.q_lengths = c.q_lengths.data();
+    if (!c.kv_lengths.empty()) extras.kv_lengths = c.kv_lengths.data();
+  }
+
+  int64_t q_rows(int64_t b) const {
+    return c.q_lengths.empty() ? c.T : std::clamp<int64_t>(c.q_lengths[size_t(b)], 0, c.T);
+  }
+  int64_t kv_keys(int64_t b) const {
+    return c.kv_lengths.empty() ? c.S : std::clamp<int64_t>(c.kv_lengths[size_t(b)], 0, c.S);
+  }
+  bool masked(int64_t b, int64_t n, int64_t t, int64_t s) const {
+    if (c.causal && s > t) return true;
+    if (s >= kv_keys(b)) return true;
+    return extras.mask && extras.mask[at(extras.mask_strides, b, n, t, s)] == 0;
+  }
+  int64_t qi(int64_t b, int64_t t, int64_t n, int64_t h) const { return ((b * c.T + t) * c.N + n) * c.H + h; }
+  int64_t ki(int64_t b, int64_t s, int64_t kh, int64_t h) const { return ((b * c.S + s) * c.K + kh) * c.H + h; }
+};
+
+// The reference: softmax over the whole row in double, and the chain rule
+// through it.
+struct Reference {
+  std::vector<double> out, lse, dq, dk, dv, dbias;
+};
+
+Reference reference(const Problem& p, bool backward) {
+  const Case& c = p.c;
+  Reference r;
+  r.out.assign(size_t(c.B * c.T * c.N * c.H), 0.0);
+  r.lse.assign(size_t(c.B * c.N * c.T), 0.0);
+  r.dq.assign(r.out.size(), 0.0);
+  r.dk.assign(size_t(c.B * c.S * c.K * c.H), 0.0);
+  r.dv.assign(r.dk.size(), 0.0);
+  if (has(c.bias_shape)) r.dbias.assign(size_t(numel(c.bias_shape)), 0.0);
+  std::vector<double> x(size_t(c.S)), pr(size_t(c.S)), dp(size_t(c.S));
+  for (int64_t b = 0; b < c.B; ++b) {
+    for (int64_t n = 0; n < c.N; ++n) {
+      const int64_t kh = n / (c.N / c.K);
+      for (int64_t t = 0; t < p.q_rows(b); ++t) {
+        for (int64_t s = 0; s < c.S; ++s) {
+          if (p.masked(b, n, t, s)) {
+            x[size_t(s)] = double(kMaskedLogit);
+            continue;
+          }
+          double d = 0.0;
+          for (int64_t h = 0; h < c.H; ++h) d += double(p.q[size_t(p.qi(b, t, n, h))]) * p.k[size_t(p.ki(b, s, kh, h))];
+          x[size_t(s)] = double(c.scale) * d;
+          if (p.extras.bias) x[size_t(s)] += p.extras.bias[at(p.extras.bias_strides, b, n, t, s)];
+        }
+        const double m = *std::max_element(x.begin(), x.end());
+        double sum = 0.0;
+        for (int64_t s = 0; s < c.S; ++s) sum += pr[size_t(s)] = std::exp(x[size_t(s)] - m);
+        for (double& e : pr) e /= sum;
+        r.lse[size_t((b * c.N + n) * c.T + t)] = m + std::log(sum);
+        for (int64_t h = 0; h < c.H; ++h) {
+          double o = 0.0;
+          for (int64_t s = 0; s < c.S; ++s) o += pr[size_t(s)] * p.v[size_t(p.ki(b, s, kh, h))];
+          r.out[size_t(p.qi(b, t, n, h))] = o;
+        }
+        if (!backward) continue;
+        double delta = 0.0;
+        for (int64_t s = 0; s < c.S; ++s) {
+          double d = 0.0;
+          for (int64_t h = 0; h < c.H; ++h)
+            d += double(p.dout[size_t(p.qi(b, t, n, h))]) * p.v[size_t(p.ki(b, s, kh, h))];
+          dp[size_t(s)] = d;
+          delta += pr[size_t(s)] * d;
+        }
+        for (int64_t s = 0; s < c.S; ++s) {
+          for (int64_t h = 0; h < c.H; ++h)
+            r.dv[size_t(p.ki(b, s, kh, h))] += pr[size_t(s)] * p.dout[size_t(p.qi(b, t, n, h))];
+          if (p.masked(b, n, t, s)) continue;
+          const double ds = pr[size_t(s)] * (dp[size_t(s)] - delta);
+          for (int64_t h = 0; h < c.H; ++h) {
+            r.dq[size_t(p.qi(b, t, n, h))] += c.scale * ds * p.k[size_t(p.ki(b, s, kh, h))];
+            r.dk[size_t(p.ki(b, s, kh, h))] += c.scale * ds * p.q[size_t(p.qi(b, t, n, h))];
+          }
+          if (p.extras.bias) r.dbias[size_t(at(broadcast_strides(c.bias_shape), b, n, t, s))] += ds;
+        }
+      }
+    }
+  }
+  return r;
+}
+
+// Whether got is within tol * max(1, |want|) of want everywhere; the first
+// mismatches are reported.
+void expect_close(const std::string& what, const std::vector<float>& got, const std::vector<double>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int reported = 0;
+  double worst = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(double(got[i]) - want[i]) / std::max(1.0, std::abs(want[i]));
+    worst = std::max(worst, std::isnan(got[i]) ? INFINITY : err);
+    if ((err > tol || std::isnan(got[i])) && reported++ < 5)
+      ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", expected " << want[i];
+  }
+  EXPECT_LE(worst, tol) << what;
+}
+
+constexpr double kTol = 1e-5;
+
+// Runs the forward and the backward of a case and checks them against the
+// reference.
+void check(const Case& c) {
+  SCOPED_TRACE(::testing::Message() << "B=" << c.B << " T=" << c.T << " S=" << c.S << " N=" << c.N << " K=" << c.K
+                                    << " H=" << c.H << " causal=" << c.causal << " threads=" << omp_get_max_threads());
+  const Problem p(c);
+  const Reference r = reference(p, true);
+  const KernelContext& ctx = host_kernel_context();
+  std::vector<float> out(r.out.size(), NAN), lse(r.lse.size(), NAN);
+  attention_forward_f32(ctx, p.shape, p.extras, p.q.data(), p.k.data(), p.v.data(), out.data(), lse.data());
+  expect_close("out", out, r.out, kTol);
+  expect_close("lse", lse, r.lse, kTol);
+
+  std::vector<float> dq(r.dq.size(), NAN), dk(r.dk.size(), NAN), dv(r.dv.size(), NAN);
+  std::vector<float> dbias(r.dbias.size(), 0.0f);
+  const std::array<int64_t, 4> dbias_strides = has(c.bias_shape) ? broadcast_strides(c.bias_shape)
+                                                                 : std::array<int64_t, 4>{};
+  attention_backward_f32(ctx, p.shape, p.extras, p.q.data(), p.k.data(), p.v.data(), out.data(), lse.data(),
+                         p.dout.data(), nullptr, dq.data(), dk.data(), dv.data(),
+                         dbias.empty() ? nullptr : dbias.data(), dbias_strides);
+  expect_close("dq", dq, r.dq, kTol);
+  expect_close("dk", dk, r.dk, kTol);
+  expect_close("dv", dv, r.dv, kTol);
+  if (!dbias.empty()) expect_close("dbias", dbias, r.dbias, kTol);
+}
+
+// OpenMP's thread count for the kernels, restored afterwards.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~ScopedThreads() { omp_set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+TEST(CpuAttention, ShapesAgainstReference) {
+  check({.B = 2, .T = 5, .S = 7, .N = 2, .K = 2, .H = 3});
+  check({.B = 1, .T = 70, .S = 131, .N = 2, .K = 2, .H = 19, .scale = 0.3f, .seed = 2});
+  check({.B = 2, .T = 1, .S = 9, .N = 3, .K = 3, .H = 8, .seed = 3});  // one query
+  check({.B = 2, .T = 6, .S = 1, .N = 2, .K = 2, .H = 5, .seed = 4});  // one key
+  check({.B = 1, .T = 1, .S = 1, .N = 1, .K = 1, .H = 1, .seed = 5});
+  check({.B = 1, .T = 129, .S = 67, .N = 1, .K = 1, .H = 67, .scale = 0.125f, .seed = 6});  // H past one panel
+  check({.B = 2, .T = 64, .S = 64, .N = 2, .K = 1, .H = 64, .scale = 0.125f, .seed = 7});   // exact multiples
+}
+
+TEST(CpuAttention, GroupedQueryHeads) {
+  check({.B = 2, .T = 9, .S = 13, .N = 4, .K = 2, .H = 6, .seed = 10});
+  check({.B = 2, .T = 9, .S = 13, .N = 4, .K = 1, .H = 6, .seed = 11});
+  check({.B = 1, .T = 66, .S = 150, .N = 4, .K = 2, .H = 17, .seed = 12});
+}
+
+TEST(CpuAttention, Causal) {
+  check({.B = 2, .T = 70, .S = 70, .N = 2, .K = 1, .H = 9, .causal = true, .seed = 20});   // T == S
+  check({.B = 1, .T = 20, .S = 45, .N = 2, .K = 2, .H = 4, .causal = true, .seed = 21});   // T < S
+  check({.B = 1, .T = 150, .S = 20, .N = 2, .K = 1, .H = 4, .causal = true, .seed = 22});  // T > S
+  check({.B = 1, .T = 1, .S = 5, .N = 1, .K = 1, .H = 3, .causal = true, .seed = 23});
+}
+
+TEST(CpuAttention, BroadcastBias) {
+  check({.B = 2, .T = 7, .S = 11, .N = 2, .K = 1, .H = 5, .bias_shape = {1, 2, 7, 11}, .seed = 30});
+  check({.B = 2, .T = 7, .S = 11, .N = 2, .K = 2, .H = 5, .bias_shape = {2, 1, 1, 11}, .seed = 31});
+  check({.B = 2, .T = 7, .S = 11, .N = 4, .K = 2, .H = 5, .bias_shape = {2, 4, 7, 11}, .seed = 32});
+  check({.B = 2, .T = 7, .S = 11, .N = 2, .K = 2, .H = 5, .bias_shape = {2, 2, 7, 1}, .seed = 33});  // over keys
+  check({.B = 2, .T = 7, .S = 11, .N = 2, .K = 2, .H = 5, .bias_shape = {1, 1, 1, 1}, .seed = 34});
+  check(
+      {.B = 1, .T = 80, .S = 200, .N = 2, .K = 1, .H = 16, .causal = true, .bias_shape = {1, 1, 80, 200}, .seed = 35});
+}
+
+TEST(CpuAttention, MaskWithFullyMaskedRows) {
+  // Rows 1 and 4 attend to nothing: they average all S values.
+  check({.B = 2,
+         .T = 6,
+         .S = 10,
+         .N = 2,
+         .K = 1,
+         .H = 4,
+         .mask_shape = {2, 1, 6, 10},
+         .masked_rows = {1, 4},
+         .seed = 40});
+  check({.B = 2, .T = 6, .S = 10, .N = 2, .K = 2, .H = 4, .mask_shape = {1, 2, 1, 10}, .seed = 41});
+  check({.B = 2, .T = 6, .S = 10, .N = 2, .K = 2, .H = 4, .mask_shape = {2, 1, 1, 1}, .mask_keep = 0.5, .seed = 42});
+  // Causal, so that fully masked rows also skip the keys past their block.
+  check({.B = 1,
+         .T = 100,
+         .S = 100,
+         .N = 2,
+         .K = 1,
+         .H = 8,
+         .causal = true,
+         .mask_shape = {1, 1, 100, 100},
+         .masked_rows = {0, 3, 70},
+         .seed = 43});
+}
+
+TEST(CpuAttention, Lengths) {
+  check(
+      {.B = 3, .T = 8, .S = 12, .N = 2, .K = 1, .H = 5, .q_lengths = {8, 3, 0}, .kv_lengths = {12, 5, 4}, .seed = 50});
+  // kv length 0: every key masked, every row averages all S values; lengths
+  // past T and S are clamped.
+  check(
+      {.B = 3, .T = 8, .S = 12, .N = 2, .K = 1, .H = 5, .q_lengths = {20, 8, 6}, .kv_lengths = {0, 30, 7}, .seed = 51});
+  check({.B = 2,
+         .T = 70,
+         .S = 140,
+         .N = 2,
+         .K = 2,
+         .H = 7,
+         .causal = true,
+         .q_lengths = {65, 70},
+         .kv_lengths = {0, 100},
+         .seed = 52});
+}
+
+TEST(CpuAttention, Combined) {
+  check({.B = 2,
+         .T = 70,
+         .S = 90,
+         .N = 4,
+         .K = 2,
+         .H = 13,
+         .causal = true,
+         .scale = 0.4f,
+         .bias_shape = {2, 1, 70, 90},
+         .mask_shape = {2, 4, 70, 90},
+         .mask_keep = 0.8,
+         .masked_rows = {2, 66},
+         .q_lengths = {70, 50},
+         .kv_lengths = {80, 0},
+         .seed = 60});
+  check({.B = 1,
+         .T = 130,
+         .S = 300,
+         .N = 4,
+         .K = 1,
+         .H = 33,
+         .causal = true,
+         .scale = 0.2f,
+         .bias_shape = {1, 4, 130, 300},
+         .mask_shape = {1, 1, 130, 300},
+         .mask_keep = 0.9,
+         .masked_rows = {5, 129},
+         .q_lengths = {120},
+         .kv_lengths = {250},
+         .seed = 61});
+}
+
+// Thread counts above the examples times kv heads split the backward's keys
+// into chunks (each with a dQ of its own); a bias broadcast over examples,
+// heads or keys keeps those dimensions inside the tasks.
+TEST(CpuAttention, ThreadCounts) {
+  for (int threads : {1, 3, 8}) {
+    const ScopedThreads scoped(threads);
+    check({.B = 1, .T = 70, .S = 520, .N = 2, .K = 1, .H = 20, .causal = true, .seed = 70});
+    check({.B = 2, .T = 40, .S = 300, .N = 2, .K = 2, .H = 9, .bias_shape = {1, 2, 40, 300}, .seed = 71});
+    check({.B = 2,
+           .T = 40,
+           .S = 300,
+           .N = 2,
+           .K = 2,
+           .H = 9,
+           .bias_shape = {2, 1, 40, 1},
+           .mask_shape = {2, 1, 40, 300},
+           .masked_rows = {7},
+           .kv_lengths = {300, 0},
+           .seed = 72});
+  }
+}
+
+TEST(CpuAttention, PaddingQueriesAreZero) {
+  const Case c{.B = 2, .T = 5, .S = 4, .N = 1, .K = 1, .H = 3, .q_lengths = {2, 5}};
+  const Problem p(c);
+  std::vector<float> out(size_t(c.B * c.T * c.N * c.H), NAN), lse(size_t(c.B * c.N * c.T), NAN);
+  attention_forward_f32(host_kernel_context(), p.shape, p.extras, p.q.data(), p.k.data(), p.v.data(), out.data(),
+                        lse.data());
+  for (int64_t t = 2; t < 5; ++t) {
+    EXPECT_EQ(lse[size_t(t)], 0.0f) << t;
+    for (int64_t h = 0; h < 3; ++h) EXPECT_EQ(out[size_t(p.qi(0, t, 0, h))], 0.0f) << t;
+  }
+}
+
+// The backward against central differences of the forward's
+// loss = sum(out * w), through every element of q, k, v and the bias, on a
+// case with a causal, masked and fully masked row and grouped heads.
+TEST(CpuAttention, BackwardMatchesFiniteDifferences) {
+  const Case c{.B = 1,
+               .T = 3,
+               .S = 4,
+               .N = 2,
+               .K = 1,
+               .H = 3,
+               .causal = true,
+               .scale = 0.7f,
+               .bias_shape = {1, 2, 3, 4},
+               .mask_shape = {1, 1, 3, 4},
+               .mask_keep = 1.0,
+               .seed = 80};
+  Problem p(c);
+  p.mask[0] = 0;  // row 0 sees only key 0, which is masked: fully masked
+  p.mask[2 * 4 + 1] = 0;
+  const KernelContext& ctx = host_kernel_context();
+  const std::vector<float>& w = p.dout;
+  auto loss = [&] {
+    std::vector<float> out(w.size()), lse(size_t(c.N * c.T));
+    attention_forward_f32(ctx, p.shape, p.extras, p.q.data(), p.k.data(), p.v.data(), out.data(), lse.data());
+    double sum = 0.0;
+    for (size_t i = 0; i < out.size(); ++i) sum += double(out[i]) * w[i];
+    return sum;
+  };
+  std::vector<float> out(w.size()), lse(size_t(c.N * c.T));
+  attention_forward_f32(ctx, p.shape, p.extras, p.q.data(), p.k.data(), p.v.data(), out.data(), lse.data());
+  std::vector<float> dq(p.q.size()), dk(p.k.size()), dv(p.v.size()), dbias(p.bias.size(), 0.0f);
+  attention_backward_f32(ctx, p.shape, p.extras, p.q.data(), p.k.data(), p.v.data(), out.data(), lse.data(), w.data(),
+                         nullptr, dq.data(), dk.data(), dv.data(), dbias.data(), p.extras.bias_strides);
+  const float eps = 1e-2f;
+  auto check_grad = [&](const char* name, std::vector<float>& x, const std::vector<float>& grad) {
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float saved = x[i];
+      x[i] = saved + eps;
+      const double up = loss();
+      x[i] = saved - eps;
+      const double down = loss();
+      x[i] = saved;
+      const double numeric = (up - down) / (2.0 * double(eps));
+      EXPECT_NEAR(grad[i], numeric, 1e-3) << name << "[" << i << "]";
+    }
+  };
+  check_grad("q", p.q, dq);
+  check_grad("k", p.k, dk);
+  check_grad("v", p.v, dv);
+  check_grad("bias", p.bias, dbias);
+}
+
+}  // namespace
+}  // namespace pax::cpu
