@@ -251,6 +251,23 @@ void DotProductAttention::check_mask(const Array& mask, int64_t batch, int64_t t
             batch, " or 1, ", hp.num_heads, " or 1, ", time, " or 1, ", source, ") array");
 }
 
+// The mean entropy of the attention distributions without their [T, S]
+// matrix: per row, H = lse - E_p[x], and E_p[x] = scale q . E_p[k] is the
+// attention of the same queries over the keys as values. A row with every
+// key masked is uniform: log S. Cut from differentiation, as a summary.
+Array DotProductAttention::attention_entropy(const Array& q, const Array& k, const lax::AttentionOptions& o) const {
+  const Array qs = stop_gradient(q).astype(DType::f32), ks = stop_gradient(k).astype(DType::f32);
+  const auto [mean_key, lse] = lax::dot_product_attention(qs, ks, ks, o);               // (B, T, N, H), (B, N, T)
+  const Array expected = sum(qs * mean_key, -1) * (1.0 / std::sqrt(double(q.dim(3))));  // (B, T, N)
+  const Array row_lse = lax::transpose(lse, {0, 2, 1});                                 // (B, T, N)
+  const double uniform = std::log(double(k.dim(1)));
+  const Array fully_masked = row_lse < 0.5 * large_negative_number(DType::f32);
+  Array entropy = mean(where(fully_masked, full({}, uniform, DType::f32), row_lse - expected));
+  // Under tp each process has its heads: the mean over all of them.
+  if (const TensorParallelOptions& tp = tensor_parallel(); tp.enabled()) entropy = lax::pmean(entropy, tp.axis);
+  return entropy;
+}
+
 Array DotProductAttention::dot_atten(const Array& q, const Array& k, const Array& v, const Array& atten_mask) const {
   const auto& hp = hparams<HParams>();
   const int64_t batch = q.dim(0), time = q.dim(1), heads = q.dim(2), source = k.dim(1);
@@ -270,11 +287,11 @@ Array DotProductAttention::dot_atten(const Array& q, const Array& k, const Array
   };
   // One primitive (no [T, S] matrix kept for the backward) where nothing
   // needs the probabilities themselves: no logit cap, no dropout on them,
-  // no entropy summary, and logits in f32 (praxis's masked logit is then
-  // the kernels' own).
-  if (hp.atten_logit_cap == 0 && hp.atten_dropout_prob == 0 && ld == DType::f32 && !summaries_enabled()) {
+  // and logits in f32 (praxis's masked logit is then the kernels' own).
+  if (hp.atten_logit_cap == 0 && hp.atten_dropout_prob == 0 && ld == DType::f32) {
     lax::AttentionOptions o;
     o.mask = allowed_keys();
+    if (summaries_enabled()) add_summary("attention_entropy", attention_entropy(q, k, o));
     return lax::dot_product_attention(q, k, v.astype(q.dtype()), o).first;  // (B, T, N, H)
   }
   Array scaled = q * (1.0 / std::sqrt(double(h)));  // (B, T, N, H)

@@ -22,6 +22,7 @@
 
 #include "pax/nn/dropout.h"
 #include "pax/nn/layer.h"
+#include "pax/ops/lax.h"
 #include "pax/nn/rotary.h"
 
 namespace pax::nn {
@@ -165,6 +166,7 @@ class DotProductAttention : public Layer {
  private:
   // q (B, T, N, H), k / v (B, S, K, H), mask (.., .., T or 1, S) -> (B, T, N, H).
   Array dot_atten(const Array& q, const Array& k, const Array& v, const Array& atten_mask) const;
+  Array attention_entropy(const Array& q, const Array& k, const pax::lax::AttentionOptions& o) const;
   // Throws for decoding under tensor parallelism (the caches hold every head).
   void check_not_split(const char* what) const;
   void check_mask(const Array& mask, int64_t batch, int64_t time, int64_t source, const char* what) const;
