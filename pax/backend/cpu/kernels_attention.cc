@@ -200,8 +200,8 @@ void attention_backward_f64(const F64Attention& a, const double* out, const doub
 
 void attention_f64(const Params& p, Prim prim, std::span<const TensorView> in, std::span<const TensorView> out) {
   const AttentionParams ap = attention_params(p, prim);
-  F64Attention a{shape_of(in[0], in[1], ap), {}, nullptr, in[0].as<const double>(), in[1].as<const double>(),
-                 in[2].as<const double>(), ap.scale};
+  F64Attention a{shape_of(in[0], in[1], ap), {},      nullptr, in[0].as<const double>(), in[1].as<const double>(),
+                 in[2].as<const double>(),   ap.scale};
   std::vector<double> bias;
   if (ap.bias >= 0) {
     const TensorView& t = in[size_t(ap.bias)];
