@@ -187,6 +187,31 @@ TEST(DotProductAttention, EntropySummary) {
   EXPECT_TRUE(run(false).summaries.is_none() || run(false).summaries.size() == 0);
 }
 
+// In f32 the layer runs the attention primitive and takes the entropy from
+// its log-sum-exp (H = lse - E_p[x]); with a logit cap too large to change
+// the logits it runs the composite over the [T, S] probabilities. Both give
+// the same output and entropy, a fully padded example (every key masked:
+// uniform rows, entropy log S) and grouped heads included.
+TEST(DotProductAttention, PrimitivePathEqualsTheProbabilitiesPath) {
+  auto hp = f64_hparams(8, 4, 4, 2);
+  hp.dtype = hp.fprop_dtype = DType::f32;
+  auto fused = build<DotProductAttention>(hp);
+  hp.atten_logit_cap = 1e9;
+  auto composite = build<DotProductAttention>(hp);
+  const Tree vars = randomize(init(*fused, random::key(0)), 31);
+  const Array x = testing::random_array({3, 5, 8}, DType::f32, 7);
+  // Example 2 is all padding.
+  const Array paddings = array(std::vector<float>{0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1}, Shape{3, 5});
+  const Array mask = combine_masks(padding_mask(paddings), causal_mask(5));
+  auto run = [&](const DotProductAttention& layer) {
+    return apply_with(layer, vars, [&](const DotProductAttention& l) { return l.fprop(x, mask); }, {});
+  };
+  const auto a = run(*fused), b = run(*composite);
+  EXPECT_TRUE(all_close(a.output, b.output, 1e-5, 1e-5));
+  EXPECT_NEAR(a.summaries["attention_entropy"].leaf().item<double>(),
+              b.summaries["attention_entropy"].leaf().item<double>(), 1e-5);
+}
+
 TEST(DotProductAttention, GroupedQueryAttentionEqualsRepeatedHeads) {
   const int64_t D = 8, N = 4, K = 2, H = 2, G = N / K;
   auto gqa = build<DotProductAttention>(f64_hparams(D, N, H, K));
