@@ -51,6 +51,26 @@ struct KernelContext {
   std::shared_ptr<Buffer> allocate_scratch(size_t nbytes) const { return scratch(nbytes, device.index); }
 };
 
+// The temporaries of one kernel call: scratch buffers from its context, held
+// until the holder goes, after the call has queued the work that uses them
+// (a device's stream-ordered allocator gives them only to work queued later).
+class KernelTemporaries {
+ public:
+  explicit KernelTemporaries(const KernelContext& ctx) : ctx_(ctx) {}
+  void* allocate(size_t nbytes) {
+    buffers_.push_back(ctx_.allocate_scratch(nbytes));
+    return buffers_.back()->data();
+  }
+  // n elements of `dtype`.
+  void* allocate(int64_t n, DType dtype) { return allocate(size_t(n) * itemsize(dtype)); }
+  // The buffers handed out so far (for a library workspace that must live as long).
+  std::vector<std::shared_ptr<Buffer>>& buffers() { return buffers_; }
+
+ private:
+  const KernelContext& ctx_;
+  std::vector<std::shared_ptr<Buffer>> buffers_;
+};
+
 // The context of the CPU's kernels (host scratch, no stream).
 const KernelContext& host_kernel_context();
 

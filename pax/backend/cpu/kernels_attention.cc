@@ -20,14 +20,11 @@
 namespace pax::cpu {
 namespace {
 
-// Temporaries of one kernel call, from its context.
+// Temporaries of one kernel call, and the f32 copies of its operands and
+// results.
 struct Scratch {
-  const KernelContext& ctx;
-  std::vector<std::shared_ptr<Buffer>> held;
-  float* floats(int64_t n) {
-    held.push_back(ctx.allocate_scratch(size_t(n) * sizeof(float)));
-    return static_cast<float*>(held.back()->data());
-  }
+  KernelTemporaries temps;
+  float* floats(int64_t n) { return static_cast<float*>(temps.allocate(n, DType::f32)); }
   // `t` as f32: itself, or converted.
   const float* f32(const TensorView& t) {
     if (t.dtype == DType::f32) return t.as<const float>();
@@ -229,7 +226,7 @@ void attention_kernel(const KernelContext& ctx, const Params& p, std::span<const
                       std::span<const TensorView> out) {
   if (in[0].dtype == DType::f64) return attention_f64(p, Prim::dot_product_attention, in, out);
   const AttentionParams a = attention_params(p, Prim::dot_product_attention);
-  Scratch scratch{ctx, {}, {}};
+  Scratch scratch{KernelTemporaries(ctx), {}};
   const AttentionShape shape = shape_of(in[0], in[1], a);
   const AttentionExtras extras = extras_of(in, a, scratch);
   attention_forward_f32(ctx, shape, extras, scratch.f32(in[0]), scratch.f32(in[1]), scratch.f32(in[2]),
@@ -241,7 +238,7 @@ void attention_bwd_kernel(const KernelContext& ctx, const Params& p, std::span<c
                           std::span<const TensorView> out) {
   if (in[0].dtype == DType::f64) return attention_f64(p, Prim::dot_product_attention_bwd, in, out);
   const AttentionParams a = attention_params(p, Prim::dot_product_attention_bwd);
-  Scratch scratch{ctx, {}, {}};
+  Scratch scratch{KernelTemporaries(ctx), {}};
   const AttentionShape shape = shape_of(in[0], in[1], a);
   const AttentionExtras extras = extras_of(in, a, scratch);
   float* dbias = nullptr;

@@ -39,15 +39,7 @@ char* element(const cpu::ConvTensor& t, int64_t offset) {
   return static_cast<char*>(t.data) + offset * int64_t(itemsize(t.dtype));
 }
 
-// Temporaries of one kernel call, from its context.
-struct Scratch {
-  const KernelContext& ctx;
-  std::vector<std::shared_ptr<Buffer>> buffers;
-  void* allocate(int64_t n, DType dtype) {
-    buffers.push_back(ctx.allocate_scratch(size_t(n) * itemsize(dtype)));
-    return buffers.back()->data();
-  }
-};
+using Scratch = KernelTemporaries;
 
 // Same layout, another dtype: the operand's buffer is contiguous, so element
 // positions do not move.
@@ -203,7 +195,7 @@ bool run_conv(const KernelContext& ctx, const ConvParams& c, cpu::ConvTensor x, 
     std::memset(o.data, 0, o.nbytes());
     return true;
   };
-  Scratch scratch{ctx, {}};
+  Scratch scratch(ctx);
   if (x.dtype != cd) {
     x = converted(in[0], x, cd, scratch);
     w = converted(in[1], w, cd, scratch);

@@ -77,8 +77,7 @@ const Shape* KernelScratch::keep_shape(const std::vector<int64_t>& dims) {
 
 TensorView KernelScratch::allocate(const std::vector<int64_t>& dims, DType dtype) {
   const Shape* shape = keep_shape(dims);
-  buffers_.push_back(ctx_.allocate_scratch(size_t(shape->numel()) * itemsize(dtype)));
-  return TensorView{buffers_.back()->data(), shape, dtype};
+  return TensorView{temps_.allocate(shape->numel(), dtype), shape, dtype};
 }
 
 TensorView KernelScratch::transposed(const TensorView& x, const std::vector<int64_t>& perm) {

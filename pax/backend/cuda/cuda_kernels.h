@@ -46,13 +46,11 @@ void run_on_host(Prim prim, const KernelContext& ctx, const Params& params, std:
 void run_cuda_kernel(Prim prim, const KernelContext& ctx, const Params& params, std::initializer_list<TensorView> in,
                      std::initializer_list<TensorView> out);
 
-// The temporaries of one kernel call: contiguous arrays in scratch memory
-// from its context, with their shapes. They are held until the object goes,
-// after the call has queued the work that uses them (the stream-ordered
-// allocator gives them only to work queued later).
+// The temporaries of one kernel call (KernelTemporaries) as contiguous
+// arrays with their shapes.
 class KernelScratch {
  public:
-  explicit KernelScratch(const KernelContext& ctx) : ctx_(ctx) {}
+  explicit KernelScratch(const KernelContext& ctx) : ctx_(ctx), temps_(ctx) {}
   TensorView allocate(const std::vector<int64_t>& dims, DType dtype);
   // `x` transposed by `perm` (shape x[perm]).
   TensorView transposed(const TensorView& x, const std::vector<int64_t>& perm);
@@ -61,12 +59,12 @@ class KernelScratch {
   // The same contiguous elements seen with other dims (no copy).
   TensorView reshaped(const TensorView& x, const std::vector<int64_t>& dims);
   // The buffers handed out so far (for a workspace that must live as long).
-  std::vector<std::shared_ptr<Buffer>>& buffers() { return buffers_; }
+  std::vector<std::shared_ptr<Buffer>>& buffers() { return temps_.buffers(); }
 
  private:
   const Shape* keep_shape(const std::vector<int64_t>& dims);
   const KernelContext& ctx_;
-  std::vector<std::shared_ptr<Buffer>> buffers_;
+  KernelTemporaries temps_;
   std::deque<Shape> shapes_;  // stable addresses for the views
 };
 
