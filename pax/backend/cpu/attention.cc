@@ -1,29 +1,38 @@
 // Dot-product attention on the CPU in f32 (attention.h): blocks of query
-// rows against the keys they can see, the block's logits in a per-thread
-// scratch of rows x keys (linear in the sequence lengths), the products
-// through the register-blocked loops of attention_hwy.cc.
+// rows against blocks of keys, each block's logits in a per-thread scratch
+// of rows x kKeyBlock that stays in the core's cache with the keys and
+// values it reads, the products through the register-blocked loops of
+// attention_hwy.cc.
 //
 // Forward: tasks are (example, query head, query block). K is transposed
 // once into [B, K, H, S] so that a block's logits are a product with rows of
-// keys along the vector lanes; keys past kv_lengths, and for is_causal past
-// the block's last row, are neither computed nor read. They are masked, so
-// they weigh nothing unless a row's every logit is masked: such a row
-// (detected by its maximum not exceeding kMaskedLogit) adds the skipped keys'
-// values with weight exp(0) = 1 each, as the full softmax over S would.
+// keys along the vector lanes. The key blocks pass with an online softmax:
+// each row keeps its running maximum and sum, and the output rows (summed in
+// place) are rescaled when the maximum grows. Keys no row of a query block
+// can see are neither computed nor read: those past kv_lengths, for
+// is_causal those past the block's last row, and those past the last key the
+// mask lets any row of the block attend to (a causal or padding mask given
+// as an array is thus skipped as is_causal is; each mask row's last attended
+// key is found once per call). They are masked, so they weigh nothing
+// unless a row's every logit is masked: such a row (detected by its maximum
+// not exceeding kMaskedLogit) adds the skipped keys' values with weight
+// exp(0) = 1 each, as the full softmax over S would.
 //
 // Backward (FlashAttention-2): the block's probabilities are recomputed from
 // the forward's lse, P = exp(x - lse), dS = P * (dO V^T - rowsum(dO * O))
 // where unmasked, and dQ = scale dS K, dK += scale dS^T Q, dV += P^T dO,
-// dbias += dS. Tasks are (example, kv head, key chunk), each looping over
-// the query heads of its group and the query blocks, so that each owns its
-// rows of dK and dV (no races, a fixed summation order). When the examples
-// and kv heads are fewer than the threads, the keys are split into chunks
-// that run in parallel, each chunk's dQ going to a buffer of its own summed
-// at the end. A dimension over which the bias broadcasts (so that tasks
-// along it would add into the same dbias entries) is looped inside the
-// tasks instead. A row whose lse does not exceed kMaskedLogit (every key
-// masked: its lse is kMaskedLogit + log(S) rounded) cannot be recomputed
-// from lse in f32, so its maximum and sum are recomputed over all S keys.
+// dbias += dS. Tasks are (example, kv head, key chunk); each passes over its
+// chunk in key blocks and, per key block, over the query heads of its group
+// and the query blocks, so that each owns its rows of dK and dV (no races, a
+// fixed summation order). When the examples and kv heads are fewer than the
+// threads, the keys are split into chunks that run in parallel, each chunk's
+// dQ going to a buffer of its own summed at the end. A dimension over which
+// the bias broadcasts (so that tasks along it would add into the same dbias
+// entries) is looped inside the tasks instead. Each row's rowsum(dO * O)
+// is found once before the tasks. A row whose lse does not exceed
+// kMaskedLogit (every key masked: its lse is kMaskedLogit + log(S) rounded)
+// cannot be recomputed from lse in f32, so its maximum and sum are
+// recomputed over all S keys, also once before the tasks.
 #include "pax/backend/cpu/attention.h"
 
 #include <omp.h>
@@ -31,6 +40,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -45,10 +55,19 @@ namespace {
 namespace ad = attention_detail;
 
 constexpr int64_t kBlockRows = 64;  // query rows per block
+constexpr int64_t kKeyBlock = 256;  // keys per block: 64 KiB of logits, keys and values each
 constexpr int64_t kMinChunk = 128;  // keys per backward chunk, at least
 constexpr int64_t kAlign = 16;      // floats: scratch rows start 64 bytes apart
 
 int64_t round_up(int64_t n, int64_t m) { return ceil_div(n, m) * m; }
+
+// The row stride of a scratch matrix with n columns: 64-byte aligned, and not
+// a multiple of 1 KiB, whose rows would all fall into the same few cache
+// sets (the products walk down columns of these matrices).
+int64_t row_stride(int64_t n) {
+  const int64_t stride = round_up(n, kAlign);
+  return stride % 256 == 0 ? stride + kAlign : stride;
+}
 
 // Sizes, strides and per-example bounds shared by both passes.
 struct Geometry {
@@ -60,6 +79,14 @@ struct Geometry {
   int64_t ldt = 1;     // row stride of the transposed keys / values
   int64_t q_row = 1;   // elements between query rows: N * H
   int64_t kv_row = 1;  // elements between key rows: K * H
+  // Per mask row ([B or 1, N or 1, T or 1] as the mask broadcasts): the
+  // keys [0, ones) it attends to without a gap, and one past its last
+  // attended key. Empty without a mask.
+  struct MaskSpan {
+    int32_t ones = 0, limit = 0;
+  };
+  std::vector<MaskSpan> mask_spans;
+  int64_t span_heads = 1, span_rows = 1;
 
   Geometry(const AttentionShape& s, const AttentionExtras& e) : sh(s), ex(e) {
     PAX_CHECK(s.batch > 0 && s.q_len > 0 && s.kv_len > 0 && s.q_heads > 0 && s.kv_heads > 0 && s.head_dim > 0,
@@ -70,9 +97,44 @@ struct Geometry {
     group = s.q_heads / s.kv_heads;
     block = std::min(kBlockRows, s.q_len);
     blocks = ceil_div(s.q_len, block);
-    ldt = round_up(s.kv_len, kAlign);
+    ldt = row_stride(s.kv_len);
     q_row = s.q_heads * s.head_dim;
     kv_row = s.kv_heads * s.head_dim;
+    if (e.mask) find_mask_limits();
+  }
+
+  void find_mask_limits() {
+    const auto& st = ex.mask_strides;
+    const int64_t mb = st[0] ? sh.batch : 1, S = sh.kv_len;
+    span_heads = st[1] ? sh.q_heads : 1;
+    span_rows = st[2] ? sh.q_len : 1;
+    mask_spans.assign(size_t(mb * span_heads * span_rows), {});
+    parallel_for(mb * span_heads * span_rows, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t t = i % span_rows, n = i / span_rows % span_heads, b = i / (span_rows * span_heads);
+        mask_spans[size_t(i)] = span_of(ex.mask + b * st[0] + n * st[1] + t * st[2], S, st[3]);
+      }
+    });
+  }
+
+  // The span of one mask row of n keys, stride apart: whole 8-byte words
+  // at a time where they are contiguous.
+  static MaskSpan span_of(const uint8_t* row, int64_t n, int64_t stride) {
+    if (stride == 0) return row[0] ? MaskSpan{int32_t(n), int32_t(n)} : MaskSpan{};
+    constexpr uint64_t kAllOnes = 0x0101010101010101ull;
+    auto word = [&](int64_t at) {
+      uint64_t w;
+      std::memcpy(&w, row + at, sizeof(w));
+      return w;
+    };
+    int64_t ones = 0, limit = n;
+    if (stride == 1)
+      while (ones + 8 <= n && word(ones) == kAllOnes) ones += 8;
+    while (ones < n && row[ones * stride] != 0) ++ones;
+    if (stride == 1)
+      while (limit - 8 >= ones && word(limit - 8) == 0) limit -= 8;
+    while (limit > ones && row[(limit - 1) * stride] == 0) --limit;
+    return {int32_t(ones), int32_t(limit)};
   }
 
   // Valid query rows and keys of example b (lengths clamped to [0, T] / [0, S]).
@@ -82,8 +144,31 @@ struct Geometry {
   int64_t keys_of(int64_t b) const {
     return ex.kv_lengths ? std::clamp<int64_t>(ex.kv_lengths[b], 0, sh.kv_len) : sh.kv_len;
   }
-  // Keys a block of rows ending (exclusively) at `end` computes.
-  int64_t visible(int64_t b, int64_t end) const { return sh.is_causal ? std::min(keys_of(b), end) : keys_of(b); }
+  // Keys the block of rows [t0, t1) of head n computes: none past the last
+  // one a row of it may attend to.
+  int64_t visible(int64_t b, int64_t n, int64_t t0, int64_t t1) const {
+    int64_t keys = sh.is_causal ? std::min(keys_of(b), t1) : keys_of(b);
+    if (!mask_spans.empty()) keys = std::min(keys, mask_limit(b, n, t0, t1));
+    return keys;
+  }
+  const MaskSpan* spans_of(int64_t b, int64_t n) const {
+    const auto& st = ex.mask_strides;
+    return mask_spans.data() + ((st[0] ? b : 0) * span_heads + (st[1] ? n : 0)) * span_rows;
+  }
+  // One past the last key any mask row of [t0, t1) attends to.
+  int64_t mask_limit(int64_t b, int64_t n, int64_t t0, int64_t t1) const {
+    const MaskSpan* row = spans_of(b, n);
+    if (ex.mask_strides[2] == 0) return row[0].limit;
+    int64_t limit = 0;
+    for (int64_t t = t0; t < t1; ++t) limit = std::max<int64_t>(limit, row[t].limit);
+    return limit;
+  }
+  // Row t's mask over keys [s0, s0 + w): null where it attends to all of them.
+  const uint8_t* mask_block(int64_t b, int64_t n, int64_t t, int64_t s0, int64_t w) const {
+    if (!ex.mask) return nullptr;
+    if (s0 + w <= spans_of(b, n)[ex.mask_strides[2] ? t : 0].ones) return nullptr;
+    return mask_row(b, n, t) + s0 * ex.mask_strides[3];
+  }
   // Unmasked-by-position keys of row t: [0, limit).
   int64_t row_limit(int64_t t, int64_t visible_keys) const {
     return sh.is_causal ? std::min(t + 1, visible_keys) : visible_keys;
@@ -162,48 +247,64 @@ float dot(const float* a, const float* b, int64_t n) {
 // (parallel_for's static schedule) then get even shares.
 int64_t serpentine(int64_t i, int64_t n) { return i % 2 == 0 ? i / 2 : n - 1 - i / 2; }
 
-// The forward of one (example b, query head n, query block).
+// The forward of one (example b, query head n, query block); x holds
+// block x kKeyBlock logits, rows ldx apart.
 void forward_block(const Geometry& g, int64_t b, int64_t n, int64_t qb, const float* q, const float* kt, const float* v,
                    float* out, float* lse, float* x, int64_t ldx) {
   const int64_t S = g.sh.kv_len, H = g.sh.head_dim, kh = n / g.group;
   const int64_t t0 = qb * g.block, t1 = std::min(g.sh.q_len, t0 + g.block);
   const int64_t t_end = std::max(t0, std::min(t1, g.rows_of(b)));
-  for (int64_t t = t_end; t < t1; ++t) {  // padding queries
+  for (int64_t t = t0; t < t1; ++t) {  // the sums start at 0; padding queries stay 0
     std::memset(out + g.q_offset(b, t, n), 0, size_t(H) * sizeof(float));
     lse[g.lse_offset(b, n, t)] = 0.0f;
   }
   const int64_t rows = t_end - t0;
   if (rows == 0) return;
-  const int64_t sv = g.visible(b, t_end), skipped = S - sv;
+  const int64_t sv = g.visible(b, n, t0, t_end), skipped = S - sv;
   const float* q0 = q + g.q_offset(b, t0, n);
-  ad::gemm(rows, sv, H, 1.0f, q0, g.q_row, 1, kt + (b * g.sh.kv_heads + kh) * H * g.ldt, g.ldt, x, ldx, false);
-  // Per row: the sum of its weights and whether skipped keys weigh 1 each.
-  float sums[kBlockRows];
-  bool all_masked[kBlockRows];
-  for (int64_t i = 0; i < rows; ++i) {
-    const int64_t t = t0 + i;
-    float* xi = x + i * ldx;
-    const float m = ad::logits_row(xi, sv, g.row_limit(t, sv), g.sh.scale, g.bias_row(b, n, t), g.ex.bias_strides[3],
-                                   g.mask_row(b, n, t), g.ex.mask_strides[3]);
-    all_masked[i] = !(m > kMaskedLogit) && skipped > 0;
-    // The maximum over all S logits: the skipped ones are kMaskedLogit.
-    const float shift = all_masked[i] ? kMaskedLogit : m;
-    float l = ad::exp_row(xi, sv, shift);
-    if (all_masked[i]) l += float(skipped);
-    sums[i] = l;
-    lse[g.lse_offset(b, n, t)] = shift + std::log(l);
-  }
-  float* o0 = out + g.q_offset(b, t0, n);
+  const float* kt0 = kt + (b * g.sh.kv_heads + kh) * H * g.ldt;
   const float* v0 = v + g.kv_offset(b, 0, kh);
-  ad::gemm(rows, H, sv, 1.0f, x, ldx, 1, v0, g.kv_row, o0, g.q_row, false);
+  float* o0 = out + g.q_offset(b, t0, n);
+  // Per row: the running maximum of its logits and sum of their weights.
+  float maxes[kBlockRows], sums[kBlockRows];
+  std::fill(maxes, maxes + rows, -std::numeric_limits<float>::infinity());
+  std::fill(sums, sums + rows, 0.0f);
+  for (int64_t s0 = 0; s0 < sv; s0 += kKeyBlock) {
+    const int64_t w = std::min(kKeyBlock, sv - s0);
+    ad::gemm(rows, w, H, 1.0f, q0, g.q_row, 1, kt0 + s0, g.ldt, x, ldx, false);
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t t = t0 + i;
+      float* xi = x + i * ldx;
+      const float* bias = g.bias_row(b, n, t);
+      const uint8_t* mask = g.mask_block(b, n, t, s0, w);
+      if (bias) bias += s0 * g.ex.bias_strides[3];
+      const int64_t valid = std::clamp<int64_t>(g.row_limit(t, sv) - s0, 0, w);
+      const float m = std::max(
+          maxes[i], ad::logits_row(xi, w, valid, g.sh.scale, bias, g.ex.bias_strides[3], mask, g.ex.mask_strides[3]));
+      if (m > maxes[i] && sums[i] > 0.0f) {  // earlier weights shrink by exp(old - new)
+        const float factor = std::exp(maxes[i] - m);
+        sums[i] *= factor;
+        float* oi = o0 + i * g.q_row;
+        for (int64_t h = 0; h < H; ++h) oi[h] *= factor;
+      }
+      maxes[i] = m;
+      sums[i] += ad::exp_row(xi, w, m);
+    }
+    ad::gemm(rows, H, w, 1.0f, x, ldx, 1, v0 + s0 * g.kv_row, g.kv_row, o0, g.q_row, true);
+  }
   for (int64_t i = 0; i < rows; ++i) {
     float* oi = o0 + i * g.q_row;
-    if (all_masked[i]) {
+    if (!(maxes[i] > kMaskedLogit) && skipped > 0) {
+      // Every logit masked: the maximum over all S is kMaskedLogit, and each
+      // skipped key weighs exp(0) = 1.
+      maxes[i] = kMaskedLogit;
+      sums[i] += float(skipped);
       for (int64_t s = sv; s < S; ++s) {
         const float* vs = v0 + s * g.kv_row;
         for (int64_t h = 0; h < H; ++h) oi[h] += vs[h];
       }
     }
+    lse[g.lse_offset(b, n, t0 + i)] = maxes[i] + std::log(sums[i]);
     const float inv = 1.0f / sums[i];
     for (int64_t h = 0; h < H; ++h) oi[h] *= inv;
   }
@@ -222,8 +323,10 @@ void add_dbias_row(float* dst, int64_t stride, const float* ds, int64_t n) {
 }
 
 struct BackwardArgs {
-  const float *q, *k, *kt, *vt, *out, *lse, *dout, *dlse;  // dlse may be null
-  float *dq, *dk, *dv, *dbias;
+  const float *q, *k, *kt, *vt, *lse;
+  const float *dout, *delta;     // delta: [B, N, T] rowsum(dO * O) - dlse per row
+  const float *shift, *inv_sum;  // [B, N, T]: a fully masked row's maximum and 1 / sum
+  float *dk, *dv, *dbias;
   std::array<int64_t, 4> dbias_strides;
   float* const* dq_chunks;  // dq per key chunk (the first is dq itself)
   int64_t chunk;            // keys per chunk
@@ -231,81 +334,103 @@ struct BackwardArgs {
 
 // The maximum and the sum of exp(x - maximum) over all S logits of row t of
 // (b, n), for a row whose lse cannot give them. `x` holds S floats.
-std::pair<float, float> full_row_stats(const Geometry& g, const BackwardArgs& a, int64_t b, int64_t n, int64_t t,
-                                       float* x) {
+std::pair<float, float> full_row_stats(const Geometry& g, const float* q, const float* kt, int64_t b, int64_t n,
+                                       int64_t t, float* x) {
   const int64_t S = g.sh.kv_len, H = g.sh.head_dim, kh = n / g.group;
-  const int64_t sv = g.visible(b, t + 1);
-  ad::gemm(1, sv, H, 1.0f, a.q + g.q_offset(b, t, n), g.q_row, 1, a.kt + (b * g.sh.kv_heads + kh) * H * g.ldt, g.ldt, x,
-           S, false);
+  const int64_t sv = g.visible(b, n, t, t + 1);
+  ad::gemm(1, sv, H, 1.0f, q + g.q_offset(b, t, n), g.q_row, 1, kt + (b * g.sh.kv_heads + kh) * H * g.ldt, g.ldt, x, S,
+           false);
   const float m = ad::logits_row(x, S, g.row_limit(t, sv), g.sh.scale, g.bias_row(b, n, t), g.ex.bias_strides[3],
                                  g.mask_row(b, n, t), g.ex.mask_strides[3]);
   return {m, ad::exp_row(x, S, m)};
 }
 
+// Per query row, before the backward's tasks: delta = rowsum(dO * O) - dlse
+// (the log-sum-exp's own cotangent: d lse / d x = p, so it joins the row's
+// dot(dout, out) term with the opposite sign) and, for a row with every key
+// masked, the maximum and 1 / sum of its weights (inv_sum 0 for the others).
+void row_terms(const KernelContext& ctx, const Geometry& g, const float* q, const float* kt, const float* out,
+               const float* lse, const float* dout, const float* dlse, float* delta, float* shift, float* inv_sum) {
+  const int64_t N = g.sh.q_heads, T = g.sh.q_len, H = g.sh.head_dim;
+  const ThreadScratch scratch(ctx, g.sh.kv_len);
+  parallel_for(g.sh.batch * N * T, 64, [&](int64_t begin, int64_t end) {
+    float* x = scratch.mine();
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t b = r / (N * T), n = r / T % N, t = r % T;
+      const int64_t i = g.lse_offset(b, n, t);
+      delta[i] = 0.0f;
+      shift[i] = lse[i];
+      inv_sum[i] = 0.0f;
+      if (t >= g.rows_of(b)) continue;
+      delta[i] = dot(dout + g.q_offset(b, t, n), out + g.q_offset(b, t, n), H) - (dlse ? dlse[i] : 0.0f);
+      if (lse[i] > kMaskedLogit) continue;
+      const auto [m, l] = full_row_stats(g, q, kt, b, n, t, x);
+      shift[i] = m;
+      inv_sum[i] = 1.0f / l;
+    }
+  });
+}
+
 // The backward of one (example b, kv head kh, key chunk c): every query
-// head of the group and every query block against keys [c0, c1).
+// head of the group and every query block against keys [c0, c1), in blocks
+// of kKeyBlock keys.
 void backward_task(const Geometry& g, const BackwardArgs& a, int64_t b, int64_t kh, int64_t c, float* p, float* ds,
-                   int64_t ldw, float* row) {
+                   int64_t ldw) {
   const int64_t S = g.sh.kv_len, H = g.sh.head_dim;
   const int64_t c0 = c * a.chunk, c1 = std::min(S, c0 + a.chunk);
   const int64_t q_rows = g.rows_of(b);
   const auto& dbs = a.dbias_strides;
   float* dq = a.dq_chunks[c];
-  float* dk0 = a.dk + g.kv_offset(b, c0, kh);
-  float* dv0 = a.dv + g.kv_offset(b, c0, kh);
   const float* kt = a.kt + (b * g.sh.kv_heads + kh) * H * g.ldt;
   const float* vt = a.vt + (b * g.sh.kv_heads + kh) * H * g.ldt;
-  for (int64_t n = kh * g.group; n < (kh + 1) * g.group; ++n) {
-    for (int64_t t0 = 0; t0 < q_rows; t0 += g.block) {
-      const int64_t rows = std::min(g.block, q_rows - t0);
-      const int64_t sv = g.visible(b, t0 + rows);
-      const int64_t hi = std::min(c1, sv), w = std::max<int64_t>(0, hi - c0);
-      const float* q0 = a.q + g.q_offset(b, t0, n);
-      const float* do0 = a.dout + g.q_offset(b, t0, n);
-      if (w > 0) {
-        ad::gemm(rows, w, H, 1.0f, q0, g.q_row, 1, kt + c0, g.ldt, p, ldw, false);
-        ad::gemm(rows, w, H, 1.0f, do0, g.q_row, 1, vt + c0, g.ldt, ds, ldw, false);
-      }
-      for (int64_t i = 0; i < rows; ++i) {
-        const int64_t t = t0 + i;
-        const float lse = a.lse[g.lse_offset(b, n, t)];
-        const bool all_masked = !(lse > kMaskedLogit);
-        if (w == 0 && !all_masked) continue;
-        const float* doi = do0 + i * g.q_row;
-        float shift = lse, inv_sum = 1.0f;
-        if (all_masked) {
-          const auto [m, l] = full_row_stats(g, a, b, n, t, row);
-          shift = m;
-          inv_sum = 1.0f / l;
-          // Skipped keys of this chunk: masked, each of weight exp(0) / l.
-          for (int64_t s = std::max(c0, sv); s < c1; ++s) {
-            float* dvs = a.dv + g.kv_offset(b, s, kh);
-            for (int64_t h = 0; h < H; ++h) dvs[h] += inv_sum * doi[h];
+  for (int64_t s0 = c0; s0 < c1; s0 += kKeyBlock) {
+    const int64_t s1 = std::min(c1, s0 + kKeyBlock);
+    float* dk0 = a.dk + g.kv_offset(b, s0, kh);
+    float* dv0 = a.dv + g.kv_offset(b, s0, kh);
+    for (int64_t n = kh * g.group; n < (kh + 1) * g.group; ++n) {
+      for (int64_t t0 = 0; t0 < q_rows; t0 += g.block) {
+        const int64_t rows = std::min(g.block, q_rows - t0);
+        const int64_t sv = g.visible(b, n, t0, t0 + rows);
+        const int64_t w = std::max<int64_t>(0, std::min(s1, sv) - s0);
+        const float* q0 = a.q + g.q_offset(b, t0, n);
+        const float* do0 = a.dout + g.q_offset(b, t0, n);
+        if (w > 0) {
+          ad::gemm(rows, w, H, 1.0f, q0, g.q_row, 1, kt + s0, g.ldt, p, ldw, false);
+          ad::gemm(rows, w, H, 1.0f, do0, g.q_row, 1, vt + s0, g.ldt, ds, ldw, false);
+        }
+        for (int64_t i = 0; i < rows; ++i) {
+          const int64_t t = t0 + i, r = g.lse_offset(b, n, t);
+          const float inv_sum = a.inv_sum[r];
+          const bool all_masked = inv_sum > 0.0f;
+          if (w == 0 && !all_masked) continue;
+          if (all_masked) {
+            // Skipped keys of this block: masked, each of weight exp(0) / sum.
+            const float* doi = do0 + i * g.q_row;
+            for (int64_t s = std::max(s0, sv); s < s1; ++s) {
+              float* dvs = a.dv + g.kv_offset(b, s, kh);
+              for (int64_t h = 0; h < H; ++h) dvs[h] += inv_sum * doi[h];
+            }
           }
+          if (w == 0) continue;
+          const int64_t limit = std::clamp<int64_t>(g.row_limit(t, sv) - s0, 0, w);
+          float* pi = p + i * ldw;
+          float* dsi = ds + i * ldw;
+          const float* bias = g.bias_row(b, n, t);
+          const uint8_t* mask = g.mask_block(b, n, t, s0, w);
+          if (bias) bias += s0 * g.ex.bias_strides[3];
+          ad::logits_row(pi, w, limit, g.sh.scale, bias, g.ex.bias_strides[3], mask, g.ex.mask_strides[3]);
+          ad::exp_row(pi, w, a.shift[r]);
+          if (all_masked)
+            for (int64_t s = 0; s < w; ++s) pi[s] *= inv_sum;
+          ad::dlogits_row(dsi, pi, w, limit, a.delta[r], mask, g.ex.mask_strides[3]);
+          if (a.dbias) add_dbias_row(a.dbias + b * dbs[0] + n * dbs[1] + t * dbs[2] + s0 * dbs[3], dbs[3], dsi, w);
         }
         if (w == 0) continue;
-        const int64_t limit = std::clamp<int64_t>(g.row_limit(t, sv) - c0, 0, w);
-        float* pi = p + i * ldw;
-        float* dsi = ds + i * ldw;
-        const float* bias = g.bias_row(b, n, t);
-        const uint8_t* mask = g.mask_row(b, n, t);
-        if (bias) bias += c0 * g.ex.bias_strides[3];
-        if (mask) mask += c0 * g.ex.mask_strides[3];
-        ad::logits_row(pi, w, limit, g.sh.scale, bias, g.ex.bias_strides[3], mask, g.ex.mask_strides[3]);
-        ad::exp_row(pi, w, shift);
-        if (all_masked)
-          for (int64_t s = 0; s < w; ++s) pi[s] *= inv_sum;
-        // The log-sum-exp's own cotangent: d lse / d x = p, so it joins the
-        // row's dot(dout, out) term with the opposite sign.
-        const float delta = dot(doi, a.out + g.q_offset(b, t, n), H) - (a.dlse ? a.dlse[g.lse_offset(b, n, t)] : 0.0f);
-        ad::dlogits_row(dsi, pi, w, limit, delta, mask, g.ex.mask_strides[3]);
-        if (a.dbias) add_dbias_row(a.dbias + b * dbs[0] + n * dbs[1] + t * dbs[2] + c0 * dbs[3], dbs[3], dsi, w);
+        ad::gemm(w, H, rows, 1.0f, p, 1, ldw, do0, g.q_row, dv0, g.kv_row, true);
+        ad::gemm(w, H, rows, g.sh.scale, ds, 1, ldw, q0, g.q_row, dk0, g.kv_row, true);
+        ad::gemm(rows, H, w, g.sh.scale, ds, ldw, 1, a.k + g.kv_offset(b, s0, kh), g.kv_row, dq + g.q_offset(b, t0, n),
+                 g.q_row, true);
       }
-      if (w == 0) continue;
-      ad::gemm(w, H, rows, 1.0f, p, 1, ldw, do0, g.q_row, dv0, g.kv_row, true);
-      ad::gemm(w, H, rows, g.sh.scale, ds, 1, ldw, q0, g.q_row, dk0, g.kv_row, true);
-      ad::gemm(rows, H, w, g.sh.scale, ds, ldw, 1, a.k + g.kv_offset(b, c0, kh), g.kv_row, dq + g.q_offset(b, t0, n),
-               g.q_row, false);
     }
   }
 }
@@ -319,7 +444,7 @@ void attention_forward_f32(const KernelContext& ctx, const AttentionShape& shape
   std::shared_ptr<Buffer> kt_buffer = ctx.allocate_scratch(size_t(B * shape.kv_heads * H * g.ldt) * sizeof(float));
   float* kt = static_cast<float*>(kt_buffer->data());
   transpose_keys(g, k, kt);
-  const int64_t ldx = round_up(S, kAlign);
+  const int64_t ldx = row_stride(std::min(S, kKeyBlock));
   const ThreadScratch scratch(ctx, g.block * ldx);
   parallel_for(B * N * g.blocks, 1, [&](int64_t begin, int64_t end) {
     float* x = scratch.mine();
@@ -365,22 +490,27 @@ void attention_backward_f32(const KernelContext& ctx, const AttentionShape& shap
     fill_zero(partial, (chunks - 1) * q_numel);
     for (int64_t c = 1; c < chunks; ++c) dq_chunks.push_back(partial + (c - 1) * q_numel);
   }
-  const BackwardArgs args{q,    k, kt, vt, out, lse, dout, dlse, dq, dk, dv, dbias, dbias_strides, dq_chunks.data(),
-                          chunk};
+  const int64_t rows = B * shape.q_heads * shape.q_len;
+  std::shared_ptr<Buffer> rows_buffer = ctx.allocate_scratch(size_t(3 * rows) * sizeof(float));
+  float* delta = static_cast<float*>(rows_buffer->data());
+  float* shift = delta + rows;
+  float* inv_sum = shift + rows;
+  row_terms(ctx, g, q, kt, out, lse, dout, dlse, delta, shift, inv_sum);
+  const BackwardArgs args{
+      q, k, kt, vt, lse, dout, delta, shift, inv_sum, dk, dv, dbias, dbias_strides, dq_chunks.data(), chunk};
 
-  const int64_t ldw = round_up(chunk, kAlign);
-  const ThreadScratch scratch(ctx, 2 * g.block * ldw + round_up(S, kAlign));
+  const int64_t ldw = row_stride(std::min(chunk, kKeyBlock));
+  const ThreadScratch scratch(ctx, 2 * g.block * ldw);
   const int64_t nc = par_c ? chunks : 1;
   parallel_for(nb * nk * nc, 1, [&](int64_t begin, int64_t end) {
     float* p = scratch.mine();
     float* ds = p + g.block * ldw;
-    float* row = ds + g.block * ldw;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t ic = serpentine(task % nc, nc), ik = task / nc % nk, ib = task / (nc * nk);
       for (int64_t b = par_b ? ib : 0; b < (par_b ? ib + 1 : B); ++b)
         for (int64_t kh = par_k ? ik : 0; kh < (par_k ? ik + 1 : K); ++kh)
           for (int64_t c = par_c ? ic : 0; c < (par_c ? ic + 1 : chunks); ++c)
-            backward_task(g, args, b, kh, c, p, ds, ldw, row);
+            backward_task(g, args, b, kh, c, p, ds, ldw);
     }
   });
 

@@ -32,6 +32,8 @@ struct Case {
   std::array<int64_t, 4> mask_shape{};  // all 0: no mask
   double mask_keep = 0.7;               // chance that a mask entry attends
   std::vector<int64_t> masked_rows;     // mask rows t set fully to 0 (for every b, n the mask has)
+  int64_t mask_band = -1;               // >= 0: mask entries with s > t + mask_band are 0 (0: causal)
+  std::vector<int64_t> mask_keys;       // per mask example b: mask entries with s >= mask_keys[b] are 0
   std::vector<int32_t> q_lengths, kv_lengths;
   uint32_t seed = 1;
 };
@@ -91,6 +93,14 @@ struct Problem {
         for (int64_t b = 0; b < ms[0]; ++b)
           for (int64_t n = 0; n < ms[1]; ++n)
             for (int64_t s = 0; s < ms[3]; ++s) mask[size_t(((b * ms[1] + n) * ms[2] + t) * ms[3] + s)] = 0;
+      for (int64_t b = 0; b < ms[0]; ++b)
+        for (int64_t n = 0; n < ms[1]; ++n)
+          for (int64_t t = 0; t < ms[2]; ++t)
+            for (int64_t s = 0; s < ms[3]; ++s) {
+              const bool past_band = c.mask_band >= 0 && s > t + c.mask_band;
+              const bool past_keys = !c.mask_keys.empty() && s >= c.mask_keys[size_t(b)];
+              if (past_band || past_keys) mask[size_t(((b * ms[1] + n) * ms[2] + t) * ms[3] + s)] = 0;
+            }
       extras.mask = mask.data();
       extras.mask_strides = broadcast_strides(c.mask_shape);
     }
@@ -291,6 +301,65 @@ TEST(CpuAttention, MaskWithFullyMaskedRows) {
          .seed = 43});
 }
 
+// Keys past the last one a block's mask rows attend to are skipped: causal
+// masks given as arrays (T == S, T < S, T > S, per head, with fully masked
+// rows and random holes), a band, and padding masks over the keys.
+TEST(CpuAttention, MaskedKeyTailsAreSkipped) {
+  check({.B = 2,
+         .T = 150,
+         .S = 150,
+         .N = 2,
+         .K = 1,
+         .H = 9,
+         .mask_shape = {1, 1, 150, 150},
+         .mask_keep = 1.0,
+         .mask_band = 0,
+         .seed = 45});
+  check({.B = 1,
+         .T = 70,
+         .S = 140,
+         .N = 2,
+         .K = 2,
+         .H = 8,
+         .mask_shape = {1, 2, 70, 140},
+         .mask_keep = 0.8,
+         .masked_rows = {0, 65},
+         .mask_band = 5,
+         .seed = 46});
+  check({.B = 1,
+         .T = 140,
+         .S = 70,
+         .N = 4,
+         .K = 2,
+         .H = 8,
+         .mask_shape = {1, 1, 140, 70},
+         .mask_keep = 0.9,
+         .mask_band = 0,
+         .seed = 47});
+  check({.B = 3,
+         .T = 66,
+         .S = 200,
+         .N = 2,
+         .K = 1,
+         .H = 7,
+         .mask_shape = {3, 1, 1, 200},
+         .mask_keep = 1.0,
+         .mask_keys = {200, 130, 0},
+         .seed = 48});
+  check({.B = 2,
+         .T = 130,
+         .S = 130,
+         .N = 2,
+         .K = 2,
+         .H = 5,
+         .causal = true,
+         .mask_shape = {2, 1, 130, 130},
+         .mask_keep = 0.9,
+         .mask_band = 3,
+         .mask_keys = {90, 20},
+         .seed = 49});
+}
+
 TEST(CpuAttention, Lengths) {
   check(
       {.B = 3, .T = 8, .S = 12, .N = 2, .K = 1, .H = 5, .q_lengths = {8, 3, 0}, .kv_lengths = {12, 5, 4}, .seed = 50});
@@ -362,6 +431,17 @@ TEST(CpuAttention, ThreadCounts) {
            .masked_rows = {7},
            .kv_lengths = {300, 0},
            .seed = 72});
+    check({.B = 1,
+           .T = 300,
+           .S = 300,
+           .N = 2,
+           .K = 1,
+           .H = 16,
+           .mask_shape = {1, 1, 300, 300},
+           .mask_keep = 1.0,
+           .masked_rows = {2},
+           .mask_band = 0,
+           .seed = 73});
   }
 }
 
