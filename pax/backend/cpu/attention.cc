@@ -42,8 +42,10 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <utility>
 #include <vector>
 
+#include "pax/backend/cpu/attention_bf16.h"
 #include "pax/backend/cpu/attention_hwy.h"
 #include "pax/core/buffer.h"
 #include "pax/core/error.h"
@@ -247,10 +249,180 @@ float dot(const float* a, const float* b, int64_t n) {
 // (parallel_for's static schedule) then get even shares.
 int64_t serpentine(int64_t i, int64_t n) { return i % 2 == 0 ? i / 2 : n - 1 - i / 2; }
 
+// The products of both passes. f32 operands go through ad::gemm; where the
+// operands came in bf16 and the CPU has a bf16 unit (attention_bf16.h),
+// their bf16 values go through it (f32 sums), paired and padded once per
+// call as it takes them, and the f32 probabilities and logit gradients are
+// rounded to bf16 per block (as flash attention does on GPUs). The bf16
+// products write a padded result into per-thread scratch, from which the
+// valid part is added to its destination (other threads own the rows past
+// it).
+class Products {
+ public:
+  // f32 operands: q [B, T, N, H], k and v [B, S, K, H], kt and vt their
+  // transposes (transpose_keys); vt and dout are the backward's.
+  struct F32 {
+    const float *q = nullptr, *k = nullptr, *kt = nullptr, *v = nullptr, *vt = nullptr, *dout = nullptr;
+  };
+
+  Products(const Geometry& g, const F32& f, const AttentionBf16Operands* bf16) : gp_(&g), f_(f) {
+    if (bf16 && bf16->q) unit_ = attention_bf16::unit();
+    if (unit_ != Unit::none) b16_ = bf16;
+  }
+  bool bf16() const { return b16_ != nullptr; }
+  const F32& f32() const { return f_; }
+
+  // Pairs the bf16 operands (forward: q, k, v; backward: also dout), in
+  // memory from ctx. Returns the floats of scratch each thread needs.
+  int64_t prepare(const KernelContext& ctx, bool backward) {
+    if (!b16_) return 0;
+    const Geometry& g = *gp_;
+    const int64_t B = g.sh.batch, K = g.sh.kv_heads, N = g.sh.q_heads, S = g.sh.kv_len, T = g.sh.q_len;
+    const int64_t H = g.sh.head_dim;
+    h16_ = round_up(H, kPad);
+    h32_ = round_up(H, kDepth);
+    s16_ = round_up(S, kPad);
+    s32_ = round_up(S, kDepth);
+    t32_ = round_up(T, kDepth);
+    const int64_t by_h = B * K * h32_ * s16_, by_s = B * K * s32_ * h16_, by_t = B * N * t32_ * h16_;
+    const int64_t total = by_h + by_s + (backward ? by_h + by_s + 2 * by_t : 0);
+    buffer_ = ctx.allocate_scratch(size_t(total) * sizeof(uint16_t));
+    uint16_t* next = static_cast<uint16_t*>(buffer_->data());
+    auto take = [&](int64_t n) { return std::exchange(next, next + n); };
+    k_by_h_ = take(by_h);
+    v_by_s_ = take(by_s);
+    if (backward) {
+      v_by_h_ = take(by_h);
+      k_by_s_ = take(by_s);
+      q_by_t_ = take(by_t);
+      dout_by_t_ = take(by_t);
+    }
+    namespace ab = attention_bf16;
+    parallel_for(B * K, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t off = g.kv_offset(task / K, 0, task % K);
+        ab::pair(H, S, h32_, s16_, b16_->k + off, 1, g.kv_row, k_by_h_ + task * h32_ * s16_, s16_);
+        ab::pair(S, H, s32_, h16_, b16_->v + off, g.kv_row, 1, v_by_s_ + task * s32_ * h16_, h16_);
+        if (!backward) continue;
+        ab::pair(H, S, h32_, s16_, b16_->v + off, 1, g.kv_row, v_by_h_ + task * h32_ * s16_, s16_);
+        ab::pair(S, H, s32_, h16_, b16_->k + off, g.kv_row, 1, k_by_s_ + task * s32_ * h16_, h16_);
+      }
+    });
+    if (backward) {
+      parallel_for(B * N, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t task = begin; task < end; ++task) {
+          const int64_t off = g.q_offset(task / N, 0, task % N);
+          ab::pair(T, H, t32_, h16_, b16_->q + off, g.q_row, 1, q_by_t_ + task * t32_ * h16_, h16_);
+          ab::pair(T, H, t32_, h16_, b16_->dout + off, g.q_row, 1, dout_by_t_ + task * t32_ * h16_, h16_);
+        }
+      });
+    }
+    // Operand rows of a block (kBlockRows x up to kKeyBlock keys, or its
+    // transpose) in bf16, and a padded result of up to kKeyBlock x h16 floats.
+    const int64_t operand = std::max(kBlockRows * std::max(h32_, kKeyBlock), kKeyBlock * kBlockRows);
+    return ceil_div(operand, 2) + kKeyBlock * h16_;
+  }
+
+  // x[rows, w] = q[b, t0:, n] . k[b, s0:s0+w, kh]^T (x has kBlockRows rows
+  // and at least round_up(w, 16) columns).
+  void scores(int64_t b, int64_t n, int64_t t0, int64_t rows, int64_t s0, int64_t w, float* x, int64_t ldx,
+              float* scratch) const {
+    if (b16_) return rows_times_keys(b16_->q, k_by_h_, b, n, t0, rows, s0, w, x, ldx, scratch);
+    const int64_t H = gp_->sh.head_dim, kv = b * gp_->sh.kv_heads + n / gp_->group;
+    ad::gemm(rows, w, H, 1.0f, f_.q + gp_->q_offset(b, t0, n), gp_->q_row, 1, f_.kt + kv * H * gp_->ldt + s0, gp_->ldt,
+             x, ldx, false);
+  }
+  // ds[rows, w] = dout[b, t0:, n] . v[b, s0:s0+w, kh]^T
+  void dprobs(int64_t b, int64_t n, int64_t t0, int64_t rows, int64_t s0, int64_t w, float* ds, int64_t ldw,
+              float* scratch) const {
+    if (b16_) return rows_times_keys(b16_->dout, v_by_h_, b, n, t0, rows, s0, w, ds, ldw, scratch);
+    const int64_t H = gp_->sh.head_dim, kv = b * gp_->sh.kv_heads + n / gp_->group;
+    ad::gemm(rows, w, H, 1.0f, f_.dout + gp_->q_offset(b, t0, n), gp_->q_row, 1, f_.vt + kv * H * gp_->ldt + s0,
+             gp_->ldt, ds, ldw, false);
+  }
+  // out[rows, H] (rows ldo apart) += alpha p[rows, w] . x[b, s0:s0+w, kh],
+  // x the values (forward) or the keys (dQ).
+  void add_times_rows(bool keys, int64_t b, int64_t n, int64_t rows, int64_t s0, int64_t w, float alpha, const float* p,
+                      int64_t ldp, float* out, int64_t ldo, float* scratch) const {
+    const Geometry& g = *gp_;
+    const int64_t H = g.sh.head_dim, kv = b * g.sh.kv_heads + n / g.group;
+    if (!b16_) {
+      const float* x = (keys ? f_.k : f_.v) + g.kv_offset(b, s0, n / g.group);
+      return ad::gemm(rows, H, w, alpha, p, ldp, 1, x, g.kv_row, out, ldo, true);
+    }
+    const int64_t m16 = round_up(rows, kPad), w32 = round_up(w, kDepth);
+    auto* a16 = reinterpret_cast<uint16_t*>(scratch + kKeyBlock * h16_);
+    attention_bf16::convert_rows(rows, w, w32, p, ldp, a16, w32);
+    const uint16_t* x = (keys ? k_by_s_ : v_by_s_) + kv * s32_ * h16_ + s0 * h16_;
+    attention_bf16::product(unit_, m16, h16_, w32, a16, w32, x, h16_, scratch, h16_);
+    add_scaled(rows, H, alpha, scratch, h16_, out, ldo);
+  }
+  // out[w, H] (rows kv_row apart) += alpha p[rows, w]^T . x[b, t0:t0+rows, n],
+  // x the queries (dK) or the output's cotangent (dV).
+  void add_transposed_times(bool queries, int64_t b, int64_t n, int64_t t0, int64_t rows, int64_t w, float alpha,
+                            const float* p, int64_t ldp, float* out, float* scratch) const {
+    const Geometry& g = *gp_;
+    const int64_t H = g.sh.head_dim;
+    if (!b16_) {
+      const float* x = (queries ? f_.q : f_.dout) + g.q_offset(b, t0, n);
+      return ad::gemm(w, H, rows, alpha, p, 1, ldp, x, g.q_row, out, g.kv_row, true);
+    }
+    const int64_t r32 = round_up(rows, kDepth), w16 = round_up(w, kPad);
+    auto* a16 = reinterpret_cast<uint16_t*>(scratch + kKeyBlock * h16_);
+    attention_bf16::convert_transposed(rows, w, r32, p, ldp, a16, r32);
+    const uint16_t* x = (queries ? q_by_t_ : dout_by_t_) + (b * g.sh.q_heads + n) * t32_ * h16_ + t0 * h16_;
+    attention_bf16::product(unit_, w16, h16_, r32, a16, r32, x, h16_, scratch, h16_);
+    add_scaled(w, H, alpha, scratch, h16_, out, g.kv_row);
+  }
+
+ private:
+  using Unit = attention_bf16::Unit;
+  static constexpr int64_t kPad = attention_bf16::kRowsPad, kDepth = attention_bf16::kDepthPad;
+
+  // x[rows, w] = y[b, t0:, n] . z[b, s0:s0+w, kh]^T for bf16 rows y and z
+  // paired by head dimension.
+  void rows_times_keys(const uint16_t* y, const uint16_t* z_by_h, int64_t b, int64_t n, int64_t t0, int64_t rows,
+                       int64_t s0, int64_t w, float* x, int64_t ldx, float* scratch) const {
+    const Geometry& g = *gp_;
+    const int64_t H = g.sh.head_dim, kv = b * g.sh.kv_heads + n / g.group;
+    const int64_t m16 = round_up(rows, kPad), w16 = round_up(w, kPad);
+    auto* a16 = reinterpret_cast<uint16_t*>(scratch + kKeyBlock * h16_);
+    const uint16_t* y0 = y + g.q_offset(b, t0, n);
+    for (int64_t i = 0; i < m16; ++i) {  // rows past the block's are zero
+      uint16_t* dst = a16 + i * h32_;
+      if (i < rows) std::memcpy(dst, y0 + i * g.q_row, size_t(H) * sizeof(uint16_t));
+      std::fill(dst + (i < rows ? H : 0), dst + h32_, uint16_t(0));
+    }
+    attention_bf16::product(unit_, m16, w16, h32_, a16, h32_, z_by_h + kv * h32_ * s16_ + 2 * s0, s16_, x, ldx);
+  }
+
+  // out[i, j] += alpha c[i, j] for i < m, j < n.
+  static void add_scaled(int64_t m, int64_t n, float alpha, const float* c, int64_t ldc, float* out, int64_t ldo) {
+    for (int64_t i = 0; i < m; ++i) {
+      const float* ci = c + i * ldc;
+      float* oi = out + i * ldo;
+      for (int64_t j = 0; j < n; ++j) oi[j] += alpha * ci[j];
+    }
+  }
+
+  const Geometry* gp_;
+  F32 f_;
+  const AttentionBf16Operands* b16_ = nullptr;
+  Unit unit_ = Unit::none;
+  std::shared_ptr<Buffer> buffer_;
+  int64_t h16_ = 0, h32_ = 0, s16_ = 0, s32_ = 0, t32_ = 0;  // padded sizes
+  // Paired bf16 operands: keys and values by head dimension (per (b, kh):
+  // h32 / 2 pairs of s16 columns), by key (s32 / 2 pairs of h16 columns),
+  // and queries and the output's cotangent by query row (per (b, n): t32 / 2
+  // pairs of h16 columns).
+  uint16_t *k_by_h_ = nullptr, *v_by_h_ = nullptr, *k_by_s_ = nullptr, *v_by_s_ = nullptr;
+  uint16_t *q_by_t_ = nullptr, *dout_by_t_ = nullptr;
+};
+
 // The forward of one (example b, query head n, query block); x holds
 // block x kKeyBlock logits, rows ldx apart.
-void forward_block(const Geometry& g, int64_t b, int64_t n, int64_t qb, const float* q, const float* kt, const float* v,
-                   float* out, float* lse, float* x, int64_t ldx) {
+void forward_block(const Geometry& g, const Products& pr, int64_t b, int64_t n, int64_t qb, const float* v, float* out,
+                   float* lse, float* x, int64_t ldx, float* scratch) {
   const int64_t S = g.sh.kv_len, H = g.sh.head_dim, kh = n / g.group;
   const int64_t t0 = qb * g.block, t1 = std::min(g.sh.q_len, t0 + g.block);
   const int64_t t_end = std::max(t0, std::min(t1, g.rows_of(b)));
@@ -261,8 +433,6 @@ void forward_block(const Geometry& g, int64_t b, int64_t n, int64_t qb, const fl
   const int64_t rows = t_end - t0;
   if (rows == 0) return;
   const int64_t sv = g.visible(b, n, t0, t_end), skipped = S - sv;
-  const float* q0 = q + g.q_offset(b, t0, n);
-  const float* kt0 = kt + (b * g.sh.kv_heads + kh) * H * g.ldt;
   const float* v0 = v + g.kv_offset(b, 0, kh);
   float* o0 = out + g.q_offset(b, t0, n);
   // Per row: the running maximum of its logits and sum of their weights.
@@ -271,7 +441,7 @@ void forward_block(const Geometry& g, int64_t b, int64_t n, int64_t qb, const fl
   std::fill(sums, sums + rows, 0.0f);
   for (int64_t s0 = 0; s0 < sv; s0 += kKeyBlock) {
     const int64_t w = std::min(kKeyBlock, sv - s0);
-    ad::gemm(rows, w, H, 1.0f, q0, g.q_row, 1, kt0 + s0, g.ldt, x, ldx, false);
+    pr.scores(b, n, t0, rows, s0, w, x, ldx, scratch);
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t t = t0 + i;
       float* xi = x + i * ldx;
@@ -290,7 +460,7 @@ void forward_block(const Geometry& g, int64_t b, int64_t n, int64_t qb, const fl
       maxes[i] = m;
       sums[i] += ad::exp_row(xi, w, m);
     }
-    ad::gemm(rows, H, w, 1.0f, x, ldx, 1, v0 + s0 * g.kv_row, g.kv_row, o0, g.q_row, true);
+    pr.add_times_rows(false, b, n, rows, s0, w, 1.0f, x, ldx, o0, g.q_row, scratch);
   }
   for (int64_t i = 0; i < rows; ++i) {
     float* oi = o0 + i * g.q_row;
@@ -323,8 +493,8 @@ void add_dbias_row(float* dst, int64_t stride, const float* ds, int64_t n) {
 }
 
 struct BackwardArgs {
-  const float *q, *k, *kt, *vt, *lse;
-  const float *dout, *delta;     // delta: [B, N, T] rowsum(dO * O) - dlse per row
+  const float* lse;
+  const float* delta;            // [B, N, T]: rowsum(dO * O) - dlse per row
   const float *shift, *inv_sum;  // [B, N, T]: a fully masked row's maximum and 1 / sum
   float *dk, *dv, *dbias;
   std::array<int64_t, 4> dbias_strides;
@@ -374,15 +544,13 @@ void row_terms(const KernelContext& ctx, const Geometry& g, const float* q, cons
 // The backward of one (example b, kv head kh, key chunk c): every query
 // head of the group and every query block against keys [c0, c1), in blocks
 // of kKeyBlock keys.
-void backward_task(const Geometry& g, const BackwardArgs& a, int64_t b, int64_t kh, int64_t c, float* p, float* ds,
-                   int64_t ldw) {
+void backward_task(const Geometry& g, const Products& pr, const BackwardArgs& a, int64_t b, int64_t kh, int64_t c,
+                   float* p, float* ds, int64_t ldw, float* scratch) {
   const int64_t S = g.sh.kv_len, H = g.sh.head_dim;
   const int64_t c0 = c * a.chunk, c1 = std::min(S, c0 + a.chunk);
   const int64_t q_rows = g.rows_of(b);
   const auto& dbs = a.dbias_strides;
   float* dq = a.dq_chunks[c];
-  const float* kt = a.kt + (b * g.sh.kv_heads + kh) * H * g.ldt;
-  const float* vt = a.vt + (b * g.sh.kv_heads + kh) * H * g.ldt;
   for (int64_t s0 = c0; s0 < c1; s0 += kKeyBlock) {
     const int64_t s1 = std::min(c1, s0 + kKeyBlock);
     float* dk0 = a.dk + g.kv_offset(b, s0, kh);
@@ -392,11 +560,10 @@ void backward_task(const Geometry& g, const BackwardArgs& a, int64_t b, int64_t 
         const int64_t rows = std::min(g.block, q_rows - t0);
         const int64_t sv = g.visible(b, n, t0, t0 + rows);
         const int64_t w = std::max<int64_t>(0, std::min(s1, sv) - s0);
-        const float* q0 = a.q + g.q_offset(b, t0, n);
-        const float* do0 = a.dout + g.q_offset(b, t0, n);
+        const float* do0 = pr.f32().dout + g.q_offset(b, t0, n);
         if (w > 0) {
-          ad::gemm(rows, w, H, 1.0f, q0, g.q_row, 1, kt + s0, g.ldt, p, ldw, false);
-          ad::gemm(rows, w, H, 1.0f, do0, g.q_row, 1, vt + s0, g.ldt, ds, ldw, false);
+          pr.scores(b, n, t0, rows, s0, w, p, ldw, scratch);
+          pr.dprobs(b, n, t0, rows, s0, w, ds, ldw, scratch);
         }
         for (int64_t i = 0; i < rows; ++i) {
           const int64_t t = t0 + i, r = g.lse_offset(b, n, t);
@@ -426,10 +593,9 @@ void backward_task(const Geometry& g, const BackwardArgs& a, int64_t b, int64_t 
           if (a.dbias) add_dbias_row(a.dbias + b * dbs[0] + n * dbs[1] + t * dbs[2] + s0 * dbs[3], dbs[3], dsi, w);
         }
         if (w == 0) continue;
-        ad::gemm(w, H, rows, 1.0f, p, 1, ldw, do0, g.q_row, dv0, g.kv_row, true);
-        ad::gemm(w, H, rows, g.sh.scale, ds, 1, ldw, q0, g.q_row, dk0, g.kv_row, true);
-        ad::gemm(rows, H, w, g.sh.scale, ds, ldw, 1, a.k + g.kv_offset(b, s0, kh), g.kv_row, dq + g.q_offset(b, t0, n),
-                 g.q_row, true);
+        pr.add_transposed_times(false, b, n, t0, rows, w, 1.0f, p, ldw, dv0, scratch);
+        pr.add_transposed_times(true, b, n, t0, rows, w, g.sh.scale, ds, ldw, dk0, scratch);
+        pr.add_times_rows(true, b, n, rows, s0, w, g.sh.scale, ds, ldw, dq + g.q_offset(b, t0, n), g.q_row, scratch);
       }
     }
   }
@@ -438,19 +604,28 @@ void backward_task(const Geometry& g, const BackwardArgs& a, int64_t b, int64_t 
 }  // namespace
 
 void attention_forward_f32(const KernelContext& ctx, const AttentionShape& shape, const AttentionExtras& extras,
-                           const float* q, const float* k, const float* v, float* out, float* lse) {
+                           const float* q, const float* k, const float* v, float* out, float* lse,
+                           const AttentionBf16Operands* bf16) {
   const Geometry g(shape, extras);
   const int64_t B = shape.batch, N = shape.q_heads, S = shape.kv_len, H = shape.head_dim;
-  std::shared_ptr<Buffer> kt_buffer = ctx.allocate_scratch(size_t(B * shape.kv_heads * H * g.ldt) * sizeof(float));
-  float* kt = static_cast<float*>(kt_buffer->data());
-  transpose_keys(g, k, kt);
-  const int64_t ldx = row_stride(std::min(S, kKeyBlock));
-  const ThreadScratch scratch(ctx, g.block * ldx);
+  Products pr(g, {q, k, nullptr, v, nullptr, nullptr}, bf16);
+  std::shared_ptr<Buffer> kt_buffer;
+  if (!pr.bf16()) {
+    kt_buffer = ctx.allocate_scratch(size_t(B * shape.kv_heads * H * g.ldt) * sizeof(float));
+    float* kt = static_cast<float*>(kt_buffer->data());
+    transpose_keys(g, k, kt);
+    pr = Products(g, {q, k, kt, v, nullptr, nullptr}, nullptr);
+  }
+  const int64_t products_scratch = pr.prepare(ctx, false);
+  // Logits of a block: its rows rounded up to 16 (the bf16 products write
+  // whole tiles) by up to kKeyBlock keys.
+  const int64_t ldx = row_stride(std::min(S, kKeyBlock)), x_size = round_up(g.block, kAlign) * ldx;
+  const ThreadScratch scratch(ctx, x_size + products_scratch);
   parallel_for(B * N * g.blocks, 1, [&](int64_t begin, int64_t end) {
     float* x = scratch.mine();
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bn = task / g.blocks, qb = serpentine(task % g.blocks, g.blocks);
-      forward_block(g, bn / N, bn % N, qb, q, kt, v, out, lse, x, ldx);
+      forward_block(g, pr, bn / N, bn % N, qb, v, out, lse, x, ldx, x + x_size);
     }
   });
 }
@@ -458,7 +633,7 @@ void attention_forward_f32(const KernelContext& ctx, const AttentionShape& shape
 void attention_backward_f32(const KernelContext& ctx, const AttentionShape& shape, const AttentionExtras& extras,
                             const float* q, const float* k, const float* v, const float* out, const float* lse,
                             const float* dout, const float* dlse, float* dq, float* dk, float* dv, float* dbias,
-                            const std::array<int64_t, 4>& dbias_strides) {
+                            const std::array<int64_t, 4>& dbias_strides, const AttentionBf16Operands* bf16) {
   const Geometry g(shape, extras);
   const int64_t B = shape.batch, K = shape.kv_heads, S = shape.kv_len, H = shape.head_dim;
   const int64_t q_numel = B * shape.q_len * shape.q_heads * H, kv_numel = B * S * K * H;
@@ -477,11 +652,16 @@ void attention_backward_f32(const KernelContext& ctx, const AttentionShape& shap
   const int64_t chunk = round_up(ceil_div(S, chunks), kAlign);
   chunks = ceil_div(S, chunk);
 
-  std::shared_ptr<Buffer> kv_buffer = ctx.allocate_scratch(size_t(2 * B * K * H * g.ldt) * sizeof(float));
+  // kt for the rows with every key masked (row_terms); vt for f32 products.
+  Products pr(g, {}, bf16);
+  std::shared_ptr<Buffer> kv_buffer =
+      ctx.allocate_scratch(size_t((pr.bf16() ? 1 : 2) * B * K * H * g.ldt) * sizeof(float));
   float* kt = static_cast<float*>(kv_buffer->data());
-  float* vt = kt + B * K * H * g.ldt;
+  float* vt = pr.bf16() ? nullptr : kt + B * K * H * g.ldt;
   transpose_keys(g, k, kt);
-  transpose_keys(g, v, vt);
+  if (vt) transpose_keys(g, v, vt);
+  pr = Products(g, {q, k, kt, v, vt, dout}, bf16);
+  const int64_t products_scratch = pr.prepare(ctx, true);
   std::shared_ptr<Buffer> dq_buffer;
   std::vector<float*> dq_chunks{dq};
   if (chunks > 1) {
@@ -496,21 +676,22 @@ void attention_backward_f32(const KernelContext& ctx, const AttentionShape& shap
   float* shift = delta + rows;
   float* inv_sum = shift + rows;
   row_terms(ctx, g, q, kt, out, lse, dout, dlse, delta, shift, inv_sum);
-  const BackwardArgs args{
-      q, k, kt, vt, lse, dout, delta, shift, inv_sum, dk, dv, dbias, dbias_strides, dq_chunks.data(), chunk};
+  const BackwardArgs args{lse, delta, shift, inv_sum, dk, dv, dbias, dbias_strides, dq_chunks.data(), chunk};
 
   const int64_t ldw = row_stride(std::min(chunk, kKeyBlock));
-  const ThreadScratch scratch(ctx, 2 * g.block * ldw);
+  const int64_t p_size = round_up(g.block, kAlign) * ldw;  // as the forward's x
+  const ThreadScratch scratch(ctx, 2 * p_size + products_scratch);
   const int64_t nc = par_c ? chunks : 1;
   parallel_for(nb * nk * nc, 1, [&](int64_t begin, int64_t end) {
     float* p = scratch.mine();
-    float* ds = p + g.block * ldw;
+    float* ds = p + p_size;
+    float* products = ds + p_size;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t ic = serpentine(task % nc, nc), ik = task / nc % nk, ib = task / (nc * nk);
       for (int64_t b = par_b ? ib : 0; b < (par_b ? ib + 1 : B); ++b)
         for (int64_t kh = par_k ? ik : 0; kh < (par_k ? ik + 1 : K); ++kh)
           for (int64_t c = par_c ? ic : 0; c < (par_c ? ic + 1 : chunks); ++c)
-            backward_task(g, args, b, kh, c, p, ds, ldw);
+            backward_task(g, pr, args, b, kh, c, p, ds, ldw, products);
     }
   });
 

@@ -53,9 +53,20 @@ struct AttentionExtras {
   const int32_t* kv_lengths = nullptr;    // [B] valid keys per example
 };
 
+// The bf16 values of operands that came in bf16 (bf16 bits; null where not
+// given). Where q is given, H is even and the CPU has AVX512_BF16 products,
+// the kernels multiply these (k and v for both passes, q and dout for the
+// backward) with f32 sums, and round the probabilities and the logits'
+// gradients to bf16 per block before their products; the f32 copies are
+// still read by the softmax and the rare rows with every key masked.
+struct AttentionBf16Operands {
+  const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;
+};
+
 // out and lse from q, k, v (all f32). Scratch memory comes from ctx.
 void attention_forward_f32(const KernelContext& ctx, const AttentionShape& shape, const AttentionExtras& extras,
-                           const float* q, const float* k, const float* v, float* out, float* lse);
+                           const float* q, const float* k, const float* v, float* out, float* lse,
+                           const AttentionBf16Operands* bf16 = nullptr);
 
 // The gradients of a loss through the forward above: dq, dk, dv (and dbias
 // when dbias is not null: the logits' gradient summed over the dimensions the
@@ -68,6 +79,6 @@ void attention_forward_f32(const KernelContext& ctx, const AttentionShape& shape
 void attention_backward_f32(const KernelContext& ctx, const AttentionShape& shape, const AttentionExtras& extras,
                             const float* q, const float* k, const float* v, const float* out, const float* lse,
                             const float* dout, const float* dlse, float* dq, float* dk, float* dv, float* dbias,
-                            const std::array<int64_t, 4>& dbias_strides);
+                            const std::array<int64_t, 4>& dbias_strides, const AttentionBf16Operands* bf16 = nullptr);
 
 }  // namespace pax::cpu

@@ -19,7 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "pax/backend/cpu/attention_bf16.h"
 #include "pax/backend/kernel.h"
+#include "pax/core/dtype.h"
 
 namespace pax::cpu {
 namespace {
@@ -205,18 +207,46 @@ void expect_close(const std::string& what, const std::vector<float>& got, const 
 }
 
 constexpr double kTol = 1e-5;
+// With bf16 products the probabilities and the logits' gradients are
+// rounded to bf16 (8 bits) before their products; the logits (products of
+// bf16 values, summed in f32) keep f32's accuracy.
+constexpr double kBf16Tol = 1.5e-2;
+
+using attention_bf16::Unit;
+
+// Rounds x to bf16 in place; returns the bf16 bits.
+std::vector<uint16_t> round_to_bf16(std::vector<float>& x) {
+  std::vector<uint16_t> bits(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    bits[i] = float_to_bf16(x[i]);
+    x[i] = bf16_to_float(bits[i]);
+  }
+  return bits;
+}
 
 // Runs the forward and the backward of a case and checks them against the
-// reference.
-void check(const Case& c) {
+// reference: in f32, or (unit != none) with bf16 operands multiplied on that
+// unit.
+void check(const Case& c, Unit unit = Unit::none) {
   SCOPED_TRACE(::testing::Message() << "B=" << c.B << " T=" << c.T << " S=" << c.S << " N=" << c.N << " K=" << c.K
-                                    << " H=" << c.H << " causal=" << c.causal << " threads=" << omp_get_max_threads());
-  const Problem p(c);
+                                    << " H=" << c.H << " causal=" << c.causal << " threads=" << omp_get_max_threads()
+                                    << " bf16 unit=" << int(unit));
+  Problem p(c);
+  AttentionBf16Operands bf16;
+  std::vector<uint16_t> q16, k16, v16, dout16;
+  if (unit != Unit::none) {
+    q16 = round_to_bf16(p.q);
+    k16 = round_to_bf16(p.k);
+    v16 = round_to_bf16(p.v);
+    dout16 = round_to_bf16(p.dout);
+    bf16 = {q16.data(), k16.data(), v16.data(), dout16.data()};
+  }
+  const double tol = unit == Unit::none ? kTol : kBf16Tol;
   const Reference r = reference(p, true);
   const KernelContext& ctx = host_kernel_context();
   std::vector<float> out(r.out.size(), NAN), lse(r.lse.size(), NAN);
-  attention_forward_f32(ctx, p.shape, p.extras, p.q.data(), p.k.data(), p.v.data(), out.data(), lse.data());
-  expect_close("out", out, r.out, kTol);
+  attention_forward_f32(ctx, p.shape, p.extras, p.q.data(), p.k.data(), p.v.data(), out.data(), lse.data(), &bf16);
+  expect_close("out", out, r.out, tol);
   expect_close("lse", lse, r.lse, kTol);
 
   std::vector<float> dq(r.dq.size(), NAN), dk(r.dk.size(), NAN), dv(r.dv.size(), NAN);
@@ -225,12 +255,23 @@ void check(const Case& c) {
                                                                  : std::array<int64_t, 4>{};
   attention_backward_f32(ctx, p.shape, p.extras, p.q.data(), p.k.data(), p.v.data(), out.data(), lse.data(),
                          p.dout.data(), nullptr, dq.data(), dk.data(), dv.data(),
-                         dbias.empty() ? nullptr : dbias.data(), dbias_strides);
-  expect_close("dq", dq, r.dq, kTol);
-  expect_close("dk", dk, r.dk, kTol);
-  expect_close("dv", dv, r.dv, kTol);
-  if (!dbias.empty()) expect_close("dbias", dbias, r.dbias, kTol);
+                         dbias.empty() ? nullptr : dbias.data(), dbias_strides, &bf16);
+  expect_close("dq", dq, r.dq, tol);
+  expect_close("dk", dk, r.dk, tol);
+  expect_close("dv", dv, r.dv, tol);
+  if (!dbias.empty()) expect_close("dbias", dbias, r.dbias, tol);
 }
+
+// Runs the attention kernels' bf16 products on one unit, restoring the
+// unit chosen before.
+class ScopedUnit {
+ public:
+  explicit ScopedUnit(Unit unit) : saved_(attention_bf16::unit()) { attention_bf16::override_unit(unit); }
+  ~ScopedUnit() { attention_bf16::override_unit(saved_); }
+
+ private:
+  Unit saved_;
+};
 
 // OpenMP's thread count for the kernels, restored afterwards.
 class ScopedThreads {
@@ -455,6 +496,53 @@ TEST(CpuAttention, PaddingQueriesAreZero) {
     EXPECT_EQ(lse[size_t(t)], 0.0f) << t;
     for (int64_t h = 0; h < 3; ++h) EXPECT_EQ(out[size_t(p.qi(0, t, 0, h))], 0.0f) << t;
   }
+}
+
+// bf16 operands through each bf16 unit this CPU has (AMX tiles, AVX512_BF16
+// dot products): sizes that are not multiples of the tiles (16 x 16 by a
+// depth of 32) in any dimension, an odd head depth, grouped heads, causal
+// blocks, masks with fully masked rows and skipped tails, bias, lengths,
+// and threads that split the backward's keys.
+TEST(CpuAttention, Bf16ProductsOnEveryUnit) {
+  int units = 0;
+  for (Unit unit : {Unit::amx, Unit::avx512_bf16}) {
+    if (!attention_bf16::has(unit)) continue;
+    ++units;
+    const ScopedUnit scoped(unit);
+    check({.B = 2, .T = 5, .S = 7, .N = 2, .K = 2, .H = 3}, unit);
+    check({.B = 1, .T = 70, .S = 301, .N = 4, .K = 2, .H = 19, .scale = 0.3f, .seed = 2}, unit);
+    check({.B = 2, .T = 64, .S = 64, .N = 2, .K = 1, .H = 64, .scale = 0.125f, .seed = 7}, unit);
+    check({.B = 1, .T = 130, .S = 130, .N = 2, .K = 1, .H = 40, .causal = true, .seed = 20}, unit);
+    check({.B = 2, .T = 7, .S = 11, .N = 4, .K = 2, .H = 5, .bias_shape = {2, 4, 7, 11}, .seed = 32}, unit);
+    check({.B = 1,
+           .T = 100,
+           .S = 100,
+           .N = 2,
+           .K = 1,
+           .H = 8,
+           .causal = true,
+           .mask_shape = {1, 1, 100, 100},
+           .masked_rows = {0, 3, 70},
+           .seed = 43},
+          unit);
+    check({.B = 3,
+           .T = 66,
+           .S = 200,
+           .N = 2,
+           .K = 1,
+           .H = 7,
+           .mask_shape = {3, 1, 1, 200},
+           .mask_keep = 1.0,
+           .mask_keys = {200, 130, 0},
+           .seed = 48},
+          unit);
+    check(
+        {.B = 3, .T = 8, .S = 12, .N = 2, .K = 1, .H = 5, .q_lengths = {8, 3, 0}, .kv_lengths = {12, 5, 4}, .seed = 50},
+        unit);
+    const ScopedThreads threads(3);
+    check({.B = 1, .T = 70, .S = 520, .N = 2, .K = 1, .H = 20, .causal = true, .seed = 70}, unit);
+  }
+  if (units == 0) GTEST_SKIP() << "this CPU has no bf16 products (AMX-BF16 or AVX512_BF16)";
 }
 
 // The backward against central differences of the forward's

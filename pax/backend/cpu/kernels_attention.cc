@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -80,6 +81,19 @@ AttentionExtras extras_of(std::span<const TensorView> in, const AttentionParams&
   if (a.q_lengths >= 0) e.q_lengths = in[size_t(a.q_lengths)].as<const int32_t>();
   if (a.kv_lengths >= 0) e.kv_lengths = in[size_t(a.kv_lengths)].as<const int32_t>();
   return e;
+}
+
+// The bf16 bits of the operands at `indices` (q, k, v[, dout]) when they are
+// all bf16: the kernels' native bf16 products read them.
+AttentionBf16Operands bf16_operands(std::span<const TensorView> in, std::initializer_list<size_t> indices) {
+  AttentionBf16Operands b;
+  const uint16_t** slots[] = {&b.q, &b.k, &b.v, &b.dout};
+  size_t slot = 0;
+  for (size_t i : indices) {
+    if (in[i].dtype != DType::bf16) return {};
+    *slots[slot++] = in[i].as<const uint16_t>();
+  }
+  return b;
 }
 
 // ---- f64: one query row at a time, in f64 throughout.
@@ -229,8 +243,9 @@ void attention_kernel(const KernelContext& ctx, const Params& p, std::span<const
   Scratch scratch{KernelTemporaries(ctx), {}};
   const AttentionShape shape = shape_of(in[0], in[1], a);
   const AttentionExtras extras = extras_of(in, a, scratch);
+  const AttentionBf16Operands bf16 = bf16_operands(in, {0, 1, 2});
   attention_forward_f32(ctx, shape, extras, scratch.f32(in[0]), scratch.f32(in[1]), scratch.f32(in[2]),
-                        scratch.f32_output(out[0]), out[1].as<float>());
+                        scratch.f32_output(out[0]), out[1].as<float>(), &bf16);
   scratch.finish();
 }
 
@@ -241,6 +256,7 @@ void attention_bwd_kernel(const KernelContext& ctx, const Params& p, std::span<c
   Scratch scratch{KernelTemporaries(ctx), {}};
   const AttentionShape shape = shape_of(in[0], in[1], a);
   const AttentionExtras extras = extras_of(in, a, scratch);
+  const AttentionBf16Operands bf16 = bf16_operands(in, {0, 1, 2, 5});
   float* dbias = nullptr;
   std::array<int64_t, 4> dbias_strides{};
   if (a.bias >= 0) {
@@ -251,7 +267,7 @@ void attention_bwd_kernel(const KernelContext& ctx, const Params& p, std::span<c
   attention_backward_f32(ctx, shape, extras, scratch.f32(in[0]), scratch.f32(in[1]), scratch.f32(in[2]),
                          scratch.f32(in[3]), in[4].as<const float>(), scratch.f32(in[5]), in[6].as<const float>(),
                          scratch.f32_output(out[0]), scratch.f32_output(out[1]), scratch.f32_output(out[2]), dbias,
-                         dbias_strides);
+                         dbias_strides, &bf16);
   scratch.finish();
 }
 
