@@ -251,49 +251,57 @@ void DotProductAttention::check_mask(const Array& mask, int64_t batch, int64_t t
             batch, " or 1, ", hp.num_heads, " or 1, ", time, " or 1, ", source, ") array");
 }
 
+// The mean entropy (nats) of attention distributions p (B, N, T, S): 0
+// where each query attends to one key, log S where uniform over S keys.
+Array DotProductAttention::mean_entropy(const Array& probs) const {
+  const Array p = stop_gradient(probs).astype(DType::f32);
+  const Array plogp = where(p > 0.0, p * log(maximum(p, 1e-30)), zeros_like(p));
+  return across_heads(-mean(sum(plogp, -1)));
+}
+
+// Under tp each process has its heads: the mean over all of them.
+Array DotProductAttention::across_heads(const Array& mean_of_mine) const {
+  const TensorParallelOptions& tp = tensor_parallel();
+  return tp.enabled() ? lax::pmean(mean_of_mine, tp.axis) : mean_of_mine;
+}
+
 // The mean entropy of the attention distributions without their [T, S]
 // matrix: per row, H = lse - E_p[x], and E_p[x] = scale q . E_p[k] is the
 // attention of the same queries over the keys as values. A row with every
 // key masked is uniform: log S. Cut from differentiation, as a summary.
-Array DotProductAttention::attention_entropy(const Array& q, const Array& k, const lax::AttentionOptions& o) const {
+// With a logit cap E_p[x] is no such attention, and the summary comes from
+// the probabilities.
+Array DotProductAttention::attention_entropy(const Array& q, const Array& k, const lax::AttentionOptions& o,
+                                             const Array& atten_mask) const {
   const Array qs = stop_gradient(q).astype(DType::f32), ks = stop_gradient(k).astype(DType::f32);
+  if (o.logit_cap > 0) return mean_entropy(probabilities(qs, ks, atten_mask, DType::f32));
   const auto [mean_key, lse] = lax::dot_product_attention(qs, ks, ks, o);               // (B, T, N, H), (B, N, T)
   const Array expected = sum(qs * mean_key, -1) * (1.0 / std::sqrt(double(q.dim(3))));  // (B, T, N)
   const Array row_lse = lax::transpose(lse, {0, 2, 1});                                 // (B, T, N)
   const double uniform = std::log(double(k.dim(1)));
   const Array fully_masked = row_lse < 0.5 * large_negative_number(DType::f32);
-  Array entropy = mean(where(fully_masked, full({}, uniform, DType::f32), row_lse - expected));
-  // Under tp each process has its heads: the mean over all of them.
-  if (const TensorParallelOptions& tp = tensor_parallel(); tp.enabled()) entropy = lax::pmean(entropy, tp.axis);
-  return entropy;
+  return across_heads(mean(where(fully_masked, full({}, uniform, DType::f32), row_lse - expected)));
 }
 
-Array DotProductAttention::dot_atten(const Array& q, const Array& k, const Array& v, const Array& atten_mask) const {
+// Mask selection as praxis: a predicate of attended keys (undefined: all),
+// this process's heads of a per-head mask under tp.
+Array DotProductAttention::allowed_keys(const Array& atten_mask) const {
+  if (!atten_mask.defined()) return Array();
+  const TensorParallelOptions& tp = tensor_parallel();
+  Array mask = atten_mask;
+  if (tp.enabled() && mask.dim(1) == hparams<HParams>().num_heads) mask = part_of(mask, 1, tp);
+  // Half the large negative number of the mask's dtype, or of f32 for an
+  // f64 mask, which may hold the f32 value of the mask helpers.
+  const DType md = mask.dtype() == DType::f64 ? DType::f32 : mask.dtype();
+  return mask >= large_negative_number(md) * 0.5;
+}
+
+// softmax(cap(q k^T / sqrt(H)) + mask) (B, N, T, S) in `dtype`.
+Array DotProductAttention::probabilities(const Array& q, const Array& k, const Array& atten_mask, DType dtype) const {
   const auto& hp = hparams<HParams>();
   const int64_t batch = q.dim(0), time = q.dim(1), heads = q.dim(2), source = k.dim(1);
   const int64_t kv_heads = k.dim(2), group = heads / kv_heads, h = q.dim(3);
   const DType ld = logits_dtype(q.dtype());
-  // Mask selection as below, as a predicate of attended keys.
-  auto allowed_keys = [&]() -> Array {
-    if (!atten_mask.defined()) return Array();
-    // A mask per head, of every head: this process's heads under tp.
-    const TensorParallelOptions& tp = tensor_parallel();
-    Array mask = atten_mask;
-    if (tp.enabled() && mask.dim(1) == hp.num_heads) mask = part_of(mask, 1, tp);
-    // Half the large negative number of the mask's dtype, or of f32 for an
-    // f64 mask, which may hold the f32 value of the mask helpers.
-    const DType md = mask.dtype() == DType::f64 ? DType::f32 : mask.dtype();
-    return mask >= large_negative_number(md) * 0.5;
-  };
-  // One primitive (no [T, S] matrix kept for the backward) where nothing
-  // needs the probabilities themselves: no logit cap, no dropout on them,
-  // and logits in f32 (praxis's masked logit is then the kernels' own).
-  if (hp.atten_logit_cap == 0 && hp.atten_dropout_prob == 0 && ld == DType::f32) {
-    lax::AttentionOptions o;
-    o.mask = allowed_keys();
-    if (summaries_enabled()) add_summary("attention_entropy", attention_entropy(q, k, o));
-    return lax::dot_product_attention(q, k, v.astype(q.dtype()), o).first;  // (B, T, N, H)
-  }
   Array scaled = q * (1.0 / std::sqrt(double(h)));  // (B, T, N, H)
   Array logits;                                     // (B, N, T, S)
   if (group == 1) {
@@ -308,18 +316,27 @@ Array DotProductAttention::dot_atten(const Array& q, const Array& k, const Array
   // backward needs only the predicate, not the logits.
   if (hp.atten_logit_cap > 0) logits = tanh(logits / hp.atten_logit_cap) * hp.atten_logit_cap;
   logits = logits.astype(ld);
-  if (atten_mask.defined()) logits = where(allowed_keys(), logits, full({}, large_negative_number(ld), ld));
-  Array probs = attention_probs(logits, v.dtype());  // (B, N, T, S)
-  if (summaries_enabled()) {
-    // Mean entropy of the attention distributions, in nats (0: each query
-    // attends to one key; log S: uniform over S keys).
-    const Array p = stop_gradient(probs).astype(DType::f32);
-    const Array plogp = where(p > 0.0, p * log(maximum(p, 1e-30)), zeros_like(p));
-    Array entropy = -mean(sum(plogp, -1));
-    // Under tp each process has its heads: the mean over all of them.
-    if (const TensorParallelOptions& tp = tensor_parallel(); tp.enabled()) entropy = lax::pmean(entropy, tp.axis);
-    add_summary("attention_entropy", entropy);
+  if (atten_mask.defined()) logits = where(allowed_keys(atten_mask), logits, full({}, large_negative_number(ld), ld));
+  return attention_probs(logits, dtype);
+}
+
+Array DotProductAttention::dot_atten(const Array& q, const Array& k, const Array& v, const Array& atten_mask) const {
+  const auto& hp = hparams<HParams>();
+  const int64_t batch = q.dim(0), time = q.dim(1), heads = q.dim(2), source = k.dim(1);
+  const int64_t kv_heads = k.dim(2), group = heads / kv_heads, h = q.dim(3);
+  // One primitive (no [T, S] matrix kept for the backward) where nothing
+  // needs the probabilities themselves: no dropout on them, and logits in f32
+  // (praxis's masked logit is then the kernels' own; its logit cap is the
+  // primitive's, computed in f32).
+  if (hp.atten_dropout_prob == 0 && logits_dtype(q.dtype()) == DType::f32) {
+    lax::AttentionOptions o;
+    o.mask = allowed_keys(atten_mask);
+    o.logit_cap = hp.atten_logit_cap;
+    if (summaries_enabled()) add_summary("attention_entropy", attention_entropy(q, k, o, atten_mask));
+    return lax::dot_product_attention(q, k, v.astype(q.dtype()), o).first;  // (B, T, N, H)
   }
+  Array probs = probabilities(q, k, atten_mask, v.dtype());  // (B, N, T, S)
+  if (summaries_enabled()) add_summary("attention_entropy", mean_entropy(probs));
   probs = atten_dropout_->fprop_split(probs);  // this process's heads under tp
   if (group == 1) return einsum("BNTS,BSNH->BTNH", probs, v);
   Array grouped = reshape(probs, {batch, kv_heads, group, time, source});  // (B, K, G, T, S)

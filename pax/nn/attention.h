@@ -166,7 +166,15 @@ class DotProductAttention : public Layer {
  private:
   // q (B, T, N, H), k / v (B, S, K, H), mask (.., .., T or 1, S) -> (B, T, N, H).
   Array dot_atten(const Array& q, const Array& k, const Array& v, const Array& atten_mask) const;
-  Array attention_entropy(const Array& q, const Array& k, const pax::lax::AttentionOptions& o) const;
+  // softmax(cap(q k^T / sqrt(H)) + mask) (B, N, T, S) in `dtype`.
+  Array probabilities(const Array& q, const Array& k, const Array& atten_mask, DType dtype) const;
+  // The bool predicate of attended keys of a float mask (undefined: all).
+  Array allowed_keys(const Array& atten_mask) const;
+  // The attention_entropy summary from the primitive's options, or from probs.
+  Array attention_entropy(const Array& q, const Array& k, const pax::lax::AttentionOptions& o,
+                          const Array& atten_mask) const;
+  Array mean_entropy(const Array& probs) const;
+  Array across_heads(const Array& mean_of_mine) const;
   // Throws for decoding under tensor parallelism (the caches hold every head).
   void check_not_split(const char* what) const;
   void check_mask(const Array& mask, int64_t batch, int64_t time, int64_t source, const char* what) const;

@@ -192,24 +192,41 @@ TEST(DotProductAttention, EntropySummary) {
 // the logits it runs the composite over the [T, S] probabilities. Both give
 // the same output and entropy, a fully padded example (every key masked:
 // uniform rows, entropy log S) and grouped heads included.
+// f32 runs the primitive; f64 (logits in f64) the probabilities. With and
+// without a logit cap (which bends these logits: scale 3 weights).
 TEST(DotProductAttention, PrimitivePathEqualsTheProbabilitiesPath) {
-  auto hp = f64_hparams(8, 4, 4, 2);
-  hp.dtype = hp.fprop_dtype = DType::f32;
-  auto fused = build<DotProductAttention>(hp);
-  hp.atten_logit_cap = 1e9;
-  auto composite = build<DotProductAttention>(hp);
-  const Tree vars = randomize(init(*fused, random::key(0)), 31);
-  const Array x = testing::random_array({3, 5, 8}, DType::f32, 7);
-  // Example 2 is all padding.
-  const Array paddings = array(std::vector<float>{0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1}, Shape{3, 5});
-  const Array mask = combine_masks(padding_mask(paddings), causal_mask(5));
-  auto run = [&](const DotProductAttention& layer) {
-    return apply_with(layer, vars, [&](const DotProductAttention& l) { return l.fprop(x, mask); }, {});
-  };
-  const auto a = run(*fused), b = run(*composite);
-  EXPECT_TRUE(all_close(a.output, b.output, 1e-5, 1e-5));
-  EXPECT_NEAR(a.summaries["attention_entropy"].leaf().item<double>(),
-              b.summaries["attention_entropy"].leaf().item<double>(), 1e-5);
+  for (double cap : {0.0, 0.5}) {
+    SCOPED_TRACE(cap);
+    auto hp = f64_hparams(8, 4, 4, 2);
+    hp.atten_logit_cap = cap;
+    auto composite = build<DotProductAttention>(hp);
+    hp.dtype = hp.fprop_dtype = DType::f32;
+    auto fused = build<DotProductAttention>(hp);
+    const Tree vars = randomize(init(*fused, random::key(0)), 31, 3.0);
+    const Tree vars64 = tree_map([](const Array& v) { return v.astype(DType::f64); }, vars);
+    const Array x = testing::random_array({3, 5, 8}, DType::f32, 7);
+    // Example 2 is all padding.
+    const Array paddings = array(std::vector<float>{0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1}, Shape{3, 5});
+    const Array mask = combine_masks(padding_mask(paddings), causal_mask(5));
+    auto run = [&](const DotProductAttention& layer, const Tree& v, const Array& in) {
+      return apply_with(layer, v, [&](const DotProductAttention& l) { return l.fprop(in, mask); }, {});
+    };
+    const auto a = run(*fused, vars, x), b = run(*composite, vars64, x.astype(DType::f64));
+    EXPECT_TRUE(all_close(a.output.astype(DType::f64), b.output, 1e-4, 1e-4));
+    EXPECT_NEAR(a.summaries["attention_entropy"].leaf().item<double>(),
+                b.summaries["attention_entropy"].leaf().item<double>(), 1e-5);
+    // The gradients of the primitive's backward against the probabilities'.
+    auto loss = [&](const DotProductAttention& layer, const Array& in) {
+      return [&layer, in, &mask](const Tree& v) {
+        return sum(square(apply(layer, v, in, mask).output.astype(DType::f64)));
+      };
+    };
+    const Tree ga = grad(loss(*fused, x))(vars), gb = grad(loss(*composite, x.astype(DType::f64)))(vars64);
+    for (const std::string& path : {"params/query/w", "params/key/w", "params/value/w"}) {
+      SCOPED_TRACE(path);
+      EXPECT_TRUE(all_close(ga.at_path(path).leaf().astype(DType::f64), gb.at_path(path).leaf(), 1e-3, 1e-3));
+    }
+  }
 }
 
 TEST(DotProductAttention, GroupedQueryAttentionEqualsRepeatedHeads) {

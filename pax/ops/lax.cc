@@ -174,6 +174,7 @@ std::pair<Array, Array> dot_product_attention(const Array& query, const Array& k
            {"has_mask", o.mask.defined()},
            {"has_q_lengths", o.query_seq_lengths.defined()},
            {"has_kv_lengths", o.key_value_seq_lengths.defined()}};
+  if (o.logit_cap != 0.0) p.set("logit_cap", o.logit_cap);
   std::vector<Array> operands{query, key, value};
   for (const Array* extra : {&o.bias, &o.mask, &o.query_seq_lengths, &o.key_value_seq_lengths})
     if (extra->defined()) operands.push_back(*extra);

@@ -142,6 +142,9 @@ struct AttentionOptions {
   Array query_seq_lengths, key_value_seq_lengths;  // int32 [B]; undefined: none
   bool is_causal = false;
   std::optional<double> scale;  // default 1 / sqrt(H)
+  // > 0: the logits scale * q.k become logit_cap * tanh(scale * q.k /
+  // logit_cap) before the bias (praxis's atten_logit_cap); 0: none.
+  double logit_cap = 0.0;
 };
 std::pair<Array, Array> dot_product_attention(const Array& query, const Array& key, const Array& value,
                                               const AttentionOptions& options = {});

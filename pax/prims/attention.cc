@@ -54,6 +54,8 @@ Ints check_operands(const char* op, std::span<const AVal> in, const AttentionPar
   PAX_CHECK(k.shape[2] >= 1 && q.shape[2] % k.shape[2] == 0, op, ": the query's ", q.shape[2],
             " heads must be a multiple of the key's ", k.shape[2], " (grouped-query attention)");
   const Ints logits{q.shape[0], q.shape[2], q.shape[1], k.shape[1]};
+  PAX_CHECK(a.logit_cap >= 0 && std::isfinite(a.logit_cap), op, ": logit_cap must be >= 0 (0: none), got ",
+            a.logit_cap);
   if (a.bias >= 0) {
     PAX_CHECK(is_float(in[size_t(a.bias)].dtype), op, ": bias ", in[size_t(a.bias)].str(), " must be a float");
     check_broadcastable(op, "bias", in[size_t(a.bias)], logits);
@@ -131,6 +133,7 @@ struct Logits {
   Array attend;      // bool [B, N, T, S], or undefined
   Array valid;       // bool [B, N, T]: rows before q_lengths, or undefined
   Array qf, kf, vf;  // in the compute dtype, key and value heads repeated
+  Array cap_slope;   // with a logit cap: its derivative 1 - tanh^2 [B, N, T, S], else undefined
   DType cd = DType::f32;
   int64_t groups = 1;
 };
@@ -148,6 +151,11 @@ Logits logits_of(std::span<const Array> in, std::span<const Array> extras, const
   auto extra = [&](int index) { return extras[size_t(index - first)]; };
   l.x = lax::dot_general(l.qf, l.kf, {{3}, {3}, {0, 2}, {0, 2}});  // [B, N, T, S]
   l.x = lax::mul(l.x, filled(a.scale, l.cd, l.shape));
+  if (a.logit_cap > 0) {
+    const Array th = lax::tanh(lax::div(l.x, filled(a.logit_cap, l.cd, l.shape)));
+    l.x = lax::mul(th, filled(a.logit_cap, l.cd, l.shape));
+    l.cap_slope = lax::sub(filled(1.0, l.cd, l.shape), lax::mul(th, th));
+  }
   if (a.bias >= 0) l.x = lax::add(l.x, broadcast_logits(as(extra(a.bias), l.cd), l.shape));
   auto both = [&](const Array& m) { l.attend = l.attend.defined() ? lax::bitwise_and(l.attend, m) : m; };
   if (a.mask >= 0) both(broadcast_logits(extra(a.mask), l.shape));
@@ -220,7 +228,9 @@ std::vector<Array> attention_bwd_composite(std::span<const Array> in, const Para
   if (l.valid.defined()) {
     ds = lax::select_n(lax::broadcast_in_dim(l.valid, l.shape, {0, 1, 2}), {filled(0.0, l.cd, l.shape), ds});
   }
-  const Array scaled = lax::mul(ds, filled(a.scale, l.cd, l.shape));
+  // q and k see the logits before the cap; the bias after it.
+  const Array dx = l.cap_slope.defined() ? lax::mul(ds, l.cap_slope) : ds;
+  const Array scaled = lax::mul(dx, filled(a.scale, l.cd, l.shape));
   const Array dq = lax::transpose(lax::dot_general(scaled, l.kf, {{3}, {1}, {0, 1}, {0, 2}}), {0, 2, 1, 3});
   const Array dk_rep = lax::transpose(lax::dot_general(scaled, l.qf, {{2}, {1}, {0, 1}, {0, 2}}), {0, 2, 1, 3});
   auto typed = [](const Array& x, const Array& like) {

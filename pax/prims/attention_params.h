@@ -7,7 +7,9 @@
 // dot_product_attention_bwd(q, k, v, out, lse, dout, dlse, [bias], [mask],
 //   [q_lengths], [kv_lengths]) -> (dq, dk, dv, [dbias])
 // Params: scale (double), is_causal, has_bias, has_mask, has_q_lengths,
-// has_kv_lengths (bools).
+// has_kv_lengths (bools); logit_cap (double; absent or 0: none): the logits
+// scale * q.k become logit_cap * tanh(scale * q.k / logit_cap) before the
+// bias is added (praxis's atten_logit_cap).
 #pragma once
 
 #include <cstddef>
@@ -19,6 +21,7 @@ namespace pax {
 
 struct AttentionParams {
   double scale = 1.0;
+  double logit_cap = 0.0;
   bool is_causal = false;
   // The operand index of each optional operand, or -1 when absent.
   int bias = -1, mask = -1, q_lengths = -1, kv_lengths = -1;
@@ -34,6 +37,7 @@ inline AttentionParams attention_params(const Params& p, Prim prim) {
   AttentionParams a;
   a.scale = p.f("scale");
   a.is_causal = p.b("is_causal");
+  if (p.has("logit_cap")) a.logit_cap = p.f("logit_cap");
   int next = prim == Prim::dot_product_attention ? kAttentionForwardOperands : kAttentionBackwardOperands;
   if (p.b("has_bias")) a.bias = next++;
   if (p.b("has_mask")) a.mask = next++;

@@ -26,6 +26,7 @@ struct Case {
   Ints bias_shape;  // empty: no bias
   Ints mask_shape;  // empty: no mask
   bool lengths = false;
+  double cap = 0;  // logit_cap (0: none)
 };
 
 std::vector<Case> cases() {
@@ -38,6 +39,8 @@ std::vector<Case> cases() {
       {"bias_per_key_and_mask", 2, 5, 6, 2, 1, 8, false, {2, 1, 1, 6}, {2, 2, 5, 6}},
       {"mask_broadcast_lengths", 3, 6, 5, 2, 2, 4, true, {}, {1, 1, 6, 5}, true},
       {"everything", 2, 7, 7, 4, 2, 6, true, {2, 4, 7, 7}, {2, 1, 7, 7}, true},
+      {"logit_cap", 2, 5, 7, 4, 2, 8, false, {}, {}, false, 0.4},
+      {"logit_cap_everything", 2, 7, 7, 4, 2, 6, true, {2, 4, 7, 7}, {2, 1, 7, 7}, true, 0.3},
   };
 }
 
@@ -80,6 +83,7 @@ lax::AttentionOptions options_of(const Case& c, const std::vector<Array>& a) {
     o.key_value_seq_lengths = a[next++];
   }
   o.is_causal = c.causal;
+  o.logit_cap = c.cap;
   return o;
 }
 
@@ -96,12 +100,13 @@ ArrayFn by_composite(const Case& c, int which = 0) {
   return [c, which](const std::vector<Array>& a) {
     // The primitive's parameters as lax::dot_product_attention makes them.
     const lax::AttentionOptions o = options_of(c, a);
-    const Params p{{"scale", 1.0 / std::sqrt(double(c.H))},
-                   {"is_causal", c.causal},
-                   {"has_bias", o.bias.defined()},
-                   {"has_mask", o.mask.defined()},
-                   {"has_q_lengths", o.query_seq_lengths.defined()},
-                   {"has_kv_lengths", o.key_value_seq_lengths.defined()}};
+    Params p{{"scale", 1.0 / std::sqrt(double(c.H))},
+             {"is_causal", c.causal},
+             {"has_bias", o.bias.defined()},
+             {"has_mask", o.mask.defined()},
+             {"has_q_lengths", o.query_seq_lengths.defined()},
+             {"has_kv_lengths", o.key_value_seq_lengths.defined()}};
+    if (c.cap > 0) p.set("logit_cap", c.cap);
     return prim_def(Prim::dot_product_attention).expand(a, p)[size_t(which)];
   };
 }
@@ -157,8 +162,19 @@ TEST(DotProductAttention, TheLogSumExpCarriesAGradientToo) {
 }
 
 TEST(DotProductAttention, ForwardModeThroughTheComposite) {
-  const Case c = cases()[7];
-  EXPECT_TRUE(testing::check_jvp(by_kernel(c), args_of(c)));
+  for (const Case& c : {cases()[7], cases()[9]}) {
+    SCOPED_TRACE(c.name);
+    EXPECT_TRUE(testing::check_jvp(by_kernel(c), args_of(c)));
+  }
+}
+
+// The cap bends the logits: without it the results differ.
+TEST(DotProductAttention, TheLogitCapChangesTheResult) {
+  Case c = cases()[8];
+  const std::vector<Array> a = args_of(c, DType::f32);
+  const Array capped = by_kernel(c)(a);
+  c.cap = 0;
+  EXPECT_FALSE(testing::all_close(capped, by_kernel(c)(a), 1e-3, 1e-3));
 }
 
 TEST(DotProductAttention, JitAndVmap) {
@@ -204,6 +220,10 @@ TEST(DotProductAttention, BadOperandsAreNamed) {
   o = {};
   o.key_value_seq_lengths = testing::random_array(Shape{2}, DType::f32, 4);
   EXPECT_NE(message([&] { lax::dot_product_attention(q, k3, k3, o); }).find("must be int32[2]"), std::string::npos);
+  o = {};
+  o.logit_cap = -1;
+  EXPECT_NE(message([&] { lax::dot_product_attention(q, k3, k3, o); }).find("logit_cap must be >= 0"),
+            std::string::npos);
   EXPECT_NE(message([&] {
               lax::dot_product_attention(q, k3, lax::convert_element_type(k3, DType::bf16));
             }).find("share one float dtype"),

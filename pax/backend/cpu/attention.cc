@@ -449,8 +449,8 @@ void forward_block(const Geometry& g, const Products& pr, int64_t b, int64_t n, 
       const uint8_t* mask = g.mask_block(b, n, t, s0, w);
       if (bias) bias += s0 * g.ex.bias_strides[3];
       const int64_t valid = std::clamp<int64_t>(g.row_limit(t, sv) - s0, 0, w);
-      const float m = std::max(
-          maxes[i], ad::logits_row(xi, w, valid, g.sh.scale, bias, g.ex.bias_strides[3], mask, g.ex.mask_strides[3]));
+      const float m = std::max(maxes[i], ad::logits_row(xi, w, valid, g.sh.scale, g.sh.logit_cap, nullptr, bias,
+                                                        g.ex.bias_strides[3], mask, g.ex.mask_strides[3]));
       if (m > maxes[i] && sums[i] > 0.0f) {  // earlier weights shrink by exp(old - new)
         const float factor = std::exp(maxes[i] - m);
         sums[i] *= factor;
@@ -510,8 +510,8 @@ std::pair<float, float> full_row_stats(const Geometry& g, const float* q, const 
   const int64_t sv = g.visible(b, n, t, t + 1);
   ad::gemm(1, sv, H, 1.0f, q + g.q_offset(b, t, n), g.q_row, 1, kt + (b * g.sh.kv_heads + kh) * H * g.ldt, g.ldt, x, S,
            false);
-  const float m = ad::logits_row(x, S, g.row_limit(t, sv), g.sh.scale, g.bias_row(b, n, t), g.ex.bias_strides[3],
-                                 g.mask_row(b, n, t), g.ex.mask_strides[3]);
+  const float m = ad::logits_row(x, S, g.row_limit(t, sv), g.sh.scale, g.sh.logit_cap, nullptr, g.bias_row(b, n, t),
+                                 g.ex.bias_strides[3], g.mask_row(b, n, t), g.ex.mask_strides[3]);
   return {m, ad::exp_row(x, S, m)};
 }
 
@@ -545,7 +545,7 @@ void row_terms(const KernelContext& ctx, const Geometry& g, const float* q, cons
 // head of the group and every query block against keys [c0, c1), in blocks
 // of kKeyBlock keys.
 void backward_task(const Geometry& g, const Products& pr, const BackwardArgs& a, int64_t b, int64_t kh, int64_t c,
-                   float* p, float* ds, int64_t ldw, float* scratch) {
+                   float* p, float* ds, float* slope, int64_t ldw, float* scratch) {
   const int64_t S = g.sh.kv_len, H = g.sh.head_dim;
   const int64_t c0 = c * a.chunk, c1 = std::min(S, c0 + a.chunk);
   const int64_t q_rows = g.rows_of(b);
@@ -585,12 +585,15 @@ void backward_task(const Geometry& g, const Products& pr, const BackwardArgs& a,
           const float* bias = g.bias_row(b, n, t);
           const uint8_t* mask = g.mask_block(b, n, t, s0, w);
           if (bias) bias += s0 * g.ex.bias_strides[3];
-          ad::logits_row(pi, w, limit, g.sh.scale, bias, g.ex.bias_strides[3], mask, g.ex.mask_strides[3]);
+          ad::logits_row(pi, w, limit, g.sh.scale, g.sh.logit_cap, slope, bias, g.ex.bias_strides[3], mask,
+                         g.ex.mask_strides[3]);
           ad::exp_row(pi, w, a.shift[r]);
           if (all_masked)
             for (int64_t s = 0; s < w; ++s) pi[s] *= inv_sum;
           ad::dlogits_row(dsi, pi, w, limit, a.delta[r], mask, g.ex.mask_strides[3]);
           if (a.dbias) add_dbias_row(a.dbias + b * dbs[0] + n * dbs[1] + t * dbs[2] + s0 * dbs[3], dbs[3], dsi, w);
+          if (g.sh.logit_cap > 0.0f)  // q and k see the logits before the cap: dx = dc * c'
+            for (int64_t s = 0; s < limit; ++s) dsi[s] *= slope[s];
         }
         if (w == 0) continue;
         pr.add_transposed_times(false, b, n, t0, rows, w, 1.0f, p, ldw, dv0, scratch);
@@ -680,18 +683,19 @@ void attention_backward_f32(const KernelContext& ctx, const AttentionShape& shap
 
   const int64_t ldw = row_stride(std::min(chunk, kKeyBlock));
   const int64_t p_size = round_up(g.block, kAlign) * ldw;  // as the forward's x
-  const ThreadScratch scratch(ctx, 2 * p_size + products_scratch);
+  const ThreadScratch scratch(ctx, 2 * p_size + ldw + products_scratch);
   const int64_t nc = par_c ? chunks : 1;
   parallel_for(nb * nk * nc, 1, [&](int64_t begin, int64_t end) {
     float* p = scratch.mine();
     float* ds = p + p_size;
-    float* products = ds + p_size;
+    float* slope = ds + p_size;  // one row: the logit cap's derivative
+    float* products = slope + ldw;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t ic = serpentine(task % nc, nc), ik = task / nc % nk, ib = task / (nc * nk);
       for (int64_t b = par_b ? ib : 0; b < (par_b ? ib + 1 : B); ++b)
         for (int64_t kh = par_k ? ik : 0; kh < (par_k ? ik + 1 : K); ++kh)
           for (int64_t c = par_c ? ic : 0; c < (par_c ? ic + 1 : chunks); ++c)
-            backward_task(g, pr, args, b, kh, c, p, ds, ldw, products);
+            backward_task(g, pr, args, b, kh, c, p, ds, slope, ldw, products);
     }
   });
 

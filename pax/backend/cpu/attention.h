@@ -14,7 +14,8 @@
 // value head n / (N / K).
 //
 // The logits of query row t against key s, for head n of example b:
-//   x[t, s] = scale * (q[b, t, n, :] . k[b, s, n / (N / K), :]) + bias[b, n, t, s]
+//   x[t, s] = c(scale * (q[b, t, n, :] . k[b, s, n / (N / K), :])) + bias[b, n, t, s]
+// with c(y) = logit_cap * tanh(y / logit_cap) when logit_cap > 0, else y,
 // set to kMaskedLogit where masked: key s is masked for row t when
 // mask[b, n, t, s] is false, when is_causal and s > t, or when
 // s >= kv_lengths[b]. The probabilities are softmax(x[t, :]) over all S keys,
@@ -41,6 +42,7 @@ struct AttentionShape {
   int64_t batch = 1, q_len = 1, kv_len = 1, q_heads = 1, kv_heads = 1, head_dim = 1;  // B, T, S, N, K, H
   float scale = 1.0f;
   bool is_causal = false;
+  float logit_cap = 0.0f;  // > 0: logits scale * q.k become cap * tanh(scale * q.k / cap), before the bias
 };
 
 // Optional operands; a null pointer means absent.

@@ -123,8 +123,9 @@ HWY_INLINE hn::Mask<D> MaskSet(const uint8_t* HWY_RESTRICT mask) {
   return hn::RebindMask(d, hn::Ne(wide, hn::Zero(di)));
 }
 
-float LogitsRow(float* HWY_RESTRICT x, int64_t n, int64_t valid, float scale, const float* HWY_RESTRICT bias,
-                int64_t bias_stride, const uint8_t* HWY_RESTRICT mask, int64_t mask_stride) {
+float LogitsRow(float* HWY_RESTRICT x, int64_t n, int64_t valid, float scale, float cap, float* HWY_RESTRICT slope,
+                const float* HWY_RESTRICT bias, int64_t bias_stride, const uint8_t* HWY_RESTRICT mask,
+                int64_t mask_stride) {
   const D d;
   const int64_t lanes = int64_t(hn::Lanes(d));
   // A mask broadcast along the row masks all of it or none of it.
@@ -133,12 +134,18 @@ float LogitsRow(float* HWY_RESTRICT x, int64_t n, int64_t valid, float scale, co
     mask = nullptr;
   }
   const V vscale = hn::Set(d, scale), vmasked = hn::Set(d, kMaskedLogit);
+  const V vcap = hn::Set(d, cap), vinv_cap = hn::Set(d, cap > 0.0f ? 1.0f / cap : 0.0f), one = hn::Set(d, 1.0f);
   V vmax = hn::Set(d, -std::numeric_limits<float>::infinity());
   int64_t s = 0;
   if ((bias == nullptr || bias_stride <= 1) && (mask == nullptr || mask_stride == 1)) {
     const V bias0 = bias != nullptr && bias_stride == 0 ? hn::Set(d, bias[0]) : hn::Zero(d);
     for (; s + lanes <= valid; s += lanes) {
       V v = hn::Mul(hn::LoadU(d, x + s), vscale);
+      if (cap > 0.0f) {
+        const V t = hn::Tanh(d, hn::Mul(v, vinv_cap));
+        v = hn::Mul(vcap, t);
+        if (slope != nullptr) hn::StoreU(hn::NegMulAdd(t, t, one), d, slope + s);
+      }
       if (bias != nullptr) v = hn::Add(v, bias_stride == 1 ? hn::LoadU(d, bias + s) : bias0);
       if (mask != nullptr) v = hn::IfThenElse(MaskSet(mask + s), v, vmasked);
       hn::StoreU(v, d, x + s);
@@ -148,6 +155,11 @@ float LogitsRow(float* HWY_RESTRICT x, int64_t n, int64_t valid, float scale, co
   float max = hn::GetLane(hn::MaxOfLanes(d, vmax));
   for (; s < valid; ++s) {
     float v = scale * x[s];
+    if (cap > 0.0f) {
+      const float t = std::tanh(v / cap);
+      v = cap * t;
+      if (slope != nullptr) slope[s] = 1.0f - t * t;
+    }
     if (bias != nullptr) v = v + bias[s * bias_stride];
     if (mask != nullptr && mask[s * mask_stride] == 0) v = kMaskedLogit;
     x[s] = v;
@@ -225,9 +237,9 @@ void gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t 
   HWY_DYNAMIC_DISPATCH(Gemm)(m, n, k, alpha, a, a_row, a_col, b, ldb, c, ldc, accumulate);
 }
 
-float logits_row(float* x, int64_t n, int64_t valid, float scale, const float* bias, int64_t bias_stride,
-                 const uint8_t* mask, int64_t mask_stride) {
-  return HWY_DYNAMIC_DISPATCH(LogitsRow)(x, n, valid, scale, bias, bias_stride, mask, mask_stride);
+float logits_row(float* x, int64_t n, int64_t valid, float scale, float cap, float* slope, const float* bias,
+                 int64_t bias_stride, const uint8_t* mask, int64_t mask_stride) {
+  return HWY_DYNAMIC_DISPATCH(LogitsRow)(x, n, valid, scale, cap, slope, bias, bias_stride, mask, mask_stride);
 }
 
 float exp_row(float* x, int64_t n, float shift) { return HWY_DYNAMIC_DISPATCH(ExpRow)(x, n, shift); }

@@ -17,13 +17,15 @@ namespace pax::cpu::attention_detail {
 void gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row, int64_t a_col, const float* b,
           int64_t ldb, float* c, int64_t ldc, bool accumulate);
 
-// The logits of one query row in place: x[s] = scale * x[s] + bias(s) for
-// s < valid where mask(s) is set, kMaskedLogit elsewhere (s < n). bias(s) =
-// bias[s * bias_stride] and mask(s) = mask[s * mask_stride] (null: none;
-// stride 0 broadcasts). Returns the row's maximum (NaN logits may or may not
-// count; exp_row carries them into the results either way).
-float logits_row(float* x, int64_t n, int64_t valid, float scale, const float* bias, int64_t bias_stride,
-                 const uint8_t* mask, int64_t mask_stride);
+// The logits of one query row in place: x[s] = c(scale * x[s]) + bias(s) for
+// s < valid where mask(s) is set, kMaskedLogit elsewhere (s < n). c is the
+// logit cap c(y) = cap * tanh(y / cap) when cap > 0 (then, when slope is not
+// null, slope[s] = c'(y) = 1 - tanh^2 for s < valid), else c(y) = y.
+// bias(s) = bias[s * bias_stride] and mask(s) = mask[s * mask_stride] (null:
+// none; stride 0 broadcasts). Returns the row's maximum (NaN logits may or
+// may not count; exp_row carries them into the results either way).
+float logits_row(float* x, int64_t n, int64_t valid, float scale, float cap, float* slope, const float* bias,
+                 int64_t bias_stride, const uint8_t* mask, int64_t mask_stride);
 
 // x[s] = exp(x[s] - shift) for s < n (0 where the argument is below the range
 // of f32's exp); returns the sum of the results.

@@ -30,6 +30,7 @@ struct Case {
   int64_t B = 1, T = 1, S = 1, N = 1, K = 1, H = 1;
   bool causal = false;
   float scale = 0.5f;
+  float cap = 0.0f;                     // > 0: logits capped to cap * tanh(logits / cap) before the bias
   std::array<int64_t, 4> bias_shape{};  // all 0: no bias
   std::array<int64_t, 4> mask_shape{};  // all 0: no mask
   double mask_keep = 0.7;               // chance that a mask entry attends
@@ -80,7 +81,7 @@ struct Problem {
     k = uniform(rng, c.B * c.S * c.K * c.H, -1.0f, 1.0f);
     v = uniform(rng, c.B * c.S * c.K * c.H, -1.0f, 1.0f);
     dout = uniform(rng, c.B * c.T * c.N * c.H, -1.0f, 1.0f);
-    shape = {c.B, c.T, c.S, c.N, c.K, c.H, c.scale, c.causal};
+    shape = {c.B, c.T, c.S, c.N, c.K, c.H, c.scale, c.causal, c.cap};
     if (has(c.bias_shape)) {
       bias = uniform(rng, numel(c.bias_shape), -1.5f, 1.5f);
       extras.bias = bias.data();
@@ -140,7 +141,7 @@ Reference reference(const Problem& p, bool backward) {
   r.dk.assign(size_t(c.B * c.S * c.K * c.H), 0.0);
   r.dv.assign(r.dk.size(), 0.0);
   if (has(c.bias_shape)) r.dbias.assign(size_t(numel(c.bias_shape)), 0.0);
-  std::vector<double> x(size_t(c.S)), pr(size_t(c.S)), dp(size_t(c.S));
+  std::vector<double> x(size_t(c.S)), pr(size_t(c.S)), dp(size_t(c.S)), slope(size_t(c.S), 1.0);
   for (int64_t b = 0; b < c.B; ++b) {
     for (int64_t n = 0; n < c.N; ++n) {
       const int64_t kh = n / (c.N / c.K);
@@ -153,6 +154,11 @@ Reference reference(const Problem& p, bool backward) {
           double d = 0.0;
           for (int64_t h = 0; h < c.H; ++h) d += double(p.q[size_t(p.qi(b, t, n, h))]) * p.k[size_t(p.ki(b, s, kh, h))];
           x[size_t(s)] = double(c.scale) * d;
+          if (c.cap > 0) {
+            const double th = std::tanh(x[size_t(s)] / c.cap);
+            x[size_t(s)] = c.cap * th;
+            slope[size_t(s)] = 1.0 - th * th;
+          }
           if (p.extras.bias) x[size_t(s)] += p.extras.bias[at(p.extras.bias_strides, b, n, t, s)];
         }
         const double m = *std::max_element(x.begin(), x.end());
@@ -178,10 +184,10 @@ Reference reference(const Problem& p, bool backward) {
           for (int64_t h = 0; h < c.H; ++h)
             r.dv[size_t(p.ki(b, s, kh, h))] += pr[size_t(s)] * p.dout[size_t(p.qi(b, t, n, h))];
           if (p.masked(b, n, t, s)) continue;
-          const double ds = pr[size_t(s)] * (dp[size_t(s)] - delta);
+          const double ds = pr[size_t(s)] * (dp[size_t(s)] - delta), dx = ds * slope[size_t(s)];
           for (int64_t h = 0; h < c.H; ++h) {
-            r.dq[size_t(p.qi(b, t, n, h))] += c.scale * ds * p.k[size_t(p.ki(b, s, kh, h))];
-            r.dk[size_t(p.ki(b, s, kh, h))] += c.scale * ds * p.q[size_t(p.qi(b, t, n, h))];
+            r.dq[size_t(p.qi(b, t, n, h))] += c.scale * dx * p.k[size_t(p.ki(b, s, kh, h))];
+            r.dk[size_t(p.ki(b, s, kh, h))] += c.scale * dx * p.q[size_t(p.qi(b, t, n, h))];
           }
           if (p.extras.bias) r.dbias[size_t(at(broadcast_strides(c.bias_shape), b, n, t, s))] += ds;
         }
@@ -273,6 +279,45 @@ class ScopedUnit {
   Unit saved_;
 };
 
+// Calls f(unit) with the kernels' bf16 products on each unit this CPU has
+// (AMX tiles, AVX512_BF16); returns how many there were.
+template <class F>
+int for_each_bf16_unit(F f) {
+  int units = 0;
+  for (Unit unit : {Unit::amx, Unit::avx512_bf16}) {
+    if (!attention_bf16::has(unit)) continue;
+    ++units;
+    const ScopedUnit scoped(unit);
+    f(unit);
+  }
+  return units;
+}
+
+// Cases that several tests run (the f32 products and the bf16 ones): a causal
+// mask with fully masked rows, padding masks over the keys, per-example lengths.
+const Case kCausalWithMaskedRows{.B = 1,
+                                 .T = 100,
+                                 .S = 100,
+                                 .N = 2,
+                                 .K = 1,
+                                 .H = 8,
+                                 .causal = true,
+                                 .mask_shape = {1, 1, 100, 100},
+                                 .masked_rows = {0, 3, 70},
+                                 .seed = 43};
+const Case kPaddedKeys{.B = 3,
+                       .T = 66,
+                       .S = 200,
+                       .N = 2,
+                       .K = 1,
+                       .H = 7,
+                       .mask_shape = {3, 1, 1, 200},
+                       .mask_keep = 1.0,
+                       .mask_keys = {200, 130, 0},
+                       .seed = 48};
+const Case kLengths{
+    .B = 3, .T = 8, .S = 12, .N = 2, .K = 1, .H = 5, .q_lengths = {8, 3, 0}, .kv_lengths = {12, 5, 4}, .seed = 50};
+
 // OpenMP's thread count for the kernels, restored afterwards.
 class ScopedThreads {
  public:
@@ -330,16 +375,7 @@ TEST(CpuAttention, MaskWithFullyMaskedRows) {
   check({.B = 2, .T = 6, .S = 10, .N = 2, .K = 2, .H = 4, .mask_shape = {1, 2, 1, 10}, .seed = 41});
   check({.B = 2, .T = 6, .S = 10, .N = 2, .K = 2, .H = 4, .mask_shape = {2, 1, 1, 1}, .mask_keep = 0.5, .seed = 42});
   // Causal, so that fully masked rows also skip the keys past their block.
-  check({.B = 1,
-         .T = 100,
-         .S = 100,
-         .N = 2,
-         .K = 1,
-         .H = 8,
-         .causal = true,
-         .mask_shape = {1, 1, 100, 100},
-         .masked_rows = {0, 3, 70},
-         .seed = 43});
+  check(kCausalWithMaskedRows);
 }
 
 // Keys past the last one a block's mask rows attend to are skipped: causal
@@ -377,16 +413,7 @@ TEST(CpuAttention, MaskedKeyTailsAreSkipped) {
          .mask_keep = 0.9,
          .mask_band = 0,
          .seed = 47});
-  check({.B = 3,
-         .T = 66,
-         .S = 200,
-         .N = 2,
-         .K = 1,
-         .H = 7,
-         .mask_shape = {3, 1, 1, 200},
-         .mask_keep = 1.0,
-         .mask_keys = {200, 130, 0},
-         .seed = 48});
+  check(kPaddedKeys);
   check({.B = 2,
          .T = 130,
          .S = 130,
@@ -401,9 +428,40 @@ TEST(CpuAttention, MaskedKeyTailsAreSkipped) {
          .seed = 49});
 }
 
+// The logit cap: cap * tanh(scale q.k / cap) before the bias, its
+// derivative in dq and dk but not in dbias. Scale 3 drives logits past the
+// cap of 2, where the cap bends them.
+TEST(CpuAttention, LogitCap) {
+  check({.B = 2, .T = 9, .S = 13, .N = 4, .K = 2, .H = 6, .scale = 3.0f, .cap = 2.0f, .seed = 80});
+  const Case masked{.B = 1,
+                    .T = 70,
+                    .S = 300,
+                    .N = 2,
+                    .K = 1,
+                    .H = 16,
+                    .causal = true,
+                    .scale = 1.0f,
+                    .cap = 1.5f,
+                    .bias_shape = {1, 2, 70, 300},
+                    .mask_shape = {1, 1, 70, 300},
+                    .masked_rows = {5},
+                    .seed = 81};
+  check(masked);
+  check({.B = 2,
+         .T = 7,
+         .S = 11,
+         .N = 2,
+         .K = 2,
+         .H = 5,
+         .scale = 2.0f,
+         .cap = 1.0f,
+         .bias_shape = {2, 1, 1, 11},
+         .seed = 82});
+  for_each_bf16_unit([&](Unit unit) { check(masked, unit); });
+}
+
 TEST(CpuAttention, Lengths) {
-  check(
-      {.B = 3, .T = 8, .S = 12, .N = 2, .K = 1, .H = 5, .q_lengths = {8, 3, 0}, .kv_lengths = {12, 5, 4}, .seed = 50});
+  check(kLengths);
   // kv length 0: every key masked, every row averages all S values; lengths
   // past T and S are clamped.
   check(
@@ -504,44 +562,18 @@ TEST(CpuAttention, PaddingQueriesAreZero) {
 // blocks, masks with fully masked rows and skipped tails, bias, lengths,
 // and threads that split the backward's keys.
 TEST(CpuAttention, Bf16ProductsOnEveryUnit) {
-  int units = 0;
-  for (Unit unit : {Unit::amx, Unit::avx512_bf16}) {
-    if (!attention_bf16::has(unit)) continue;
-    ++units;
-    const ScopedUnit scoped(unit);
+  const int units = for_each_bf16_unit([](Unit unit) {
     check({.B = 2, .T = 5, .S = 7, .N = 2, .K = 2, .H = 3}, unit);
     check({.B = 1, .T = 70, .S = 301, .N = 4, .K = 2, .H = 19, .scale = 0.3f, .seed = 2}, unit);
     check({.B = 2, .T = 64, .S = 64, .N = 2, .K = 1, .H = 64, .scale = 0.125f, .seed = 7}, unit);
     check({.B = 1, .T = 130, .S = 130, .N = 2, .K = 1, .H = 40, .causal = true, .seed = 20}, unit);
     check({.B = 2, .T = 7, .S = 11, .N = 4, .K = 2, .H = 5, .bias_shape = {2, 4, 7, 11}, .seed = 32}, unit);
-    check({.B = 1,
-           .T = 100,
-           .S = 100,
-           .N = 2,
-           .K = 1,
-           .H = 8,
-           .causal = true,
-           .mask_shape = {1, 1, 100, 100},
-           .masked_rows = {0, 3, 70},
-           .seed = 43},
-          unit);
-    check({.B = 3,
-           .T = 66,
-           .S = 200,
-           .N = 2,
-           .K = 1,
-           .H = 7,
-           .mask_shape = {3, 1, 1, 200},
-           .mask_keep = 1.0,
-           .mask_keys = {200, 130, 0},
-           .seed = 48},
-          unit);
-    check(
-        {.B = 3, .T = 8, .S = 12, .N = 2, .K = 1, .H = 5, .q_lengths = {8, 3, 0}, .kv_lengths = {12, 5, 4}, .seed = 50},
-        unit);
+    check(kCausalWithMaskedRows, unit);
+    check(kPaddedKeys, unit);
+    check(kLengths, unit);
     const ScopedThreads threads(3);
     check({.B = 1, .T = 70, .S = 520, .N = 2, .K = 1, .H = 20, .causal = true, .seed = 70}, unit);
-  }
+  });
   if (units == 0) GTEST_SKIP() << "this CPU has no bf16 products (AMX-BF16 or AVX512_BF16)";
 }
 

@@ -65,6 +65,7 @@ AttentionShape shape_of(const TensorView& q, const TensorView& k, const Attentio
   s.kv_heads = k.dim(2);
   s.scale = float(a.scale);
   s.is_causal = a.is_causal;
+  s.logit_cap = float(a.logit_cap);
   return s;
 }
 
@@ -103,7 +104,8 @@ struct F64Attention {
   AttentionExtras ex;
   const double* bias = nullptr;  // the bias in f64 (ex.bias unused)
   const double *q, *k, *v;
-  double scale = 1.0;  // in f64 (AttentionShape's is f32)
+  double scale = 1.0;      // in f64 (AttentionShape's is f32)
+  double logit_cap = 0.0;  // in f64
 
   int64_t rows_of(int64_t b) const {
     return ex.q_lengths ? std::clamp<int64_t>(ex.q_lengths[b], 0, sh.q_len) : sh.q_len;
@@ -114,8 +116,10 @@ struct F64Attention {
   int64_t kv_offset(int64_t b, int64_t s, int64_t n) const {
     return ((b * sh.kv_len + s) * sh.kv_heads + n / (sh.q_heads / sh.kv_heads)) * sh.head_dim;
   }
-  // The logits of row t of (b, n) into x[S]; whether each key is attended.
-  void logits(int64_t b, int64_t n, int64_t t, std::vector<double>& x, std::vector<bool>& attend) const {
+  // The logits of row t of (b, n) into x[S]; whether each key is attended;
+  // the logit cap's derivative into slope[S] (1 without a cap).
+  void logits(int64_t b, int64_t n, int64_t t, std::vector<double>& x, std::vector<bool>& attend,
+              std::vector<double>& slope) const {
     const int64_t S = sh.kv_len, H = sh.head_dim;
     const int64_t keys = ex.kv_lengths ? std::clamp<int64_t>(ex.kv_lengths[b], 0, S) : S;
     const double* qt = q_row(b, t, n);
@@ -124,6 +128,12 @@ struct F64Attention {
       double dot = 0;
       for (int64_t h = 0; h < H; ++h) dot += qt[h] * ks[h];
       x[size_t(s)] = scale * dot;
+      slope[size_t(s)] = 1.0;
+      if (logit_cap > 0) {
+        const double th = std::tanh(x[size_t(s)] / logit_cap);
+        x[size_t(s)] = logit_cap * th;
+        slope[size_t(s)] = 1.0 - th * th;
+      }
       if (bias) {
         const auto& st = ex.bias_strides;
         x[size_t(s)] += bias[b * st[0] + n * st[1] + t * st[2] + s * st[3]];
@@ -150,7 +160,7 @@ struct F64Attention {
 void attention_forward_f64(const F64Attention& a, double* out, float* lse) {
   const int64_t B = a.sh.batch, N = a.sh.q_heads, T = a.sh.q_len, S = a.sh.kv_len, H = a.sh.head_dim;
   parallel_for(B * N * T, 1, [&](int64_t begin, int64_t end) {
-    std::vector<double> x(static_cast<size_t>(S));
+    std::vector<double> x(static_cast<size_t>(S)), slope(static_cast<size_t>(S));
     std::vector<bool> attend(static_cast<size_t>(S));
     for (int64_t r = begin; r < end; ++r) {
       const int64_t b = r / (N * T), n = r / T % N, t = r % T;
@@ -159,7 +169,7 @@ void attention_forward_f64(const F64Attention& a, double* out, float* lse) {
       float& l = lse[(b * N + n) * T + t];
       l = 0;
       if (t >= a.rows_of(b)) continue;
-      a.logits(b, n, t, x, attend);
+      a.logits(b, n, t, x, attend, slope);
       l = float(F64Attention::softmax(x));
       for (int64_t s = 0; s < S; ++s) {
         const double* vs = a.v + a.kv_offset(b, s, n);
@@ -176,12 +186,12 @@ void attention_backward_f64(const F64Attention& a, const double* out, const doub
   std::fill(dq, dq + B * T * N * H, 0.0);
   std::fill(dk, dk + B * S * a.sh.kv_heads * H, 0.0);
   std::fill(dv, dv + B * S * a.sh.kv_heads * H, 0.0);
-  std::vector<double> p(static_cast<size_t>(S));
+  std::vector<double> p(static_cast<size_t>(S)), slope(static_cast<size_t>(S));
   std::vector<bool> attend(static_cast<size_t>(S));
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t n = 0; n < N; ++n) {
       for (int64_t t = 0; t < a.rows_of(b); ++t) {
-        a.logits(b, n, t, p, attend);
+        a.logits(b, n, t, p, attend, slope);
         F64Attention::softmax(p);
         const int64_t row = ((b * T + t) * N + n) * H;
         double d = -double(dlse[(b * N + n) * T + t]);
@@ -194,7 +204,7 @@ void attention_backward_f64(const F64Attention& a, const double* out, const doub
             dv[kv + h] += p[size_t(s)] * dout[row + h];
           }
           if (!attend[size_t(s)]) continue;
-          const double ds = p[size_t(s)] * (dp - d), scaled = a.scale * ds;
+          const double ds = p[size_t(s)] * (dp - d), scaled = a.scale * ds * slope[size_t(s)];
           for (int64_t h = 0; h < H; ++h) {
             dq[row + h] += scaled * a.k[kv + h];
             dk[kv + h] += scaled * a.q[row + h];
@@ -211,8 +221,8 @@ void attention_backward_f64(const F64Attention& a, const double* out, const doub
 
 void attention_f64(const Params& p, Prim prim, std::span<const TensorView> in, std::span<const TensorView> out) {
   const AttentionParams ap = attention_params(p, prim);
-  F64Attention a{shape_of(in[0], in[1], ap), {},      nullptr, in[0].as<const double>(), in[1].as<const double>(),
-                 in[2].as<const double>(),   ap.scale};
+  F64Attention a{shape_of(in[0], in[1], ap), {},       nullptr,     in[0].as<const double>(), in[1].as<const double>(),
+                 in[2].as<const double>(),   ap.scale, ap.logit_cap};
   std::vector<double> bias;
   if (ap.bias >= 0) {
     const TensorView& t = in[size_t(ap.bias)];
