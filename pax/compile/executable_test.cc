@@ -90,6 +90,27 @@ TEST(Executable, TwoThousandEquationsCompile) {
   EXPECT_TRUE(all_close(exe->run({x, w, b})[0], mlp_stack(x, w, b), 0, 0));
 }
 
+// A layer's bias add joins its product (oneDNN's matmul bias): the compiled
+// program has no separate add, and the values and gradients are eager's.
+TEST(Executable, BiasAddsJoinTheirProducts) {
+  auto layer = [](const Array& x, const Array& w, const Array& b) {
+    return sum(square(maximum(einsum("BTD,DNH->BTNH", x, w) + b, 0.0)));
+  };
+  const Array x = random_array({4, 6, 16}, DType::f32, 1), w = random_array({16, 3, 8}, DType::f32, 2);
+  const Array b = random_array({3, 8}, DType::f32, 3);
+  auto exe = compile(make_jaxpr(layer)(x, w, b));
+  const Jaxpr& j = exe->optimized_jaxpr();
+  EXPECT_TRUE(std::any_of(j.eqns.begin(), j.eqns.end(), [](const Eqn& e) {
+    return e.prim == Prim::dot_general && e.inputs.size() == 3 && e.params.has("has_bias");
+  })) << j.str();
+  EXPECT_TRUE(all_close(exe->run({x, w, b})[0], layer(x, w, b), 1e-5, 1e-5));
+  auto grads = [&](const Array& x, const Array& w, const Array& b) { return grad<0, 1, 2>(layer)(x, w, b); };
+  auto jitted = jit(grads);
+  const auto want = grads(x, w, b), got = jitted(x, w, b);
+  EXPECT_TRUE(all_close(std::get<1>(got), std::get<1>(want), 1e-4, 1e-4));
+  EXPECT_TRUE(all_close(std::get<2>(got), std::get<2>(want), 1e-4, 1e-4));
+}
+
 TEST(Executable, PrintsFusedSchedule) {
   auto f = [](const Array& x, const Array& w) { return maximum(matmul(exp(x) * 2.0, w) + 1.0, 0); };
   auto exe = compile(make_jaxpr(f)(zeros({4, 8}), zeros({8, 2})));

@@ -9,6 +9,7 @@
 #include "pax/compile/passes/rewrite.h"
 #include "pax/compile/row_sweep.h"
 #include "pax/core/error.h"
+#include "pax/prims/dot_params.h"
 
 namespace pax {
 namespace {
@@ -53,7 +54,8 @@ void fold_transposes_into_products(LoweredProgram& lp) {
     const Var d = t.inputs[0];
     const int ps = producer[size_t(d)];
     if (ps < 0 || readers[size_t(d)] != 1 || schedule_.steps[size_t(ps)].kind != Step::Kind::kernel ||
-        jaxpr_.eqns[schedule_.steps[size_t(ps)].index].prim != Prim::dot_general) {
+        jaxpr_.eqns[schedule_.steps[size_t(ps)].index].prim != Prim::dot_general ||
+        dot_has_bias(jaxpr_.eqns[schedule_.steps[size_t(ps)].index].params)) {
       continue;
     }
     // Axis perm[j] of the product is axis j of the transpose. Only where the
@@ -81,6 +83,11 @@ LoweredProgram lower(JaxprPtr source, const CompileOptions& options, const Lower
     PassOptions passes{options.fold_limit,
                        [&target](const Jaxpr& jaxpr, const Eqn& e) { return target.supports_op(jaxpr, e); }};
     j = optimize(j, passes);
+    if (options.fuse && target.product_bias) {
+      j = dce(fold_bias_into_products(
+          j, [&target](const Jaxpr& jaxpr, const Eqn& e) { return target.product_bias(jaxpr, e); }));
+      passes::check_pass(j, "fold_bias_into_products");
+    }
   }
   lp.jaxpr = std::move(j);
   lp.schedule = schedule(lp.jaxpr, options.fuse, target);

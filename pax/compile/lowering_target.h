@@ -32,6 +32,10 @@ struct LoweringTarget {
   // `out_dtype`, one tile of rows at a time, with the bits of the unfused
   // reduction.
   bool (*row_reduction_in_sweep)(ReduceOp op, DType dtype, DType out_dtype, int64_t n);
+  // Whether the kernel of dot_general `dot` (in `jaxpr`) adds a bias operand
+  // inside its GEMM, so that the compiler folds a following bias add into
+  // the product (compile/passes/bias.cc). Null: never.
+  bool (*product_bias)(const Jaxpr& jaxpr, const Eqn& dot) = nullptr;
 };
 
 }  // namespace pax

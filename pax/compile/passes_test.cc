@@ -6,6 +6,7 @@
 
 #include "pax/api/transforms.h"
 #include "pax/compile/passes/passes.h"
+#include "pax/ops/lax.h"
 #include "pax/ops/nn.h"
 #include "pax/ops/numpy.h"
 #include "pax/testing/testing.h"
@@ -277,6 +278,48 @@ TEST(Widen, SixteenBitProductsWithoutAKernelGoThroughF32) {
 
   const Jaxpr native = optimize(*jaxpr, PassOptions{kDefaultFoldLimit, [](const Jaxpr&, const Eqn&) { return true; }});
   EXPECT_EQ(count(native, Prim::convert_element_type), 0) << native;
+}
+
+// A product plus a bias broadcast along its leading dims becomes one
+// dot_general with the bias as its third operand; other adds stay.
+TEST(FoldBias, ALeadingBiasJoinsItsProduct) {
+  const ProductBias always = [](const Jaxpr&, const Eqn&) { return true; };
+  auto folded_count = [](const Jaxpr& j) {
+    int n = 0;
+    for (const Eqn& e : j.eqns) n += e.prim == Prim::dot_general && e.params.has("has_bias");
+    return n;
+  };
+  const Array x = random_array({8, 16}, DType::f32, 1), w = random_array({16, 4, 2}, DType::f32, 2);
+  const Array b = random_array({4, 2}, DType::f32, 3), r = random_array({8}, DType::f32, 4);
+  auto project = [](const Array& x, const Array& w) { return lax::dot_general(x, w, {{1}, {0}, {}, {}}); };
+  {
+    auto jaxpr = make_jaxpr([&](const Array& x, const Array& w, const Array& b) { return project(x, w) + b; })(x, w, b);
+    const Jaxpr out = dce(fold_bias_into_products(*jaxpr, always));
+    EXPECT_EQ(folded_count(out), 1) << out.str();
+    EXPECT_EQ(count(out, Prim::add), 0) << out.str();
+    EXPECT_EQ(count(out, Prim::broadcast_in_dim), 0) << out.str();
+    typecheck(out);
+    const std::vector<Array> args{x, w, b};
+    EXPECT_TRUE(all_close(eval_jaxpr(out, args)[0], eval_jaxpr(*jaxpr, args)[0], 1e-6, 1e-6));
+    // The backend says no: nothing changes.
+    const Jaxpr kept = fold_bias_into_products(*jaxpr, [](const Jaxpr&, const Eqn&) { return false; });
+    EXPECT_EQ(folded_count(kept), 0);
+  }
+  // The product read twice; a bias along the rows (leading dims); a bias
+  // over lhs free dims too: the adds stay.
+  auto twice = make_jaxpr([&](const Array& x, const Array& w, const Array& b) {
+    const Array y = project(x, w);
+    return (y + b) * y;
+  })(x, w, b);
+  EXPECT_EQ(folded_count(fold_bias_into_products(*twice, always)), 0);
+  auto rows = make_jaxpr([&](const Array& x, const Array& w, const Array& r) {
+    return project(x, w) + lax::broadcast_in_dim(r, {8, 4, 2}, {0});
+  })(x, w, r);
+  EXPECT_EQ(folded_count(fold_bias_into_products(*rows, always)), 0);
+  const Array full_bias = random_array({8, 4, 2}, DType::f32, 5);
+  auto full =
+      make_jaxpr([&](const Array& x, const Array& w, const Array& c) { return project(x, w) + c; })(x, w, full_bias);
+  EXPECT_EQ(folded_count(fold_bias_into_products(*full, always)), 0);
 }
 
 TEST(Optimize, TrainingStepTypechecksAfterEveryPass) {

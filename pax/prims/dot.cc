@@ -62,6 +62,9 @@ void check_preferred(DType in, DType preferred, const AVal& lhs, const AVal& rhs
 }
 
 std::vector<AVal> dot_general_rule(std::span<const AVal> in, const Params& p) {
+  const bool with_bias = dot_has_bias(p);
+  PAX_CHECK(in.size() == (with_bias ? 3u : 2u), "dot_general: takes ", with_bias ? "3 operands (lhs, rhs, bias)" : "2",
+            " operands, got ", in.size());
   const AVal& lhs = in[0];
   const AVal& rhs = in[1];
   const DotDims d = dot_dims(p);
@@ -85,7 +88,16 @@ std::vector<AVal> dot_general_rule(std::span<const AVal> in, const Params& p) {
   std::vector<int64_t> out;
   for (int64_t a : d.lhs_batch) out.push_back(lhs.shape[a]);
   for (int64_t a : free_axes(lhs.shape.rank(), d.lhs_contracting, d.lhs_batch)) out.push_back(lhs.shape[a]);
-  for (int64_t a : free_axes(rhs.shape.rank(), d.rhs_contracting, d.rhs_batch)) out.push_back(rhs.shape[a]);
+  const std::vector<int64_t> rhs_free = free_axes(rhs.shape.rank(), d.rhs_contracting, d.rhs_batch);
+  for (int64_t a : rhs_free) out.push_back(rhs.shape[a]);
+  if (with_bias) {
+    const AVal& bias = in[2];
+    const int64_t r = bias.shape.rank();
+    bool trailing = bias.dtype == out_dtype && r <= int64_t(rhs_free.size());
+    for (int64_t i = 0; trailing && i < r; ++i) trailing = bias.shape[i] == out[out.size() - size_t(r - i)];
+    PAX_CHECK(trailing, "dot_general: bias ", bias.str(), " must have the result's dtype ", dtype_name(out_dtype),
+              " and its trailing dims among the rhs free dims of ", Shape(out));
+  }
   return {AVal{Shape(out), out_dtype, false}};
 }
 

@@ -15,6 +15,11 @@ struct DotDims {
   Ints lhs_contracting, rhs_contracting, lhs_batch, rhs_batch;
 };
 
+// A product with a bias (the compiler's fold_bias_into_products writes it;
+// no transform makes one): a third operand, the trailing dims of the result
+// in its dtype, added to every result element it broadcasts to.
+inline bool dot_has_bias(const Params& p) { return p.has("has_bias") && p.b("has_bias"); }
+
 inline DotDims dot_dims(const Params& p) {
   return {p.ints("lhs_contracting_dims"), p.ints("rhs_contracting_dims"), p.ints("lhs_batch_dims"),
           p.ints("rhs_batch_dims")};

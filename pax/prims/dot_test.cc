@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "pax/interp/interpreter.h"
 #include "pax/ops/lax.h"
 #include "pax/testing/testing.h"
 
@@ -365,6 +366,55 @@ TEST(DotGeneral, ConcurrentCalls) {
   }
   for (std::thread& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+// dot_general with a bias operand (what the compiler folds a bias add into):
+// the product plus the bias broadcast along the leading dims, against the
+// reference loop. oneDNN adds it in its kernel (f32, bf16; a bias shorter
+// than the rhs's free dims repeated; batched; transposed operands); f64 and
+// strided results add it afterwards.
+Array dot_with_bias(const Array& lhs, const Array& rhs, const Array& bias, const lax::DotDimensionNumbers& dn) {
+  const Params p{{"lhs_contracting_dims", dn.lhs_contracting},
+                 {"rhs_contracting_dims", dn.rhs_contracting},
+                 {"lhs_batch_dims", dn.lhs_batch},
+                 {"rhs_batch_dims", dn.rhs_batch},
+                 {"has_bias", true}};
+  const std::vector<Array> operands{lhs, rhs, bias};
+  return bind(Prim::dot_general, operands, p)[0];
+}
+
+void check_dot_with_bias(const Shape& ls, const Shape& rs, const Shape& bias_shape, const lax::DotDimensionNumbers& dn,
+                         DType dtype, double tol) {
+  SCOPED_TRACE(::testing::Message() << ls << " x " << rs << " + " << bias_shape << " " << dtype_name(dtype));
+  const Array lhs = random_array(ls, dtype, 1), rhs = random_array(rs, dtype, 2),
+              bias = random_array(bias_shape, dtype, 3);
+  const Array got = dot_with_bias(lhs, rhs, bias, dn);
+  std::vector<double> want = reference_dot(lhs, rhs, dn);
+  const std::vector<double> b = bias.to_vector<double>();
+  for (size_t i = 0; i < want.size(); ++i) want[i] += b[i % b.size()];
+  EXPECT_EQ(got.shape(), lax::dot_general(lhs, rhs, dn).shape());
+  EXPECT_TRUE(all_close(got, want, tol, tol));
+}
+
+TEST(DotGeneral, WithABiasOperand) {
+  for (const auto& [dtype, tol] : {std::pair{DType::f32, 1e-5}, std::pair{DType::bf16, 3e-2}}) {
+    check_dot_with_bias({33, 70}, {70, 45}, {45}, {{1}, {0}, {}, {}}, dtype, tol);
+    check_dot_with_bias({8, 6, 16}, {16, 4, 8}, {4, 8}, {{2}, {0}, {}, {}}, dtype, tol);  // a projection to heads
+    check_dot_with_bias({8, 6, 16}, {16, 4, 8}, {8}, {{2}, {0}, {}, {}}, dtype, tol);     // repeated over heads
+    check_dot_with_bias({3, 5, 7}, {3, 7, 9}, {9}, {{2}, {1}, {0}, {0}}, dtype, tol);     // batched
+    check_dot_with_bias({7, 5}, {3, 7}, {3}, {{0}, {1}, {}, {}}, dtype, tol);             // A^T B^T
+  }
+  check_dot_with_bias({9, 6}, {6, 5}, {5}, {{1}, {0}, {}, {}}, DType::f64, 1e-12);
+  check_dot_with_bias({4, 0}, {0, 3}, {3}, {{1}, {0}, {}, {}}, DType::f32, 0);  // an empty sum: the bias alone
+}
+
+TEST(DotGeneral, ABiasMustCoverTrailingFreeDimsOfTheResult) {
+  const Array a = random_array({2, 3}, DType::f32, 1), b = random_array({3, 4}, DType::f32, 2);
+  EXPECT_PAX_ERROR(dot_with_bias(a, b, random_array({2, 4}, DType::f32, 3), {{1}, {0}, {}, {}}),
+                   "trailing dims among the rhs free dims");
+  EXPECT_PAX_ERROR(dot_with_bias(a, b, random_array({3}, DType::f32, 3), {{1}, {0}, {}, {}}),
+                   "trailing dims among the rhs free dims");
+  EXPECT_PAX_ERROR(dot_with_bias(a, b, random_array({4}, DType::f64, 3), {{1}, {0}, {}, {}}), "result's dtype");
 }
 
 TEST(DotGeneral, Errors) {

@@ -70,6 +70,14 @@ bool cpu_supports_op(const Jaxpr& j, const Eqn& e) {
   return gemm_dnnl_supported(g, lhs.dtype, out.dtype == DType::f32 ? DType::f32 : lhs.dtype);
 }
 
+// A float product oneDNN computes natively (f32 or bf16 results; no f64 or
+// integer ones, which run the blocked loop) takes a bias inside its matmul.
+bool cpu_product_bias(const Jaxpr& j, const Eqn& dot) {
+  const DType in = j.aval(dot.inputs[0]).dtype, out = j.aval(dot.outputs[0]).dtype;
+  const bool float_in = in == DType::f32 || in == DType::bf16 || in == DType::f16;
+  return float_in && (out == DType::f32 || out == DType::bf16) && cpu_supports_op(j, dot);
+}
+
 // sin and cos range-check windows of 512 elements from the block's start, so
 // a tile of rows that starts elsewhere could round differently.
 bool cpu_tileable_loop(const LoopProgram& p) {
@@ -95,6 +103,7 @@ const LoweringTarget& cpu_lowering_target() {
       .fusable_reduction = fusable_reduction,
       .tileable_loop = cpu_tileable_loop,
       .row_reduction_in_sweep = cpu_row_reduction_in_sweep,
+      .product_bias = cpu_product_bias,
   };
   return target;
 }

@@ -20,7 +20,7 @@ constexpr int64_t kMatmulTag = 1;
 struct MatmulEntry {
   bool supported = false;
   dnnl::matmul prim;
-  dnnl::memory::desc a_md, b_md, c_md;
+  dnnl::memory::desc a_md, b_md, c_md, bias_md;  // bias_md: zero when there is no bias
   size_t scratchpad_bytes = 0;
 };
 
@@ -54,14 +54,24 @@ dnnl::memory::desc operand_md(const GemmShape& g, int64_t rows, int64_t cols, co
   return strided_md({rows, cols}, {s.rows, s.cols}, dtype);
 }
 
+// The bias of a product: n values broadcast over the batch and the rows.
+dnnl::memory::desc bias_md(const GemmShape& g, DType dtype) {
+  if (g.inner_batch > 1) return strided_md({1, 1, 1, g.n}, {g.n, g.n, g.n, 1}, dtype);
+  if (g.batch > 1) return strided_md({1, 1, g.n}, {g.n, g.n, 1}, dtype);
+  return strided_md({1, g.n}, {g.n, 1}, dtype);
+}
+
 MatmulEntry make_matmul(const GemmShape& g, const Strides3& sa, const Strides3& sb, const Strides3& sc, DType ab_dtype,
-                        DType c_dtype) {
+                        DType c_dtype, bool with_bias) {
   MatmulEntry e;
   e.a_md = operand_md(g, g.m, g.k, sa, ab_dtype);
   e.b_md = operand_md(g, g.k, g.n, sb, ab_dtype);
   e.c_md = operand_md(g, g.m, g.n, sc, c_dtype);
+  if (with_bias) e.bias_md = bias_md(g, c_dtype);
   try {
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e.a_md, e.b_md, e.c_md), user_scratchpad_attr(), dnnl_engine());
+    const dnnl::matmul::desc desc = with_bias ? dnnl::matmul::desc(e.a_md, e.b_md, e.bias_md, e.c_md)
+                                              : dnnl::matmul::desc(e.a_md, e.b_md, e.c_md);
+    dnnl::matmul::primitive_desc pd(desc, user_scratchpad_attr(), dnnl_engine());
     if (is_reference_impl(pd)) return e;
     e.prim = dnnl::matmul(pd);
     e.scratchpad_bytes = pd.scratchpad_desc().get_size();
@@ -77,7 +87,7 @@ MatmulEntry make_matmul(const GemmShape& g, const Strides3& sa, const Strides3& 
 namespace {
 
 std::shared_ptr<const MatmulEntry> matmul_entry(const GemmShape& g, const MatrixView& a, const MatrixView& b,
-                                                const MatrixView& c) {
+                                                const MatrixView& c, bool with_bias) {
   const Strides3 sa = canonical(g.batch, g.m, g.k, a);
   const Strides3 sb = canonical(g.batch, g.k, g.n, b);
   const Strides3 sc = canonical(g.batch, g.m, g.n, c);
@@ -100,8 +110,9 @@ std::shared_ptr<const MatmulEntry> matmul_entry(const GemmShape& g, const Matrix
                     sc.cols,
                     sc.inner_batch,
                     int64_t(a.dtype),
-                    int64_t(c.dtype)};
-  return dnnl_cached<MatmulEntry>(key, [&] { return make_matmul(g, sa, sb, sc, a.dtype, c.dtype); });
+                    int64_t(c.dtype),
+                    int64_t(with_bias)};
+  return dnnl_cached<MatmulEntry>(key, [&] { return make_matmul(g, sa, sb, sc, a.dtype, c.dtype, with_bias); });
 }
 
 }  // namespace
@@ -160,7 +171,7 @@ int64_t gemm_preferred_row_stride(DType dtype, int64_t m, int64_t cols) {
 }
 
 bool gemm_dnnl(const KernelContext& ctx, const GemmShape& g, const MatrixView& a, const MatrixView& b,
-               const MatrixView& c) {
+               const MatrixView& c, const void* bias) {
   PAX_CHECK(g.batch > 0 && g.m > 0 && g.n > 0 && g.k > 0, "gemm_dnnl: sizes must be positive");
   PAX_CHECK(g.inner_batch > 0 && g.batch % g.inner_batch == 0, "gemm_dnnl: inner batch ", g.inner_batch,
             " does not divide the batch ", g.batch);
@@ -173,13 +184,13 @@ bool gemm_dnnl(const KernelContext& ctx, const GemmShape& g, const MatrixView& a
       bv = repacked(ctx, g, g.k, g.n, b, gemm_preferred_row_stride(b.dtype, g.m, g.n), bkeep);
     }
   }
-  auto entry = matmul_entry(g, av, bv, c);
+  auto entry = matmul_entry(g, av, bv, c, bias != nullptr);
   if (!entry->supported) return false;
-  dnnl_execute(ctx, entry->prim,
-               {{DNNL_ARG_SRC, user_memory(entry->a_md, av.data)},
-                {DNNL_ARG_WEIGHTS, user_memory(entry->b_md, bv.data)},
-                {DNNL_ARG_DST, user_memory(entry->c_md, c.data)}},
-               entry->scratchpad_bytes);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, user_memory(entry->a_md, av.data)},
+                                             {DNNL_ARG_WEIGHTS, user_memory(entry->b_md, bv.data)},
+                                             {DNNL_ARG_DST, user_memory(entry->c_md, c.data)}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, user_memory(entry->bias_md, const_cast<void*>(bias)));
+  dnnl_execute(ctx, entry->prim, args, entry->scratchpad_bytes);
   return true;
 }
 
@@ -188,7 +199,7 @@ bool gemm_dnnl_supported(const GemmShape& g, DType ab_dtype, DType c_dtype) {
   const GemmShape dense{g.batch, g.m, g.n, g.k};
   const MatrixView a{nullptr, ab_dtype, g.m * g.k, g.k, 1}, b{nullptr, ab_dtype, g.k * g.n, g.n, 1},
       c{nullptr, c_dtype, g.m * g.n, g.n, 1};
-  return matmul_entry(dense, a, b, c)->supported;
+  return matmul_entry(dense, a, b, c, false)->supported;
 }
 
 namespace {

@@ -37,8 +37,10 @@ struct MatrixView {
 // f16); C is f32 or that dtype. Primitives and decisions are cached, so a
 // repeated call costs one lookup plus the execution. Repacked operands and
 // oneDNN's scratchpad take their memory from ctx.
+// With `bias` (shape.n values of C's dtype), C = A · B + bias, the bias added
+// to every row inside oneDNN's kernel (its matmul bias) before C is written.
 bool gemm_dnnl(const KernelContext& ctx, const GemmShape& shape, const MatrixView& a, const MatrixView& b,
-               const MatrixView& c);
+               const MatrixView& c, const void* bias = nullptr);
 
 // Whether oneDNN has an optimised kernel for this product of contiguous
 // row-major operands of ab_dtype into c_dtype (asked once per shape and

@@ -164,12 +164,41 @@ DType compute_dtype(DType in, DType out) {
   return DType::f32;
 }
 
+// o[i] += bias[i % bias.numel()] over a row-major o, computed in T (f64 for
+// f64, f32 for the other floats) and rounded once, as the separate add would.
+template <class T>
+void add_bias_in(const TensorView& o, const TensorView& bias, DType wide) {
+  const int64_t period = bias.numel(), rows = o.numel() / period;
+  std::vector<T> b(static_cast<size_t>(period));
+  cpu::convert(bias.dtype, bias.data, wide, b.data(), size_t(period));
+  const size_t width = itemsize(o.dtype);
+  parallel_for(rows, grain_for(size_t(period) * width), [&](int64_t begin, int64_t end) {
+    std::vector<T> row(static_cast<size_t>(period));
+    for (int64_t r = begin; r < end; ++r) {
+      char* dst = static_cast<char*>(o.data) + size_t(r * period) * width;
+      cpu::convert(o.dtype, dst, wide, row.data(), size_t(period));
+      for (int64_t j = 0; j < period; ++j) row[size_t(j)] += b[size_t(j)];
+      cpu::convert(wide, row.data(), o.dtype, dst, size_t(period));
+    }
+  });
+}
+
+void add_bias(const TensorView& o, const TensorView& bias) {
+  PAX_CHECK(is_floating(o.dtype), "dot_general: a bias of ", dtype_name(o.dtype),
+            " products is not computed on the CPU (float results only)");
+  if (o.dtype == DType::f64) return add_bias_in<double>(o, bias, DType::f64);
+  add_bias_in<float>(o, bias, DType::f32);
+}
+
 // The product into `o`, written with `c_strides` when given (element strides
 // of o's axes). Returns false, having written nothing, where the strided
 // output cannot be handed to oneDNN (its kernels or the operands' layout do
 // not allow it); without c_strides it always writes o and returns true.
+// With a bias (row-major o only), o = product + bias: inside oneDNN's kernel
+// where it runs the product, added afterwards otherwise.
 bool dot_into(const KernelContext& ctx, const Params& p, std::span<const TensorView> in, const TensorView& o,
-              const std::vector<int64_t>* c_strides) {
+              const std::vector<int64_t>* c_strides, const TensorView* bias = nullptr) {
+  PAX_CHECK(!(bias && c_strides), "dot_general: a bias needs a row-major result");
   const TensorView& lhs = in[0];
   const TensorView& rhs = in[1];
   DotDims d = dot_dims(p);
@@ -185,6 +214,7 @@ bool dot_into(const KernelContext& ctx, const Params& p, std::span<const TensorV
   if (o.numel() == 0) return true;
   if (shape.k == 0) {
     std::memset(o.data, 0, o.nbytes());
+    if (bias) add_bias(o, *bias);
     return true;
   }
 
@@ -194,6 +224,7 @@ bool dot_into(const KernelContext& ctx, const Params& p, std::span<const TensorV
     std::shared_ptr<Buffer> abuf, bbuf;
     cpu::gemm_blocked(native, shape, packed_operand(ctx, a, native, shape.k, abuf),
                       packed_operand(ctx, b, native, shape.n, bbuf), o.data);
+    if (bias) add_bias(o, *bias);
     return true;
   }
 
@@ -221,6 +252,21 @@ bool dot_into(const KernelContext& ctx, const Params& p, std::span<const TensorV
   }
   std::shared_ptr<Buffer> cbuf;
   if (!direct_out) cbuf = ctx.allocate_scratch(size_t(o.numel()) * sizeof(float));
+  // oneDNN's bias: n values of C's dtype, the bias repeated where it covers
+  // fewer of the trailing dims than the rhs's free ones.
+  std::shared_ptr<Buffer> bias_buffer;
+  const void* gemm_bias = nullptr;
+  if (bias && direct_out && bias->dtype == o.dtype && shape.n % bias->numel() == 0) {
+    gemm_bias = bias->data;
+    if (bias->numel() < shape.n) {
+      const size_t bytes = bias->nbytes();
+      bias_buffer = ctx.allocate_scratch(size_t(shape.n / bias->numel()) * bytes);
+      for (int64_t i = 0; i < shape.n / bias->numel(); ++i)
+        std::memcpy(static_cast<char*>(bias_buffer->data()) + size_t(i) * bytes, bias->data, bytes);
+      gemm_bias = bias_buffer->data();
+    }
+  }
+  bool bias_added = false;
   const cpu::MatrixView c{direct_out ? o.data : cbuf->data(), direct_out ? o.dtype : DType::f32, shape.m * shape.n,
                           shape.n, 1};
 
@@ -261,6 +307,7 @@ bool dot_into(const KernelContext& ctx, const Params& p, std::span<const TensorV
     };
     const cpu::MatrixView av = view(a, abuf, shape.m, shape.k);
     const cpu::MatrixView bv = view(b, bbuf, shape.k, shape.n);
+    if (gemm_bias && cpu::gemm_dnnl(ctx, g, av, bv, cv, gemm_bias)) return bias_added = true;
     return cpu::gemm_dnnl(ctx, g, av, bv, cv);
   };
   if (!attempt(false) && !attempt(true)) {
@@ -273,21 +320,23 @@ bool dot_into(const KernelContext& ctx, const Params& p, std::span<const TensorV
                       packed_operand(ctx, b, DType::f32, shape.n, bbuf), c.data);
   }
   if (!direct_out) cpu::convert_parallel(DType::f32, cbuf->data(), o.dtype, o.data, o.numel());
+  if (bias && !bias_added) add_bias(o, *bias);
   return true;
 }
 
 void dot_general_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
                         std::span<const TensorView> out) {
   const TensorView& o = out[0];
+  const TensorView* bias = dot_has_bias(p) ? &in[2] : nullptr;
   if (!o.strides) {
-    dot_into(ctx, p, in, o, nullptr);
+    dot_into(ctx, p, in, o, nullptr, bias);
     return;
   }
-  if (dot_into(ctx, p, in, o, o.strides)) return;
+  if (!bias && dot_into(ctx, p, in, o, o.strides)) return;
   // The product row-major, then moved into the requested layout.
   std::shared_ptr<Buffer> tmp = ctx.allocate_scratch(o.nbytes());
   const TensorView row_major{tmp->data(), o.shape, o.dtype};
-  dot_into(ctx, p, in, row_major, nullptr);
+  dot_into(ctx, p, in, row_major, nullptr, bias);
   cpu::strided_copy(itemsize(o.dtype), o.shape->dims(), tmp->data(), o.shape->strides(), o.data, *o.strides);
 }
 

@@ -17,6 +17,9 @@ namespace {
 void dot_general_kernel(const KernelContext& ctx, const Params& p, std::span<const TensorView> in,
                         std::span<const TensorView> out) {
   const TensorView &a = in[0], &b = in[1], &o = out[0];
+  // The compiler folds bias adds into products only for backends that ask
+  // for it (LoweringTarget::product_bias); this one does not yet.
+  PAX_CHECK(!dot_has_bias(p), "dot_general on ", ctx.device, ": a bias operand is not supported here");
   GemmPlanOptions options;
   options.f32 = f32_products_in_tf32() ? F32Matmul::tf32 : F32Matmul::f32;
   const GemmPlan plan = plan_gemm(dot_dims(p), *a.shape, *b.shape, a.dtype, b.dtype, o.dtype, o.strides, options);

@@ -15,6 +15,11 @@
 //   hoist_input_computations
 //                   moves small computations of the inputs alone (parameter
 //                   casts) to the start, so that fused loops may read them
+//   fold_bias_into_products
+//                   turns a product plus a bias broadcast along its leading
+//                   dims into one dot_general with a bias operand, which the
+//                   backend adds inside its GEMM (passes/bias.cc; run by
+//                   lower() for backends that say so, not by optimize())
 //
 // optimize() runs them in order; in debug builds (NDEBUG undefined) every
 // pass's result is type-checked.
@@ -50,6 +55,11 @@ std::optional<Jaxpr> duplicate_producers(const Jaxpr& jaxpr, const StepSchedule&
 // dot_general of 16-bit operands); where it has none it would widen them.
 using NativeProduct = std::function<bool(const Jaxpr& j, const Eqn& e)>;
 Jaxpr widen_products(const Jaxpr& jaxpr, const NativeProduct& native);
+
+// Whether the backend computes this dot_general of `j` with a bias operand
+// inside its GEMM.
+using ProductBias = std::function<bool(const Jaxpr& j, const Eqn& dot)>;
+Jaxpr fold_bias_into_products(const Jaxpr& jaxpr, const ProductBias& can_fold);
 
 struct PassOptions {
   int64_t fold_limit = kDefaultFoldLimit;
