@@ -266,6 +266,8 @@ expect_stderr 1 "data directory: cannot create '$work/bad_data/kjv': '$work/bad_
   --exp=lm.KjvTransformerTiny "--job_log_dir=$work/bd" --set train.num_train_steps=2 "--data_dir=$work/bad_data"
 expect 1 "no checkpoint in" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/none" --mode=eval
 expect 1 "restore_step=999: no such checkpoint" -- "${tiny[@]}" --mode=eval --restore_step=999
+expect 1 "--profile_steps '5:2' is not START:END with 1 <= START <= END" -- \
+  --exp=lm.KjvTransformerTiny "--job_log_dir=$work/prof" --profile_steps=5:2
 expect 1 "no_such_file" -- --config "$work/no_such_file.json" "--job_log_dir=$job"
 expect 2 "--exp and --config both name" -- --exp=lm.KjvTransformerTiny --config "$job/config.json" "--job_log_dir=$job"
 expect 1 "no_such_corpus" -- tokenizer --input "$work/no_such_corpus.txt" --vocab_size 40 --out "$work/m.model"

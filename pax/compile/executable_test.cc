@@ -10,6 +10,7 @@
 
 #include "pax/api/transforms.h"
 #include "pax/backend/cpu/kernels.h"
+#include "pax/core/trace.h"
 #include "pax/ir/executable.h"
 #include "pax/ops/nn.h"
 #include "pax/ops/numpy.h"
@@ -109,6 +110,22 @@ TEST(Executable, BiasAddsJoinTheirProducts) {
   const auto want = grads(x, w, b), got = jitted(x, w, b);
   EXPECT_TRUE(all_close(std::get<1>(got), std::get<1>(want), 1e-4, 1e-4));
   EXPECT_TRUE(all_close(std::get<2>(got), std::get<2>(want), 1e-4, 1e-4));
+}
+
+// While recording, every step is an event named by its operation and shapes,
+// in its category (the trace-event JSON of pax/core/trace.h).
+TEST(Executable, TracesEveryStepWithItsShapes) {
+  auto f = [](const Array& x, const Array& w) { return maximum(matmul(exp(x) * 2.0, w) + 1.0, 0); };
+  const Array x = random_array({4, 8}, DType::f32, 1), w = random_array({8, 2}, DType::f32, 2);
+  auto exe = compile(make_jaxpr(f)(x, w));
+  trace::start();
+  exe->run({x, w});
+  const std::string doc = trace::stop("test");
+  EXPECT_NE(doc.find("\"cat\": \"gemm\", \"name\": \"dot_general["), std::string::npos) << doc;
+  EXPECT_NE(doc.find("f32[4,8], f32[8,2] -> f32[4,2]"), std::string::npos) << doc;
+  EXPECT_NE(doc.find("\"cat\": \"fusion\", \"name\": \"fusion{"), std::string::npos) << doc;
+  exe->run({x, w});  // not recording
+  EXPECT_EQ(trace::stop("test"), "");
 }
 
 TEST(Executable, PrintsFusedSchedule) {

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "pax/api/transforms.h"
@@ -20,6 +22,7 @@
 #include "pax/core/error.h"
 #include "pax/core/scaled_number.h"
 #include "pax/core/stop.h"
+#include "pax/core/trace.h"
 #include "pax/data/base_input.h"
 #include "pax/data/file_io.h"
 #include "pax/dist/jax_utils.h"
@@ -616,6 +619,7 @@ class TrainingLoop {
     // stay resident beside the steps' own.
     host_allocator_trim();
     while (step_ < settings_.num_train_steps && !result_.early_stopped) {
+      if (profile_ && step_ + 1 == profile_->first) start_trace();
       train_one_step();
       const bool last = step_ == settings_.num_train_steps;
       if (step_ % settings_.summary_interval_steps == 0 || last) summarise();
@@ -630,12 +634,14 @@ class TrainingLoop {
       } else if (job_.chief()) {
         mgr_->check_background_error();
       }
+      if (trace_run_ && step_ >= profile_->second) write_trace();
       if (agreed.stop) {
         result_.interrupted = true;
         break;
       }
     }
     finish();
+    if (trace_run_) write_trace();  // the run ended inside the window
     return result_;
   }
 
@@ -764,7 +770,11 @@ class TrainingLoop {
   void train_one_step() {
     const auto start = Clock::now();
     const AllocationPurpose purpose("training step " + std::to_string(step_ + 1));
-    Tree batch = train_input_->get_next();
+    const trace::Span span("step", trace::active() ? "train step " + std::to_string(step_ + 1) : std::string());
+    Tree batch = [&] {
+      const trace::Span input("input", "wait for the batch");
+      return train_input_->get_next();
+    }();
     // Processes that differ in mdl or stage alone share one batch's FLOPs.
     if (flops_per_step_ < 0)
       flops_per_step_ = job_.model->flops_per_example(batch) * double(batch_examples(batch)) /
@@ -828,6 +838,7 @@ class TrainingLoop {
 
   // Every eval input, then early stopping on its metric.
   void evaluate() {
+    const trace::Span span("eval", "evaluate");
     result_.eval_metrics = run_evals(job_, eval_step_, train::model_variables(state_), eval_inputs_, step_,
                                      summaries_ ? &*summaries_ : nullptr, &*progress_);
     if (!early_stopping_) return;
@@ -849,6 +860,7 @@ class TrainingLoop {
   // --dist_timeout, so the other processes wait for them at a barrier with a
   // longer limit.
   void decode() {
+    const trace::Span span("decode", "decode");
     // The chief decodes alone, so with sharded params with whole ones.
     Tree variables = train::model_variables(state_);
     if (job_.sharding.sharded()) variables = gather_whole(variables, specs_);
@@ -862,6 +874,7 @@ class TrainingLoop {
   // by every process, its own blocks). `force`: the final save, skipped when
   // this step is already saved.
   void save(bool force) {
+    const trace::Span span("checkpoint", "save");
     Tree input_state = job_.multi_process() ? dist::all_gather_stacked(train_input_->state()) : train_input_->state();
     if (!mgr_ || (force && mgr_->latest_step() == step_)) return;
     train::CheckpointItems items;
@@ -876,6 +889,39 @@ class TrainingLoop {
     } else {
       mgr_->save(step_, items, {.force = force});
     }
+  }
+
+  // --profile_steps: recording from the window's first step. PAX_TRACE_DIR,
+  // which traces the whole process, wins.
+  void start_trace() {
+    if (std::getenv("PAX_TRACE_DIR") && *std::getenv("PAX_TRACE_DIR")) {
+      out_ << "--profile_steps: PAX_TRACE_DIR traces the whole run instead\n";
+      profile_.reset();
+      return;
+    }
+    const std::time_t now = std::time(nullptr);
+    char run[32];
+    std::strftime(run, sizeof(run), "%Y_%m_%d_%H_%M_%S", std::gmtime(&now));
+    trace_run_ = run;
+    trace::start();
+  }
+
+  // The window's events, one file per process (the host's name, with the
+  // process index when there are several).
+  void write_trace() {
+    char host[256] = "host";
+    gethostname(host, sizeof(host) - 1);
+    std::string file = host;
+    if (job_.multi_process()) file += "." + std::to_string(job_.process);
+    const std::string json = trace::stop("paxcc " + file);
+    const std::string path =
+        job_.path("summaries/train/plugins/profile/" + *trace_run_ + "/" + file + ".trace.json.gz");
+    trace_run_.reset();
+    profile_.reset();
+    if (json.empty()) return;
+    trace::write_gzipped(path, json);
+    out_ << "trace of steps " << job_.options.profile_steps->first << " to "
+         << std::min(step_, job_.options.profile_steps->second) << " written to " << path << "\n";
   }
 
   // The final save and the closing lines.
@@ -912,6 +958,8 @@ class TrainingLoop {
   std::unique_ptr<data::BaseInput> train_input_;
   std::vector<std::unique_ptr<data::BaseInput>> eval_inputs_, decode_inputs_;
   std::optional<train::CheckpointManager> mgr_;
+  std::optional<std::pair<int64_t, int64_t>> profile_ = job_.options.profile_steps;  // steps still to trace
+  std::optional<std::string> trace_run_;  // while tracing: the run's directory name
   train::TrainState state_;
   dist::ShardSpecs specs_;  // how state_ is split (fsdp); empty: whole on every process
   const bool early_stopping_;
@@ -1061,6 +1109,22 @@ RunResult run_experiment(const Config& config, const RunOptions& options) {
   }
   Job job(config, options);
   return options.mode == Mode::train ? TrainingLoop(job).run() : run_restored(job);
+}
+
+std::pair<int64_t, int64_t> parse_profile_steps(const std::string& text) {
+  const size_t colon = text.find(':');
+  int64_t first = 0, last = 0;
+  bool ok = colon != std::string::npos;
+  try {
+    size_t used = 0;
+    if (ok) first = std::stoll(text.substr(0, colon), &used), ok = used == colon;
+    if (ok) last = std::stoll(text.substr(colon + 1), &used), ok = used == text.size() - colon - 1;
+  } catch (const std::exception&) {
+    ok = false;
+  }
+  PAX_CHECK(ok && first >= 1 && first <= last, "--profile_steps '", text,
+            "' is not START:END with 1 <= START <= END (for example 10:12)");
+  return {first, last};
 }
 
 std::string inspect_experiment(const Config& config) {

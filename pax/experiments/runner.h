@@ -21,6 +21,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "pax/config/config.h"
 
@@ -46,7 +47,15 @@ struct RunOptions {
   std::string experiment_name;
   // eval / decode: where results go (default <job_dir>/<mode>_runs/step_<step>/).
   std::string output_dir;
+  // train: trace steps [first, last] (1-based, inclusive) into
+  // <job_dir>/summaries/train/plugins/profile/<run>/<host>.trace.json.gz, as
+  // TensorBoard's profile plugin finds it (pax/core/trace.h).
+  std::optional<std::pair<int64_t, int64_t>> profile_steps;
 };
+
+// "START:END" (1 <= START <= END) as profile_steps; pax::Error naming the
+// valid form otherwise.
+std::pair<int64_t, int64_t> parse_profile_steps(const std::string& text);
 
 struct RunResult {
   int64_t step = 0;                                                   // the global step reached (or restored)

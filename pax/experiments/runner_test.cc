@@ -11,6 +11,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "pax/core/trace.h"
 #include "pax/experiments/experiment.h"
 #include "pax/data/file_io.h"
 #include "pax/testing/testing.h"
@@ -126,6 +127,30 @@ TEST(Runner, TinyTrainsAndWritesItsJobDirectory) {
 // A learning rate that overflows: the skipped steps are counted in
 // metrics.jsonl, and the run stops after max_consecutive_nonfinite_steps of
 // them; with skipping off it stops at the first one, before a save.
+// --profile_steps 2:3 writes one trace of those steps where TensorBoard's
+// profile plugin looks: <job>/summaries/train/plugins/profile/<run>/<host>.trace.json.gz.
+TEST(Runner, ProfileStepsWriteATraceWhereTensorBoardLooks) {
+  const std::string dir = fresh_dir("profile");
+  RunOptions o = options(dir);
+  o.profile_steps = std::make_pair(int64_t(2), int64_t(3));
+  run_experiment(tiny_config(4), o);
+  std::vector<fs::path> traces;
+  for (const auto& entry : fs::recursive_directory_iterator(fs::path(dir) / "summaries/train/plugins/profile"))
+    if (entry.path().string().ends_with(".trace.json.gz")) traces.push_back(entry.path());
+  ASSERT_EQ(traces.size(), 1u);
+  const std::string doc = trace::read_gzipped(traces[0].string());
+  for (const char* want : {"\"train step 2\"", "\"train step 3\"", "\"cat\": \"gemm\"", "\"cat\": \"input\""})
+    EXPECT_NE(doc.find(want), std::string::npos) << want;
+  for (const char* not_in : {"\"train step 1\"", "\"train step 4\""})
+    EXPECT_EQ(doc.find(not_in), std::string::npos) << not_in;
+}
+
+TEST(Runner, ProfileStepsMustBeAWindow) {
+  EXPECT_EQ(parse_profile_steps("10:12"), std::make_pair(int64_t(10), int64_t(12)));
+  for (const char* bad : {"3:2", "0:4", "2", "a:b", "2:3x", ""})
+    EXPECT_PAX_ERROR(parse_profile_steps(bad), "is not START:END with 1 <= START <= END");
+}
+
 TEST(Runner, NonFiniteStepsAreCountedAndStopTheRun) {
   const std::string dir = fresh_dir("nonfinite");
   Config cfg = tiny_config(40);

@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
       "  paxcc tokenizer --input corpus.txt --vocab_size 8000 --out corpus.model");
 
   std::string exp_name, job_dir, mode_name = "train", config_file, data_dir, output_dir, platform;
-  std::string matmul_precision;
+  std::string matmul_precision, profile_steps;
   std::vector<std::string> overrides;
   std::optional<int64_t> restore_step;
   std::optional<double> peak_flops, dist_timeout, dist_phase_timeout, dist_stop_grace;
@@ -153,6 +153,10 @@ int main(int argc, char** argv) {
                  "f32 products and convolutions: float32 (default; also $PAX_DEFAULT_MATMUL_PRECISION), or "
                  "tensorfloat32 / bfloat16 to let a GPU's tensor cores take TF32 inputs")
       ->check(CLI::IsMember({"float32", "highest", "tensorfloat32", "high", "bfloat16", "default", "fastest"}));
+  app.add_option("--profile_steps", profile_steps,
+                 "train: trace steps START:END (1-based, inclusive) into <job_log_dir>/summaries/train/plugins/"
+                 "profile/, for TensorBoard's profile plugin or Perfetto ($PAX_TRACE_DIR traces a whole run)")
+      ->type_name("START:END");
   app.add_option("--data_dir", data_dir, "Data directory (default: $PAX_DATA_DIR or ./data)");
   app.add_option("--peak_flops", peak_flops, "Peak FLOP/s of this machine for MFU (default: the theoretical peak)")
       ->check(number_between(1e6, 1e21, "FLOP/s"));
@@ -257,6 +261,7 @@ int main(int argc, char** argv) {
     options.peak_flops = peak_flops;
     options.experiment_name = exp_name.empty() ? recorded_experiment(config_file) : exp_name;
     options.output_dir = output_dir;
+    if (!profile_steps.empty()) options.profile_steps = pax::experiments::parse_profile_steps(profile_steps);
     pax::experiments::run_experiment(config, options);
     return 0;
   } catch (const std::bad_alloc&) {

@@ -18,6 +18,7 @@
 #include "pax/backend/cpu/fused_loop.h"
 #include "pax/compile/lower.h"
 #include "pax/core/error.h"
+#include "pax/core/trace.h"
 #include "pax/interp/collective_thread.h"
 #include "pax/interp/interpreter.h"
 #include "pax/interp/process_axis.h"
@@ -95,6 +96,17 @@ std::string avals_str(const Jaxpr& j, const std::vector<Var>& vars) {
   return s;
 }
 
+// A step's category in traces: products, attention, collectives, fused
+// loops (sweeps are named by run_sweep's caller), other kernels.
+const char* step_category(const Jaxpr& j, const Step& step) {
+  if (step.kind == Step::Kind::fused) return "fusion";
+  if (step.kind == Step::Kind::impl) return "impl";
+  const Prim p = j.eqns[step.index].prim;
+  if (p == Prim::dot_general || p == Prim::conv_general_dilated) return "gemm";
+  if (p == Prim::dot_product_attention || p == Prim::dot_product_attention_bwd) return "attention";
+  return "kernel";
+}
+
 // "dot_general[dimension_numbers=...] f32[8,256,256], f32[256,768] -> f32[8,256,768]" or
 // "fusion{mul, add, tanh} f32[...] -> f32[...]".
 std::string step_label(const Jaxpr& j, const StepSchedule& schedule, const Step& step) {
@@ -159,15 +171,18 @@ class CpuExecutable : public Executable {
       started_[s] = step.kind == Step::Kind::impl && moves_data(jaxpr_.eqns[step.index].prim);
       if (started_[s]) position_[s] = position[step.index];
     }
-    if (StepProfile::get()) {
-      for (const Step& step : schedule_.steps) labels_.push_back(step_label(jaxpr_, schedule_, step));
-      for (const RowSweep& sw : schedule_.sweeps) {
-        std::string label;
-        for (size_t k = sw.first; k <= sw.last; ++k) {
-          if (schedule_.steps[k].kind != Step::Kind::alias) label += (label.empty() ? "" : "; ") + labels_[k];
-        }
-        labels_[sw.first] = "sweep{" + label + "}";
+    // Labels for PAX_PROFILE and traces (which a run may start at any step).
+    for (const Step& step : schedule_.steps) {
+      labels_.push_back(step_label(jaxpr_, schedule_, step));
+      categories_.push_back(step_category(jaxpr_, step));
+    }
+    for (const RowSweep& sw : schedule_.sweeps) {
+      std::string label;
+      for (size_t k = sw.first; k <= sw.last; ++k) {
+        if (schedule_.steps[k].kind != Step::Kind::alias) label += (label.empty() ? "" : "; ") + labels_[k];
       }
+      labels_[sw.first] = "sweep{" + label + "}";
+      categories_[sw.first] = "sweep";
     }
     if (env_switch_on("PAX_DUMP_SCHEDULE")) std::fprintf(stderr, "PAX_DUMP_SCHEDULE:\n%s\n", str().c_str());
   }
@@ -236,11 +251,12 @@ class CpuExecutable : public Executable {
   std::vector<std::shared_ptr<const cpu::FusedLoop>> fused_;  // per fusion group, prepared
   std::vector<bool> donor_;                                   // per program input: some output may take its buffer
   std::vector<KernelFn> kernels_;
-  std::vector<bool> started_;        // per step: a collective started asynchronously
-  std::vector<int64_t> position_;    // per started step: its place among the program's collectives
-  std::vector<AVal> out_avals_;      // of the source program's outputs
-  std::vector<std::string> labels_;  // per step, when profiling
-  std::vector<int> sweep_at_;        // per step: the row sweep it belongs to, or -1
+  std::vector<bool> started_;            // per step: a collective started asynchronously
+  std::vector<int64_t> position_;        // per started step: its place among the program's collectives
+  std::vector<AVal> out_avals_;          // of the source program's outputs
+  std::vector<std::string> labels_;      // per step: operation and shapes (PAX_PROFILE, traces)
+  std::vector<const char*> categories_;  // per step, in traces
+  std::vector<int> sweep_at_;            // per step: the row sweep it belongs to, or -1
   // Per row sweep: its loops and row reductions, and where they read and
   // write its sweep-local values (cpu::SweepLoop).
   struct SweepPlan {
@@ -373,7 +389,10 @@ void CpuExecutable::start_collective_step(Frame& f, size_t s) const {
   // The axis is looked up (and a group for it made) here, in program order,
   // never on the communication thread.
   if (e.params.has("axis_name")) (void)find_process_axis(e.params.s("axis_name"));
-  f.pending[s] = start_collective([prim = e.prim, params = e.params, in = std::move(in), at = position_[s]]() mutable {
+  f.pending[s] = start_collective([prim = e.prim, params = e.params, in = std::move(in), at = position_[s],
+                                   label = trace::active() ? labels_[s] : std::string()]() mutable {
+    if (!label.empty()) trace::set_thread_name("communication");
+    const trace::Span span("collective", label);
     CollectivePosition position(at);
     std::vector<Array> out = eager_apply(prim, in, params);
     in.clear();  // released before the handle says it has finished
@@ -384,6 +403,7 @@ void CpuExecutable::start_collective_step(Frame& f, size_t s) const {
 
 void CpuExecutable::finish(Frame& f, size_t s) const {
   const Eqn& e = jaxpr_.eqns[schedule_.steps[s].index];
+  const trace::Span waited("collective", trace::active() ? "wait for " + labels_[s] : std::string());
   const std::vector<Array> out = std::exchange(f.pending[s], nullptr)->wait();
   for (size_t i = 0; i < e.outputs.size(); ++i) {
     const int id = plan_.storage_of[size_t(e.outputs[i])];
@@ -490,9 +510,11 @@ std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
       }
     }
   } wait_for_started{f};
-  StepProfile* profile = labels_.empty() ? nullptr : StepProfile::get();
+  // PAX_PROFILE's table and traces time the same spans.
+  StepProfile* profile = StepProfile::get();
+  const bool tracing = trace::active();
   for (size_t s = 0; s < schedule_.steps.size(); ++s) {
-    const auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    const double start = profile || tracing ? trace::now_us() : 0.0;
     const int sweep = sweep_at_[s];
     // A reshape of a collective's result shares its bytes: its readers wait.
     if (sweep < 0 ? schedule_.steps[s].kind != Step::Kind::alias : schedule_.sweeps[size_t(sweep)].first == s)
@@ -510,9 +532,10 @@ std::vector<Array> CpuExecutable::run(std::vector<Array> args) const {
         case Step::Kind::alias: break;
       }
     }
-    if (profile && schedule_.steps[s].kind != Step::Kind::alias &&
+    if ((profile || tracing) && schedule_.steps[s].kind != Step::Kind::alias &&
         (sweep < 0 || schedule_.sweeps[size_t(sweep)].first == s)) {
-      profile->add(labels_[s], std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      if (profile) profile->add(labels_[s], (trace::now_us() - start) * 1e-6);
+      if (tracing) trace::complete(started_[s] ? "collective" : categories_[s], labels_[s], start);
     }
     for (int id : plan_.release_after[s]) {
       if (f.donated[size_t(id)]) continue;  // kept for the output that takes it

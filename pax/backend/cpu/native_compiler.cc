@@ -27,6 +27,7 @@
 #include "pax/backend/cpu/kernel_cache_file.h"
 #include "pax/core/error.h"
 #include "pax/core/stop.h"
+#include "pax/core/trace.h"
 
 extern char** environ;
 
@@ -449,6 +450,7 @@ class JobQueue {
   void work() {
     // Stop signals are for the thread that waits on them, never this one.
     block_stop_signals_in_this_thread();
+    trace::set_thread_name("compile");
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
       cv_.wait(lock, [&] { return !jobs_.empty(); });
@@ -456,6 +458,7 @@ class JobQueue {
       jobs_.pop_front();
       lock.unlock();
       try {
+        const trace::Span span("compile", "background compile");
         job();
       } catch (const std::exception& e) {
         notice_once(std::string("job:") + e.what(), std::string("a compile job failed: ") + e.what());

@@ -1,0 +1,91 @@
+// Trace recording: events only while recording, on the threads that made
+// them, with names escaped, as a trace-event JSON document; gzipped files.
+#include "pax/core/trace.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+namespace pax::trace {
+namespace {
+
+using nlohmann::json;
+
+// The "X" events of a document, and the thread names by tid.
+struct Parsed {
+  std::vector<json> events;
+  std::map<int, std::string> thread_names;
+};
+Parsed parse(const std::string& text) {
+  Parsed p;
+  const json doc = json::parse(text);
+  for (const json& e : doc.at("traceEvents")) {
+    if (e.at("ph") == "X") p.events.push_back(e);
+    if (e.at("ph") == "M" && e.at("name") == "thread_name")
+      p.thread_names[e.at("tid").get<int>()] = e.at("args").at("name").get<std::string>();
+  }
+  return p;
+}
+
+TEST(Trace, RecordsOnlyWhileOnAndOnTheThreadThatRan) {
+  complete("kernel", "before", now_us());  // not recording: dropped
+  EXPECT_FALSE(active());
+  start();
+  EXPECT_TRUE(active());
+  { const Span span("gemm", "dot_general f32[2,3] \"quoted\" \\ -> f32[2,4]"); }
+  std::thread worker([] {
+    set_thread_name("worker");
+    const Span span("fusion", "fusion{add}");
+  });
+  worker.join();
+  complete("input", "with args", now_us() - 5.0, "\"shape\": \"f32[8]\"");
+  const std::string doc = stop("test process");
+  EXPECT_FALSE(active());
+  const Parsed p = parse(doc);
+  ASSERT_EQ(p.events.size(), 3u) << doc;
+  std::set<int> tids;
+  for (const json& e : p.events) {
+    EXPECT_GE(e.at("dur").get<double>(), 0.0);
+    tids.insert(e.at("tid").get<int>());
+  }
+  EXPECT_EQ(tids.size(), 2u);
+  EXPECT_EQ(p.events[0].at("name"), "dot_general f32[2,3] \"quoted\" \\ -> f32[2,4]");
+  EXPECT_EQ(p.events[0].at("cat"), "gemm");
+  bool named = false;
+  for (const auto& [tid, name] : p.thread_names) named |= name == "worker";
+  EXPECT_TRUE(named) << doc;
+  for (const json& e : p.events)
+    if (e.at("name") == "with args") EXPECT_EQ(e.at("args").at("shape"), "f32[8]");
+  // Nothing recorded: no document.
+  start();
+  EXPECT_EQ(stop("empty"), "");
+}
+
+TEST(Trace, ANewRecordingDropsTheEventsOfAnUnstoppedOne) {
+  start();
+  { const Span span("kernel", "old"); }
+  start();
+  { const Span span("kernel", "new"); }
+  const std::string doc = stop("test");
+  const Parsed p = parse(doc);
+  ASSERT_EQ(p.events.size(), 1u) << doc;
+  EXPECT_EQ(p.events[0].at("name"), "new");
+}
+
+TEST(Trace, WritesGzippedFilesWhole) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pax_trace_test_" + std::to_string(::getpid()));
+  const std::string path = (dir / "a" / "b.trace.json.gz").string();
+  const std::string text = "{\"traceEvents\": []}";
+  write_gzipped(path, text);
+  EXPECT_EQ(read_gzipped(path), text);
+  EXPECT_FALSE(std::filesystem::exists(path + ".partial"));
+  std::filesystem::remove_all(dir);
+  EXPECT_THROW(write_gzipped("/proc/no/such/dir/x.gz", text), std::exception);
+}
+
+}  // namespace
+}  // namespace pax::trace
