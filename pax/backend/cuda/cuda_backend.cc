@@ -20,6 +20,7 @@
 #include "pax/backend/matmul_precision.h"
 #include "pax/core/array.h"
 #include "pax/core/error.h"
+#include "pax/core/trace.h"
 
 namespace pax::cuda {
 namespace {
@@ -44,6 +45,7 @@ std::shared_ptr<Buffer> scratch(size_t nbytes, int index) { return allocate(nbyt
 char* device_bytes(const Buffer& b) { return static_cast<char*>(const_cast<void*>(b.data())); }
 
 void to_host(const Buffer& src, size_t offset, void* dst, size_t nbytes) {
+  const trace::Span span("copy", trace::active() ? "device to host " + std::to_string(nbytes) + " B" : std::string());
   const int index = src.device().index;
   const DeviceGuard on(index);
   const cudaStream_t s = stream_of(index);
@@ -53,6 +55,7 @@ void to_host(const Buffer& src, size_t offset, void* dst, size_t nbytes) {
 
 void from_host(const std::shared_ptr<Buffer>& dst, size_t offset, const void* src, size_t nbytes) {
   if (!nbytes) return;
+  const trace::Span span("copy", trace::active() ? "host to device " + std::to_string(nbytes) + " B" : std::string());
   const int index = dst->device().index;
   const DeviceGuard on(index);
   DeviceState& d = device_state(index);
