@@ -1,21 +1,15 @@
-// Trace-event recording (trace.h): a buffer per thread, gathered by stop();
-// PAX_TRACE_DIR traces the whole process into that directory.
+// Trace-event recording (trace.h): a buffer per thread, gathered by stop().
 #include "pax/core/trace.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <vector>
-
-#include "pax/core/error.h"
 
 namespace pax::trace {
 namespace {
@@ -54,7 +48,10 @@ ThreadBuffer& mine() {
   return *buffer;
 }
 
-const std::chrono::steady_clock::time_point g_epoch = std::chrono::steady_clock::now();
+std::chrono::steady_clock::time_point epoch() {
+  static const std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now();
+  return t;
+}
 
 void append_escaped(std::string& out, const std::string& s) {
   for (char c : s) {
@@ -71,43 +68,9 @@ void append_escaped(std::string& out, const std::string& s) {
   }
 }
 
-// PAX_TRACE_DIR: recording from the first question to the process's exit,
-// written to <dir>/<host>.<pid>.trace.json.gz.
-struct EnvSession {
-  std::string dir;
-  EnvSession() {
-    const char* env = std::getenv("PAX_TRACE_DIR");
-    if (!env || !*env) return;
-    dir = env;
-    start();
-    std::atexit([] {
-      const std::string& d = env_session().dir;
-      char host[256] = "host";
-      gethostname(host, sizeof(host) - 1);
-      const std::string json = stop(std::string("paxcc ") + host + " pid " + std::to_string(getpid()));
-      if (json.empty()) return;
-      const std::string path = d + "/" + host + "." + std::to_string(getpid()) + ".trace.json.gz";
-      try {
-        write_gzipped(path, json);
-        std::fprintf(stderr, "PAX_TRACE_DIR: trace written to %s\n", path.c_str());
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "PAX_TRACE_DIR: %s\n", e.what());
-      }
-    });
-  }
-  static EnvSession& env_session() {
-    static EnvSession* s = new EnvSession;
-    return *s;
-  }
-};
-
 }  // namespace
 
-bool active() {
-  static const bool env_checked = (EnvSession::env_session(), true);
-  (void)env_checked;
-  return g_active.load(std::memory_order_relaxed);
-}
+bool active() { return g_active.load(std::memory_order_relaxed); }
 
 void start() {
   g_recording.fetch_add(1);
@@ -115,7 +78,7 @@ void start() {
 }
 
 double now_us() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - g_epoch).count();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - epoch()).count();
 }
 
 void complete(const char* category, const std::string& name, double start_us, const std::string& args_json) {
@@ -170,35 +133,6 @@ std::string stop(const std::string& process_name) {
   }
   out += "\n]}\n";
   return events == 0 ? std::string() : out;
-}
-
-void write_gzipped(const std::string& path, const std::string& json) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  std::error_code ec;
-  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
-  PAX_CHECK(!ec, "trace: cannot create the directory of ", path, ": ", ec.message());
-  const std::string partial = path + ".partial";
-  gzFile f = gzopen(partial.c_str(), "wb");
-  PAX_CHECK(f != nullptr, "trace: cannot write ", partial);
-  const bool written = gzwrite(f, json.data(), unsigned(json.size())) == int(json.size());
-  const bool closed = gzclose(f) == Z_OK;
-  PAX_CHECK(written && closed, "trace: writing ", partial, " failed (disk full?)");
-  fs::rename(partial, target, ec);
-  PAX_CHECK(!ec, "trace: cannot move ", partial, " to ", path, ": ", ec.message());
-}
-
-std::string read_gzipped(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  PAX_CHECK(f != nullptr, "trace: cannot read ", path);
-  std::string text;
-  char buf[1 << 16];
-  int n = 0;
-  while ((n = gzread(f, buf, sizeof(buf))) > 0) text.append(buf, size_t(n));
-  const bool ok = n == 0;
-  gzclose(f);
-  PAX_CHECK(ok, "trace: ", path, " is not a whole gzip file");
-  return text;
 }
 
 }  // namespace pax::trace

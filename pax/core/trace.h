@@ -12,7 +12,9 @@
 //   std::string json = pax::trace::stop("paxcc rank 0");  // {"traceEvents": [...]}
 //
 // Threads are named where they start (set_thread_name): the caller's, the
-// OpenMP workers, the compile and communication threads.
+// OpenMP workers, the compile and communication threads. Writing a trace
+// (gzipped, PAX_TRACE_DIR) is pax/train/trace_file.h's: the array core has
+// no zlib.
 #pragma once
 
 #include <cstdint>
@@ -59,12 +61,5 @@ class Span {
   double start_;
   std::string name_;
 };
-
-// Writes `json` gzipped to `path` (its directory created), replacing any file
-// there only once the new one is complete. pax::Error naming the path on failure.
-void write_gzipped(const std::string& path, const std::string& json);
-// The text of a gzipped file (a trace); pax::Error naming the path when it
-// cannot be read.
-std::string read_gzipped(const std::string& path);
 
 }  // namespace pax::trace

@@ -1,10 +1,9 @@
 // Trace recording: events only while recording, on the threads that made
-// them, with names escaped, as a trace-event JSON document; gzipped files.
+// them, with names escaped, as a trace-event JSON document.
 #include "pax/core/trace.h"
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -73,18 +72,6 @@ TEST(Trace, ANewRecordingDropsTheEventsOfAnUnstoppedOne) {
   const Parsed p = parse(doc);
   ASSERT_EQ(p.events.size(), 1u) << doc;
   EXPECT_EQ(p.events[0].at("name"), "new");
-}
-
-TEST(Trace, WritesGzippedFilesWhole) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("pax_trace_test_" + std::to_string(::getpid()));
-  const std::string path = (dir / "a" / "b.trace.json.gz").string();
-  const std::string text = "{\"traceEvents\": []}";
-  write_gzipped(path, text);
-  EXPECT_EQ(read_gzipped(path), text);
-  EXPECT_FALSE(std::filesystem::exists(path + ".partial"));
-  std::filesystem::remove_all(dir);
-  EXPECT_THROW(write_gzipped("/proc/no/such/dir/x.gz", text), std::exception);
 }
 
 }  // namespace

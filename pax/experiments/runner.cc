@@ -12,7 +12,6 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "pax/api/transforms.h"
@@ -43,6 +42,7 @@
 #include "pax/train/early_stopping.h"
 #include "pax/train/peak_flops.h"
 #include "pax/train/step_summaries.h"
+#include "pax/train/trace_file.h"
 #include "pax/train/eval_decode.h"
 #include "pax/train/fs_util.h"
 #include "pax/train/summary.h"
@@ -909,9 +909,7 @@ class TrainingLoop {
   // The window's events, one file per process (the host's name, with the
   // process index when there are several).
   void write_trace() {
-    char host[256] = "host";
-    gethostname(host, sizeof(host) - 1);
-    std::string file = host;
+    std::string file = trace::host_name();
     if (job_.multi_process()) file += "." + std::to_string(job_.process);
     const std::string json = trace::stop("paxcc " + file);
     const std::string path =

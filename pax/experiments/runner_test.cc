@@ -11,11 +11,11 @@
 #include <numeric>
 #include <sstream>
 
-#include "pax/core/trace.h"
 #include "pax/experiments/experiment.h"
 #include "pax/data/file_io.h"
 #include "pax/testing/testing.h"
 #include "pax/train/checkpoint.h"
+#include "pax/train/trace_file.h"
 #include "pax/train/summary.h"
 
 namespace pax::experiments {
