@@ -2,12 +2,14 @@
 #include "pax/data/text_lm.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cctype>
 #include <filesystem>
 
 #include "pax/core/parallel.h"
 #include "pax/data/datasets.h"
 #include "pax/data/file_io.h"
+#include "pax/data/record_files.h"
 #include "pax/data/host_random.h"
 #include "pax/data/own_tokenizer.h"
 #include "pax/data/prompts.h"
@@ -145,16 +147,39 @@ TextLmInput::TextLmInput(const HParams& hp) : IndexedInput(hp) {
     files = {kjv_text_path(hp.data_dir)};
   } else {
     PAX_CHECK(!files.empty(), who, ": `files` is empty; list the text files to read (or set source = kjv)");
+    try {
+      files = expand_file_patterns(files);
+    } catch (const Error& e) {
+      PAX_FAIL(who, ": ", e.what());
+    }
     check_files_exist(who, files);
   }
   std::vector<std::string> docs, train_docs;  // train_docs: what an spm:<vocab> tokenizer trains on
   int64_t index = 0;
+  BadRecords bad;
+  auto documents_of = [&](const std::string& f) {
+    const RecordFormat format = record_format(f);
+    if (format == RecordFormat::text) return split_documents(read_file(f), hp.document_unit);
+    std::vector<std::string> records;
+    try {
+      records = read_record_documents(f, format, hp.text_field, hp.skip_bad_records, bad);
+    } catch (const Error& e) {
+      PAX_FAIL(who, ": ", e.what());
+    }
+    // Empty records are dropped, as blank documents of text files are.
+    std::erase_if(records, [](const std::string& d) { return d.empty(); });
+    return records;
+  };
   for (const std::string& f : files) {
-    for (std::string& d : split_documents(read_file(f), hp.document_unit)) {
+    for (std::string& d : documents_of(f)) {
       const bool held_out = is_validation_document(index++, hp.validation_fraction);
       if (own_vocab && !held_out) train_docs.push_back(d);
       if (hp.split == TextSplit::all || held_out == (hp.split == TextSplit::validation)) docs.push_back(std::move(d));
     }
+  }
+  if (bad.count > 0) {
+    std::fprintf(stderr, "%s: left out %lld bad record(s) (skip_bad_records); the first: %s\n", who.c_str(),
+                 (long long)bad.count, bad.first.c_str());
   }
   if (own_vocab) tokenizer_ = load_tokenizer(own_sentencepiece_path(train_docs, *own_vocab, hp.data_dir));
   const char* split_name = hp.split == TextSplit::all ? "all" : hp.split == TextSplit::train ? "train" : "validation";

@@ -1,5 +1,6 @@
 // TextLmInput: language-model batches from text files. Text is split into
-// documents (lines, blank-line separated paragraphs, or whole files), a
+// documents (lines, blank-line separated paragraphs, or whole files; a record
+// of a JSON-lines or TFRecord corpus file, data/record_files.h), a
 // deterministic subset of them held out for validation, tokenised (bytes or
 // a SentencePiece model) and packed into rows of seq_length tokens, once at
 // construction; the rows are then sharded, shuffled and batched like any
@@ -71,10 +72,15 @@ class TextLmInput : public IndexedInput {
     DocumentUnit document_unit = DocumentUnit::line;
     TextSplit split = TextSplit::all;
     double validation_fraction = 0.05;
+    std::string text_field = "text";
+    bool skip_bad_records = false;
     PAX_HPARAMS(TextLmInput, BaseInput::HParams,
                 (source, "files: the text files in `files`; kjv: the King James Bible (prepared in data_dir)."),
                 (files,
-                 "Text files (plain or gzip) read in order, with source = files (set with another source: an error)."),
+                 "Files read in order with source = files (set with another source: an error): text, JSON lines "
+                 "(.jsonl / .json: one object per line, its text_field a document) or TFRecord files of tf.Example "
+                 "(a name with 'tfrecord' in it: the text_field bytes feature), each plain or gzip; a name with "
+                 "* ? [ is a glob (c4-train.tfrecord-*-of-01024)."),
                 (data_dir, "Data directory (empty: --data_dir, $PAX_DATA_DIR or ./data)."),
                 (tokenizer,
                  "'bytes' (byte-level, vocab 259), the path of a SentencePiece model, kjv_spm:<vocab> (a "
@@ -85,7 +91,11 @@ class TextLmInput : public IndexedInput {
                 (add_eos, "End every document with the tokenizer's eos id."),
                 (document_unit, "What a document is: a line, a blank-line separated paragraph, or a file."),
                 (split, "all documents, or the train / validation part of them."),
-                (validation_fraction, "Fraction of the documents held out as the validation split."));
+                (validation_fraction, "Fraction of the documents held out as the validation split."),
+                (text_field, "The field (JSON lines) or feature (tf.Example) that holds a record's text."),
+                (skip_bad_records,
+                 "Leave out records that are damaged or lack text_field (and unreadable files), counted in one "
+                 "warning; false: an error naming the file and record."));
     std::string data_source() const override;
     std::string tokenizer_used() const override;
   };

@@ -11,7 +11,7 @@
 
 #include "pax/core/error.h"
 #include "pax/core/version.h"
-#include "pax/train/crc32c.h"
+#include "pax/core/crc32c.h"
 #include "pax/train/fs_util.h"
 #include "pax/train/json_check.h"
 #include "pax/train/sharded_checkpoint.h"

@@ -13,7 +13,7 @@
 #include "pax/core/buffer.h"
 #include "pax/core/device_put.h"
 #include "pax/core/error.h"
-#include "pax/train/crc32c.h"
+#include "pax/core/crc32c.h"
 #include "pax/train/fs_util.h"
 #include "pax/train/json_check.h"
 

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "pax/testing/checkpoint_testing.h"
-#include "pax/train/crc32c.h"
+#include "pax/core/crc32c.h"
 
 namespace pax::train {
 namespace {

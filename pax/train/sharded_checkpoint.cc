@@ -20,7 +20,7 @@
 #include "pax/core/error.h"
 #include "pax/dist/jax_utils.h"
 #include "pax/dist/process_group.h"
-#include "pax/train/crc32c.h"
+#include "pax/core/crc32c.h"
 #include "pax/train/fs_util.h"
 
 namespace pax::train {

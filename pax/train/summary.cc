@@ -18,7 +18,8 @@
 
 #include "pax/core/error.h"
 #include "pax/data/file_io.h"
-#include "pax/train/crc32c.h"
+#include "pax/core/crc32c.h"
+#include "pax/data/record_files.h"
 #include "pax/train/fs_util.h"
 #include "pax/train/report.h"
 
@@ -159,16 +160,6 @@ std::string histogram_event(double wall_time, int64_t step, std::string_view tag
   return summary_event(wall_time, step, tag, value_fields);
 }
 
-// TFRecord: u64 length, masked CRC of those 8 bytes, data, masked CRC of data.
-void append_record(std::string& out, std::string_view data) {
-  std::string len;
-  put_fixed(len, data.size(), 8);
-  out += len;
-  put_fixed(out, mask_crc32c(crc32c(len.data(), len.size())), 4);
-  out.append(data);
-  put_fixed(out, mask_crc32c(crc32c(data.data(), data.size())), 4);
-}
-
 std::string hostname() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == 0) return "localhost";
@@ -193,13 +184,6 @@ void close_fd(int& fd, const std::string& path) {
 }
 
 }  // namespace
-
-uint32_t mask_crc32c(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
-
-uint32_t unmask_crc32c(uint32_t masked) {
-  uint32_t rot = masked - 0xa282ead8u;
-  return (rot >> 17) | (rot << 15);
-}
 
 // --- SummaryWriter ---
 
@@ -280,7 +264,7 @@ void SummaryWriter::session_start(int64_t step, double wall_time) {
   append_event(session_start_event(wall_time < 0 ? unix_now() : wall_time, step));
 }
 
-void SummaryWriter::append_event(const std::string& event) { append_record(pending_, event); }
+void SummaryWriter::append_event(const std::string& event) { data::append_tfrecord(pending_, event); }
 
 void SummaryWriter::flush() {
   if (fd_ < 0) return;

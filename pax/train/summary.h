@@ -36,11 +36,6 @@
 
 namespace pax::train {
 
-// TFRecord's masked CRC32C: ((crc >> 15) | (crc << 17)) + 0xa282ead8, so that
-// a CRC stored beside the data it covers does not checksum to a fixed value.
-uint32_t mask_crc32c(uint32_t crc);
-uint32_t unmask_crc32c(uint32_t masked);
-
 // The version string of the first event of every file.
 inline constexpr std::string_view kEventFileVersion = "brain.Event:2";
 

@@ -25,7 +25,8 @@
 
 #include "pax/testing/testing.h"
 #include "pax/testing/unprivileged.h"
-#include "pax/train/crc32c.h"
+#include "pax/core/crc32c.h"
+#include "pax/data/record_files.h"
 
 namespace pax::train {
 namespace {
@@ -238,15 +239,15 @@ class TempDir {
 TEST(SummaryCrc, MaskMatchesHandValuesAndUnmasks) {
   // crc32c("123456789") and its mask ((crc >> 15 | crc << 17) + 0xa282ead8), by hand.
   EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
-  EXPECT_EQ(mask_crc32c(0xE3069283u), 0xC78AB0E5u);
-  EXPECT_EQ(mask_crc32c(0), 0xA282EAD8u);
-  EXPECT_EQ(unmask_crc32c(0xC78AB0E5u), 0xE3069283u);
+  EXPECT_EQ(data::mask_crc32c(0xE3069283u), 0xC78AB0E5u);
+  EXPECT_EQ(data::mask_crc32c(0), 0xA282EAD8u);
+  EXPECT_EQ(data::unmask_crc32c(0xC78AB0E5u), 0xE3069283u);
   EXPECT_EQ(test_unmask(0xC78AB0E5u), 0xE3069283u);
   for (uint32_t crc : {0u, 1u, 0x80000000u, 0xFFFFFFFFu, 0x12345678u, 0xDEADBEEFu}) {
-    EXPECT_EQ(unmask_crc32c(mask_crc32c(crc)), crc);
-    EXPECT_EQ(test_unmask(mask_crc32c(crc)), crc);
+    EXPECT_EQ(data::unmask_crc32c(data::mask_crc32c(crc)), crc);
+    EXPECT_EQ(test_unmask(data::mask_crc32c(crc)), crc);
   }
-  EXPECT_NE(mask_crc32c(0x12345678u), 0x12345678u);
+  EXPECT_NE(data::mask_crc32c(0x12345678u), 0x12345678u);
 }
 
 // --- SummaryWriter ---

@@ -1,6 +1,6 @@
 // CRC-32C against published check values and a bitwise reference, both
 // implementations, every alignment and length class, extend and combine.
-#include "pax/train/crc32c.h"
+#include "pax/core/crc32c.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace pax::train {
+namespace pax {
 namespace {
 
 // One bit at a time, straight from the definition (reflected 0x82F63B78).
@@ -77,4 +77,4 @@ TEST(Crc32c, DetectsEverySingleBitFlip) {
 }
 
 }  // namespace
-}  // namespace pax::train
+}  // namespace pax

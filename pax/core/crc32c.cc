@@ -1,6 +1,6 @@
 // CRC-32C: slicing-by-8 tables, the SSE4.2 path with three interleaved
 // streams, and GF(2) polynomial arithmetic to shift and combine CRCs.
-#include "pax/train/crc32c.h"
+#include "pax/core/crc32c.h"
 
 #include <array>
 #include <cstring>
@@ -10,7 +10,7 @@
 #define PAX_CRC32C_X86 1
 #endif
 
-namespace pax::train {
+namespace pax {
 namespace {
 
 constexpr uint32_t kPoly = 0x82F63B78u;  // reflected Castagnoli polynomial
@@ -168,4 +168,4 @@ uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
   return mult_mod_p(zeros_operator(len_b), crc_a) ^ crc_b;
 }
 
-}  // namespace pax::train
+}  // namespace pax

@@ -1,5 +1,6 @@
 // CRC-32C (Castagnoli polynomial 0x1EDC6F41, reflected 0x82F63B78), the
-// checksum stored for every tensor of a checkpoint. It uses the SSE4.2 crc32
+// checksum stored for every tensor of a checkpoint and, masked, for every
+// TFRecord record (summaries, datasets). It uses the SSE4.2 crc32
 // instruction (three interleaved streams) when the CPU has it, a table-driven
 // slicing-by-8 loop otherwise; both give identical results.
 #pragma once
@@ -7,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace pax::train {
+namespace pax {
 
 // CRC-32C of `n` bytes: crc32c("123456789", 9) == 0xE3069283.
 uint32_t crc32c(const void* data, size_t n);
@@ -24,4 +25,4 @@ uint32_t crc32c_extend_sse42(uint32_t crc, const void* data, size_t n);
 bool crc32c_sse42_available();
 }  // namespace detail
 
-}  // namespace pax::train
+}  // namespace pax
