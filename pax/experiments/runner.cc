@@ -651,8 +651,8 @@ class TrainingLoop {
     train::MetricAccumulator metrics;
     train::SummaryAccumulator summaries;  // the chief's
     int64_t steps = 0, tokens = 0, examples = 0, skipped = 0;
-    double seconds = 0;
-    Array grad_norm;  // of the latest step
+    double seconds = 0, input_seconds = 0;  // of the steps; of their waits for batches
+    Array grad_norm;                        // of the latest step
   };
 
   // One trainer per job directory: the chief holds the lock for the whole
@@ -771,10 +771,12 @@ class TrainingLoop {
     const auto start = Clock::now();
     const AllocationPurpose purpose("training step " + std::to_string(step_ + 1));
     const trace::Span span("step", trace::active() ? "train step " + std::to_string(step_ + 1) : std::string());
+    const auto input_start = Clock::now();
     Tree batch = [&] {
       const trace::Span input("input", "wait for the batch");
       return train_input_->get_next();
     }();
+    interval_.input_seconds += seconds_since(input_start);
     // Processes that differ in mdl or stage alone share one batch's FLOPs.
     if (flops_per_step_ < 0)
       flops_per_step_ = job_.model->flops_per_example(batch) * double(batch_examples(batch)) /
@@ -811,6 +813,7 @@ class TrainingLoop {
     m.skipped_steps = double(interval_.skipped);
     const double secs = std::max(interval_.seconds, 1e-9);
     m.steps_per_sec = double(interval_.steps) / secs;
+    m.input_wait = std::min(1.0, interval_.input_seconds / secs);
     if (interval_.tokens > 0) {
       m.tokens_per_sec = double(interval_.tokens) / secs;
     } else {

@@ -80,6 +80,11 @@ TEST(Runner, TinyTrainsAndWritesItsJobDirectory) {
       if (m.split == train::kTrainSplit) last = m;
     return last;
   }();
+  // The fraction of the steps' time spent waiting for batches.
+  ASSERT_TRUE(last_train.input_wait.has_value());
+  EXPECT_GE(*last_train.input_wait, 0.0);
+  EXPECT_LE(*last_train.input_wait, 1.0);
+
   int entropies = 0, grad_norms = 0, param_norms = 0;
   for (const auto& [tag, value] : last_train.summaries) {
     EXPECT_TRUE(std::isfinite(value)) << tag;

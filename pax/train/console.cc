@@ -58,6 +58,8 @@ std::string format_summary_line(const StepMetrics& m, int64_t total_steps) {
   if (m.examples_per_sec) line += "  " + format_rate(*m.examples_per_sec) + " examples/s";
   if (m.mfu) line += fmt::format("  MFU {:.1f}%", *m.mfu * 100);
   if (m.skipped_steps && *m.skipped_steps > 0) line += fmt::format("  skipped {:.0f} steps", *m.skipped_steps);
+  // Shown where the input slows training down.
+  if (m.input_wait && *m.input_wait >= 0.05) line += fmt::format("  input wait {:.0f}%", *m.input_wait * 100);
   if (m.split == kTrainSplit && total_steps > 0 && m.steps_per_sec && *m.steps_per_sec > 0) {
     line += "  ETA " + format_duration(double(std::max<int64_t>(total_steps - m.step, 0)) / *m.steps_per_sec);
   }

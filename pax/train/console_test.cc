@@ -63,6 +63,13 @@ TEST(ConsoleFormat, SummaryLines) {
   // Unknown total: no fraction and no ETA.
   EXPECT_EQ(format_summary_line(train_metrics(), 0),
             "train step 1200  loss 2.3457  accuracy 0.5  3.20 steps/s  12.3k tokens/s  MFU 31.2%");
+  // The wait for input, where it slows training down (5% or more).
+  StepMetrics waiting = train_metrics();
+  waiting.input_wait = 0.124;
+  EXPECT_EQ(format_summary_line(waiting, 0),
+            "train step 1200  loss 2.3457  accuracy 0.5  3.20 steps/s  12.3k tokens/s  MFU 31.2%  input wait 12%");
+  waiting.input_wait = 0.01;
+  EXPECT_EQ(format_summary_line(waiting, 0), format_summary_line(train_metrics(), 0));
   StepMetrics vision;
   vision.step = 50;
   vision.metrics = {{"loss", 0.25}};

@@ -298,13 +298,14 @@ namespace {
 template <class M>
 auto optional_fields(M& m) {
   using Field = decltype(&m.mfu);
-  return std::array<std::pair<std::string_view, Field>, 7>{{{kTagLearningRate, &m.learning_rate},
+  return std::array<std::pair<std::string_view, Field>, 8>{{{kTagLearningRate, &m.learning_rate},
                                                             {kTagGradNorm, &m.grad_norm},
                                                             {kTagStepsPerSec, &m.steps_per_sec},
                                                             {kTagTokensPerSec, &m.tokens_per_sec},
                                                             {kTagExamplesPerSec, &m.examples_per_sec},
                                                             {kTagMfu, &m.mfu},
-                                                            {kTagSkippedSteps, &m.skipped_steps}}};
+                                                            {kTagSkippedSteps, &m.skipped_steps},
+                                                            {kTagInputWait, &m.input_wait}}};
 }
 
 }  // namespace

@@ -107,6 +107,7 @@ inline constexpr std::string_view kTagTokensPerSec = "tokens_per_sec";
 inline constexpr std::string_view kTagExamplesPerSec = "examples_per_sec";
 inline constexpr std::string_view kTagMfu = "mfu";
 inline constexpr std::string_view kTagSkippedSteps = "skipped_steps";
+inline constexpr std::string_view kTagInputWait = "input_wait";
 
 // The split of the training metrics, and of the eval set `eval_name`
 // ("eval_test_<eval_name>", Pax's name); each is a directory under summaries/.
@@ -125,6 +126,7 @@ struct StepMetrics {
   std::optional<double> examples_per_sec;  // everything else
   std::optional<double> mfu;               // model FLOPs utilisation, a fraction in [0, 1]
   std::optional<double> skipped_steps;     // train steps of the interval whose update was skipped
+  std::optional<double> input_wait;        // fraction of the steps' time spent waiting for their batches
   double wall_time = 0;                    // unix seconds; 0: the time of the write
   // The layers' summaries (nn::Layer::add_summary), by their path: scalars
   // (in the event file and metrics.jsonl's "summaries") and histograms (in
