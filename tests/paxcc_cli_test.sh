@@ -60,6 +60,9 @@ expect 0 "done at step 8" -- "${tiny[@]}"
 expect 0 "resumed .* at step 8" -- "${tiny[@]}" --set train.num_train_steps=12
 expect 0 "eval validation @ step 12" -- "${tiny[@]}" --mode=eval
 expect 0 "eval validation @ step 4" -- "${tiny[@]}" --mode=eval --restore_step=4
+expect 0 "wrote $job/export/params_12.msgpack \\(step 12" -- export "--job_log_dir=$job"
+[[ -s $job/export/params_12.msgpack ]] || { echo "FAIL: export wrote no params_12.msgpack"; failures=$((failures + 1)); }
+expect 1 "export: no committed checkpoint in '$work/none/checkpoints'" -- export "--job_log_dir=$work/none"
 expect 0 "decode samples @ step 12" -- "${tiny[@]}" --mode=decode
 expect 0 "done at step 12" -- --config "$job/config.json" "--job_log_dir=$job"
 

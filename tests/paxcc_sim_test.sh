@@ -27,7 +27,7 @@ PAX_PLATFORMS=sim "$paxcc" "${run[@]}" "--job_log_dir=$work/env" --mode=eval >"$
   fail "eval on the CPU: $(tail -3 "$work/cpu_eval.log")"
 
 # The metrics of every line (not its times), as written.
-metrics() { sed -E 's/"(wall_time|steps_per_sec|tokens_per_sec|mfu)":[^,}]*,?//g' "$1/metrics.jsonl"; }
+metrics() { sed -E 's/"(wall_time|steps_per_sec|tokens_per_sec|mfu|input_wait)":[^,}]*,?//g' "$1/metrics.jsonl"; }
 for dir in sim env; do
   [[ -s $work/$dir/metrics.jsonl ]] || fail "$dir wrote no metrics.jsonl"
   if ! diff <(metrics "$work/cpu") <(metrics "$work/$dir") >"$work/diff_$dir"; then

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <new>
 #include <sstream>
@@ -24,6 +25,8 @@
 #include "pax/backend/matmul_precision.h"
 #include "pax/data/file_io.h"
 #include "pax/pax.h"
+#include "pax/train/checkpoint.h"
+#include "pax/train/flax_msgpack.h"
 
 namespace {
 
@@ -120,7 +123,8 @@ int main(int argc, char** argv) {
       "  mpirun -np 2 paxcc --exp=lm.KjvTransformer --job_log_dir=runs/kjv2   (data parallel)\n"
       "  paxcc --exp=tasks.lm.params.c4.C4Spmd1BAdam4Replicas --mode=inspect\n"
       "  paxcc --exp=vision.FashionMnistCnn --job_log_dir=runs/cnn --set train.num_train_steps=100\n"
-      "  paxcc tokenizer --input corpus.txt --vocab_size 8000 --out corpus.model");
+      "  paxcc tokenizer --input corpus.txt --vocab_size 8000 --out corpus.model\n"
+      "  paxcc export --job_log_dir=runs/kjv   (the params as Flax msgpack)");
 
   std::string exp_name, job_dir, mode_name = "train", config_file, data_dir, output_dir, platform;
   std::string matmul_precision, profile_steps;
@@ -176,6 +180,16 @@ int main(int argc, char** argv) {
   app.add_flag("--list_devices", list_devices,
                "List the devices of every platform (cpu, sim, cuda), and why a platform has none");
 
+  CLI::App* exp_cmd = app.add_subcommand("export", "Write a job's latest checkpoint in another framework's format");
+  std::string export_job, export_format = "flax", export_out;
+  bool export_opt_state = false;
+  exp_cmd->add_option("--job_log_dir", export_job, "The job directory whose checkpoints/ to read")->required();
+  exp_cmd->add_option("--format", export_format, "flax: flax.serialization.msgpack_serialize's bytes")
+      ->check(CLI::IsMember({"flax"}));
+  exp_cmd->add_option("--out", export_out, "The file to write (default: <job_log_dir>/export/params_<step>.msgpack)");
+  exp_cmd->add_flag("--with_opt_state", export_opt_state,
+                    "The whole train state (step, params, opt_state) instead of the params alone");
+
   CLI::App* tok = app.add_subcommand("tokenizer", "Train a SentencePiece model on a text file");
   std::string tok_input, tok_out, tok_type = "unigram";
   int64_t tok_vocab = 8000;
@@ -214,6 +228,24 @@ int main(int argc, char** argv) {
       options.model_type = tok_type;
       pax::data::train_sentencepiece(tok_input, tok_out, options);
       std::cout << "wrote " << tok_out << " (" << tok_vocab << " pieces)\n";
+      return 0;
+    }
+    if (exp_cmd->parsed()) {
+      namespace fs = std::filesystem;
+      const std::string ckpt_dir = (fs::path(export_job) / "checkpoints").string();
+      std::string out = export_out;
+      if (out.empty()) {
+        const std::optional<std::string> latest = pax::train::latest_checkpoint(ckpt_dir);
+        PAX_CHECK(latest, "export: no committed checkpoint in '", ckpt_dir, "'");
+        const auto step = pax::train::parse_checkpoint_dir_name(fs::path(*latest).filename().string(),
+                                                                pax::train::kDefaultCheckpointPrefix);
+        out = (fs::path(export_job) / "export" /
+               ((export_opt_state ? "train_state_" : "params_") + (step ? step->str() : std::string("latest")) +
+                ".msgpack"))
+                  .string();
+      }
+      const int64_t step = pax::train::export_flax_checkpoint(ckpt_dir, out, export_opt_state);
+      std::cout << "wrote " << out << " (step " << step << ", Flax msgpack: flax.serialization.msgpack_restore)\n";
       return 0;
     }
     if (list) {
