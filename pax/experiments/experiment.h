@@ -45,6 +45,7 @@ struct TrainSettings : BaseHParams {
   std::vector<int64_t> ici_mesh_shape;
   std::vector<int64_t> dcn_mesh_shape;
   int64_t fsdp_min_elements = int64_t(1) << 14;
+  std::string init_from;
   PAX_HPARAMS(TrainSettings, BaseHParams, (num_train_steps, "Train until this global step."),
               (save_interval_steps, "Save a checkpoint every this many steps (and at the end)."),
               (save_max_to_keep, "Checkpoints kept (the newest)."),
@@ -69,7 +70,10 @@ struct TrainSettings : BaseHParams {
               (dcn_mesh_shape, "Mesh across slices, in ici_mesh_shape's axis order ([]: one slice)."),
               (fsdp_min_elements,
                "With the mesh's data axis above 1, parameters of fewer elements stay whole on every process "
-               "(the larger ones are split over it)."));
+               "(the larger ones are split over it)."),
+              (init_from,
+               "A Flax msgpack file of params (paxcc export's) to start from instead of the random "
+               "initialisation ('': none); a job that resumes from its own checkpoint ignores it."));
 };
 
 // The resolved experiment: everything a run needs, editable by path.

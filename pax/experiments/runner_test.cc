@@ -15,6 +15,7 @@
 #include "pax/data/file_io.h"
 #include "pax/testing/testing.h"
 #include "pax/train/checkpoint.h"
+#include "pax/train/flax_msgpack.h"
 #include "pax/train/trace_file.h"
 #include "pax/train/summary.h"
 
@@ -148,6 +149,24 @@ TEST(Runner, ProfileStepsWriteATraceWhereTensorBoardLooks) {
     EXPECT_NE(doc.find(want), std::string::npos) << want;
   for (const char* not_in : {"\"train step 1\"", "\"train step 4\""})
     EXPECT_EQ(doc.find(not_in), std::string::npos) << not_in;
+}
+
+// train.init_from: a run started from another run's exported params begins
+// where that run's loss was, far below a random start's.
+TEST(Runner, InitFromStartsFromExportedParams) {
+  const std::string first = fresh_dir("init_first"), second = fresh_dir("init_second");
+  run_experiment(tiny_config(20), options(first));
+  const std::string params = first + "/params.msgpack";
+  EXPECT_EQ(train::export_flax_checkpoint(first + "/checkpoints", params, false), 20);
+  Config cfg = tiny_config(1);
+  cfg.apply_overrides({"train.init_from=" + params});
+  run_experiment(cfg, options(second));
+  const double started = train_losses(second).at(1), random_start = train_losses(first).at(1);
+  EXPECT_LT(started, random_start - 1.0) << "from the params: " << started << ", from random: " << random_start;
+  // A file of other params is refused, naming what differs.
+  Config other = tiny_config(1);
+  other.apply_overrides({"train.init_from=" + params, "model.lm_tpl.model_dims=32"});
+  EXPECT_PAX_ERROR(run_experiment(other, options(fresh_dir("init_other"))), "shapes that differ");
 }
 
 TEST(Runner, ProfileStepsMustBeAWindow) {

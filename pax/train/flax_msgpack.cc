@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -119,6 +120,69 @@ void write_flax_msgpack(const std::string& path, const Tree& tree) {
 }
 
 Tree read_flax_msgpack(const std::string& path) { return from_flax_msgpack(data::read_file(path), path); }
+
+namespace {
+
+// Every leaf of `t` by its '/'-joined path.
+void leaves_by_path(const Tree& t, const std::string& prefix, std::map<std::string, Array>& out) {
+  if (t.is_leaf()) {
+    out[prefix] = t.leaf();
+  } else if (t.is_dict()) {
+    for (const auto& [key, child] : t.entries()) leaves_by_path(child, prefix.empty() ? key : prefix + "/" + key, out);
+  } else if (t.is_list()) {
+    for (size_t i = 0; i < t.size(); ++i) leaves_by_path(t[i], prefix + "/" + std::to_string(i), out);
+  }
+}
+
+// `like` with each leaf replaced by `values`' leaf at its path.
+Tree rebuild(const Tree& like, const std::string& prefix, const std::map<std::string, Array>& values) {
+  if (like.is_leaf()) return values.at(prefix).astype(like.leaf().dtype());
+  if (like.is_dict()) {
+    Tree out = Tree::dict();
+    for (const auto& [key, child] : like.entries())
+      out[key] = rebuild(child, prefix.empty() ? key : prefix + "/" + key, values);
+    return out;
+  }
+  if (like.is_list()) {
+    Tree out = Tree::list();
+    for (size_t i = 0; i < like.size(); ++i) out.push_back(rebuild(like[i], prefix + "/" + std::to_string(i), values));
+    return out;
+  }
+  return like;
+}
+
+std::string first_few(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > 8) out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out;
+}
+
+}  // namespace
+
+Tree params_from_flax_msgpack(const std::string& path, const Tree& like) {
+  std::map<std::string, Array> want, have;
+  leaves_by_path(like, "", want);
+  leaves_by_path(read_flax_msgpack(path), "", have);
+  std::vector<std::string> missing, extra, shapes;
+  for (const auto& [name, a] : want) {
+    auto it = have.find(name);
+    if (it == have.end()) {
+      missing.push_back(name);
+    } else if (it->second.shape() != a.shape()) {
+      shapes.push_back(name + " " + it->second.aval().str() + " (the model's: " + a.aval().str() + ")");
+    }
+  }
+  for (const auto& [name, a] : have)
+    if (!want.count(name)) extra.push_back(name);
+  std::string why;
+  if (!missing.empty()) why += "; the model's params it lacks: " + first_few(missing);
+  if (!extra.empty()) why += "; names the model has not: " + first_few(extra);
+  if (!shapes.empty()) why += "; shapes that differ: " + first_few(shapes);
+  PAX_CHECK(why.empty(), "init_from '", path, "' does not match the model's params", why,
+            " (paxcc export writes a job's params in this layout)");
+  return rebuild(like, "", have);
+}
 
 int64_t export_flax_checkpoint(const std::string& checkpoint_dir, const std::string& out, bool with_opt_state) {
   const std::optional<std::string> latest = latest_checkpoint(checkpoint_dir);

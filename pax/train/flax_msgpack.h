@@ -38,4 +38,10 @@ Tree read_flax_msgpack(const std::string& path);
 // step exported. pax::Error when there is no checkpoint.
 int64_t export_flax_checkpoint(const std::string& checkpoint_dir, const std::string& out, bool with_opt_state);
 
+// The tree of the Flax msgpack file at `path` in the structure of `like`
+// (a model's params): every leaf of `like` by its path ("a/b/c"), converted
+// to its dtype. pax::Error listing the paths of `like` the file lacks, the
+// file's paths `like` has not, and the shapes that differ.
+Tree params_from_flax_msgpack(const std::string& path, const Tree& like);
+
 }  // namespace pax::train

@@ -82,6 +82,39 @@ TEST(FlaxMsgpack, ExportsTheLatestCheckpoint) {
   std::filesystem::remove_all(dir);
 }
 
+// init_from: a params file in the model's structure, converted to its
+// dtypes; what does not match is listed.
+TEST(FlaxMsgpack, ParamsFromAFileFollowTheModelsTree) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("pax_flax_params_" + std::to_string(::getpid()) + ".msgpack"))
+          .string();
+  Tree like = Tree::dict();
+  like["dense"]["w"] = testing::random_array({3, 2}, DType::f32, 1);
+  like["dense"]["b"] = testing::random_array({2}, DType::f32, 2);
+  Tree file = Tree::dict();
+  file["dense"]["w"] = testing::random_array({3, 2}, DType::f64, 3);
+  file["dense"]["b"] = testing::random_array({2}, DType::f32, 4);
+  write_flax_msgpack(path, file);
+  const Tree got = params_from_flax_msgpack(path, like);
+  EXPECT_EQ(got["dense"]["w"].leaf().dtype(), DType::f32);
+  EXPECT_TRUE(testing::all_close(got["dense"]["w"].leaf(), file["dense"]["w"].leaf().astype(DType::f32), 0, 0));
+  EXPECT_TRUE(testing::all_close(got["dense"]["b"].leaf(), file["dense"]["b"].leaf(), 0, 0));
+  file["dense"]["w"] = testing::random_array({2, 3}, DType::f32, 5);
+  file["other"] = testing::random_array({1}, DType::f32, 6);
+  file["dense"]["b"] = Tree::dict();  // b missing as a leaf
+  write_flax_msgpack(path, file);
+  try {
+    params_from_flax_msgpack(path, like);
+    ADD_FAILURE() << "a mismatched file was accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("the model's params it lacks: dense/b"), std::string::npos) << m;
+    EXPECT_NE(m.find("names the model has not: other"), std::string::npos) << m;
+    EXPECT_NE(m.find("shapes that differ: dense/w f32[2,3] (the model's: f32[3,2])"), std::string::npos) << m;
+  }
+  std::filesystem::remove(path);
+}
+
 TEST(FlaxMsgpack, BadBytesAreNamed) {
   EXPECT_PAX_ERROR(from_flax_msgpack("\xc7\x05", "x.msgpack"), "x.msgpack: not msgpack");
   const std::string bytes = data::read_file(kFixture);
