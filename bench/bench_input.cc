@@ -13,6 +13,7 @@
 #include <iterator>
 #include <string>
 
+#include "pax/data/record_files.h"
 #include "pax/data/text_lm.h"
 
 namespace {
@@ -54,15 +55,12 @@ void read_corpus(benchmark::State& state, const std::string& path) {
 }
 
 int register_cases() {
-  // The documents as text lines (the fixture's JSON lines' texts, one a line).
+  // The same documents as text lines: the JSON-lines fixture's texts, one a line.
+  pax::data::BadRecords bad;
   std::string text;
-  for (const std::string& line : {std::string("In the beginning God created the heaven and the earth."),
-                                  std::string("And the earth was without form, and void; and darkness was upon the "
-                                              "face of the deep."),
-                                  std::string("Caf\xc3\xa9 na\xc3\xafve r\xc3\xa9sum\xc3\xa9: text that is not ASCII."),
-                                  std::string("A line with \"quotes\", a tab\there and a backslash \\ too."),
-                                  std::string("The last document of the corpus.")})
-    text += line + "\n";
+  for (const std::string& doc : pax::data::read_record_documents(
+           kFixtures + "c4-mini.json.gz", pax::data::RecordFormat::json_lines, "text", false, bad))
+    if (!doc.empty()) text += doc + "\n";
   const std::string tfrecord =
       slurp(kFixtures + "c4-mini.tfrecord-00000-of-00002") + slurp(kFixtures + "c4-mini.tfrecord-00001-of-00002");
   const std::string cases[][2] = {

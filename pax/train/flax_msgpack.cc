@@ -21,9 +21,6 @@ using Json = nlohmann::json;
 // Flax's _MsgpackExtType.
 constexpr std::uint8_t kNdarray = 1, kNpScalar = 3;
 
-// The flax dtype name of `d` (NumPy's names).
-std::string numpy_name(DType d) { return dtype_name(d); }
-
 Json array_json(const Array& a) {
   PAX_CHECK(a.nbytes() < (size_t(1) << 31), "flax msgpack: an array of ", a.nbytes(),
             " bytes is over the 2 GiB that one msgpack value holds (Flax chunks such arrays; paxcc does not)");
@@ -31,7 +28,7 @@ Json array_json(const Array& a) {
   for (int64_t d : a.shape().dims()) shape.push_back(d);
   std::vector<std::uint8_t> bytes(a.nbytes());
   a.copy_to_host(a.dtype(), bytes.data());
-  const Json payload = Json::array({shape, numpy_name(a.dtype()), Json::binary(std::move(bytes))});
+  const Json payload = Json::array({shape, dtype_name(a.dtype()), Json::binary(std::move(bytes))});
   return Json::binary(Json::to_msgpack(payload), kNdarray);
 }
 

@@ -18,7 +18,6 @@
 
 #include "pax/core/error.h"
 #include "pax/data/file_io.h"
-#include "pax/core/crc32c.h"
 #include "pax/data/record_files.h"
 #include "pax/train/fs_util.h"
 #include "pax/train/report.h"
