@@ -13,6 +13,7 @@ packages=(
   bible-kjv bible-kjv-text                        # KJV text: the `bible` command and its data
   dataset-fashion-mnist                           # /usr/share/datasets/fashion-mnist/*.gz
   libopenmpi-dev openmpi-bin                      # MPI: multi-process training (pax/dist)
+  chromium                                        # headless: report.html's layout test (pax/train)
 )
 
 missing=()

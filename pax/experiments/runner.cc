@@ -41,6 +41,7 @@
 #include "pax/train/console.h"
 #include "pax/train/early_stopping.h"
 #include "pax/train/flax_msgpack.h"
+#include "pax/train/machine_info.h"
 #include "pax/train/peak_flops.h"
 #include "pax/train/step_summaries.h"
 #include "pax/train/trace_file.h"
@@ -755,24 +756,48 @@ class TrainingLoop {
       // An unusable decode/ fails now, not at the first decode step.
       if (!decode_inputs_.empty() && settings_.decode_interval_steps > 0)
         train::fs::ensure_writable_directory(job_.path("decode"), "decode samples");
-      summaries_.emplace(job_.options.job_dir,
-                         train::JobSummaries::Options{.title = job_.options.experiment_name, .first_step = step_});
     }
     progress_.emplace(
         train::ConsoleProgress::Options{.total_steps = settings_.num_train_steps, .out = &out_, .plain_secs = 0});
     const DType dtype = compute_dtype(exp_);
     peak_ = job_.chief() ? train::peak_flops(dtype, {.override_flops = job_.options.peak_flops}) : 0;
-    const std::optional<train::DevicePeak> device_peak = train::device_peak(dtype);
-    if (job_.chief() && !job_.options.peak_flops && !std::getenv("PAX_PEAK_FLOPS") && device_peak) {
-      out_ << fmt::format("MFU is of the {} peak {}\n", dtype_name(dtype), device_peak->how);
-    } else if (job_.chief() && !job_.options.peak_flops && !std::getenv("PAX_PEAK_FLOPS")) {
-      const train::TheoreticalPeak p = train::theoretical_peak(dtype);
-      const double gemm = train::achievable_flops(dtype);
-      out_ << fmt::format("MFU is of the {} peak {}; GEMM achieves {:.1f} GFLOP/s ({:.0f}% of it)\n", dtype_name(dtype),
-                          p.str(), gemm / 1e9, 100 * gemm / p.flops);
+    if (job_.chief()) {
+      const std::string peak_how = describe_peak(dtype);
+      out_ << "MFU is of the " << peak_how << "\n";
+      summaries_.emplace(
+          job_.options.job_dir,
+          train::JobSummaries::Options{
+              .title = job_.options.experiment_name, .first_step = step_, .report_context = report_context(peak_how)});
     }
     flops_per_step_ = job_.chief() ? -1 : 0;
     dist::process_group().meet_after("the chief's peak FLOP/s measurement");
+  }
+
+  // The peak MFU is taken against and how it was derived: given
+  // (--peak_flops, PAX_PEAK_FLOPS), the device's table, or the CPU's
+  // theoretical peak beside the GEMM rate measured here.
+  std::string describe_peak(DType dtype) const {
+    if (job_.options.peak_flops || std::getenv("PAX_PEAK_FLOPS"))
+      return fmt::format("{} peak {:.1f} GFLOP/s, given ({})", dtype_name(dtype), peak_ / 1e9,
+                         job_.options.peak_flops ? "--peak_flops" : "PAX_PEAK_FLOPS");
+    if (const std::optional<train::DevicePeak> device = train::device_peak(dtype))
+      return fmt::format("{} peak {}", dtype_name(dtype), device->how);
+    const train::TheoreticalPeak p = train::theoretical_peak(dtype);
+    const double gemm = train::achievable_flops(dtype);
+    return fmt::format("{} peak {}; GEMM achieves {:.1f} GFLOP/s ({:.0f}% of it)", dtype_name(dtype), p.str(),
+                       gemm / 1e9, 100 * gemm / p.flops);
+  }
+
+  // What report.html shows beside the charts.
+  train::ReportContext report_context(const std::string& peak_how) const {
+    train::ReportContext context;
+    context.machine = train::machine_rows();
+    context.machine.emplace_back("MFU peak", peak_how);
+    context.machine.emplace_back("processes", job_.readers());
+    context.config_json = job_.config_file_text();
+    context.parameters = parameter_table(state_.params, specs_);
+    context.decode_dir = job_.path("decode");
+    return context;
   }
 
   void train_one_step() {

@@ -1,6 +1,8 @@
 // Sharding plan of a run and the gather of whole arrays from blocks.
 #include "pax/experiments/sharded_state.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "pax/core/error.h"
@@ -55,6 +57,30 @@ Tree gather_whole(const Tree& tree, const dist::ShardSpecs& specs) {
     if (spec.outer_dim >= 0) leaves[i] = lax::all_gather(leaves[i], spec.outer_axis, spec.outer_dim, /*tiled=*/true);
   }
   return tree_unflatten(tree_structure(tree), leaves);
+}
+
+std::string describe_split(const dist::ShardSpec& spec) {
+  if (spec.replicated()) return "replicated";
+  std::string axes;
+  for (const std::string& a : spec.axes) axes += (axes.empty() ? "" : ",") + a;
+  const std::string inner =
+      fmt::format("dim {} in {} blocks{}", spec.dim, spec.count, axes.empty() ? "" : " over " + axes);
+  if (spec.outer_dim < 0) return inner;
+  return fmt::format("dim {} in {} blocks over {}, then {}", spec.outer_dim, spec.outer_count, spec.outer_axis, inner);
+}
+
+std::vector<train::ReportParameter> parameter_table(const Tree& params, const dist::ShardSpecs& specs) {
+  const std::vector<std::string> paths = tree_paths(params);
+  const std::vector<Array> leaves = tree_leaves(params);
+  std::vector<train::ReportParameter> rows;
+  rows.reserve(leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    auto it = specs.find("params/" + paths[i]);
+    const Shape shape = it == specs.end() ? leaves[i].shape() : it->second.global;
+    rows.push_back({paths[i], shape.str(), dtype_short_name(leaves[i].dtype()), shape.numel(),
+                    it == specs.end() ? "replicated" : describe_split(it->second)});
+  }
+  return rows;
 }
 
 }  // namespace pax::experiments

@@ -13,12 +13,14 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "pax/core/tree.h"
 #include "pax/dist/shard_spec.h"
 #include "pax/nn/fsdp.h"
 #include "pax/nn/pipeline.h"
 #include "pax/nn/tensor_parallel.h"
+#include "pax/train/report_context.h"
 
 namespace pax::experiments {
 
@@ -50,5 +52,14 @@ bool splits_over(const dist::ShardSpecs& specs, const std::string& axis);
 // Every array of `tree` whole: the blocks of the arrays `specs` names
 // all-gathered over their axes, inner first (every process calls it).
 Tree gather_whole(const Tree& tree, const dist::ShardSpecs& specs);
+
+// report.html's parameter table: a row per array of `params` (this
+// process's blocks under sharding) with its whole shape and how it is split,
+// from the train state's specs ("params/<path>"; an empty map: replicated).
+std::vector<train::ReportParameter> parameter_table(const Tree& params, const dist::ShardSpecs& specs);
+
+// "replicated", "dim 1 in 4 blocks over data", "dim 0 in 2 blocks over
+// stage, then dim 2 in 2 blocks over mdl".
+std::string describe_split(const dist::ShardSpec& spec);
 
 }  // namespace pax::experiments

@@ -180,7 +180,37 @@ std::vector<std::string> chart_order(const std::vector<StepMetrics>& resolved) {
 std::string render_chart_svg(const Chart& chart, int width, int height) {
   PAX_CHECK(width >= 120 && height >= 80, "render_chart_svg: the chart '", chart.title,
             "' needs width >= 120 and height >= 80, got ", width, "x", height);
-  constexpr double kLeft = 62, kRight = 14, kTop = 34, kBottom = 38;
+  constexpr double kLeft = 62, kRight = 14, kBottom = 38;
+  // The legend follows the title and wraps onto lines of its own below it
+  // (each adds kLegendLine to the chart's height); a name or title wider
+  // than the chart is cut with an ellipsis, its whole text in a <title>.
+  // Widths are estimated per character (11 px sans for the legend, 13 px
+  // bold for the title).
+  constexpr double kLegendChar = 6.8, kTitleChar = 8.6, kLegendLine = 14;
+  const double right = width - kRight;
+  auto fit = [](const std::string& text, double room, double char_width) {
+    size_t n = size_t(std::max(1.0, std::floor(room / char_width)));
+    if (text.size() <= n) return text;
+    n = n > 1 ? n - 1 : 1;
+    while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;  // not inside a UTF-8 character
+    return text.substr(0, n) + "\u2026";
+  };
+  const std::string title = fit(chart.title, right - kLeft, kTitleChar);
+  std::string legend;
+  double lx = kLeft + kTitleChar * double(title.size()) + 24, ly = 16;
+  for (size_t i = 0; i < chart.series.size(); ++i) {
+    const std::string& name = chart.series[i].name;
+    const std::string shown = fit(name, right - kLeft - 20, kLegendChar);
+    const double w = 20 + kLegendChar * double(shown.size());
+    if (lx + w > right) lx = kLeft, ly += kLegendLine;
+    legend += fmt::format(
+        "<g class=\"legend\"><title>{5}</title><line x1=\"{0:.1f}\" y1=\"{6:.1f}\" x2=\"{1:.1f}\" y2=\"{6:.1f}\" "
+        "stroke=\"{2}\" stroke-width=\"2.5\"/><text x=\"{3:.1f}\" y=\"{7:.1f}\">{4}</text></g>\n",
+        lx, lx + 16, kPalette[i % std::size(kPalette)], lx + 20, escape(shown), escape(name), ly - 4, ly);
+    lx += w + 16;
+  }
+  const double kTop = 34 + (ly - 16);
+  height += int(ly - 16);
   const double pw = width - kLeft - kRight, ph = height - kTop - kBottom;
 
   double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
@@ -201,19 +231,9 @@ std::string render_chart_svg(const Chart& chart, int width, int height) {
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "font-family=\"sans-serif\" font-size=\"11\" role=\"img\" aria-label=\"{2}\">\n"
       "<title>{2}</title>\n<rect x=\"0\" y=\"0\" width=\"{0}\" height=\"{1}\" fill=\"#ffffff\"/>\n"
-      "<text x=\"{3}\" y=\"16\" font-size=\"13\" font-weight=\"bold\">{2}</text>\n",
-      width, height, escape(chart.title), kLeft);
-
-  // Legend on the title's line, one swatch per series.
-  double lx = kLeft + 9.0 * double(chart.title.size()) + 24;
-  for (size_t i = 0; i < chart.series.size(); ++i) {
-    std::string_view color = kPalette[i % std::size(kPalette)];
-    svg += fmt::format(
-        "<g class=\"legend\"><line x1=\"{0:.1f}\" y1=\"12\" x2=\"{1:.1f}\" y2=\"12\" stroke=\"{2}\" "
-        "stroke-width=\"2.5\"/><text x=\"{3:.1f}\" y=\"16\">{4}</text></g>\n",
-        lx, lx + 16, color, lx + 20, escape(chart.series[i].name));
-    lx += 20 + 6.5 * double(chart.series[i].name.size()) + 16;
-  }
+      "<text x=\"{3}\" y=\"16\" font-size=\"13\" font-weight=\"bold\">{4}</text>\n",
+      width, height, escape(chart.title), kLeft, escape(title));
+  svg += legend;
 
   // Grid, tick labels and axis labels.
   svg += "<g class=\"axes\" stroke=\"#e0e0e0\" stroke-width=\"1\">\n";
@@ -322,15 +342,122 @@ std::vector<Chart> report_charts(const std::vector<StepMetrics>& history) {
   return charts;
 }
 
-std::string render_report_html(const std::vector<StepMetrics>& history, const std::string& title) {
+std::optional<DecodedSamples> latest_decoded_samples(const std::string& decode_dir, size_t max_bytes) {
+  namespace stdfs = std::filesystem;
+  std::error_code ec;
+  if (decode_dir.empty() || !stdfs::is_directory(decode_dir, ec)) return std::nullopt;
+  std::optional<DecodedSamples> best;
+  constexpr std::string_view kPrefix = "samples_step_", kSuffix = ".txt";
+  for (stdfs::directory_iterator it(decode_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= kPrefix.size() + kSuffix.size() || !name.starts_with(kPrefix) || !name.ends_with(kSuffix))
+      continue;
+    const std::string digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+    if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+    const int64_t step = std::stoll(digits);
+    if (!best || step > best->step) best = DecodedSamples{step, it->path().string(), ""};
+  }
+  if (!best) return std::nullopt;
+  std::ifstream in(best->file, std::ios::binary);
+  if (!in) return std::nullopt;  // removed since the listing: no samples this time
+  best->text.resize(max_bytes + 1);
+  in.read(best->text.data(), std::streamsize(best->text.size()));
+  best->text.resize(size_t(in.gcount()));
+  if (best->text.size() > max_bytes) {
+    const size_t cut = best->text.rfind('\n', max_bytes);
+    best->text.resize(cut == std::string::npos ? max_bytes : cut + 1);
+    best->text += "...\n";
+  }
+  return best;
+}
+
+namespace {
+
+// The latest values of every split: a row per quantity, a column per split
+// (splits are few; quantities can be many, so they run down the page).
+std::string latest_values_table(const std::vector<StepMetrics>& resolved) {
+  std::vector<const StepMetrics*> latest;  // one per split, in the history's split order
+  for (size_t i = 0; i < resolved.size(); ++i) {
+    if (i + 1 == resolved.size() || resolved[i + 1].split != resolved[i].split) latest.push_back(&resolved[i]);
+  }
+  std::string html = "<table class=\"values\">\n<tr><th></th>";
+  for (const StepMetrics* m : latest) html += "<th>" + escape(m->split) + "</th>";
+  html += "</tr>\n<tr><td>step</td>";
+  for (const StepMetrics* m : latest) html += fmt::format("<td>{}</td>", m->step);
+  html += "</tr>\n";
+  for (const std::string& c : chart_order(resolved)) {
+    const ExtraChart* e = extra_chart(c);
+    html += "<tr><td>" + escape(e ? (e->scale == 100 ? std::string(e->title) + " (%)" : std::string(e->title)) : c) +
+            "</td>";
+    for (const StepMetrics* m : latest) {
+      const auto scalars = m->scalars();
+      auto it = std::find_if(scalars.begin(), scalars.end(), [&](const auto& p) { return p.first == c; });
+      html += "<td>" + (it == scalars.end() ? std::string() : format_value(it->second * (e ? e->scale : 1))) + "</td>";
+    }
+    html += "</tr>\n";
+  }
+  return html + "</table>\n";
+}
+
+std::string machine_section(const ReportContext& context) {
+  if (context.machine.empty()) return "";
+  std::string html = "<h2>Machine and build</h2>\n<table class=\"pairs\">\n";
+  for (const auto& [what, value] : context.machine)
+    html += "<tr><th>" + escape(what) + "</th><td>" + escape(value) + "</td></tr>\n";
+  return html + "</table>\n";
+}
+
+std::string config_section(const ReportContext& context) {
+  if (context.config_json.empty()) return "";
+  return "<h2>Configuration</h2>\n<details><summary>the resolved configuration (config.json)</summary>\n<pre>" +
+         escape(context.config_json) + "</pre>\n</details>\n";
+}
+
+// Open when short; a large model's table starts collapsed under its totals.
+std::string parameters_section(const ReportContext& context) {
+  if (context.parameters.empty()) return "";
+  int64_t total = 0;
+  for (const ReportParameter& p : context.parameters) total += p.count;
+  std::string html = fmt::format("<h2>Parameters</h2>\n<details{}><summary>{} arrays, {} parameters</summary>\n",
+                                 context.parameters.size() <= 40 ? " open" : "", context.parameters.size(), total);
+  html +=
+      "<table class=\"params\">\n<tr><th>name</th><th>shape</th><th>dtype</th><th>count</th><th>sharding</th></tr>\n";
+  for (const ReportParameter& p : context.parameters) {
+    html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", escape(p.name),
+                        escape(p.shape), escape(p.dtype), p.count, escape(p.sharding));
+  }
+  return html + "</table>\n</details>\n";
+}
+
+std::string samples_section(const ReportContext& context) {
+  std::optional<DecodedSamples> samples = latest_decoded_samples(context.decode_dir);
+  if (!samples) return "";
+  return fmt::format("<h2>Decoded samples</h2>\n<p>Step {} ({}).</p>\n<pre class=\"samples\">{}</pre>\n", samples->step,
+                     escape(std::filesystem::path(samples->file).filename().string()), escape(samples->text));
+}
+
+}  // namespace
+
+std::string render_report_html(const std::vector<StepMetrics>& history, const std::string& title,
+                               const ReportContext& context) {
   const std::vector<StepMetrics> resolved = resolve_history(history);
+  // Everything wraps to the window: cells break long names, <pre> wraps
+  // lines, charts shrink below their natural width.
   std::string html = fmt::format(
-      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n<title>{0}</title>\n<style>\n"
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n<title>{0}</title>\n<style>\n"
       "body {{ font-family: sans-serif; margin: 16px; color: #222222; }}\n"
-      "table {{ border-collapse: collapse; margin: 8px 0 16px 0; }}\n"
-      "th, td {{ border: 1px solid #cccccc; padding: 3px 8px; text-align: right; }}\n"
+      "h2 {{ font-size: 1.2em; margin: 20px 0 6px 0; }}\n"
+      "table {{ border-collapse: collapse; margin: 8px 0 16px 0; max-width: 100%; }}\n"
+      "th, td {{ border: 1px solid #cccccc; padding: 3px 8px; text-align: right; overflow-wrap: anywhere; }}\n"
       "th:first-child, td:first-child {{ text-align: left; }}\n"
-      "figure {{ display: inline-block; margin: 6px; border: 1px solid #dddddd; }}\n"
+      "table.pairs th, table.pairs td {{ text-align: left; }}\n"
+      "table.params td:first-child {{ font-family: monospace; }}\n"
+      "pre {{ white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f6f6; padding: 8px; margin: 6px 0; }}\n"
+      "details summary {{ cursor: pointer; }}\n"
+      "figure {{ display: inline-block; vertical-align: top; margin: 6px; border: 1px solid #dddddd; max-width: "
+      "calc(100% - 14px); }}\n"
+      "figure svg {{ max-width: 100%; height: auto; display: block; }}\n"
       "</style>\n</head>\n<body>\n<h1>{0}</h1>\n",
       escape(title));
   if (resolved.empty()) {
@@ -344,45 +471,24 @@ std::string render_report_html(const std::vector<StepMetrics>& history, const st
     }
     html += fmt::format("<p>{} summary steps, steps {} to {}", resolved.size(), s0, s1);
     if (t0 <= t1) html += fmt::format(", from {} to {}", local_time(t0), local_time(t1));
-    html += ".</p>\n";
-
-    // The latest values of every split, one row each.
-    const std::vector<std::string> columns = chart_order(resolved);
-    html += "<table>\n<tr><th>split</th><th>step</th>";
-    for (const std::string& c : columns) {
-      const ExtraChart* e = extra_chart(c);
-      html +=
-          "<th>" + escape(e ? (e->scale == 100 ? std::string(e->title) + " (%)" : std::string(e->title)) : c) + "</th>";
-    }
-    html += "</tr>\n";
-    for (size_t i = 0; i < resolved.size(); ++i) {
-      if (i + 1 < resolved.size() && resolved[i + 1].split == resolved[i].split) continue;
-      const StepMetrics& m = resolved[i];
-      html += fmt::format("<tr><td>{}</td><td>{}</td>", escape(m.split), m.step);
-      const auto scalars = m.scalars();
-      for (const std::string& c : columns) {
-        auto it = std::find_if(scalars.begin(), scalars.end(), [&](const auto& p) { return p.first == c; });
-        const ExtraChart* e = extra_chart(c);
-        html +=
-            "<td>" + (it == scalars.end() ? std::string() : format_value(it->second * (e ? e->scale : 1))) + "</td>";
-      }
-      html += "</tr>\n";
-    }
-    html += "</table>\n";
+    html += ".</p>\n" + latest_values_table(resolved);
   }
   html += "<div class=\"charts\">\n";
   for (const Chart& chart : report_charts(resolved)) html += "<figure>\n" + render_chart_svg(chart) + "</figure>\n";
-  html += "</div>\n<p><small>Written from metrics.jsonl";
+  html += "</div>\n";
+  html += samples_section(context) + parameters_section(context) + config_section(context) + machine_section(context);
+  html += "<p><small>Written from metrics.jsonl";
   if (!resolved.empty()) html += fmt::format(" at {}", local_time(double(std::time(nullptr))));
   html += ".</small></p>\n</body>\n</html>\n";
   return html;
 }
 
-void write_report_file(const std::string& path, const std::vector<StepMetrics>& history, const std::string& title) {
+void write_report_file(const std::string& path, const std::vector<StepMetrics>& history, const std::string& title,
+                       const ReportContext& context) {
   // A directory or a dangling symlink in the page's place, or a directory
   // that cannot be written, is one error naming it, before anything is made.
   fs::ensure_writable_file(path, "report.html");
-  const std::string html = render_report_html(history, title);
+  const std::string html = render_report_html(history, title, context);
   const std::string tmp = path + ".tmp";
   // On any failure the temporary file goes, and the error says why.
   auto fail = [&](const std::string& what, const std::string& why) {

@@ -2,13 +2,19 @@
 // with a chart per training quantity over steps, drawn from the history in
 // metrics.jsonl (pax/train/summary.h): loss and every other metric with one
 // series per split (train vs eval), learning rate, gradient norm, steps/s,
-// tokens/s or examples/s and MFU, plus a table of each split's latest values.
+// tokens/s or examples/s and MFU, plus a table of each split's latest values;
+// with a ReportContext also the machine and build, the configuration
+// (collapsed), the parameter table and the latest decoded samples. The page
+// fits a 1300 px window: tables wrap their cells, long names and lines break.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "pax/train/report_context.h"
 #include "pax/train/summary.h"
 
 namespace pax::train {
@@ -44,13 +50,24 @@ std::vector<StepMetrics> resolve_history(const std::vector<StepMetrics>& history
 // tokens/s, examples/s and MFU (in percent).
 std::vector<Chart> report_charts(const std::vector<StepMetrics>& history);
 
-// The whole page for `history` (resolved first).
-std::string render_report_html(const std::vector<StepMetrics>& history, const std::string& title);
+// The samples file of the highest step in `decode_dir` (samples_step_<N>.txt):
+// its step and at most `max_bytes` of its text (cut at a line end, "..."
+// appended). nullopt when the directory is missing or holds no such file.
+struct DecodedSamples {
+  int64_t step = 0;
+  std::string file, text;
+};
+std::optional<DecodedSamples> latest_decoded_samples(const std::string& decode_dir, size_t max_bytes = 16384);
+
+// The whole page for `history` (resolved first) and `context`.
+std::string render_report_html(const std::vector<StepMetrics>& history, const std::string& title,
+                               const ReportContext& context = {});
 
 // Writes the page to `path` through a temporary file and a rename, so that a
 // reader never sees half a page; pax::Error naming the file on failure, and
 // naming the path at fault when `path` or its directory cannot be written (a
 // directory in its place, a dangling symlink, a read-only directory).
-void write_report_file(const std::string& path, const std::vector<StepMetrics>& history, const std::string& title);
+void write_report_file(const std::string& path, const std::vector<StepMetrics>& history, const std::string& title,
+                       const ReportContext& context = {});
 
 }  // namespace pax::train

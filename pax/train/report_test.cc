@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -293,16 +294,74 @@ TEST(ReportHtml, OneSvgPerChartWellFormedAndScriptFree) {
   // Names are escaped; the eval series appears in the loss chart.
   EXPECT_EQ(html.find("eval_test_<kjv>"), std::string::npos);
   EXPECT_NE(html.find("data-series=\"eval_test_&lt;kjv&gt;\""), std::string::npos);
-  // The latest values table: one row per split, MFU in percent.
-  EXPECT_NE(html.find("<tr><td>train</td><td>1000</td>"), std::string::npos);
-  EXPECT_NE(html.find("<tr><td>eval_test_&lt;kjv&gt;</td><td>1000</td>"), std::string::npos);
-  EXPECT_NE(html.find("<th>MFU (%)</th>"), std::string::npos);
-  EXPECT_NE(html.find("<td>40</td>"), std::string::npos);
+  // The latest values table: a column per split, a row per quantity, MFU in percent.
+  EXPECT_NE(html.find("<tr><th></th><th>train</th><th>eval_test_&lt;kjv&gt;</th></tr>"), std::string::npos);
+  EXPECT_NE(html.find("<tr><td>step</td><td>1000</td><td>1000</td></tr>"), std::string::npos);
+  EXPECT_NE(html.find("<tr><td>loss</td><td>0.45455</td><td>0.54545</td></tr>"), std::string::npos);
+  EXPECT_NE(html.find("<tr><td>MFU (%)</td><td>40</td><td></td></tr>"), std::string::npos);
   EXPECT_NE(html.find("14 summary steps, steps 0 to 1000"), std::string::npos);
   for (const char* title : {">loss</text>", ">log_pplx</text>", ">learning rate</text>", ">gradient norm</text>",
                             ">steps/s</text>", ">tokens/s</text>", ">MFU</text>"}) {
     EXPECT_NE(html.find(title), std::string::npos) << title;
   }
+}
+
+// A file of `text` at `path`.
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+TEST(ReportHtml, TheLatestDecodedSamplesAreShown) {
+  const std::string dir = (fs::temp_directory_path() / ("pax_report_samples_" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  EXPECT_FALSE(latest_decoded_samples(dir));  // missing directory: no samples
+  fs::create_directories(dir);
+  EXPECT_FALSE(latest_decoded_samples(dir));
+  write_text(dir + "/samples_step_00000020.txt", "old <one>\n");
+  write_text(dir + "/samples_step_00000100.txt", "new <one>\nsecond line\n");
+  write_text(dir + "/samples_step_00000090.txt", "older\n");
+  write_text(dir + "/samples_step_x.txt", "not a step\n");
+  write_text(dir + "/notes_step_00000500.txt", "not samples\n");
+  std::optional<DecodedSamples> s = latest_decoded_samples(dir);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->step, 100);
+  EXPECT_EQ(s->text, "new <one>\nsecond line\n");
+  // A long file is cut at a line end.
+  s = latest_decoded_samples(dir, 12);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->text, "new <one>\n...\n");
+  const std::string html = render_report_html(sample_history(), "t", {.decode_dir = dir});
+  EXPECT_NE(html.find("<h2>Decoded samples</h2>\n<p>Step 100 (samples_step_00000100.txt).</p>"), std::string::npos);
+  EXPECT_NE(html.find("new &lt;one&gt;\nsecond line"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(ReportHtml, MachineConfigurationAndParameterSections) {
+  ReportContext context;
+  context.machine = {{"CPU", "Xeon <8480>"}, {"MFU peak", "f32 peak 1 TFLOP/s"}};
+  context.config_json = "{\n  \"name\": \"a<b\"\n}\n";
+  context.parameters = {{"lm/ff/w", "(64, 256)", "f32", 16384, "dim 1 in 2 blocks over data"},
+                        {"lm/ff/b", "(256,)", "f32", 256, "replicated"}};
+  const std::string html = render_report_html(sample_history(), "t", context);
+  std::string problem;
+  EXPECT_TRUE(balanced_tags(html, &problem)) << problem;
+  EXPECT_NE(html.find("<tr><th>CPU</th><td>Xeon &lt;8480&gt;</td></tr>"), std::string::npos);
+  EXPECT_NE(html.find("<tr><th>MFU peak</th><td>f32 peak 1 TFLOP/s</td></tr>"), std::string::npos);
+  // The configuration is collapsed and escaped.
+  EXPECT_NE(html.find("<details><summary>the resolved configuration (config.json)</summary>\n<pre>{\n  "
+                      "&quot;name&quot;: &quot;a&lt;b&quot;\n}"),
+            std::string::npos);
+  EXPECT_NE(html.find("<details open><summary>2 arrays, 16640 parameters</summary>"), std::string::npos);
+  EXPECT_NE(html.find("<tr><td>lm/ff/w</td><td>(64, 256)</td><td>f32</td><td>16384</td><td>dim 1 in 2 blocks over "
+                      "data</td></tr>"),
+            std::string::npos);
+  // A long table starts collapsed; no context: no sections.
+  context.parameters.resize(41, context.parameters[1]);
+  EXPECT_NE(render_report_html({}, "t", context).find("<details><summary>41 arrays"), std::string::npos);
+  const std::string bare = render_report_html(sample_history(), "t");
+  for (const char* section : {"<h2>Machine", "<h2>Configuration", "<h2>Parameters", "<h2>Decoded"})
+    EXPECT_EQ(bare.find(section), std::string::npos) << section;
 }
 
 TEST(ReportHtml, EmptyHistory) {

@@ -520,7 +520,7 @@ void JobSummaries::write(const StepMetrics& metrics) {
 }
 
 void JobSummaries::write_report() {
-  write_report_file(report_path(), history_, options_.title);
+  write_report_file(report_path(), history_, options_.title, options_.report_context);
   last_report_time_ = steady_now();
 }
 

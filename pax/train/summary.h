@@ -34,6 +34,8 @@
 #include <utility>
 #include <vector>
 
+#include "pax/train/report_context.h"
+
 namespace pax::train {
 
 // The version string of the first event of every file.
@@ -172,6 +174,9 @@ class JobSummaries {
     // by a run cut short after its last checkpoint, are dropped, since this
     // run writes those steps again. Unset (eval, decode): everything is kept.
     std::optional<int64_t> first_step;
+    // The report's sections besides the charts (machine, configuration,
+    // parameters, decoded samples); empty: charts and values only.
+    ReportContext report_context;
   };
 
   // Creates the job directory if needed. An existing metrics.jsonl is kept
