@@ -1,4 +1,5 @@
-// Reading a corpus into TextLmInput, per format: plain text lines, gzipped
+// Reading a corpus into TextLmInput (read whole) and StreamingTextLmInput
+// (batches of 8 rows through a shuffle buffer of 1,024), per format: plain text lines, gzipped
 // JSON lines and TFRecord files of tf.Example, each holding the same
 // documents (the corpus fixtures of pax/data/testdata repeated: TFRecord
 // records and gzip members concatenate into valid files). Counts documents
@@ -15,6 +16,7 @@
 
 #include "pax/data/record_files.h"
 #include "pax/data/text_lm.h"
+#include "pax/data/text_stream.h"
 
 namespace {
 
@@ -54,6 +56,37 @@ void read_corpus(benchmark::State& state, const std::string& path) {
   state.counters["tokens/s"] = benchmark::Counter(double(tokens), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// One epoch of the corpus as batches of 8 rows of 512 (about 1,300 of them),
+// shuffled in windows of 1,024 rows.
+void stream_corpus(benchmark::State& state, const std::string& path) {
+  pax::data::StreamingTextLmInput::HParams hp;
+  hp.files = {path};
+  hp.seq_length = 512;
+  hp.batch_size = 8;
+  hp.repeat = false;
+  hp.shuffle = true;
+  int64_t docs = 0, tokens = 0;
+  for (auto _ : state) {
+    pax::data::StreamingTextLmInput input(hp);
+    tokens = 0;
+    docs = 0;
+    try {
+      while (true) {
+        const pax::Tree batch = input.get_next();
+        const pax::Array seg = batch["segment_ids"].leaf();
+        const std::vector<int32_t> p = seg.to_vector<int32_t>();
+        for (size_t i = 0; i < p.size(); ++i) {
+          tokens += p[i] != 0;
+          docs += p[i] != 0 && (i % size_t(hp.seq_length) == 0 || p[i - 1] != p[i]);
+        }
+      }
+    } catch (const pax::data::OutOfRange&) {
+    }
+  }
+  state.counters["docs/s"] = benchmark::Counter(double(docs), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens/s"] = benchmark::Counter(double(tokens), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 int register_cases() {
   // The same documents as text lines: the JSON-lines fixture's texts, one a line.
   pax::data::BadRecords bad;
@@ -70,6 +103,8 @@ int register_cases() {
   };
   for (const auto& [name, path] : cases)
     benchmark::RegisterBenchmark(("read/" + name).c_str(), read_corpus, path)->Unit(benchmark::kMillisecond);
+  for (const auto& [name, path] : cases)
+    benchmark::RegisterBenchmark(("stream/" + name).c_str(), stream_corpus, path)->Unit(benchmark::kMillisecond);
   return 0;
 }
 const int registered = register_cases();

@@ -70,6 +70,21 @@ std::vector<std::string> split_documents(const std::string& text, DocumentUnit u
   return docs;
 }
 
+std::vector<std::string> file_documents(const std::string& path, DocumentUnit unit, const std::string& text_field,
+                                        bool skip_bad, BadRecords& bad, const std::string& who) {
+  const RecordFormat format = record_format(path);
+  if (format == RecordFormat::text) return split_documents(read_file(path), unit);
+  std::vector<std::string> records;
+  try {
+    records = read_record_documents(path, format, text_field, skip_bad, bad);
+  } catch (const Error& e) {
+    PAX_FAIL(who, ": ", e.what());
+  }
+  // Empty records are dropped, as blank documents of text files are.
+  std::erase_if(records, [](const std::string& d) { return d.empty(); });
+  return records;
+}
+
 bool is_validation_document(int64_t index, double fraction) {
   const uint64_t h = mix64(uint64_t(index) ^ 0x5d1e5eed5a1717edULL);
   return double(h >> 11) * 0x1.0p-53 < fraction;
@@ -157,21 +172,8 @@ TextLmInput::TextLmInput(const HParams& hp) : IndexedInput(hp) {
   std::vector<std::string> docs, train_docs;  // train_docs: what an spm:<vocab> tokenizer trains on
   int64_t index = 0;
   BadRecords bad;
-  auto documents_of = [&](const std::string& f) {
-    const RecordFormat format = record_format(f);
-    if (format == RecordFormat::text) return split_documents(read_file(f), hp.document_unit);
-    std::vector<std::string> records;
-    try {
-      records = read_record_documents(f, format, hp.text_field, hp.skip_bad_records, bad);
-    } catch (const Error& e) {
-      PAX_FAIL(who, ": ", e.what());
-    }
-    // Empty records are dropped, as blank documents of text files are.
-    std::erase_if(records, [](const std::string& d) { return d.empty(); });
-    return records;
-  };
   for (const std::string& f : files) {
-    for (std::string& d : documents_of(f)) {
+    for (std::string& d : file_documents(f, hp.document_unit, hp.text_field, hp.skip_bad_records, bad, who)) {
       const bool held_out = is_validation_document(index++, hp.validation_fraction);
       if (own_vocab && !held_out) train_docs.push_back(d);
       if (hp.split == TextSplit::all || held_out == (hp.split == TextSplit::validation)) docs.push_back(std::move(d));
@@ -209,23 +211,21 @@ std::string TextLmInput::HParams::tokenizer_used() const {
   return own_sentencepiece_vocab(tokenizer) ? tokenizer + " trained on " + data_source() : tokenizer;
 }
 
-Tree TextLmInput::make_batch(const std::vector<int64_t>& indices) const {
-  const auto& hp = hparams<HParams>();
-  const int64_t b = int64_t(indices.size()), t = rows_.seq_length;
-  const int32_t pad = padding_id(*tokenizer_);
-  std::vector<int32_t> ids(size_t(b * t), pad), labels(size_t(b * t), pad), seg(size_t(b * t), 0),
+Tree rows_batch(const PackedRows& rows, const std::vector<int64_t>& indices, int32_t pad_id, bool with_segments) {
+  const int64_t b = int64_t(indices.size()), t = rows.seq_length;
+  std::vector<int32_t> ids(size_t(b * t), pad_id), labels(size_t(b * t), pad_id), seg(size_t(b * t), 0),
       pos(size_t(b * t), 0);
   std::vector<float> paddings(size_t(b * t), 1.0f), weights(size_t(b * t), 0.0f);
   for (int64_t i = 0; i < b; ++i) {
     const int64_t e = indices[size_t(i)];
     if (e < 0) continue;  // a padding row
     const size_t src = size_t(e * t), dst = size_t(i * t);
-    std::copy_n(rows_.ids.begin() + src, t, ids.begin() + dst);
-    std::copy_n(rows_.labels.begin() + src, t, labels.begin() + dst);
-    std::copy_n(rows_.segment_ids.begin() + src, t, seg.begin() + dst);
-    std::copy_n(rows_.segment_pos.begin() + src, t, pos.begin() + dst);
+    std::copy_n(rows.ids.begin() + src, t, ids.begin() + dst);
+    std::copy_n(rows.labels.begin() + src, t, labels.begin() + dst);
+    std::copy_n(rows.segment_ids.begin() + src, t, seg.begin() + dst);
+    std::copy_n(rows.segment_pos.begin() + src, t, pos.begin() + dst);
     for (int64_t j = 0; j < t; ++j) {
-      const float real = rows_.segment_ids[src + size_t(j)] > 0 ? 1.0f : 0.0f;
+      const float real = rows.segment_ids[src + size_t(j)] > 0 ? 1.0f : 0.0f;
       paddings[dst + size_t(j)] = 1.0f - real;
       weights[dst + size_t(j)] = real;
     }
@@ -235,11 +235,15 @@ Tree TextLmInput::make_batch(const std::vector<int64_t>& indices) const {
                            {"labels", array(labels, shape)},
                            {"paddings", array(paddings, shape)},
                            {"weights", array(weights, shape)}});
-  if (hp.pack) {
+  if (with_segments) {
     batch.set("segment_ids", array(seg, shape));
     batch.set("segment_pos", array(pos, shape));
   }
   return batch;
+}
+
+Tree TextLmInput::make_batch(const std::vector<int64_t>& indices) const {
+  return rows_batch(rows_, indices, padding_id(*tokenizer_), hparams<HParams>().pack);
 }
 
 std::vector<std::string> TextLmInput::ids_to_strings(const Array& ids, const Array& lengths) const {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "pax/data/indexed_input.h"
+#include "pax/data/record_files.h"
 #include "pax/data/tokenizer.h"
 
 namespace pax::data {
@@ -44,6 +45,10 @@ struct PackedRows {
 PackedRows pack_documents(std::span<const std::vector<int32_t>> documents, int64_t seq_length, bool pack,
                           int32_t start_id, int32_t eos_id, int32_t pad_id);
 
+// The batch of `rows` at `indices` in the layout above (index -1: a padding
+// row); segment_ids / segment_pos only `with_segments` (packed rows).
+Tree rows_batch(const PackedRows& rows, const std::vector<int64_t>& indices, int32_t pad_id, bool with_segments);
+
 enum class TextSource : int { files, kjv };
 PAX_ENUM(TextSource, "files", "kjv")
 enum class DocumentUnit : int { line, paragraph, file };
@@ -54,6 +59,12 @@ PAX_ENUM(TextSplit, "all", "train", "validation")
 // The documents of `text` by `unit` (empty and all-blank ones dropped;
 // trailing '\r' removed from lines).
 std::vector<std::string> split_documents(const std::string& text, DocumentUnit unit);
+// The documents of one corpus file: a text file split by `unit`, or the
+// `text_field` of each record of a JSON-lines or TFRecord file (by the name,
+// data/record_files.h); empty ones dropped. Errors name `who`; bad records
+// are counted in `bad` with skip_bad.
+std::vector<std::string> file_documents(const std::string& path, DocumentUnit unit, const std::string& text_field,
+                                        bool skip_bad, BadRecords& bad, const std::string& who);
 // Whether document `index` is held out for validation: a fixed pseudo-random
 // choice of about `fraction` of the documents, independent of any seed, so
 // that every run splits alike and the splits never overlap.

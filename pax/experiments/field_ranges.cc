@@ -45,6 +45,7 @@ const std::map<std::string, FieldRange>& rules() {
       {"vocab_size", kSize},
       {"num_layers", closed(0, 4096)},
       {"seq_length", kSize},
+      {"shuffle_buffer_size", kSize},
       {"max_seq_length", kSize},
       {"max_decode_length", kSize},
       {"feature_group_count", kCount},
