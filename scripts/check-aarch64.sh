@@ -74,7 +74,7 @@ cxx=$(command -v $triple-g++) || die "$triple-g++ not found"
 sysroot_packages=(libc6-dev libgomp1 libstdc++6
   libdnnl-dev opencl-headers ocl-icd-opencl-dev libhwy-dev
   libfmt-dev nlohmann-json3-dev libcli11-dev
-  libgtest-dev libgmock-dev zlib1g-dev libsentencepiece-dev libopenmpi-dev)
+  libgtest-dev libgmock-dev zlib1g-dev libzstd-dev libsentencepiece-dev libopenmpi-dev)
 stamp=$sysroot/.paxcc-packages
 want_stamp="${sysroot_packages[*]}"
 if [[ ! -f $stamp || "$(cat "$stamp")" != "$want_stamp" ]]; then

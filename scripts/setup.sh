@@ -8,7 +8,7 @@ packages=(
   libdnnl-dev opencl-headers ocl-icd-opencl-dev   # oneDNN (its CMake config needs OpenCL)
   libhwy-dev                                      # Highway: SIMD kernels, and the headers of generated fused loops
   libfmt-dev nlohmann-json3-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
+  libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libzstd-dev   # zstd: Orbax checkpoints
   libsentencepiece-dev                            # tokenizers (pax/data)
   bible-kjv bible-kjv-text                        # KJV text: the `bible` command and its data
   dataset-fashion-mnist                           # /usr/share/datasets/fashion-mnist/*.gz

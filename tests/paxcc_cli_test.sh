@@ -52,6 +52,27 @@ expect 0 "done at step 4" -- --exp=lm.C4Spmd1BAdam4Replicas "--job_log_dir=$work
   --set train_input.batch_size=2 --set "eval_inputs[0].vocab_size=256" --set "eval_inputs[0].seq_length=16" \
   --set "eval_inputs[0].batch_size=2" --set train.num_train_steps=4 --set train.eval_interval_steps=2
 
+# The same config on a C4 corpus streamed from TFRecord shards (a shuffle
+# buffer of 2 rows): a run stopped at step 5 and resumed reads the stream a
+# straight run reads, so their train metrics are the same to the bit.
+c4stream=(--exp=lm.C4Spmd1BAdam4Replicas --set model.lm_tpl.model_dims=64 --set train.ici_mesh_shape=[1,1,1]
+          --set $S.x_times=1 --set $S.sub_tpl.num_heads=2 --set $S.sub_tpl.dim_per_head=32 --set $S.sub_tpl.hidden_dims=128
+          --set model.lm_tpl.vocab_size=259 --set train_input=StreamingTextLmInput
+          --set "train_input.files=[$(dirname "$0")/../pax/data/testdata/c4-mini.tfrecord-*-of-00002]"
+          --set train_input.seq_length=16 --set train_input.batch_size=2 --set train_input.shuffle=true
+          --set train_input.shuffle_buffer_size=2 --set train.eval_interval_steps=0 --set train.save_interval_steps=3
+          --set train.summary_interval_steps=1)
+expect 0 "done at step 9" -- "${c4stream[@]}" "--job_log_dir=$work/c4s_straight" --set train.num_train_steps=9
+expect 0 "done at step 5" -- "${c4stream[@]}" "--job_log_dir=$work/c4s_resumed" --set train.num_train_steps=5
+expect 0 "resumed .* at step 5" -- "${c4stream[@]}" "--job_log_dir=$work/c4s_resumed" --set train.num_train_steps=9
+train_metrics() { grep '"split":"train"' "$1/metrics.jsonl" | sed 's/.*\("step":[0-9]*\).*\("metrics":{[^}]*}\).*/\1 \2/'; }
+if [[ $(train_metrics "$work/c4s_straight" | wc -l) -ne 9 ]] ||
+   ! diff <(train_metrics "$work/c4s_straight") <(train_metrics "$work/c4s_resumed") >/dev/null; then
+  echo "FAIL: the resumed streaming run's metrics differ from the straight run's:"
+  diff <(train_metrics "$work/c4s_straight") <(train_metrics "$work/c4s_resumed") | head -10
+  failures=$((failures + 1))
+fi
+
 job=$work/tiny
 tiny=(--exp=lm.KjvTransformerTiny "--job_log_dir=$job" --set train.num_train_steps=8 --set train.save_interval_steps=4
       --set train.eval_interval_steps=4 --set train.decode_interval_steps=8 --set train.summary_interval_steps=2)
@@ -63,6 +84,13 @@ expect 0 "eval validation @ step 4" -- "${tiny[@]}" --mode=eval --restore_step=4
 expect 0 "wrote $job/export/params_12.msgpack \\(step 12" -- export "--job_log_dir=$job"
 [[ -s $job/export/params_12.msgpack ]] || { echo "FAIL: export wrote no params_12.msgpack"; failures=$((failures + 1)); }
 expect 1 "export: no committed checkpoint in '$work/none/checkpoints'" -- export "--job_log_dir=$work/none"
+# import: an Orbax checkpoint (OCDBT) as Flax msgpack; a run started from a
+# checkpoint of another model is refused with the names that do not map.
+fixtures=$(dirname "$0")/../pax/train/testdata
+expect 0 "wrote $work/orbax.msgpack \\(8 arrays" -- import "--from=$fixtures/orbax_ocdbt" "--out=$work/orbax.msgpack"
+expect 1 "import: no such file or directory '$work/none'" -- import "--from=$work/none" "--out=$work/x.msgpack"
+expect 1 "init_from '.*pax_zarr' does not match the model's params; the model's params it lacks: lm/final_ln/bias.*names the model has not: lm/softmax/b, lm/softmax/w" -- \
+  --exp=lm.KjvTransformerTiny "--job_log_dir=$work/init_from" --set "train.init_from=$fixtures/pax_zarr"
 expect 0 "decode samples @ step 12" -- "${tiny[@]}" --mode=decode
 expect 0 "done at step 12" -- --config "$job/config.json" "--job_log_dir=$job"
 

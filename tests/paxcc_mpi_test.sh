@@ -143,6 +143,29 @@ out=$("$MPIRUN" -np 2 --oversubscribe "$PAXCC" "${COMMON[@]}" --set train.num_tr
 echo "$out" | grep -q "needs 4 processes, but this run has 2: run it as mpirun -np 4" || fail "mesh: unexpected output: $out"
 [ ! -e "$WORK/mesh4" ] || fail "mesh: the refused run wrote its job directory"
 echo "ok: mesh [1, 2, 1] trains on 2 processes, [1, 4, 1] is refused"
+# 4c. init_from under fsdp: params exported from a trained run, read whole and
+# cut into each process's blocks, give the first step the loss that one
+# process with the same global batch gets from them (a misplaced block would
+# not), far below a fresh start's.
+D=$WORK/init
+"$PAXCC" "${COMMON[@]}" --set train.num_train_steps=60 --job_log_dir="$D/trained" >"$D.log" 2>&1 ||
+  fail "init: the training run failed"
+"$PAXCC" export --job_log_dir="$D/trained" --out="$D/params.msgpack" >>"$D.log" 2>&1 || fail "init: export failed"
+first_loss() { grep '"split":"train"' "$1/metrics.jsonl" | head -1 | sed 's/.*"total_loss":\([-0-9.e]*\).*/\1/'; }
+"$PAXCC" "${COMMON[@]}" --set train.num_train_steps=1 --set train.summary_interval_steps=1 \
+  --set train_input.batch_size=16 --set "train.init_from=$D/params.msgpack" --job_log_dir="$D/one" >>"$D.log" 2>&1 ||
+  fail "init: the one-process run failed"
+"$MPIRUN" -np 2 --oversubscribe "$PAXCC" "${COMMON[@]}" --set train.num_train_steps=1 \
+  --set train.summary_interval_steps=1 --set "train.ici_mesh_shape=[1,2,1]" --set train.fsdp_min_elements=1 \
+  --set "train.init_from=$D/params.msgpack" --job_log_dir="$D/fsdp" >>"$D.log" 2>&1 || fail "init: the fsdp run failed"
+grep -q "fully sharded" "$D.log" || fail "init: the 2-process run did not shard its params"
+"$MPIRUN" -np 2 --oversubscribe "$PAXCC" "${COMMON[@]}" --set train.num_train_steps=1 \
+  --set train.summary_interval_steps=1 --set "train.ici_mesh_shape=[1,2,1]" --set train.fsdp_min_elements=1 \
+  --job_log_dir="$D/fresh" >>"$D.log" 2>&1 || fail "init: the fresh fsdp run failed"
+one=$(first_loss "$D/one") fsdp=$(first_loss "$D/fsdp") fresh=$(first_loss "$D/fresh")
+awk -v a="$one" -v b="$fsdp" -v c="$fresh" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d < 1e-3 * a && c > a + 0.5) }' ||
+  fail "init: first losses: one process $one, fsdp $fsdp, fresh fsdp $fresh"
+echo "ok: init_from under fsdp: first loss $fsdp (one process: $one; a fresh start: $fresh)"
 # 5. A chief-only phase (decoding, ~3 s) longer than --dist_timeout (1 s).
 D=$WORK/phase
 "$MPIRUN" -np 2 --oversubscribe "$PAXCC" "${COMMON[@]}" --set train.num_train_steps=4 --set train.decode_interval_steps=2 \

@@ -72,8 +72,9 @@ struct TrainSettings : BaseHParams {
                "With the mesh's data axis above 1, parameters of fewer elements stay whole on every process "
                "(the larger ones are split over it)."),
               (init_from,
-               "A Flax msgpack file of params (paxcc export's) to start from instead of the random "
-               "initialisation ('': none); a job that resumes from its own checkpoint ignores it."));
+               "Params to start from instead of the random initialisation ('': none): a Flax msgpack file "
+               "(paxcc export's), or an Orbax or Pax checkpoint directory (names as README's table maps them); "
+               "a job that resumes from its own checkpoint ignores it."));
 };
 
 // The resolved experiment: everything a run needs, editable by path.

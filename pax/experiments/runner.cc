@@ -40,7 +40,7 @@
 #include "pax/train/checkpoint_manager.h"
 #include "pax/train/console.h"
 #include "pax/train/early_stopping.h"
-#include "pax/train/flax_msgpack.h"
+#include "pax/train/import_params.h"
 #include "pax/train/machine_info.h"
 #include "pax/train/peak_flops.h"
 #include "pax/train/step_summaries.h"
@@ -709,10 +709,9 @@ class TrainingLoop {
             restore_for_training(job_, mgr_, specs_, state_, *train_input_, stopper_, early_stopping_)) {
       out_ << "resumed from " << job_.path("checkpoints") << " at step " << *resumed << "\n";
     } else if (!settings_.init_from.empty()) {
-      PAX_CHECK(!job_.sharding.sharded(),
-                "train.init_from: starting from a params file needs whole params on "
-                "every process (no fsdp, tensor or pipeline parallelism) for now");
-      state_.params = train::params_from_flax_msgpack(settings_.init_from, state_.params);
+      state_.params = job_.sharding.sharded()
+                          ? params_blocks_from_checkpoint(settings_.init_from, state_.params, specs_)
+                          : train::params_from_checkpoint(settings_.init_from, state_.params);
       out_ << "params from " << settings_.init_from << "\n";
     }
     job_.write_job_files();

@@ -10,6 +10,8 @@
 #include "pax/experiments/mesh.h"
 #include "pax/dist/mesh.h"
 #include "pax/ops/lax.h"
+#include "pax/ops/numpy.h"
+#include "pax/train/import_params.h"
 
 namespace pax::experiments {
 
@@ -57,6 +59,36 @@ Tree gather_whole(const Tree& tree, const dist::ShardSpecs& specs) {
     if (spec.outer_dim >= 0) leaves[i] = lax::all_gather(leaves[i], spec.outer_axis, spec.outer_dim, /*tiled=*/true);
   }
   return tree_unflatten(tree_structure(tree), leaves);
+}
+
+Array block_of(const Array& whole, const dist::ShardSpec& spec) {
+  if (spec.replicated()) return whole;
+  spec.check("block_of");
+  PAX_CHECK(whole.shape() == spec.global, "block_of: an array of ", whole.shape(), " for a split of ", spec.global);
+  Array x = whole;
+  if (spec.outer_dim >= 0) {
+    const int64_t size = spec.global[spec.outer_dim] / spec.outer_count;
+    x = slice_along(x, spec.outer_dim, spec.outer_index * size, (spec.outer_index + 1) * size);
+  }
+  return slice_along(x, spec.dim, spec.begin(), spec.end());
+}
+
+Tree params_blocks_from_checkpoint(const std::string& path, const Tree& local, const dist::ShardSpecs& specs) {
+  const std::vector<std::string> paths = tree_paths(local);
+  std::vector<Array> leaves = tree_leaves(local);
+  const TreeDef def = tree_structure(local);
+  // The whole arrays' shapes (zeros: their values are not read).
+  std::vector<Array> whole_like;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    auto it = specs.find("params/" + paths[i]);
+    whole_like.push_back(it == specs.end() ? leaves[i] : zeros(it->second.global, leaves[i].dtype()));
+  }
+  const std::vector<Array> whole = tree_leaves(train::params_from_checkpoint(path, tree_unflatten(def, whole_like)));
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    auto it = specs.find("params/" + paths[i]);
+    leaves[i] = it == specs.end() ? whole[i] : block_of(whole[i], it->second);
+  }
+  return tree_unflatten(def, leaves);
 }
 
 std::string describe_split(const dist::ShardSpec& spec) {

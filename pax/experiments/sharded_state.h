@@ -53,6 +53,16 @@ bool splits_over(const dist::ShardSpecs& specs, const std::string& axis);
 // all-gathered over their axes, inner first (every process calls it).
 Tree gather_whole(const Tree& tree, const dist::ShardSpecs& specs);
 
+// This process's block of `whole` by `spec` (the outer split, then the
+// split along spec.dim); `whole` itself when replicated.
+Array block_of(const Array& whole, const dist::ShardSpec& spec);
+
+// train.init_from under sharding: the params in `path` (a Flax msgpack file
+// or an Orbax / Pax checkpoint, train/import_params.h) matched against the
+// whole shapes the train state's specs give, each cut to this process's
+// block. `local` is this process's params (their structure and dtypes).
+Tree params_blocks_from_checkpoint(const std::string& path, const Tree& local, const dist::ShardSpecs& specs);
+
 // report.html's parameter table: a row per array of `params` (this
 // process's blocks under sharding) with its whole shape and how it is split,
 // from the train state's specs ("params/<path>"; an empty map: replicated).

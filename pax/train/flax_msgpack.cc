@@ -3,7 +3,9 @@
 // extensions.
 #include "pax/train/flax_msgpack.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -16,14 +18,14 @@
 namespace pax::train {
 namespace {
 
-using Json = nlohmann::json;
+// Keys keep the order they are inserted in: dicts of a tree are written
+// sorted, a chunked array's keys in the order Flax writes them.
+using Json = nlohmann::ordered_json;
 
 // Flax's _MsgpackExtType.
 constexpr std::uint8_t kNdarray = 1, kNpScalar = 3;
 
 Json array_json(const Array& a) {
-  PAX_CHECK(a.nbytes() < (size_t(1) << 31), "flax msgpack: an array of ", a.nbytes(),
-            " bytes is over the 2 GiB that one msgpack value holds (Flax chunks such arrays; paxcc does not)");
   Json shape = Json::array();
   for (int64_t d : a.shape().dims()) shape.push_back(d);
   std::vector<std::uint8_t> bytes(a.nbytes());
@@ -32,16 +34,45 @@ Json array_json(const Array& a) {
   return Json::binary(Json::to_msgpack(payload), kNdarray);
 }
 
-Json tree_json(const Tree& t) {
-  if (t.is_leaf()) return array_json(t.leaf());
+// An array of more than max_chunk_bytes as Flax's _chunk writes it:
+// {"__msgpack_chunked_array__": true, "shape": {"0": d0, ..}, "chunks":
+// {"0": flat piece, ..}}, pieces of max_chunk_bytes / itemsize elements.
+Json chunked_array_json(const Array& a, size_t max_chunk_bytes) {
+  Json out = Json::object();
+  out["__msgpack_chunked_array__"] = true;
+  Json shape = Json::object();
+  for (size_t d = 0; d < size_t(a.shape().rank()); ++d) shape[std::to_string(d)] = a.shape()[int64_t(d)];
+  out["shape"] = shape;
+  const int64_t per_chunk = std::max<int64_t>(1, int64_t(max_chunk_bytes / itemsize(a.dtype())));
+  const int64_t numel = a.shape().numel();
+  std::vector<std::uint8_t> all(a.nbytes());  // row-major: the flattened array
+  a.copy_to_host(a.dtype(), all.data());
+  Json chunks = Json::object();
+  for (int64_t start = 0, i = 0; start < numel; start += per_chunk, ++i) {
+    const int64_t n = std::min(per_chunk, numel - start);
+    const void* piece = all.data() + size_t(start) * itemsize(a.dtype());
+    chunks[std::to_string(i)] = array_json(from_host(piece, Shape{n}, a.dtype()));
+  }
+  out["chunks"] = chunks;
+  return out;
+}
+
+Json tree_json(const Tree& t, size_t max_chunk_bytes) {
+  if (t.is_leaf()) {
+    const Array& a = t.leaf();
+    return a.nbytes() > max_chunk_bytes ? chunked_array_json(a, max_chunk_bytes) : array_json(a);
+  }
   if (t.is_dict()) {
+    std::vector<std::pair<std::string, const Tree*>> entries;
+    for (const auto& [key, child] : t.entries()) entries.emplace_back(key, &child);
+    std::sort(entries.begin(), entries.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     Json out = Json::object();
-    for (const auto& [key, child] : t.entries()) out[key] = tree_json(child);
+    for (const auto& [key, child] : entries) out[key] = tree_json(*child, max_chunk_bytes);
     return out;
   }
   if (t.is_list()) {
     Json out = Json::array();
-    for (size_t i = 0; i < t.size(); ++i) out.push_back(tree_json(t[i]));
+    for (size_t i = 0; i < t.size(); ++i) out.push_back(tree_json(t[i], max_chunk_bytes));
     return out;
   }
   return Json(nullptr);  // None, as Flax writes it
@@ -65,7 +96,41 @@ Array array_of(const Json::binary_t& ext, const std::string& what) {
   return from_host(bytes.data(), shape, dtype);
 }
 
+Tree tree_of(const Json& j, const std::string& what);
+
+// The array of a chunked array's dict (Flax's _unchunk).
+Array unchunked(const Json& j, const std::string& what) {
+  PAX_CHECK(j.contains("shape") && j["shape"].is_object() && j.contains("chunks") && j["chunks"].is_object(), what,
+            ": a chunked array needs 'shape' and 'chunks' dicts");
+  std::vector<int64_t> dims;
+  for (size_t d = 0; d < j["shape"].size(); ++d) {
+    const std::string k = std::to_string(d);
+    PAX_CHECK(j["shape"].contains(k) && j["shape"][k].is_number_integer() && j["shape"][k].get<int64_t>() >= 0, what,
+              ": a chunked array's shape lacks dimension ", d);
+    dims.push_back(j["shape"][k].get<int64_t>());
+  }
+  std::vector<std::uint8_t> bytes;
+  std::optional<DType> dtype;
+  for (size_t i = 0; i < j["chunks"].size(); ++i) {
+    const std::string k = std::to_string(i);
+    PAX_CHECK(j["chunks"].contains(k), what, ": a chunked array lacks chunk ", i);
+    const Tree piece = tree_of(j["chunks"][k], what + "/chunks/" + k);
+    PAX_CHECK(piece.is_leaf() && (!dtype || piece.leaf().dtype() == *dtype), what, ": chunk ", i,
+              " is not an array of the other chunks' dtype");
+    dtype = piece.leaf().dtype();
+    const size_t at = bytes.size();
+    bytes.resize(at + piece.leaf().nbytes());
+    piece.leaf().copy_to_host(*dtype, bytes.data() + at);
+  }
+  PAX_CHECK(dtype, what, ": a chunked array without chunks");
+  const Shape shape(dims);
+  PAX_CHECK(bytes.size() == size_t(shape.numel()) * itemsize(*dtype), what, ": chunks of ", bytes.size(),
+            " bytes for a ", dtype_name(*dtype), shape, " array");
+  return from_host(bytes.data(), shape, *dtype);
+}
+
 Tree tree_of(const Json& j, const std::string& what) {
+  if (j.is_object() && j.contains("__msgpack_chunked_array__")) return unchunked(j, what);
   if (j.is_object()) {
     Tree out = Tree::dict();
     for (const auto& [key, child] : j.items()) out[key] = tree_of(child, what + "/" + key);
@@ -101,8 +166,9 @@ Tree tree_of(const Json& j, const std::string& what) {
 
 }  // namespace
 
-std::string to_flax_msgpack(const Tree& tree) {
-  const std::vector<std::uint8_t> bytes = Json::to_msgpack(tree_json(tree));
+std::string to_flax_msgpack(const Tree& tree, size_t max_chunk_bytes) {
+  PAX_CHECK(max_chunk_bytes >= 1, "to_flax_msgpack: max_chunk_bytes must be >= 1");
+  const std::vector<std::uint8_t> bytes = Json::to_msgpack(tree_json(tree, max_chunk_bytes));
   return std::string(bytes.begin(), bytes.end());
 }
 
@@ -117,69 +183,6 @@ void write_flax_msgpack(const std::string& path, const Tree& tree) {
 }
 
 Tree read_flax_msgpack(const std::string& path) { return from_flax_msgpack(data::read_file(path), path); }
-
-namespace {
-
-// Every leaf of `t` by its '/'-joined path.
-void leaves_by_path(const Tree& t, const std::string& prefix, std::map<std::string, Array>& out) {
-  if (t.is_leaf()) {
-    out[prefix] = t.leaf();
-  } else if (t.is_dict()) {
-    for (const auto& [key, child] : t.entries()) leaves_by_path(child, prefix.empty() ? key : prefix + "/" + key, out);
-  } else if (t.is_list()) {
-    for (size_t i = 0; i < t.size(); ++i) leaves_by_path(t[i], prefix + "/" + std::to_string(i), out);
-  }
-}
-
-// `like` with each leaf replaced by `values`' leaf at its path.
-Tree rebuild(const Tree& like, const std::string& prefix, const std::map<std::string, Array>& values) {
-  if (like.is_leaf()) return values.at(prefix).astype(like.leaf().dtype());
-  if (like.is_dict()) {
-    Tree out = Tree::dict();
-    for (const auto& [key, child] : like.entries())
-      out[key] = rebuild(child, prefix.empty() ? key : prefix + "/" + key, values);
-    return out;
-  }
-  if (like.is_list()) {
-    Tree out = Tree::list();
-    for (size_t i = 0; i < like.size(); ++i) out.push_back(rebuild(like[i], prefix + "/" + std::to_string(i), values));
-    return out;
-  }
-  return like;
-}
-
-std::string first_few(const std::vector<std::string>& names) {
-  std::string out;
-  for (size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", " : "") + names[i];
-  if (names.size() > 8) out += ", ... (" + std::to_string(names.size()) + " in all)";
-  return out;
-}
-
-}  // namespace
-
-Tree params_from_flax_msgpack(const std::string& path, const Tree& like) {
-  std::map<std::string, Array> want, have;
-  leaves_by_path(like, "", want);
-  leaves_by_path(read_flax_msgpack(path), "", have);
-  std::vector<std::string> missing, extra, shapes;
-  for (const auto& [name, a] : want) {
-    auto it = have.find(name);
-    if (it == have.end()) {
-      missing.push_back(name);
-    } else if (it->second.shape() != a.shape()) {
-      shapes.push_back(name + " " + it->second.aval().str() + " (the model's: " + a.aval().str() + ")");
-    }
-  }
-  for (const auto& [name, a] : have)
-    if (!want.count(name)) extra.push_back(name);
-  std::string why;
-  if (!missing.empty()) why += "; the model's params it lacks: " + first_few(missing);
-  if (!extra.empty()) why += "; names the model has not: " + first_few(extra);
-  if (!shapes.empty()) why += "; shapes that differ: " + first_few(shapes);
-  PAX_CHECK(why.empty(), "init_from '", path, "' does not match the model's params", why,
-            " (paxcc export writes a job's params in this layout)");
-  return rebuild(like, "", have);
-}
 
 int64_t export_flax_checkpoint(const std::string& checkpoint_dir, const std::string& out, bool with_opt_state) {
   const std::optional<std::string> latest = latest_checkpoint(checkpoint_dir);

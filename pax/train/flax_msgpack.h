@@ -8,9 +8,13 @@
 //   write_flax_msgpack("params.msgpack", state.to_tree()["params"]);
 //   Tree params = read_flax_msgpack("params.msgpack");
 //
-// Arrays over 2 GiB (which Flax splits into chunks) are refused by name.
+// An array of more than 2^30 bytes (flax.serialization.MAX_CHUNK_SIZE) is
+// written as Flax writes it, a dict {"__msgpack_chunked_array__": true,
+// "shape": {"0": d0, ..}, "chunks": {"0": flat piece, ..}} (one msgpack value
+// holds under 2 GiB), and such dicts are read back as the array.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -18,9 +22,12 @@
 
 namespace pax::train {
 
-// The bytes of `tree` (dicts and lists of arrays, None as nil; dict keys as
-// they are).
-std::string to_flax_msgpack(const Tree& tree);
+// Flax's MAX_CHUNK_SIZE: arrays above it are written in chunks of it.
+inline constexpr size_t kFlaxMaxChunkBytes = size_t(1) << 30;
+
+// The bytes of `tree` (dicts and lists of arrays, None as nil; dict keys
+// sorted). max_chunk_bytes is Flax's MAX_CHUNK_SIZE (tests set it small).
+std::string to_flax_msgpack(const Tree& tree, size_t max_chunk_bytes = kFlaxMaxChunkBytes);
 
 // The tree of `bytes`: maps become dicts, msgpack arrays lists, arrays
 // Arrays on the host, nil None, plain numbers and bools 0-d arrays (i64,
@@ -37,11 +44,5 @@ Tree read_flax_msgpack(const std::string& path);
 // whole state (step, params, opt_state) with `with_opt_state`. Returns the
 // step exported. pax::Error when there is no checkpoint.
 int64_t export_flax_checkpoint(const std::string& checkpoint_dir, const std::string& out, bool with_opt_state);
-
-// The tree of the Flax msgpack file at `path` in the structure of `like`
-// (a model's params): every leaf of `like` by its path ("a/b/c"), converted
-// to its dtype. pax::Error listing the paths of `like` the file lacks, the
-// file's paths `like` has not, and the shapes that differ.
-Tree params_from_flax_msgpack(const std::string& path, const Tree& like);
 
 }  // namespace pax::train

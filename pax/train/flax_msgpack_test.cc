@@ -13,6 +13,7 @@
 #include "pax/ops/numpy.h"
 #include "pax/train/checkpoint.h"
 #include "pax/train/checkpoint_manager.h"
+#include "pax/train/import_params.h"
 #include "pax/testing/testing.h"
 
 namespace pax::train {
@@ -95,7 +96,7 @@ TEST(FlaxMsgpack, ParamsFromAFileFollowTheModelsTree) {
   file["dense"]["w"] = testing::random_array({3, 2}, DType::f64, 3);
   file["dense"]["b"] = testing::random_array({2}, DType::f32, 4);
   write_flax_msgpack(path, file);
-  const Tree got = params_from_flax_msgpack(path, like);
+  const Tree got = params_from_checkpoint(path, like);
   EXPECT_EQ(got["dense"]["w"].leaf().dtype(), DType::f32);
   EXPECT_TRUE(testing::all_close(got["dense"]["w"].leaf(), file["dense"]["w"].leaf().astype(DType::f32), 0, 0));
   EXPECT_TRUE(testing::all_close(got["dense"]["b"].leaf(), file["dense"]["b"].leaf(), 0, 0));
@@ -104,7 +105,7 @@ TEST(FlaxMsgpack, ParamsFromAFileFollowTheModelsTree) {
   file["dense"]["b"] = Tree::dict();  // b missing as a leaf
   write_flax_msgpack(path, file);
   try {
-    params_from_flax_msgpack(path, like);
+    params_from_checkpoint(path, like);
     ADD_FAILURE() << "a mismatched file was accepted";
   } catch (const Error& e) {
     const std::string m = e.what();
@@ -113,6 +114,31 @@ TEST(FlaxMsgpack, ParamsFromAFileFollowTheModelsTree) {
     EXPECT_NE(m.find("shapes that differ: dense/w f32[2,3] (the model's: f32[3,2])"), std::string::npos) << m;
   }
   std::filesystem::remove(path);
+}
+
+// Arrays above Flax's MAX_CHUNK_SIZE (64 bytes in the fixture) are dicts of
+// flat chunks; read back whole, and written to Flax's bytes.
+TEST(FlaxMsgpack, ChunkedArraysAsFlaxWritesThem) {
+  const std::string bytes = data::read_file(std::string(PAX_SOURCE_DIR) + "/pax/train/testdata/flax_chunked.msgpack");
+  const Tree t = from_flax_msgpack(bytes, "flax_chunked.msgpack");
+  std::vector<float> w(40);
+  for (int i = 0; i < 40; ++i) w[size_t(i)] = float(i) - 3.5f;
+  EXPECT_EQ(t["w"].leaf().aval().str(), "f32[5,8]");
+  EXPECT_TRUE(testing::all_close(t["w"].leaf(), array(w, {5, 8}), 0, 0));
+  EXPECT_TRUE(testing::all_close(t["b"].leaf(), array<float>({1, 2}), 0, 0));
+  Tree mine = Tree::dict();
+  mine["w"] = array(w, {5, 8});
+  mine["b"] = array<float>({1, 2});
+  EXPECT_EQ(to_flax_msgpack(mine, 64), bytes);
+  const std::string whole = to_flax_msgpack(mine);  // below 2^30 bytes: one value
+  EXPECT_LT(whole.size(), bytes.size());
+  EXPECT_TRUE(testing::all_close(from_flax_msgpack(whole)["w"].leaf(), array(w, {5, 8}), 0, 0));
+  // A chunk missing is named.
+  std::string cut = to_flax_msgpack(mine, 64);
+  const size_t key = cut.find("chunks");
+  ASSERT_NE(key, std::string::npos);
+  cut[key + 6] = char(0x82);  // the chunks map claims 2 entries instead of 3
+  EXPECT_THROW(from_flax_msgpack(cut, "cut"), Error);
 }
 
 TEST(FlaxMsgpack, BadBytesAreNamed) {

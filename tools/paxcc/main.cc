@@ -27,6 +27,8 @@
 #include "pax/pax.h"
 #include "pax/train/checkpoint.h"
 #include "pax/train/flax_msgpack.h"
+#include "pax/train/import_params.h"
+#include "pax/train/orbax_checkpoint.h"
 
 namespace {
 
@@ -124,7 +126,8 @@ int main(int argc, char** argv) {
       "  paxcc --exp=tasks.lm.params.c4.C4Spmd1BAdam4Replicas --mode=inspect\n"
       "  paxcc --exp=vision.FashionMnistCnn --job_log_dir=runs/cnn --set train.num_train_steps=100\n"
       "  paxcc tokenizer --input corpus.txt --vocab_size 8000 --out corpus.model\n"
-      "  paxcc export --job_log_dir=runs/kjv   (the params as Flax msgpack)");
+      "  paxcc export --job_log_dir=runs/kjv   (the params as Flax msgpack)\n"
+      "  paxcc import --from=ckpt/ --out=params.msgpack   (an Orbax or Pax checkpoint as Flax msgpack)");
 
   std::string exp_name, job_dir, mode_name = "train", config_file, data_dir, output_dir, platform;
   std::string matmul_precision, profile_steps;
@@ -190,6 +193,16 @@ int main(int argc, char** argv) {
   exp_cmd->add_flag("--with_opt_state", export_opt_state,
                     "The whole train state (step, params, opt_state) instead of the params alone");
 
+  CLI::App* imp_cmd =
+      app.add_subcommand("import", "Convert an Orbax or Pax checkpoint (or a Flax msgpack file) to Flax msgpack");
+  std::string import_from, import_out;
+  bool import_params_only = false;
+  imp_cmd->add_option("--from", import_from, "An Orbax checkpoint directory, a Pax checkpoint, or a .msgpack file")
+      ->required();
+  imp_cmd->add_option("--out", import_out, "The Flax msgpack file to write")->required();
+  imp_cmd->add_flag("--params_only", import_params_only,
+                    "The params alone (mdl_vars/params of Pax's state, params of Flax's), as train.init_from takes");
+
   CLI::App* tok = app.add_subcommand("tokenizer", "Train a SentencePiece model on a text file");
   std::string tok_input, tok_out, tok_type = "unigram";
   int64_t tok_vocab = 8000;
@@ -246,6 +259,22 @@ int main(int argc, char** argv) {
       }
       const int64_t step = pax::train::export_flax_checkpoint(ckpt_dir, out, export_opt_state);
       std::cout << "wrote " << out << " (step " << step << ", Flax msgpack: flax.serialization.msgpack_restore)\n";
+      return 0;
+    }
+    if (imp_cmd->parsed()) {
+      std::error_code ec;
+      const bool directory = std::filesystem::is_directory(import_from, ec);
+      PAX_CHECK(directory || std::filesystem::is_regular_file(import_from, ec), "import: no such file or directory '",
+                import_from, "'");
+      pax::Tree tree = directory ? pax::train::read_orbax_checkpoint(import_from)
+                                 : pax::train::read_flax_msgpack(import_from);
+      if (import_params_only) tree = pax::train::params_subtree(tree);
+      int64_t count = 0;
+      const std::vector<pax::Array> leaves = pax::tree_leaves(tree);
+      for (const pax::Array& a : leaves) count += a.shape().numel();
+      pax::train::write_flax_msgpack(import_out, tree);
+      std::cout << "wrote " << import_out << " (" << leaves.size() << " arrays, " << count
+                << " elements; Flax msgpack: flax.serialization.msgpack_restore, train.init_from)\n";
       return 0;
     }
     if (list) {

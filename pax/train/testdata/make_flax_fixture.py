@@ -1,4 +1,5 @@
-"""Writes flax_state.msgpack with Flax's own serializer, for
+"""Writes flax_state.msgpack (and flax_chunked.msgpack: an array above a
+MAX_CHUNK_SIZE set to 64 bytes, so that Flax writes it in chunks) with Flax's own serializer, for
 pax/train/flax_msgpack_test.cc (which reads it, and checks that paxcc writes
 the same tree to the same bytes).
 
@@ -29,3 +30,10 @@ state = {
 
 with open(os.path.join(HERE, "flax_state.msgpack"), "wb") as f:
     f.write(serialization.msgpack_serialize(state))
+
+# Flax chunks arrays above MAX_CHUNK_SIZE (2**30 bytes); at 64 bytes a
+# 40-element f32 array becomes three chunks of 16, 16 and 8 elements.
+serialization.MAX_CHUNK_SIZE = 64
+chunked = {"w": np.arange(40, dtype=np.float32).reshape(5, 8) - 3.5, "b": np.array([1.0, 2.0], dtype=np.float32)}
+with open(os.path.join(HERE, "flax_chunked.msgpack"), "wb") as f:
+    f.write(serialization.msgpack_serialize(chunked))
