@@ -61,10 +61,7 @@ constexpr int kMaxHeaderDims = 12;
 // sequence, kind, dtype, param0, param1, ndim, dims..., the place among
 // a compiled program's collectives (interp/collective_thread.h; -1: none)
 constexpr int kHeaderInts = 7 + kMaxHeaderDims;
-// Rank 0's answer: status, then (mismatch) the differing rank, an unused slot,
-// rank 0's header and that rank's header, or (timeout) the number of missing
-// ranks, whether a stop request cut rank 0's wait short, and the missing ranks.
-enum Verdict : int64_t { kAgreed = 0, kMismatch = 1, kTimedOut = 2 };
+// Rank 0's answer (struct Verdict below) travels as kVerdictInts integers.
 constexpr int kVerdictInts = 3 + 2 * kHeaderInts;
 constexpr int kMaxListedRanks = kVerdictInts - 3;
 constexpr int kTagHeader = 0x7a11;
@@ -88,7 +85,6 @@ double g_stop_grace = 30;    // ProcessGroup::stop_grace_seconds()
 // When a wait first saw the stop request (pax::stop_requested()); every wait
 // ends at the latest g_stop_grace after it.
 std::optional<std::chrono::steady_clock::time_point> g_stop_seen;
-bool g_last_wait_cut_by_stop = false;  // the last poll_until ended by the stop grace
 
 const char* kind_name(int64_t kind) {
   switch (OpKind(kind)) {
@@ -108,14 +104,56 @@ std::string seconds_str(double s) {
   return out.str();
 }
 
-// How the last wait ended without its data: "timed out after 300 s", or, when
-// a stop request cut it short, how long after the request it gave up.
-std::string wait_ended(double timeout, bool cut_by_stop = g_last_wait_cut_by_stop,
-                       const std::string& who = "this process") {
+// How a wait ended without its data: "timed out after 300 s", or, when a
+// stop request cut it short, how long after the request it gave up.
+std::string wait_ended(double timeout, bool cut_by_stop, const std::string& who = "this process") {
   if (!cut_by_stop) return "timed out after " + seconds_str(timeout);
   return "gave up waiting " + seconds_str(g_stop_grace) + " after " + who +
          " was asked to stop (SIGINT / SIGTERM / request_stop(); --dist_stop_grace)";
 }
+
+// Rank 0's answer to every rank's header: they agree, one rank's header
+// differs from rank 0's (both are sent back), or ranks never arrived (which,
+// and whether a stop request cut rank 0's wait short). encode / decode are
+// the one place its wire layout lives: status, the differing rank or the
+// number missing, cut_by_stop, then the two headers or the missing ranks.
+struct Verdict {
+  enum Status : int64_t { agreed = 0, mismatch = 1, timed_out = 2 };
+  Status status = agreed;
+  int64_t differing_rank = 0;                            // mismatch
+  std::array<int64_t, kHeaderInts> root{}, differing{};  // mismatch: rank 0's and its headers
+  int64_t missing_count = 0;                             // timed_out
+  std::vector<int64_t> missing;                          // timed_out: the first kMaxListedRanks
+  bool cut_by_stop = false;                              // timed_out
+
+  std::vector<int64_t> encode() const {
+    std::vector<int64_t> w(kVerdictInts, 0);
+    w[0] = status;
+    w[1] = status == mismatch ? differing_rank : missing_count;
+    w[2] = cut_by_stop;
+    if (status == mismatch) {
+      std::copy(root.begin(), root.end(), w.begin() + 3);
+      std::copy(differing.begin(), differing.end(), w.begin() + 3 + kHeaderInts);
+    }
+    for (size_t i = 0; status == timed_out && i < missing.size() && i < size_t(kMaxListedRanks); ++i)
+      w[3 + i] = missing[i];
+    return w;
+  }
+  static Verdict decode(const std::vector<int64_t>& w) {
+    Verdict v;
+    v.status = Status(w[0]);
+    if (v.status == mismatch) {
+      v.differing_rank = w[1];
+      std::copy_n(w.begin() + 3, kHeaderInts, v.root.begin());
+      std::copy_n(w.begin() + 3 + kHeaderInts, kHeaderInts, v.differing.begin());
+    } else if (v.status == timed_out) {
+      v.missing_count = w[1];
+      v.cut_by_stop = w[2] != 0;
+      v.missing.assign(w.begin() + 3, w.begin() + 3 + std::min<int64_t>(w[1], kMaxListedRanks));
+    }
+    return v;
+  }
+};
 
 void check_mpi(int rc, const char* what) {
   if (rc == MPI_SUCCESS) return;
@@ -157,10 +195,14 @@ void answer_stalled_ranks() {
 // at the latest stop_grace_seconds() after the first wait that saw the request,
 // so that a process asked to stop never waits out an hour-long phase timeout
 // for a peer that will not come.
-std::vector<bool> poll_until(std::span<MPI_Request> requests, Clock::time_point deadline, bool busy = false) {
+struct Polled {
+  std::vector<bool> done;    // per request
+  bool cut_by_stop = false;  // a stop request ended the wait before its deadline
+};
+Polled poll_until(std::span<MPI_Request> requests, Clock::time_point deadline, bool busy = false) {
   std::vector<bool> done(requests.size(), false);
   size_t remaining = requests.size();
-  g_last_wait_cut_by_stop = false;
+  bool cut_by_stop = false;
   for (int spins = 0; remaining > 0; ++spins) {
     if (stop_requested()) {
       if (!g_stop_seen) g_stop_seen = Clock::now();
@@ -168,7 +210,7 @@ std::vector<bool> poll_until(std::span<MPI_Request> requests, Clock::time_point 
           *g_stop_seen + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(g_stop_grace));
       if (stop_deadline < deadline) {
         deadline = stop_deadline;
-        g_last_wait_cut_by_stop = true;
+        cut_by_stop = true;
       }
     } else {
       g_stop_seen.reset();  // cleared (clear_stop_request): a later request starts a new grace
@@ -183,7 +225,7 @@ std::vector<bool> poll_until(std::span<MPI_Request> requests, Clock::time_point 
       }
     }
     if (remaining == 0) {
-      g_last_wait_cut_by_stop = false;
+      cut_by_stop = false;
       break;
     }
     if (Clock::now() >= deadline) break;
@@ -204,7 +246,7 @@ std::vector<bool> poll_until(std::span<MPI_Request> requests, Clock::time_point 
       }
     }
   }
-  return done;
+  return {std::move(done), cut_by_stop};
 }
 
 // Leaves unfinished requests behind after a timeout: their buffers must
@@ -482,7 +524,7 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
   const Communicator& c = *comm_;
   const int index = c.index, count = c.count;
   if (count == 1) return;
-  std::vector<int64_t> verdict(kVerdictInts, 0);
+  Verdict verdict;
   if (index == 0) {
     // Heap blocks: after a timeout, abandoned requests may still write or read
     // them, so they are then deliberately leaked.
@@ -492,44 +534,44 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
       check_mpi(MPI_Irecv((*theirs)[size_t(r)].v.data(), kHeaderInts, MPI_INT64_T, r, kTagHeader, c.comm,
                           &recvs[size_t(r - 1)]),
                 "MPI_Irecv");
-    std::vector<bool> done = poll_until(recvs, deadline_after(timeout));
+    const Polled arrivals = poll_until(recvs, deadline_after(timeout));
     std::vector<int> missing, arrived;
-    for (int r = 1; r < count; ++r) (done[size_t(r - 1)] ? arrived : missing).push_back(r);
+    for (int r = 1; r < count; ++r) (arrivals.done[size_t(r - 1)] ? arrived : missing).push_back(r);
     if (!missing.empty()) {
-      verdict[0] = kTimedOut;
-      verdict[1] = int64_t(missing.size());
-      verdict[2] = g_last_wait_cut_by_stop;
-      for (size_t i = 0; i < missing.size() && i < size_t(kMaxListedRanks); ++i) verdict[3 + i] = missing[i];
-      abandon(recvs, done);
+      verdict.status = Verdict::timed_out;
+      verdict.missing_count = int64_t(missing.size());
+      verdict.missing.assign(missing.begin(), missing.end());
+      verdict.cut_by_stop = arrivals.cut_by_stop;
+      abandon(recvs, arrivals.done);
     } else {
       int bad = -1;
       for (int r = 1; r < count && bad < 0; ++r)
         if ((*theirs)[size_t(r)].v != mine.v) bad = r;
       if (bad > 0) {
-        verdict[0] = kMismatch;
-        verdict[1] = bad;
-        std::copy(mine.v.begin(), mine.v.end(), verdict.begin() + 3);
-        std::copy((*theirs)[size_t(bad)].v.begin(), (*theirs)[size_t(bad)].v.end(), verdict.begin() + 3 + kHeaderInts);
+        verdict.status = Verdict::mismatch;
+        verdict.differing_rank = bad;
+        verdict.root = mine.v;
+        verdict.differing = (*theirs)[size_t(bad)].v;
       }
       delete theirs;
     }
-    auto* answer = new std::vector<int64_t>(verdict);
+    auto* answer = new std::vector<int64_t>(verdict.encode());
     std::vector<MPI_Request> sends(arrived.size());
     for (size_t i = 0; i < arrived.size(); ++i)
       check_mpi(MPI_Isend(answer->data(), kVerdictInts, MPI_INT64_T, arrived[i], kTagVerdict, c.comm, &sends[i]),
                 "MPI_Isend");
-    std::vector<bool> sent = poll_until(sends, deadline_after(timeout));
-    if (std::all_of(sent.begin(), sent.end(), [](bool b) { return b; })) {
+    const Polled sent = poll_until(sends, deadline_after(timeout));
+    if (std::all_of(sent.done.begin(), sent.done.end(), [](bool b) { return b; })) {
       delete answer;
     } else {
-      abandon(sends, sent);
+      abandon(sends, sent.done);
       broken_by_ = op;
       std::ostringstream silent;
       for (size_t i = 0; i < arrived.size(); ++i)
-        if (!sent[i]) silent << (silent.tellp() > 0 ? ", " : "") << c.rank(arrived[i]);
+        if (!sent.done[i]) silent << (silent.tellp() > 0 ? ", " : "") << c.rank(arrived[i]);
       if (missing.empty())
-        PAX_FAIL("pax::dist ", op, c.label, ": ", wait_ended(timeout), ": rank(s) ", silent.str(), " of ", count,
-                 " arrived but stopped responding before taking rank 0's answer (on rank 0)");
+        PAX_FAIL("pax::dist ", op, c.label, ": ", wait_ended(timeout, sent.cut_by_stop), ": rank(s) ", silent.str(),
+                 " of ", count, " arrived but stopped responding before taking rank 0's answer (on rank 0)");
     }
   } else {
     std::array<MPI_Request, 2> reqs;
@@ -542,36 +584,35 @@ void ProcessGroup::agree(const Header& mine, double timeout) {
     // Rank 0 answers at the latest `timeout` after it arrived; allow for
     // arriving before it.
     double margin = std::max(1.0, 0.1 * timeout);
-    std::vector<bool> done = poll_until(reqs, deadline_after(timeout + margin));
-    if (!done[1]) {
-      abandon(reqs, done);
+    const Polled polled = poll_until(reqs, deadline_after(timeout + margin));
+    if (!polled.done[1]) {
+      abandon(reqs, polled.done);
       broken_by_ = op;
-      PAX_FAIL("pax::dist ", op, c.label, ": ", wait_ended(timeout + margin), " on rank ", c.rank(index), ": rank ",
-               c.rank(0), " (which collects every rank's arrival) never answered");
+      PAX_FAIL("pax::dist ", op, c.label, ": ", wait_ended(timeout + margin, polled.cut_by_stop), " on rank ",
+               c.rank(index), ": rank ", c.rank(0), " (which collects every rank's arrival) never answered");
     }
-    if (!done[0]) poll_until(std::span(reqs).first(1), deadline_after(timeout));  // completes at once now
-    verdict = *answer;
+    if (!polled.done[0]) poll_until(std::span(reqs).first(1), deadline_after(timeout));  // completes at once now
+    verdict = Verdict::decode(*answer);
     delete answer;
     delete header;
   }
-  if (verdict[0] == kTimedOut) {
+  if (verdict.status == Verdict::timed_out) {
     std::ostringstream ranks;
-    for (int64_t i = 0; i < std::min<int64_t>(verdict[1], kMaxListedRanks); ++i)
-      ranks << (i ? ", " : "") << c.rank(verdict[size_t(3 + i)]);
-    if (verdict[1] > kMaxListedRanks) ranks << ", ...";
+    for (size_t i = 0; i < verdict.missing.size(); ++i) ranks << (i ? ", " : "") << c.rank(verdict.missing[i]);
+    if (verdict.missing_count > kMaxListedRanks) ranks << ", ...";
     g_broken = true;
     broken_by_ = op;
     PAX_FAIL("pax::dist ", op, c.label, ": ",
-             wait_ended(timeout, verdict[2] != 0, index == 0 ? "this process" : "rank " + c.rank(0)), ": ",
-             verdict[1] == 1 ? "rank " : "ranks ", ranks.str(), " of ", count, " never arrived (on rank ",
+             wait_ended(timeout, verdict.cut_by_stop, index == 0 ? "this process" : "rank " + c.rank(0)), ": ",
+             verdict.missing_count == 1 ? "rank " : "ranks ", ranks.str(), " of ", count, " never arrived (on rank ",
              c.rank(index), ")");
   }
-  if (verdict[0] == kMismatch) {
+  if (verdict.status == Verdict::mismatch) {
     Header root, other;
-    std::copy_n(verdict.begin() + 3, kHeaderInts, root.v.begin());
-    std::copy_n(verdict.begin() + 3 + kHeaderInts, kHeaderInts, other.v.begin());
+    root.v = verdict.root;
+    other.v = verdict.differing;
     PAX_FAIL("pax::dist ", op, c.label, ": the processes disagree: rank ", c.rank(0), " calls ", root.str(),
-             " but rank ", c.rank(verdict[1]), " calls ", other.str(),
+             " but rank ", c.rank(verdict.differing_rank), " calls ", other.str(),
              " (every process must make the same calls with arrays of one shape and dtype)");
   }
 }
@@ -631,7 +672,7 @@ std::string which_ranks_stopped(Communicator& c, int64_t sequence, double timeou
   }
   // The other waiting ranks time out within moments of this one.
   double grace = std::clamp(0.1 * timeout, 2.0, 30.0);
-  std::vector<bool> answered = poll_until(recvs, deadline_after(grace));
+  const std::vector<bool> answered = poll_until(recvs, deadline_after(grace)).done;
   std::vector<int> stopped, waiting, finished;
   for (size_t i = 0; i < peers.size(); ++i) {
     const auto& a = (*theirs)[size_t(peers[i])];
@@ -661,17 +702,17 @@ std::string which_ranks_stopped(Communicator& c, int64_t sequence, double timeou
 // means a process stopped in the middle of the transfer: the message names it.
 void wait_data(MPI_Request& req, std::initializer_list<const Array*> buffers, double timeout, const char* op,
                const char*& broken_by, Communicator& c, int64_t sequence) {
-  std::vector<bool> done = poll_until(std::span(&req, 1), deadline_after(timeout), /*busy=*/true);
-  if (done[0]) {
+  const Polled polled = poll_until(std::span(&req, 1), deadline_after(timeout), /*busy=*/true);
+  if (polled.done[0]) {
     c.finished_sequence = sequence;
     return;
   }
-  abandon(std::span(&req, 1), done, /*collective=*/true);
+  abandon(std::span(&req, 1), polled.done, /*collective=*/true);
   for (const Array* a : buffers) g_keep_alive.push_back(a->buffer());
   broken_by = op;
   std::string who = which_ranks_stopped(c, sequence, timeout);
-  PAX_FAIL("pax::dist ", op, c.label, " #", sequence, ": ", wait_ended(timeout), " on rank ", c.rank(c.index),
-           " moving data: ", who);
+  PAX_FAIL("pax::dist ", op, c.label, " #", sequence, ": ", wait_ended(timeout, polled.cut_by_stop), " on rank ",
+           c.rank(c.index), " moving data: ", who);
 }
 
 // Fault injection (stall_next_transfer_for_testing): the collective has been
