@@ -11,8 +11,8 @@ scripts/format.sh --check || { echo "test.sh: sources differ from .clang-format;
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc 2>/dev/null || echo 2)"
 if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
-  echo "test.sh: the core, prims, compile, nn, ops, api and backend suites capped to AVX2 (PAX_MAX_ISA=avx2)"
-  for suite in core prims compile nn ops api backend models; do
+  echo "test.sh: the array-core, compiler, layer and model suites capped to AVX2 (PAX_MAX_ISA=avx2)"
+  for suite in core ir interp prims compile compile_passes nn ops api backend models; do
     PAX_MAX_ISA=avx2 PAX_COMPILE=sync "build/tests/pax_${suite}_test" --gtest_brief=1 >"build/tests/avx2_${suite}.log" 2>&1 || {
       cat "build/tests/avx2_${suite}.log"
       echo "test.sh: pax_${suite}_test failed with PAX_MAX_ISA=avx2" >&2

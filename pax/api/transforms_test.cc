@@ -1,4 +1,4 @@
-// grad / value_and_grad / vjp / jvp / jit / make_jaxpr / eval_shape /
+// grad / value_and_grad / vjp / jvp / jit / eval_shape /
 // stop_gradient / custom_vjp: results against hand-derived values, the
 // compositions the design promises, and the error messages.
 #include "pax/api/transforms.h"
@@ -188,19 +188,6 @@ TEST(Jit, LowerExposesJaxprAndCost) {
   EXPECT_PAX_ERROR(compiled(ones({4, 8}), ones({8, 3})), "compiled for arguments");
 }
 
-TEST(MakeJaxpr, PrintsTheProgram) {
-  auto jaxpr = make_jaxpr([](const Array& x) { return sum(x * 2.0); })(zeros({3}));
-  const std::string text = jaxpr->str();
-  EXPECT_NE(text.find("{ lambda "), std::string::npos) << text;
-  EXPECT_NE(text.find("a:f32[3]. let"), std::string::npos) << text;
-  EXPECT_NE(text.find("mul"), std::string::npos) << text;
-  EXPECT_NE(text.find("reduce_sum[axes=(0,)]"), std::string::npos) << text;
-  typecheck(*jaxpr);
-  // Ops without traced inputs are recorded too, not computed.
-  auto j2 = make_jaxpr([](const Array& x) { return x + zeros({3}); })(zeros({3}));
-  EXPECT_NE(j2->str().find("broadcast_in_dim"), std::string::npos) << j2->str();
-}
-
 TEST(EvalShape, HugeShapesAllocateNothing) {
   auto init = [](const Array& key) {
     Tree params;
@@ -365,49 +352,6 @@ TEST(Compose, VmapJitGradInAnyOrder) {
   EXPECT_TRUE(testing::all_close(vmap(jit(grad(f)), per_example)(w, xs), want, 1e-12));
   EXPECT_TRUE(testing::all_close(jit(vmap(grad(f), per_example))(w, xs), want, 1e-12));
   EXPECT_TRUE(testing::all_close(vmap(grad(jit(f)), per_example)(w, xs), want, 1e-12));
-}
-
-}  // namespace
-}  // namespace pax
-
-namespace pax {
-namespace {
-
-// jax.vmap's out_axes: None for an output that does not depend on the
-// mapped axis (the Flax state guide's updated batch statistics, averaged
-// with pmean), one entry per element of a tuple or dict output, or per leaf.
-TEST(Vmap, OutAxesNoneAndPerElement) {
-  Array x = testing::random_array({4, 3}, DType::f64, 7);
-  auto f = [](const Array& xi) {
-    Array mean = lax::pmean(xi, "batch");  // (3,), the same for every member
-    return std::make_pair(xi - mean, mean);
-  };
-  auto [centered, mean] = vmap(f, {.out_axes = {0, std::nullopt}, .axis_name = "batch"})(x);
-  EXPECT_EQ(mean.shape(), (Shape{3}));
-  EXPECT_TRUE(testing::all_close(mean, pax::mean(x, {0})));
-  EXPECT_TRUE(testing::all_close(centered, x - pax::mean(x, {0}, true)));
-
-  // Per element of a (array, dict) output: the dict's leaves all take entry 1.
-  auto g = [](const Array& xi) {
-    return std::make_pair(xi * 2.0, Tree::dict({{"a", Tree(xi + 1.0)}, {"b", Tree(xi * xi)}}));
-  };
-  auto [y, d] = vmap(g, {.out_axes = {0, 1}})(x);
-  EXPECT_EQ(y.shape(), (Shape{4, 3}));
-  EXPECT_EQ(d["a"].leaf().shape(), (Shape{3, 4}));
-  EXPECT_TRUE(testing::all_close(d["b"].leaf(), transpose(x * x)));
-  // Per leaf (three leaves), with a negative axis.
-  auto [y2, d2] = vmap(g, {.out_axes = {1, -1, 0}})(x);
-  EXPECT_EQ(y2.shape(), (Shape{3, 4}));
-  EXPECT_EQ(d2["a"].leaf().shape(), (Shape{3, 4}));
-  EXPECT_EQ(d2["b"].leaf().shape(), (Shape{4, 3}));
-}
-
-TEST(Vmap, OutAxesNoneOnAMappedOutputIsAnError) {
-  Array x = testing::random_array({4, 3}, DType::f64, 9);
-  auto f = [](const Array& xi) { return std::make_pair(xi * 2.0, xi + 1.0); };
-  EXPECT_PAX_ERROR(vmap(f, {.out_axes = {0, std::nullopt}})(x),
-                   "output 1 f64[3] has out_axes None but depends on the mapped axis");
-  EXPECT_PAX_ERROR(vmap(f, {.out_axes = {0, 1, 0}})(x), "out_axes has 3 entries but the output");
 }
 
 }  // namespace

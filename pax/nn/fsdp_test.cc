@@ -10,6 +10,7 @@
 #include "pax/nn/transformers.h"
 #include "pax/ops/numpy.h"
 #include "pax/ops/random.h"
+#include "pax/testing/blocks.h"
 #include "pax/testing/testing.h"
 #include "pax/train/common_utils.h"
 
@@ -57,12 +58,7 @@ Repeat::HParams repeated_transformer(int64_t layers) {
   return hp;
 }
 
-// The block of `full` that `block` is (its split dimension found from the shapes).
-Array block_of(const Array& full, const Array& block, int64_t size, int64_t index) {
-  for (int64_t d = 0; d < full.ndim(); ++d)
-    if (full.dim(d) != block.dim(d)) return fsdp_block(full, d, on(size, index));
-  return full;
-}
+using testing::block_of;
 
 TEST(Fsdp, InitBlocksAndGatheredApplyAndGradMatchTheWholeWeights) {
   const int64_t members = 2, layers = 3, B = 2, T = 4;
@@ -79,7 +75,7 @@ TEST(Fsdp, InitBlocksAndGatheredApplyAndGradMatchTheWholeWeights) {
       ASSERT_EQ(f.size(), b.size());
       for (size_t i = 0; i < f.size(); ++i) {
         if (f[i].shape() != b[i].shape()) ++split;
-        EXPECT_TRUE(testing::all_close(b[i], block_of(f[i], b[i], members, k), 0, 0)) << i;
+        EXPECT_TRUE(testing::all_close(b[i], block_of(f[i], b[i], k), 0, 0)) << i;
       }
     }
     EXPECT_GT(split, 8);  // the weight stacks are split
@@ -111,7 +107,7 @@ TEST(Fsdp, InitBlocksAndGatheredApplyAndGradMatchTheWholeWeights) {
     for (size_t i = 0; i < g_full.size(); ++i) {
       for (int64_t k = 0; k < members; ++k) {
         const Array mine = squeeze(slice_along(g_blocks[i], 0, k, k + 1), 0);
-        EXPECT_TRUE(testing::all_close(mine, block_of(g_full[i], b0[i], members, k), 1e-10, 1e-10)) << i;
+        EXPECT_TRUE(testing::all_close(mine, block_of(g_full[i], b0[i], k), 1e-10, 1e-10)) << i;
       }
     }
   }

@@ -15,6 +15,7 @@
 #include "pax/nn/transformers.h"
 #include "pax/ops/numpy.h"
 #include "pax/ops/random.h"
+#include "pax/testing/blocks.h"
 #include "pax/testing/testing.h"
 #include "pax/train/common_utils.h"
 
@@ -58,12 +59,7 @@ Repeat::HParams pipelined_stack(int64_t layers, int64_t microbatches, double dro
 // Member k's slice of a stacked-over-members tree or array.
 Array member(const Array& stacked, int64_t k) { return squeeze(slice_along(stacked, 0, k, k + 1), Axes{0}); }
 
-// Block `index` of `full` along the one dimension where it differs from `block`.
-Array block_of(const Array& full, const Array& block, int64_t index) {
-  for (int64_t d = 0; d < full.ndim(); ++d)
-    if (full.dim(d) != block.dim(d)) return slice_along(full, d, index * block.dim(d), (index + 1) * block.dim(d));
-  return full;
-}
+using testing::block_of;
 
 TEST(Pipeline, PipelinedStackMatchesTheWholeOne) {
   const int64_t layers = 4, B = 6, T = 5;

@@ -15,6 +15,7 @@
 #include "pax/nn/transformers.h"
 #include "pax/ops/numpy.h"
 #include "pax/ops/random.h"
+#include "pax/testing/blocks.h"
 #include "pax/testing/testing.h"
 #include "pax/train/common_utils.h"
 
@@ -58,12 +59,7 @@ Repeat::HParams repeated_transformer(int64_t layers, bool combine_qkv, int64_t k
   return hp;
 }
 
-// Block `index` of `size` of `full` along the one dimension where it differs from `block`.
-Array block_of(const Array& full, const Array& block, int64_t size, int64_t index) {
-  for (int64_t d = 0; d < full.ndim(); ++d)
-    if (full.dim(d) != block.dim(d)) return slice_along(full, d, index * block.dim(d), (index + 1) * block.dim(d));
-  return full;
-}
+using testing::block_of;
 
 TEST(TensorParallel, SplitTransformerStackMatchesTheWholeOne) {
   const int64_t members = 2, layers = 2, B = 2, T = 5;
@@ -85,7 +81,7 @@ TEST(TensorParallel, SplitTransformerStackMatchesTheWholeOne) {
       ASSERT_EQ(f.size(), b.size());
       for (size_t i = 0; i < f.size(); ++i) {
         if (f[i].shape() != b[i].shape()) ++split;
-        EXPECT_TRUE(testing::all_close(b[i], block_of(f[i], b[i], members, k), 0, 0)) << i;
+        EXPECT_TRUE(testing::all_close(b[i], block_of(f[i], b[i], k), 0, 0)) << i;
       }
     }
     // Per member: q, k, v (or the combined weight and bias) and the output
@@ -121,7 +117,7 @@ TEST(TensorParallel, SplitTransformerStackMatchesTheWholeOne) {
       const std::vector<Array> mine_blocks = tree_leaves(blocks[size_t(k)]);
       for (size_t i = 0; i < g_full.size(); ++i) {
         const Array mine = squeeze(slice_along(g_blocks[i], 0, k, k + 1), 0);
-        EXPECT_TRUE(testing::all_close(mine, block_of(g_full[i], mine_blocks[i], members, k), 1e-10, 1e-10))
+        EXPECT_TRUE(testing::all_close(mine, block_of(g_full[i], mine_blocks[i], k), 1e-10, 1e-10))
             << paths[i] << " member " << k;
       }
     }
@@ -173,7 +169,7 @@ TEST(TensorParallel, SplitVocabularyMatchesTheWholeTable) {
       const std::vector<Array> mine_blocks = tree_leaves(blocks[size_t(k)]);
       for (size_t i = 0; i < g_full.size(); ++i) {
         const Array mine = squeeze(slice_along(g_blocks[i], 0, k, k + 1), 0);
-        EXPECT_TRUE(testing::all_close(mine, block_of(g_full[i], mine_blocks[i], members, k), 1e-10, 1e-10))
+        EXPECT_TRUE(testing::all_close(mine, block_of(g_full[i], mine_blocks[i], k), 1e-10, 1e-10))
             << i << " member " << k;
       }
     }

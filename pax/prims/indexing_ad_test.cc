@@ -11,13 +11,8 @@ namespace {
 
 using testing::ArrayFn;
 
-struct Case {
-  const char* name;
-  ArrayFn f;
-  std::vector<Array> args;
-};
-
-Array rnd(const Shape& s, uint32_t seed) { return testing::random_array(s, DType::f64, seed, -1.5, 1.5); }
+using Case = testing::AdCase;
+constexpr auto rnd = testing::ad_argument;
 
 // Rows of a (n, ...) operand read at `idx` (an (m, 1) index array): the
 // gather of an embedding table, in the given mode.

@@ -10,13 +10,8 @@ namespace {
 
 using testing::ArrayFn;
 
-struct Case {
-  const char* name;
-  ArrayFn f;
-  std::vector<Array> args;
-};
-
-Array rnd(const Shape& s, uint32_t seed) { return testing::random_array(s, DType::f64, seed, -1.5, 1.5); }
+using Case = testing::AdCase;
+constexpr auto rnd = testing::ad_argument;
 
 std::vector<Case> cases() {
   const Array x = rnd({2, 3, 4}, 1);

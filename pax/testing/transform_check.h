@@ -22,6 +22,17 @@ namespace pax::testing {
 
 using ArrayFn = std::function<Array(const std::vector<Array>&)>;
 
+// One row of a table-driven derivative test (pax/prims/*_ad_test.cc): a
+// function of arrays and the arguments its rules are checked at.
+struct AdCase {
+  const char* name;
+  ArrayFn f;
+  std::vector<Array> args;
+};
+
+// f64 values in [-1.5, 1.5): the arguments of those tables.
+inline Array ad_argument(const Shape& shape, uint32_t seed) { return random_array(shape, DType::f64, seed, -1.5, 1.5); }
+
 // A random array of x's shape and dtype (floats in [-1, 1); integers and bool
 // are copied from x, since they are usually indices or masks).
 inline Array random_like(const Array& x, uint32_t seed) {
