@@ -52,6 +52,16 @@ Schedule LinearRampupCosineDecay::make() const {
 }
 PAX_REGISTER_SCHEDULE(LinearRampupCosineDecay);
 
+std::vector<std::string> blockwise_optimizers() {
+  std::vector<std::string> names;
+  for (const std::string& name : registered_hparams("optimizer")) {
+    const HParamsPtr hparams = make_hparams(name, "optimizer");
+    const auto* opt = dynamic_cast<const OptimizerHParams*>(hparams.get());
+    if (opt && !opt->needs_whole_tensors()) names.push_back(name);
+  }
+  return names;
+}
+
 Schedule make_schedule(const HParamsPtr& hparams, const std::string& field) {
   auto* schedule = dynamic_cast<const ScheduleHParams*>(hparams.get());
   PAX_CHECK(schedule, field, " must be a schedule (", registered_hparams_list("schedule"), "), got ",

@@ -118,6 +118,12 @@ struct OptimizerHParams : BaseHParams {
   using BaseHParams::visit_fields;
   void visit_fields(const std::function<void(const FieldRef&)>& f) override;
 
+  // Whether the update reads statistics of whole tensors (factored moments,
+  // trust ratios), so that it cannot be computed on the blocks each process
+  // holds under fully sharded data, tensor or pipeline parallelism. An
+  // optimizer says so where it is declared; the train step asks.
+  virtual bool needs_whole_tensors() const { return false; }
+
   // learning_rate * lr_schedule(step).
   Schedule learning_rate_schedule() const;
   // The whole optimizer: the update rule, decoupled weight decay (of
@@ -165,6 +171,7 @@ struct Adafactor : OptimizerHParams {
               (multiply_by_parameter_scale, "Scale updates by the parameter's root mean square."),
               (clipping_threshold, "Clip updates to this block RMS (None: no clipping)."),
               (momentum, "First-moment decay (None: no momentum)."), (epsilon, "Regulariser of the second moment."));
+  bool needs_whole_tensors() const override { return true; }  // factored second moments, block RMS
 
  protected:
   GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;
@@ -186,6 +193,7 @@ struct Lamb : OptimizerHParams {
   double epsilon = 1e-6;
   PAX_HPARAMS(Lamb, OptimizerHParams, (beta1, "Decay of the first moment."), (beta2, "Decay of the second moment."),
               (epsilon, "Added to the root of the second moment."));
+  bool needs_whole_tensors() const override { return true; }  // per-tensor trust ratios
 
  protected:
   GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;
@@ -213,6 +221,10 @@ struct Adagrad : OptimizerHParams {
  protected:
   GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;
 };
+
+// The registered optimizers whose updates work on blocks of tensors
+// (needs_whole_tensors() false), by name.
+std::vector<std::string> blockwise_optimizers();
 
 // The schedule of a `lr_schedule`-style template field (throws naming
 // `field` unless it holds a schedule).

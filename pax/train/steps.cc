@@ -228,10 +228,16 @@ optim::GradientTransformation step_optimizer(const Learner& learner, const nn::F
   if (stage.enabled())
     axes += (axes.empty() ? "" : " and ") + ("the mesh's stage axis of " + std::to_string(stage.size)) +
             " (pipeline parallelism)";
-  PAX_CHECK(type != "Adafactor" && type != "Lamb", "learner.optimizer: ", type,
-            " computes statistics over whole tensors (factored moments, trust ratios), but with ", axes,
-            " each process holds blocks of them; use Adam, Sgd, Lion, RmsProp or Adagrad, or a mesh whose data and "
-            "mdl axes are 1 (replica axis for plain data parallelism) and a stage axis of 1");
+  const auto* optimizer = dynamic_cast<const optim::OptimizerHParams*>(learner.optimizer.get());
+  if (optimizer && optimizer->needs_whole_tensors()) {
+    std::string usable;
+    for (const std::string& name : optim::blockwise_optimizers()) usable += (usable.empty() ? "" : ", ") + name;
+    PAX_FAIL(
+        "learner.optimizer: ", type,
+        " computes statistics over whole tensors (factored moments, trust ratios), but with ", axes,
+        " each process holds blocks of them; use one of ", usable,
+        ", or a mesh whose data and mdl axes are 1 (replica axis for plain data parallelism) and a stage axis of 1");
+  }
   return learner.make_optimizer_without_clipping();
 }
 

@@ -231,6 +231,25 @@ TEST(TrainStep, ErrorsNameTheLossAndTheOptimizer) {
   EXPECT_NEAR(adam_learner(0.25).learning_rate(7), 0.25, 1e-9);
 }
 
+// An optimizer that reads whole tensors says so (needs_whole_tensors); split
+// parameters refuse it, naming the registered optimizers that work on blocks.
+TEST(TrainStep, SplitParametersRefuseOptimizersOfWholeTensors) {
+  auto model = classifier(false);
+  for (const char* name : {"Adafactor", "Lamb"}) {
+    Learner learner;
+    learner.optimizer = make_hparams(name, "optimizer");
+    EXPECT_PAX_ERROR(TrainStep(*model, learner, {.fsdp = {.axis = "data", .size = 2}}),
+                     std::string("learner.optimizer: ") + name +
+                         " computes statistics over whole tensors (factored moments, trust ratios), but with the "
+                         "mesh's data axis of 2 (fully sharded data parallelism) each process holds blocks of them; "
+                         "use one of Adagrad, Adam, Lion, RmsProp, Sgd,");
+    TrainStep whole(*model, learner);  // one process holds every tensor whole
+  }
+  const std::vector<std::string> blockwise = optim::blockwise_optimizers();
+  EXPECT_EQ(std::count(blockwise.begin(), blockwise.end(), "Adam"), 1);
+  EXPECT_EQ(std::count(blockwise.begin(), blockwise.end(), "Adafactor"), 0);
+}
+
 TEST(EvalAndDecode, RunTheModel) {
   auto model = classifier(false);
   TrainStep step(*model, adam_learner(0.01));
