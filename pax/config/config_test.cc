@@ -18,7 +18,7 @@ PAX_ENUM(Mode, "fast", "exact")
 struct InnerHParams : BaseHParams {
   int64_t dims = 4;
   double scale = 0.5;
-  PAX_HPARAMS(TestInner, BaseHParams, (dims, "Depth."), (scale, "A scale."));
+  PAX_HPARAMS(TestInner, BaseHParams, (dims, "Depth.", range::size), (scale, "A scale.", range::finite));
 };
 
 struct OtherInnerHParams : InnerHParams {
@@ -41,9 +41,9 @@ struct OuterHParams : BaseHParams {
   InnerHParams nested;
   HParamsPtr child = std::make_shared<InnerHParams>();
   std::vector<HParamsPtr> layers = {std::make_shared<InnerHParams>(), std::make_shared<InnerHParams>()};
-  PAX_HPARAMS(TestOuter, BaseHParams, (num_layers, "Number of layers."), (dropout, "Dropout rate."),
-              (small, "A 32-bit integer."), (use_bias, "Whether to add a bias."), (name, "A name."),
-              (dtype, "Weight dtype."), (shape, "A shape."), (rates, "Rates."), (tags, "Tags."),
+  PAX_HPARAMS(TestOuter, BaseHParams, (num_layers, "Number of layers.", range::closed(0, 4096)),
+              (dropout, "Dropout rate."), (small, "A 32-bit integer."), (use_bias, "Whether to add a bias."),
+              (name, "A name."), (dtype, "Weight dtype."), (shape, "A shape."), (rates, "Rates."), (tags, "Tags."),
               (limit, "An optional limit."), (mode, "How to run."), (nested, "A nested struct."),
               (child, "A swappable template."), (layers, "A list of templates."));
 };

@@ -1,16 +1,16 @@
 // HParams: configuration structs with reflection. Each struct declares its
 // fields as ordinary members with defaults and lists them once, each with its
-// one-line description, in PAX_HPARAMS(...), which generates a visitor, the
-// type name and a copy. From that visitor, pax/config/config.h builds a
-// Fiddle-like dynamic Config: edit by dotted path, parse command-line values,
-// save / load JSON, print — with typo detection.
+// one-line description and, for a number, its valid range (field_range.h), in
+// PAX_HPARAMS(...), which generates a visitor, the type name and a copy. From that visitor, pax/config/config.h builds
+// a Fiddle-like dynamic Config: edit by dotted path, parse command-line values, save / load JSON, print — with typo
+// detection.
 //
 //   struct LinearHParams : LayerHParams {
 //     int64_t input_dims = 0;
 //     int64_t output_dims = 0;
 //     PAX_HPARAMS(Linear, LayerHParams,
-//                 (input_dims, "Depth of the input."),
-//                 (output_dims, "Depth of the output."));
+//                 (input_dims, "Depth of the input.", range::size),
+//                 (output_dims, "Depth of the output.", range::size));
 //   };
 //
 // A field holding another HParams (HParamsPtr) is a template: its type can
@@ -26,6 +26,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "pax/config/field_range.h"
 #include "pax/core/dtype.h"
 
 namespace pax {
@@ -65,6 +66,7 @@ struct FieldRef {
   int int_bytes = 8;                      // integer: 4 for int, 8 for int64_t
   int real_bytes = 8;                     // real: 4 for float, 8 for double
   const EnumNames* enum_names = nullptr;  // enumeration
+  std::optional<FieldRange> range;        // numeric fields: the values allowed (field_range.h)
 };
 
 class BaseHParams {
@@ -128,6 +130,13 @@ requires std::is_enum_v<E> FieldRef ref(const char* n, const char* d, E& v) {
   return {n, d, FieldKind::enumeration, &v, 4, 8, &pax_enum_names(static_cast<E*>(nullptr))};
 }
 
+// A field's range, when its PAX_HPARAMS entry gives one (numbers only).
+inline FieldRef with_range(FieldRef f) { return f; }
+inline FieldRef with_range(FieldRef f, const FieldRange& range) {
+  f.range = range;
+  return f;
+}
+
 }  // namespace config_detail
 
 // Registry of HParams types by name (layers and other configurable types).
@@ -149,7 +158,8 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 // Macros.
 
 #define PAX_HP_EXPAND(x) x
-#define PAX_HP_FIELD(name, doc) f(::pax::config_detail::ref(#name, doc, name));
+#define PAX_HP_FIELD(name, doc, ...) \
+  f(::pax::config_detail::with_range(::pax::config_detail::ref(#name, doc, name) __VA_OPT__(, __VA_ARGS__)));
 #define PAX_HP_APPLY(pair) PAX_HP_FIELD pair
 #define PAX_HP_FE_1(x) PAX_HP_APPLY(x)
 #define PAX_HP_FE_2(x, ...) PAX_HP_APPLY(x) PAX_HP_EXPAND(PAX_HP_FE_1(__VA_ARGS__))

@@ -67,16 +67,20 @@ class BaseInput {
     int64_t input_random_seed = 0;
     int64_t prefetch_batches = 0;
     PAX_HPARAMS(BaseInput, BaseHParams, (name, "Name of the input (e.g. 'train', 'validation'), used in summaries."),
-                (batch_size, "Examples per batch on this host; the global batch is batch_size * num_infeed_hosts."),
-                (num_infeed_hosts, "Number of hosts (processes) reading this input, each a disjoint shard."),
-                (infeed_host_index, "Index of this host's shard, in [0, num_infeed_hosts)."),
+                (batch_size, "Examples per batch on this host; the global batch is batch_size * num_infeed_hosts.",
+                 range::count),
+                (num_infeed_hosts, "Number of hosts (processes) reading this input, each a disjoint shard.",
+                 range::count),
+                (infeed_host_index, "Index of this host's shard, in [0, num_infeed_hosts).", range::size),
                 (reset_for_eval, "Rewind after every eval / decode run (with eval_loop_num_batches None: one epoch)."),
                 (eval_loop_num_batches,
-                 "Batches per eval / decode run; None: until the data is exhausted (needs reset_for_eval)."),
+                 "Batches per eval / decode run; None: until the data is exhausted (needs reset_for_eval).",
+                 range::count),
                 (repeat, "Read the data forever, epoch after epoch; false: OutOfRange after one epoch."),
                 (shuffle, "Shuffle the examples, with a new order every epoch."),
-                (input_random_seed, "Seed of the shuffle; the same on every host so that the shards stay disjoint."),
-                (prefetch_batches, "Batches prepared ahead on a background thread (0: none)."));
+                (input_random_seed, "Seed of the shuffle; the same on every host so that the shards stay disjoint.",
+                 range::seed),
+                (prefetch_batches, "Batches prepared ahead on a background thread (0: none).", range::closed(0, 1024)));
     // What the input reads ("files [a.txt]") and how it tokenises ("spm:4096
     // trained on files [a.txt]"), compared between the train and eval inputs
     // before training; "" where it does not say.

@@ -62,8 +62,8 @@ class IdxImageInput : public IndexedInput {
                  "empty: Fashion-MNIST."),
                 (data_dir, "Data directory (empty: --data_dir, $PAX_DATA_DIR or ./data)."),
                 (split, "train (train-*) or test (t10k-*) files."),
-                (pixel_mean, "Subtracted from the pixels after scaling them to [0, 1]."),
-                (pixel_stddev, "Divides the pixels after subtracting pixel_mean."));
+                (pixel_mean, "Subtracted from the pixels after scaling them to [0, 1].", range::finite),
+                (pixel_stddev, "Divides the pixels after subtracting pixel_mean.", range::positive));
   };
 
   explicit IdxImageInput(const HParams& hparams);

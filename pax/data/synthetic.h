@@ -34,10 +34,11 @@ class SyntheticInput : public BaseInput {
     int64_t num_classes = 10;
     std::optional<int64_t> num_batches;
     PAX_HPARAMS(SyntheticInput, BaseInput::HParams, (task, "lm: token ids and labels; classification: images."),
-                (seq_length, "lm: tokens per example (T)."), (vocab_size, "lm: ids are in [0, vocab_size)."),
-                (input_shape, "classification: shape of one example's inputs."),
-                (num_classes, "classification: labels are in [0, num_classes)."),
-                (num_batches, "Batches per epoch; None: endless."));
+                (seq_length, "lm: tokens per example (T).", range::size),
+                (vocab_size, "lm: ids are in [0, vocab_size).", range::size),
+                (input_shape, "classification: shape of one example's inputs.", range::size),
+                (num_classes, "classification: labels are in [0, num_classes).", range::size),
+                (num_batches, "Batches per epoch; None: endless.", range::count));
   };
 
   explicit SyntheticInput(const HParams& hparams);

@@ -97,12 +97,13 @@ class TextLmInput : public IndexedInput {
                  "'bytes' (byte-level, vocab 259), the path of a SentencePiece model, kjv_spm:<vocab> (a "
                  "model trained on the KJV text, cached in data_dir), or spm:<vocab> (a model of at most that "
                  "vocabulary trained on this input's train split on first use, cached in data_dir/text_spm)."),
-                (seq_length, "Tokens per row (T)."),
+                (seq_length, "Tokens per row (T).", range::size),
                 (pack, "Pack several documents per row (with segment_ids / segment_pos); false: one per row."),
                 (add_eos, "End every document with the tokenizer's eos id."),
                 (document_unit, "What a document is: a line, a blank-line separated paragraph, or a file."),
                 (split, "all documents, or the train / validation part of them."),
-                (validation_fraction, "Fraction of the documents held out as the validation split."),
+                (validation_fraction, "Fraction of the documents held out as the validation split.",
+                 range::probability),
                 (text_field, "The field (JSON lines) or feature (tf.Example) that holds a record's text."),
                 (skip_bad_records,
                  "Leave out records that are damaged or lack text_field (and unreadable files), counted in one "

@@ -57,7 +57,7 @@ class StreamingTextLmInput : public BaseInput {
                  "or TFRecord files of "
                  "tf.Example (a name with 'tfrecord' in it), each plain or gzip; a name with * ? [ is a glob."),
                 (tokenizer, "'bytes' (byte-level, vocab 259) or the path of a SentencePiece model."),
-                (seq_length, "Tokens per row (T)."),
+                (seq_length, "Tokens per row (T).", range::size),
                 (pack, "Pack several documents per row (with segment_ids / segment_pos); false: one per row."),
                 (add_eos, "End every document with the tokenizer's eos id."),
                 (document_unit,
@@ -67,7 +67,8 @@ class StreamingTextLmInput : public BaseInput {
                  "Leave out records that are damaged or lack text_field, counted in a warning per file; false: an "
                  "error naming the file and record."),
                 (shuffle_buffer_size,
-                 "Rows packed and shuffled together (with shuffle); also the unit a resumed run reads again."));
+                 "Rows packed and shuffled together (with shuffle); also the unit a resumed run reads again.",
+                 range::size));
     std::string data_source() const override;
     std::string tokenizer_used() const override { return tokenizer; }
   };

@@ -46,31 +46,38 @@ struct TrainSettings : BaseHParams {
   std::vector<int64_t> dcn_mesh_shape;
   int64_t fsdp_min_elements = int64_t(1) << 14;
   std::string init_from;
-  PAX_HPARAMS(TrainSettings, BaseHParams, (num_train_steps, "Train until this global step."),
-              (save_interval_steps, "Save a checkpoint every this many steps (and at the end)."),
-              (save_max_to_keep, "Checkpoints kept (the newest)."),
-              (save_keep_period, "Also keep every checkpoint whose step is a multiple of this (0: none)."),
+  PAX_HPARAMS(TrainSettings, BaseHParams, (num_train_steps, "Train until this global step.", range::steps),
+              (save_interval_steps, "Save a checkpoint every this many steps (and at the end).",
+               range::closed(1, 1e15)),
+              (save_max_to_keep, "Checkpoints kept (the newest).", range::steps),
+              (save_keep_period, "Also keep every checkpoint whose step is a multiple of this (0: none).",
+               range::steps),
               (async_checkpoint, "Write checkpoints on a background thread."),
-              (summary_interval_steps, "Write train summaries and a console line every this many steps."),
+              (summary_interval_steps, "Write train summaries and a console line every this many steps.",
+               range::closed(1, 1e15)),
               (layer_summaries,
                "Collect the layers' summaries (attention entropy, activation and weight norms, histograms) in "
                "the train step."),
-              (eval_interval_steps, "Evaluate on the eval inputs every this many steps and at the end (0: never)."),
-              (decode_interval_steps, "Decode the decode inputs every this many steps and at the end (0: never)."),
-              (random_seed, "Seed of the parameter initialisation and of dropout."),
+              (eval_interval_steps, "Evaluate on the eval inputs every this many steps and at the end (0: never).",
+               range::steps),
+              (decode_interval_steps, "Decode the decode inputs every this many steps and at the end (0: never).",
+               range::steps),
+              (random_seed, "Seed of the parameter initialisation and of dropout.", range::seed),
               (early_stopping_metric,
                "Stop when this eval metric ('<input name>/<metric>', e.g. 'validation/log_pplx') stops improving "
                "('': never)."),
               (early_stopping_higher_is_better, "The early-stopping metric improves upwards (accuracy)."),
-              (early_stopping_min_delta, "Smallest change that counts as an improvement."),
-              (early_stopping_patience, "Evaluations without improvement before stopping."),
+              (early_stopping_min_delta, "Smallest change that counts as an improvement.", range::non_negative),
+              (early_stopping_patience, "Evaluations without improvement before stopping.", range::steps),
               (ici_mesh_shape,
                "Device mesh within a slice, Pax's axis order [replica, data, mdl] ([stage, replica, data, mdl] for "
-               "pipelined configs); its product times dcn_mesh_shape's is the process count ([]: not set)."),
-              (dcn_mesh_shape, "Mesh across slices, in ici_mesh_shape's axis order ([]: one slice)."),
+               "pipelined configs); its product times dcn_mesh_shape's is the process count ([]: not set).",
+               range::count),
+              (dcn_mesh_shape, "Mesh across slices, in ici_mesh_shape's axis order ([]: one slice).", range::count),
               (fsdp_min_elements,
                "With the mesh's data axis above 1, parameters of fewer elements stay whole on every process "
-               "(the larger ones are split over it)."),
+               "(the larger ones are split over it).",
+               range::closed(1, 1e18)),
               (init_from,
                "Params to start from instead of the random initialisation ('': none): a Flax msgpack file "
                "(paxcc export's), or an Orbax or Pax checkpoint directory (names as README's table maps them); "

@@ -1,8 +1,9 @@
-// The valid range of every numeric config field, by field name: before a run,
-// each number in an experiment's config (integers, reals, lists and optional
-// values, at any depth of templates) is checked against its rule, so that a
-// negative dropout probability or a NaN epsilon is refused with the field's
-// path and its range instead of training on silently.
+// The check of every numeric config field against the range its PAX_HPARAMS
+// entry declares (pax/config/field_range.h): before a run, each number in an
+// experiment's config (integers, reals, lists and optional values, at any
+// depth of templates) is checked, so that a negative dropout probability or a
+// NaN epsilon is refused with the field's path and its range instead of
+// training on silently.
 #pragma once
 
 #include <optional>
@@ -13,21 +14,13 @@
 
 namespace pax::experiments {
 
-struct FieldRange {
-  double min = 0, max = 0;
-  bool min_open = false, max_open = false;  // excluded ends
-  std::string str() const;                  // "[0, 1)", "at least 1", "any finite number"
-  bool contains(double v) const;            // NaN never is
-};
-
-// The rule for a numeric field of this name; nullopt for a name with none.
-std::optional<FieldRange> field_range(const std::string& field_name);
-
 // Every numeric field of `config` with its path ("model.lm_tpl.model_dims"),
-// for the check and for the test that every field has a rule.
+// for the check and for the test that every field declares a range.
 struct NumericField {
   std::string path, name;
-  std::vector<double> values;  // one, several (lists) or none (an unset optional)
+  std::string type;                 // the HParams type that declares it ("Linear")
+  std::vector<double> values;       // one, several (lists) or none (an unset optional)
+  std::optional<FieldRange> range;  // as declared; nullopt: none (a test fails for it)
 };
 std::vector<NumericField> numeric_fields(const Config& config);
 

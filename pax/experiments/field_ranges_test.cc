@@ -18,13 +18,34 @@ TEST(FieldRanges, EveryNumericFieldHasARange) {
   std::set<std::string> missing;
   for (const std::string& name : registered_experiments())
     for (const NumericField& f : numeric_fields(make_experiment(name)->config()))
-      if (!field_range(f.name)) missing.insert(f.name + " (" + name + ": " + f.path + ")");
+      if (!f.range) missing.insert(f.type + "." + f.name + " (" + name + ": " + f.path + ")");
   for (const std::string& type : registered_hparams())
     for (const NumericField& f : numeric_fields(Config(make_hparams(type))))
-      if (!field_range(f.name)) missing.insert(f.name + " (" + type + ")");
+      if (!f.range) missing.insert(f.type + "." + f.name);
   EXPECT_TRUE(missing.empty()) << [&] {
-    std::string s = "numeric fields without a range in field_ranges.cc:";
+    std::string s =
+        "numeric fields whose PAX_HPARAMS entry declares no range (add range::size, range::probability, "
+        "... as its third element; pax/config/field_range.h):";
     for (const std::string& m : missing) s += "\n  " + m;
+    return s;
+  }();
+}
+
+// A range is declared on numbers only (elsewhere it would never be checked).
+TEST(FieldRanges, RangesAreDeclaredOnNumbersOnly) {
+  std::set<std::string> wrong;
+  for (const std::string& type : registered_hparams()) {
+    const HParamsPtr hp = make_hparams(type);
+    hp->visit_fields([&](const FieldRef& f) {
+      const bool number = f.kind == FieldKind::integer || f.kind == FieldKind::real || f.kind == FieldKind::integers ||
+                          f.kind == FieldKind::reals || f.kind == FieldKind::optional_integer ||
+                          f.kind == FieldKind::optional_real;
+      if (f.range && !number) wrong.insert(type + "." + f.name);
+    });
+  }
+  EXPECT_TRUE(wrong.empty()) << [&] {
+    std::string s = "ranges on fields that are not numbers:";
+    for (const std::string& w : wrong) s += "\n  " + w;
     return s;
   }();
 }

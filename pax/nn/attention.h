@@ -59,8 +59,8 @@ class AttentionProjection : public Layer {
     int64_t dim_per_head = 0;
     bool is_output_projection = false;
     bool use_bias = true;
-    PAX_HPARAMS(AttentionProjection, Layer::HParams, (input_dim, "Model depth D."), (num_heads, "Number of heads N."),
-                (dim_per_head, "Depth of each head H."),
+    PAX_HPARAMS(AttentionProjection, Layer::HParams, (input_dim, "Model depth D.", range::size),
+                (num_heads, "Number of heads N.", range::size), (dim_per_head, "Depth of each head H.", range::size),
                 (is_output_projection, "Project heads back to the model depth: (N, H) -> D."),
                 (use_bias, "Add a bias (initialised to 0)."));
   };
@@ -82,8 +82,8 @@ class CombinedQKVProjectionLayer : public Layer {
     int64_t num_heads = 0;
     int64_t dim_per_head = 0;
     bool use_bias = true;
-    PAX_HPARAMS(CombinedQKVProjectionLayer, Layer::HParams, (input_dim, "Model depth D."),
-                (num_heads, "Number of heads N."), (dim_per_head, "Depth of each head H."),
+    PAX_HPARAMS(CombinedQKVProjectionLayer, Layer::HParams, (input_dim, "Model depth D.", range::size),
+                (num_heads, "Number of heads N.", range::size), (dim_per_head, "Depth of each head H.", range::size),
                 (use_bias, "Add a bias (initialised to 0)."));
   };
   std::tuple<Array, Array, Array> project(const Array& x) const;
@@ -124,18 +124,19 @@ class DotProductAttention : public Layer {
     double atten_logit_cap = 0.0;
     bool use_rotary_position_emb = false;
     HParamsPtr rotary_position_emb_tpl = tpl<RotaryPositionalEmbedding>();
-    PAX_HPARAMS(DotProductAttention, Layer::HParams, (input_dim, "Model depth D of the inputs and the output."),
-                (hidden_dim, "Total depth of the heads (N * H); gives dim_per_head when that is 0."),
-                (num_heads, "Number of query heads N."),
-                (dim_per_head, "Depth H of each head (0: hidden_dim / num_heads)."),
-                (num_kv_heads, "Number of key/value heads K (0: num_heads); must divide num_heads."),
-                (atten_dropout_prob, "Dropout probability of the attention probabilities."),
+    PAX_HPARAMS(DotProductAttention, Layer::HParams,
+                (input_dim, "Model depth D of the inputs and the output.", range::size),
+                (hidden_dim, "Total depth of the heads (N * H); gives dim_per_head when that is 0.", range::size),
+                (num_heads, "Number of query heads N.", range::size),
+                (dim_per_head, "Depth H of each head (0: hidden_dim / num_heads).", range::size),
+                (num_kv_heads, "Number of key/value heads K (0: num_heads); must divide num_heads.", range::size),
+                (atten_dropout_prob, "Dropout probability of the attention probabilities.", range::probability),
                 (dropout_tpl, "Template of the attention-probability dropout."),
                 (proj_tpl, "Template of the query, key, value and output projections."),
                 (combine_qkv, "One (D, 3, N, H) projection for query, key and value (self-attention, K = N)."),
                 (combined_qkv_proj_tpl, "Template of the combined projection."),
                 (use_bias, "Biases in the projections."),
-                (atten_logit_cap, "Soft cap of the logits: cap * tanh(logits / cap) (0: none)."),
+                (atten_logit_cap, "Soft cap of the logits: cap * tanh(logits / cap) (0: none).", range::non_negative),
                 (use_rotary_position_emb, "Rotate queries and keys by position (RoPE)."),
                 (rotary_position_emb_tpl, "Template of the rotary embedding (embedding_dims is set to H)."));
   };

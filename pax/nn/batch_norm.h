@@ -34,9 +34,9 @@ class BatchNorm : public Layer {
     std::string axis_name;
     bool use_scale = true;
     bool use_bias = true;
-    PAX_HPARAMS(BatchNorm, Layer::HParams, (dim, "Depth of the last (feature) axis."),
-                (decay, "Weight of the old moving statistics in each update (Flax's momentum)."),
-                (epsilon, "Added to the variance for stability."),
+    PAX_HPARAMS(BatchNorm, Layer::HParams, (dim, "Depth of the last (feature) axis.", range::size),
+                (decay, "Weight of the old moving statistics in each update (Flax's momentum).", range::fraction),
+                (epsilon, "Added to the variance for stability.", range::non_negative),
                 (use_moving_avg_in_training,
                  "In training, normalise with the (just updated) moving statistics instead of the batch's."),
                 (use_running_average, "Always normalise with the moving statistics (evaluation behaviour)."),
@@ -62,10 +62,10 @@ class GroupNorm : public Layer {
     double epsilon = 1e-3;
     bool use_scale = true;
     bool use_bias = true;
-    PAX_HPARAMS(GroupNorm, Layer::HParams, (dim, "Depth of the last (channel) axis."),
-                (num_groups, "Number of channel groups (must divide dim)."),
-                (epsilon, "Added to the variance for stability."), (use_scale, "Learn gamma (initialised to 1)."),
-                (use_bias, "Learn beta (initialised to 0)."));
+    PAX_HPARAMS(GroupNorm, Layer::HParams, (dim, "Depth of the last (channel) axis.", range::size),
+                (num_groups, "Number of channel groups (must divide dim).", range::count),
+                (epsilon, "Added to the variance for stability.", range::non_negative),
+                (use_scale, "Learn gamma (initialised to 1)."), (use_bias, "Learn beta (initialised to 0)."));
   };
   // x: (B, ..., dim) -> (B, ..., dim)
   Array fprop(const Array& x) const;

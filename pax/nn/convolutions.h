@@ -29,11 +29,15 @@ class Conv2D : public Layer {
     int64_t feature_group_count = 1;
     bool bias = false;
     WeightInit bias_init = WeightInit::constant(0.0);
-    PAX_HPARAMS(Conv2D, Layer::HParams, (filter_shape, "(kh, kw, in, out): window size, input depth and output depth."),
-                (filter_stride, "(stride_h, stride_w)."), (dilations, "(dilation_h, dilation_w) of the window."),
+    PAX_HPARAMS(Conv2D, Layer::HParams,
+                (filter_shape, "(kh, kw, in, out): window size, input depth and output depth.", range::size),
+                (filter_stride, "(stride_h, stride_w).", range::count),
+                (dilations, "(dilation_h, dilation_w) of the window.", range::count),
                 (padding, "\"SAME\", \"VALID\" or \"EXPLICIT\" (then explicit_padding applies)."),
-                (explicit_padding, "(top, bottom, left, right) rows / columns of zeros, with padding = EXPLICIT."),
-                (feature_group_count, "Groups of input channels (in for a depthwise convolution); divides in and out."),
+                (explicit_padding, "(top, bottom, left, right) rows / columns of zeros, with padding = EXPLICIT.",
+                 range::size),
+                (feature_group_count, "Groups of input channels (in for a depthwise convolution); divides in and out.",
+                 range::count),
                 (bias, "Add a learnt bias b: (out,)."), (bias_init, "How b is initialised."));
   };
   // x: (..., H, W, in) -> (..., H', W', out); leading axes are batch axes

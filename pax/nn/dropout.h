@@ -13,8 +13,10 @@ class Dropout : public Layer {
     double keep_prob = 1.0;
     Ints noise_shape_broadcast_dims;
     bool deterministic = false;
-    PAX_HPARAMS(Dropout, Layer::HParams, (keep_prob, "Probability of keeping an element (1 disables dropout)."),
-                (noise_shape_broadcast_dims, "Axes along which one mask value is shared (e.g. the time axis)."),
+    PAX_HPARAMS(Dropout, Layer::HParams,
+                (keep_prob, "Probability of keeping an element (1 disables dropout).", range::keep_probability),
+                (noise_shape_broadcast_dims, "Axes along which one mask value is shared (e.g. the time axis).",
+                 range::closed(-64, 64)),
                 (deterministic, "Never drop, even in training."));
   };
   Array fprop(const Array& x) const override;

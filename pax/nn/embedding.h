@@ -29,8 +29,8 @@ class Embedding : public Layer {
     int64_t num_classes = 0;
     int64_t input_dims = 0;
     bool scale_sqrt_depth = false;
-    PAX_HPARAMS(Embedding, Layer::HParams, (num_classes, "Number of rows of the table (vocabulary size)."),
-                (input_dims, "Depth of each embedding."),
+    PAX_HPARAMS(Embedding, Layer::HParams, (num_classes, "Number of rows of the table (vocabulary size).", range::size),
+                (input_dims, "Depth of each embedding.", range::size),
                 (scale_sqrt_depth, "Multiply looked-up embeddings by sqrt(input_dims)."));
   };
   // ids: integer (...) -> (..., input_dims); out-of-range ids are clamped.
@@ -60,7 +60,8 @@ class SharedEmbeddingSoftmax : public Embedding {
     double soft_cap_logits = 0.0;
     PAX_HPARAMS(SharedEmbeddingSoftmax, Embedding::HParams,
                 (has_bias, "Add a learnt bias (initialised to 0) to the logits."),
-                (soft_cap_logits, "If > 0, logits = cap * tanh(logits / cap); 0 disables the cap."));
+                (soft_cap_logits, "If > 0, logits = cap * tanh(logits / cap); 0 disables the cap.",
+                 range::non_negative));
   };
   // x: (..., input_dims) -> (..., num_classes).
   Array fprop(const Array& x) const { return get_logits(x); }
@@ -83,9 +84,9 @@ class PositionalEmbedding : public Layer {
     int64_t embedding_dims = 0;
     double min_timescale = 1.0;
     double max_timescale = 10000.0;
-    PAX_HPARAMS(PositionalEmbedding, Layer::HParams, (embedding_dims, "Depth of the signal."),
-                (min_timescale, "Shortest timescale (period / 2 pi) of the sinusoids."),
-                (max_timescale, "Longest timescale of the sinusoids."));
+    PAX_HPARAMS(PositionalEmbedding, Layer::HParams, (embedding_dims, "Depth of the signal.", range::size),
+                (min_timescale, "Shortest timescale (period / 2 pi) of the sinusoids.", range::positive),
+                (max_timescale, "Longest timescale of the sinusoids.", range::positive));
   };
   // Positions 0 .. seq_length - 1: (1, seq_length, embedding_dims).
   Array fprop(int64_t seq_length) const;
@@ -104,8 +105,8 @@ class TrainablePositionalEmbedding : public Layer {
     HParams() { params_init = WeightInit::gaussian_sqrt_fan_in(); }
     int64_t embedding_dims = 0;
     int64_t max_seq_length = 10240;
-    PAX_HPARAMS(TrainablePositionalEmbedding, Layer::HParams, (embedding_dims, "Depth of the embeddings."),
-                (max_seq_length, "Number of positions the table holds."));
+    PAX_HPARAMS(TrainablePositionalEmbedding, Layer::HParams, (embedding_dims, "Depth of the embeddings.", range::size),
+                (max_seq_length, "Number of positions the table holds.", range::size));
   };
   // The first seq_length rows: (1, seq_length, embedding_dims).
   Array fprop(int64_t seq_length) const;

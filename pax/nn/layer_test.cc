@@ -25,7 +25,7 @@ class Probe : public Layer {
     int64_t dims = 3;
     HParamsPtr first = tpl<Linear>();
     HParamsPtr second = tpl<Linear>();
-    PAX_HPARAMS(TestProbe, Layer::HParams, (dims, "Depth."), (first, "First projection."),
+    PAX_HPARAMS(TestProbe, Layer::HParams, (dims, "Depth.", range::size), (first, "First projection."),
                 (second, "Second projection (the same object as first: shared)."));
   };
   Array fprop(const Array& x) const {

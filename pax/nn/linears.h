@@ -23,7 +23,8 @@ class Linear : public Layer {
     int64_t input_dims = 0;
     int64_t output_dims = 0;
     MdlSplit mdl_split = MdlSplit::none;
-    PAX_HPARAMS(Linear, Layer::HParams, (input_dims, "Depth of the input."), (output_dims, "Depth of the output."),
+    PAX_HPARAMS(Linear, Layer::HParams, (input_dims, "Depth of the input.", range::size),
+                (output_dims, "Depth of the output.", range::size),
                 (mdl_split,
                  "Tensor parallelism: none, output (columns split over mdl) or input (rows; the "
                  "outputs are summed over mdl)."));
@@ -41,7 +42,7 @@ class Bias : public Layer {
   struct HParams : Layer::HParams {
     int64_t dims = 0;
     bool mdl_split = false;
-    PAX_HPARAMS(Bias, Layer::HParams, (dims, "Depth of the input (and of the bias)."),
+    PAX_HPARAMS(Bias, Layer::HParams, (dims, "Depth of the input (and of the bias).", range::size),
                 (mdl_split, "Tensor parallelism: the bias split over mdl, for an input that is this process's part."));
   };
   Array fprop(const Array& x) const override;
@@ -60,8 +61,8 @@ class FeedForward : public Layer {
     MdlSplit mdl_split = MdlSplit::none;
     HParamsPtr linear_tpl = tpl<Linear>();
     HParamsPtr activation_tpl = tpl<ReLU>();
-    PAX_HPARAMS(FeedForward, Layer::HParams, (input_dims, "Depth of the input."), (output_dims, "Depth of the output."),
-                (has_bias, "Add a bias after the projection."),
+    PAX_HPARAMS(FeedForward, Layer::HParams, (input_dims, "Depth of the input.", range::size),
+                (output_dims, "Depth of the output.", range::size), (has_bias, "Add a bias after the projection."),
                 (mdl_split, "Tensor parallelism of the projection (see Linear); the bias follows it."),
                 (linear_tpl, "Template of the projection (its dims are set from this layer's)."),
                 (activation_tpl, "Template of the activation (ReLU, GELU, SiLU, Tanh, Sigmoid, Identity)."));
@@ -88,9 +89,10 @@ class MLPBlock : public Layer {
     int64_t num_layers = 2;
     bool apply_activation_last = false;
     HParamsPtr ff_tpl = tpl<FeedForward>();
-    PAX_HPARAMS(MLPBlock, Layer::HParams, (input_dims, "Depth of the input."),
-                (hidden_dims, "Depth of the hidden layers."), (output_dims, "Depth of the output."),
-                (num_layers, "Number of FeedForward layers (>= 1)."),
+    PAX_HPARAMS(MLPBlock, Layer::HParams, (input_dims, "Depth of the input.", range::size),
+                (hidden_dims, "Depth of the hidden layers.", range::size),
+                (output_dims, "Depth of the output.", range::size),
+                (num_layers, "Number of FeedForward layers (>= 1).", range::closed(0, 4096)),
                 (apply_activation_last, "Apply the activation after the last layer too."),
                 (ff_tpl, "Template of each FeedForward layer."));
   };

@@ -17,9 +17,9 @@ class LayerNorm : public Layer {
     double epsilon = 1e-6;
     bool use_scale = true;
     bool use_bias = true;
-    PAX_HPARAMS(LayerNorm, Layer::HParams, (dim, "Depth of the last axis."),
-                (epsilon, "Added to the variance for stability."), (use_scale, "Learn a scale (initialised to 1)."),
-                (use_bias, "Learn a bias (initialised to 0)."));
+    PAX_HPARAMS(LayerNorm, Layer::HParams, (dim, "Depth of the last axis.", range::size),
+                (epsilon, "Added to the variance for stability.", range::non_negative),
+                (use_scale, "Learn a scale (initialised to 1)."), (use_bias, "Learn a bias (initialised to 0)."));
   };
   Array fprop(const Array& x) const override;
 
@@ -33,8 +33,8 @@ class RmsNorm : public Layer {
   struct HParams : Layer::HParams {
     int64_t dim = 0;
     double epsilon = 1e-6;
-    PAX_HPARAMS(RmsNorm, Layer::HParams, (dim, "Depth of the last axis."),
-                (epsilon, "Added to the mean square for stability."));
+    PAX_HPARAMS(RmsNorm, Layer::HParams, (dim, "Depth of the last axis.", range::size),
+                (epsilon, "Added to the mean square for stability.", range::non_negative));
   };
   Array fprop(const Array& x) const override;
 

@@ -17,10 +17,11 @@ struct PoolingHParams : Layer::HParams {
   Ints strides = {2, 2};
   std::string padding = "VALID";
   Ints explicit_padding;
-  PAX_HPARAMS(Pooling, Layer::HParams, (window_shape, "(kh, kw) of the pooling window."),
-              (strides, "(stride_h, stride_w) of the window."),
+  PAX_HPARAMS(Pooling, Layer::HParams, (window_shape, "(kh, kw) of the pooling window.", range::count),
+              (strides, "(stride_h, stride_w) of the window.", range::count),
               (padding, "\"SAME\", \"VALID\" or \"EXPLICIT\" (then explicit_padding applies)."),
-              (explicit_padding, "(top, bottom, left, right) padded rows / columns, with padding = EXPLICIT."));
+              (explicit_padding, "(top, bottom, left, right) padded rows / columns, with padding = EXPLICIT.",
+               range::size));
 };
 
 // The maximum over each window; padded positions never win (they hold -inf).

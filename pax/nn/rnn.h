@@ -32,10 +32,11 @@ class LSTMCell : public Layer {
     double forget_gate_bias = 0.0;
     std::optional<double> cell_value_cap = 10.0;
     bool output_nonlinearity = true;
-    PAX_HPARAMS(LSTMCell, Layer::HParams, (num_input_nodes, "Depth of the inputs."),
-                (num_output_nodes, "Depth of the cell and of the output m."),
-                (forget_gate_bias, "Added to the forget gate's pre-activation (1 keeps more memory early on)."),
-                (cell_value_cap, "Clip the cell to [-cap, cap]; null: no clipping."),
+    PAX_HPARAMS(LSTMCell, Layer::HParams, (num_input_nodes, "Depth of the inputs.", range::size),
+                (num_output_nodes, "Depth of the cell and of the output m.", range::size),
+                (forget_gate_bias, "Added to the forget gate's pre-activation (1 keeps more memory early on).",
+                 range::finite),
+                (cell_value_cap, "Clip the cell to [-cap, cap]; null: no clipping.", range::non_negative),
                 (output_nonlinearity, "Apply tanh to the cell before the output gate."));
   };
   // The zero state {c: (batch_size, out), m: (batch_size, out)} in fprop_dtype.

@@ -23,9 +23,9 @@ class RotaryPositionalEmbedding : public Layer {
     double min_timescale = 1.0;
     double max_timescale = 10000.0;
     PAX_HPARAMS(RotaryPositionalEmbedding, Layer::HParams,
-                (embedding_dims, "Depth of the rotated features (the attention's dim_per_head); even."),
-                (min_timescale, "Timescale of the fastest-rotating pair."),
-                (max_timescale, "Timescale bound of the slowest-rotating pair."));
+                (embedding_dims, "Depth of the rotated features (the attention's dim_per_head); even.", range::size),
+                (min_timescale, "Timescale of the fastest-rotating pair.", range::positive),
+                (max_timescale, "Timescale bound of the slowest-rotating pair.", range::positive));
   };
   // inputs (B, T, N, H), positions (B or 1, T) of any real or integer dtype
   // (default: 0 .. T - 1 for every batch entry) -> (B, T, N, H).

@@ -61,18 +61,18 @@ class TransformerFeedForward : public Layer {
     bool add_skip_connection = true;
     double residual_weight = 1.0;
     bool apply_padding_first = false;
-    PAX_HPARAMS(TransformerFeedForward, Layer::HParams, (input_dims, "Depth of the input."),
-                (output_dims, "Depth of the output (0: input_dims)."), (hidden_dims, "Depth of the hidden layer."),
-                (has_bias, "Biases in both projections."),
+    PAX_HPARAMS(TransformerFeedForward, Layer::HParams, (input_dims, "Depth of the input.", range::size),
+                (output_dims, "Depth of the output (0: input_dims).", range::size),
+                (hidden_dims, "Depth of the hidden layer.", range::size), (has_bias, "Biases in both projections."),
                 (activation_tpl, "Activation after the first projection (ReLU, GELU, SiLU, ...)."),
                 (fflayer_tpl, "Template of both projections (a FeedForward)."),
                 (ln_tpl, "Normalisation template (LayerNorm or RmsNorm)."),
                 (dropout_tpl, "Template of the dropout layers."),
-                (relu_dropout_prob, "Dropout probability after the activation."),
-                (residual_dropout_prob, "Dropout probability before the residual connection."),
+                (relu_dropout_prob, "Dropout probability after the activation.", range::probability),
+                (residual_dropout_prob, "Dropout probability before the residual connection.", range::probability),
                 (norm_policy, "\"pre\": normalise the input; \"post\": normalise the output of ffn2."),
                 (add_skip_connection, "Add the input back (needs output_dims == input_dims)."),
-                (residual_weight, "Weight of the block's output in the residual sum."),
+                (residual_weight, "Weight of the block's output in the residual sum.", range::finite),
                 (apply_padding_first, "Zero padded positions of the input instead of the projections."));
   };
   // inputs (..., D), paddings (B, T) for inputs (B, T, D) or none -> (..., output_dims)
@@ -124,14 +124,15 @@ class Transformer : public RepeatableLayer {
     std::string norm_policy = "pre";
     HParamsPtr tr_atten_tpl = tpl<DotProductAttention>();
     HParamsPtr tr_fflayer_tpl = tpl<TransformerFeedForward>();
-    PAX_HPARAMS(Transformer, Layer::HParams, (input_dims, "Model depth D."),
-                (hidden_dims, "Hidden depth of the feed-forward block."), (num_heads, "Attention heads."),
-                (dim_per_head, "Depth of each head (0: input_dims / num_heads)."),
-                (num_kv_heads, "Key/value heads for grouped-query attention (0: num_heads)."),
+    PAX_HPARAMS(Transformer, Layer::HParams, (input_dims, "Model depth D.", range::size),
+                (hidden_dims, "Hidden depth of the feed-forward block.", range::size),
+                (num_heads, "Attention heads.", range::size),
+                (dim_per_head, "Depth of each head (0: input_dims / num_heads).", range::size),
+                (num_kv_heads, "Key/value heads for grouped-query attention (0: num_heads).", range::size),
                 (dropout_tpl, "Template of the residual dropout."),
-                (atten_dropout_prob, "Dropout probability of the attention probabilities."),
-                (residual_dropout_prob, "Dropout probability before each residual connection."),
-                (relu_dropout_prob, "Dropout probability after the feed-forward activation."),
+                (atten_dropout_prob, "Dropout probability of the attention probabilities.", range::probability),
+                (residual_dropout_prob, "Dropout probability before each residual connection.", range::probability),
+                (relu_dropout_prob, "Dropout probability after the feed-forward activation.", range::probability),
                 (ln_tpl,
                  "Normalisation before attention (LayerNorm or RmsNorm); the feed-forward block has its own, "
                  "tr_fflayer_tpl.ln_tpl."),
@@ -176,14 +177,17 @@ class StackedTransformer : public RepeatableLayer {
     bool mask_self_attention = false;
     HParamsPtr dropout_tpl = tpl<Dropout>();
     HParamsPtr transformer_layer_params_tpl = tpl<Transformer>();
-    PAX_HPARAMS(StackedTransformer, Layer::HParams, (num_layers, "Number of Transformer blocks."),
-                (model_dims, "Model depth D."), (hidden_dims, "Hidden depth of the feed-forward blocks."),
-                (num_heads, "Attention heads."), (dim_per_head, "Depth of each head (0: model_dims / num_heads)."),
-                (dropout_prob, "Default of the three dropout probabilities below."),
-                (atten_dropout_prob, "Attention-probability dropout (None: dropout_prob)."),
-                (residual_dropout_prob, "Residual dropout (None: dropout_prob)."),
-                (relu_dropout_prob, "Feed-forward activation dropout (None: dropout_prob)."),
-                (input_dropout_prob, "Dropout probability of the stack's input."),
+    PAX_HPARAMS(StackedTransformer, Layer::HParams,
+                (num_layers, "Number of Transformer blocks.", range::closed(0, 4096)),
+                (model_dims, "Model depth D.", range::size),
+                (hidden_dims, "Hidden depth of the feed-forward blocks.", range::size),
+                (num_heads, "Attention heads.", range::size),
+                (dim_per_head, "Depth of each head (0: model_dims / num_heads).", range::size),
+                (dropout_prob, "Default of the three dropout probabilities below.", range::probability),
+                (atten_dropout_prob, "Attention-probability dropout (None: dropout_prob).", range::probability),
+                (residual_dropout_prob, "Residual dropout (None: dropout_prob).", range::probability),
+                (relu_dropout_prob, "Feed-forward activation dropout (None: dropout_prob).", range::probability),
+                (input_dropout_prob, "Dropout probability of the stack's input.", range::probability),
                 (mask_self_attention, "Causal self-attention (a decoder)."),
                 (dropout_tpl, "Template of the input dropout."),
                 (transformer_layer_params_tpl, "Template of every block (a Transformer)."));
@@ -210,7 +214,8 @@ class RepeatedVariables : public Layer {
  public:
   struct HParams : Layer::HParams {
     int64_t x_times = 0;
-    PAX_HPARAMS(RepeatedVariables, Layer::HParams, (x_times, "Length of the leading (repetition) axis."));
+    PAX_HPARAMS(RepeatedVariables, Layer::HParams,
+                (x_times, "Length of the leading (repetition) axis.", range::closed(0, 4096)));
     // Set by Repeat: the stacks split over the stage axis (a pipelined Repeat).
     bool pipelined = false;
     // Set by Repeat, not configuration: the layer mirrored, and the stand-in
@@ -255,14 +260,16 @@ class Repeat : public RepeatableLayer {
     int64_t num_microbatches = 0;
     int64_t microbatch_size = 0;
     PAX_HPARAMS(Repeat, Layer::HParams, (sub_tpl, "Template of the repeated layer."),
-                (x_times, "Number of repetitions (the depth)."),
+                (x_times, "Number of repetitions (the depth).", range::closed(0, 4096)),
                 (checkpoint_policy, "Rematerialisation of each repetition: none, nothing_saveable, dots_saveable."),
                 (num_microbatches,
                  "Pipelined over the mesh's stage axis in this many microbatches of each process's batch (0: not "
-                 "pipelined unless microbatch_size is set)."),
+                 "pipelined unless microbatch_size is set).",
+                 range::size),
                 (microbatch_size,
                  "Pipelined over the stage axis in microbatches of this many rows (0: see "
-                 "num_microbatches)."));
+                 "num_microbatches).",
+                 range::size));
   };
   // Whether the stacks split over the stage axis (either microbatch field set).
   bool pipelined() const;

@@ -386,7 +386,7 @@ class ScaleBlock : public RepeatableLayer {
  public:
   struct HParams : Layer::HParams {
     int64_t dims = 2;
-    PAX_HPARAMS(TestScaleBlock, Layer::HParams, (dims, "Depth."));
+    PAX_HPARAMS(TestScaleBlock, Layer::HParams, (dims, "Depth.", range::size));
   };
   Array fprop(const Array& x, const Array&, const Array&) const override {
     add_summary("mean", mean(x));

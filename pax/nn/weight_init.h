@@ -36,7 +36,7 @@ struct WeightInit : BaseHParams {
   InitMethod method = InitMethod::xavier;
   double scale = 1.0;
   PAX_HPARAMS(WeightInit, BaseHParams, (method, "How the weight is drawn (see InitMethod)."),
-              (scale, "The constant, bound, standard deviation or multiplier the method uses."));
+              (scale, "The constant, bound, standard deviation or multiplier the method uses.", range::finite));
 
   static WeightInit constant(double v) { return make(InitMethod::constant, v); }
   static WeightInit uniform(double bound) { return make(InitMethod::uniform, bound); }

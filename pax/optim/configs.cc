@@ -81,13 +81,18 @@ const OptimizerHParams& optimizer_hparams(const HParamsPtr& hparams, const std::
 
 void OptimizerHParams::visit_fields(const std::function<void(const FieldRef&)>& f) {
   using config_detail::ref;
-  f(ref("learning_rate", "Peak learning rate; the rate at a step is learning_rate * lr_schedule(step).",
-        learning_rate));
+  using config_detail::with_range;
+  f(with_range(ref("learning_rate", "Peak learning rate; the rate at a step is learning_rate * lr_schedule(step).",
+                   learning_rate),
+               range::non_negative));
   f(ref("lr_schedule", "Multiplier of the learning rate over steps (a schedule).", lr_schedule));
-  f(ref("weight_decay", "Decoupled weight decay, multiplied by the learning rate (0: none).", weight_decay));
+  f(with_range(ref("weight_decay", "Decoupled weight decay, multiplied by the learning rate (0: none).", weight_decay),
+               range::non_negative));
   f(ref("decay_vectors", "Also decay vectors and scalars (biases, norm scales); matrices only otherwise.",
         decay_vectors));
-  f(ref("ema_decay", "Keep an exponential moving average of the parameters with this decay (0: none).", ema_decay));
+  f(with_range(
+      ref("ema_decay", "Keep an exponential moving average of the parameters with this decay (0: none).", ema_decay),
+      range::fraction));
 }
 
 Schedule OptimizerHParams::learning_rate_schedule() const {

@@ -32,7 +32,7 @@ struct ScheduleHParams : BaseHParams {
 
 struct ConstantSchedule : ScheduleHParams {
   double value = 1.0;
-  PAX_HPARAMS(ConstantSchedule, ScheduleHParams, (value, "The constant value."));
+  PAX_HPARAMS(ConstantSchedule, ScheduleHParams, (value, "The constant value.", range::non_negative));
   Schedule make() const override;
 };
 
@@ -41,9 +41,10 @@ struct LinearSchedule : ScheduleHParams {
   double end_value = 0.0;
   int64_t transition_steps = 1000;
   int64_t transition_begin = 0;
-  PAX_HPARAMS(LinearSchedule, ScheduleHParams, (init_value, "Value before transition_begin."),
-              (end_value, "Value after transition_begin + transition_steps."),
-              (transition_steps, "Steps of the linear change."), (transition_begin, "Step where the change starts."));
+  PAX_HPARAMS(LinearSchedule, ScheduleHParams, (init_value, "Value before transition_begin.", range::non_negative),
+              (end_value, "Value after transition_begin + transition_steps.", range::non_negative),
+              (transition_steps, "Steps of the linear change.", range::steps),
+              (transition_begin, "Step where the change starts.", range::steps));
   Schedule make() const override;
 };
 
@@ -51,8 +52,9 @@ struct PiecewiseConstantSchedule : ScheduleHParams {
   std::vector<int64_t> boundaries;
   std::vector<double> values = {1.0};
   PAX_HPARAMS(PiecewiseConstantSchedule, ScheduleHParams,
-              (boundaries, "Increasing steps where the value changes (one fewer than values)."),
-              (values, "values[i] applies before boundaries[i]; the last one after the last boundary."));
+              (boundaries, "Increasing steps where the value changes (one fewer than values).", range::steps),
+              (values, "values[i] applies before boundaries[i]; the last one after the last boundary.",
+               range::non_negative));
   Schedule make() const override;
 };
 
@@ -62,9 +64,11 @@ struct ExponentialDecaySchedule : ScheduleHParams {
   double decay_rate = 0.5;
   int64_t transition_begin = 0;
   bool staircase = false;
-  PAX_HPARAMS(ExponentialDecaySchedule, ScheduleHParams, (init_value, "Value at transition_begin."),
-              (transition_steps, "Steps per decay by decay_rate."), (decay_rate, "Factor per transition_steps."),
-              (transition_begin, "Step where the decay starts."), (staircase, "Decay in whole steps."));
+  PAX_HPARAMS(ExponentialDecaySchedule, ScheduleHParams,
+              (init_value, "Value at transition_begin.", range::non_negative),
+              (transition_steps, "Steps per decay by decay_rate.", range::steps),
+              (decay_rate, "Factor per transition_steps.", range::positive),
+              (transition_begin, "Step where the decay starts.", range::steps), (staircase, "Decay in whole steps."));
   Schedule make() const override;
 };
 
@@ -74,9 +78,11 @@ struct WarmupCosineDecaySchedule : ScheduleHParams {
   int64_t warmup_steps = 100;
   int64_t decay_steps = 1000;
   double end_value = 0.0;
-  PAX_HPARAMS(WarmupCosineDecaySchedule, ScheduleHParams, (init_value, "Value at step 0."),
-              (peak_value, "Value at the end of the warmup."), (warmup_steps, "Steps of the linear warmup."),
-              (decay_steps, "Total steps of warmup and cosine decay."), (end_value, "Value after decay_steps."));
+  PAX_HPARAMS(WarmupCosineDecaySchedule, ScheduleHParams, (init_value, "Value at step 0.", range::non_negative),
+              (peak_value, "Value at the end of the warmup.", range::non_negative),
+              (warmup_steps, "Steps of the linear warmup.", range::steps),
+              (decay_steps, "Total steps of warmup and cosine decay.", range::steps),
+              (end_value, "Value after decay_steps.", range::non_negative));
   Schedule make() const override;
 };
 
@@ -86,10 +92,11 @@ struct LinearRampupExponentialDecay : ScheduleHParams {
   int64_t decay_end = 0;
   double min_ratio = 0.01;
   double max = 1.0;
-  PAX_HPARAMS(LinearRampupExponentialDecay, ScheduleHParams, (warmup_steps, "Steps of the linear rampup to max."),
-              (decay_start, "Step where the exponential decay starts."),
-              (decay_end, "Step where the decay reaches max * min_ratio."), (min_ratio, "Final ratio."),
-              (max, "Value after the rampup."));
+  PAX_HPARAMS(LinearRampupExponentialDecay, ScheduleHParams,
+              (warmup_steps, "Steps of the linear rampup to max.", range::steps),
+              (decay_start, "Step where the exponential decay starts.", range::steps),
+              (decay_end, "Step where the decay reaches max * min_ratio.", range::steps),
+              (min_ratio, "Final ratio.", range::fraction), (max, "Value after the rampup.", range::non_negative));
   Schedule make() const override;
 };
 
@@ -99,10 +106,11 @@ struct LinearRampupCosineDecay : ScheduleHParams {
   int64_t decay_end = 0;
   double min_ratio = 0.01;
   double max = 1.0;
-  PAX_HPARAMS(LinearRampupCosineDecay, ScheduleHParams, (warmup_steps, "Steps of the linear rampup to max."),
-              (decay_start, "Step where the cosine decay starts."),
-              (decay_end, "Step where the decay reaches max * min_ratio."), (min_ratio, "Final ratio."),
-              (max, "Value after the rampup."));
+  PAX_HPARAMS(LinearRampupCosineDecay, ScheduleHParams,
+              (warmup_steps, "Steps of the linear rampup to max.", range::steps),
+              (decay_start, "Step where the cosine decay starts.", range::steps),
+              (decay_end, "Step where the decay reaches max * min_ratio.", range::steps),
+              (min_ratio, "Final ratio.", range::fraction), (max, "Value after the rampup.", range::non_negative));
   Schedule make() const override;
 };
 
@@ -139,7 +147,8 @@ struct OptimizerHParams : BaseHParams {
 struct Sgd : OptimizerHParams {
   std::optional<double> momentum;
   bool nesterov = false;
-  PAX_HPARAMS(Sgd, OptimizerHParams, (momentum, "Momentum decay (None: plain SGD)."), (nesterov, "Nesterov momentum."));
+  PAX_HPARAMS(Sgd, OptimizerHParams, (momentum, "Momentum decay (None: plain SGD).", range::fraction),
+              (nesterov, "Nesterov momentum."));
 
  protected:
   GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;
@@ -150,9 +159,10 @@ struct Adam : OptimizerHParams {
   double beta2 = 0.999;
   double epsilon = 1e-8;
   double epsilon_root = 0.0;
-  PAX_HPARAMS(Adam, OptimizerHParams, (beta1, "Decay of the first moment."), (beta2, "Decay of the second moment."),
-              (epsilon, "Added to the root of the second moment."),
-              (epsilon_root, "Added to the second moment inside the root."));
+  PAX_HPARAMS(Adam, OptimizerHParams, (beta1, "Decay of the first moment.", range::probability),
+              (beta2, "Decay of the second moment.", range::probability),
+              (epsilon, "Added to the root of the second moment.", range::non_negative),
+              (epsilon_root, "Added to the second moment inside the root.", range::non_negative));
 
  protected:
   GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;
@@ -166,11 +176,13 @@ struct Adafactor : OptimizerHParams {
   std::optional<double> momentum;
   double epsilon = 1e-30;
   PAX_HPARAMS(Adafactor, OptimizerHParams,
-              (min_dim_size_to_factor, "Factor second moments of matrices whose two largest dims are this large."),
-              (decay_rate, "Exponent of the second-moment decay schedule."),
+              (min_dim_size_to_factor, "Factor second moments of matrices whose two largest dims are this large.",
+               range::size),
+              (decay_rate, "Exponent of the second-moment decay schedule.", range::positive),
               (multiply_by_parameter_scale, "Scale updates by the parameter's root mean square."),
-              (clipping_threshold, "Clip updates to this block RMS (None: no clipping)."),
-              (momentum, "First-moment decay (None: no momentum)."), (epsilon, "Regulariser of the second moment."));
+              (clipping_threshold, "Clip updates to this block RMS (None: no clipping).", range::non_negative),
+              (momentum, "First-moment decay (None: no momentum).", range::fraction),
+              (epsilon, "Regulariser of the second moment.", range::non_negative));
   bool needs_whole_tensors() const override { return true; }  // factored second moments, block RMS
 
  protected:
@@ -180,8 +192,8 @@ struct Adafactor : OptimizerHParams {
 struct Lion : OptimizerHParams {
   double beta1 = 0.9;
   double beta2 = 0.99;
-  PAX_HPARAMS(Lion, OptimizerHParams, (beta1, "Interpolation of the update direction."),
-              (beta2, "Decay of the momentum."));
+  PAX_HPARAMS(Lion, OptimizerHParams, (beta1, "Interpolation of the update direction.", range::probability),
+              (beta2, "Decay of the momentum.", range::probability));
 
  protected:
   GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;
@@ -191,8 +203,9 @@ struct Lamb : OptimizerHParams {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double epsilon = 1e-6;
-  PAX_HPARAMS(Lamb, OptimizerHParams, (beta1, "Decay of the first moment."), (beta2, "Decay of the second moment."),
-              (epsilon, "Added to the root of the second moment."));
+  PAX_HPARAMS(Lamb, OptimizerHParams, (beta1, "Decay of the first moment.", range::probability),
+              (beta2, "Decay of the second moment.", range::probability),
+              (epsilon, "Added to the root of the second moment.", range::non_negative));
   bool needs_whole_tensors() const override { return true; }  // per-tensor trust ratios
 
  protected:
@@ -204,9 +217,10 @@ struct RmsProp : OptimizerHParams {
   double epsilon = 1e-8;
   bool centered = false;
   std::optional<double> momentum;
-  PAX_HPARAMS(RmsProp, OptimizerHParams, (decay, "Decay of the squared-gradient average."),
-              (epsilon, "Added to the squared-gradient average."), (centered, "Divide by the standard deviation."),
-              (momentum, "Momentum decay (None: no momentum)."));
+  PAX_HPARAMS(RmsProp, OptimizerHParams, (decay, "Decay of the squared-gradient average.", range::fraction),
+              (epsilon, "Added to the squared-gradient average.", range::non_negative),
+              (centered, "Divide by the standard deviation."),
+              (momentum, "Momentum decay (None: no momentum).", range::fraction));
 
  protected:
   GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;
@@ -215,8 +229,9 @@ struct RmsProp : OptimizerHParams {
 struct Adagrad : OptimizerHParams {
   double initial_accumulator_value = 0.1;
   double epsilon = 1e-7;
-  PAX_HPARAMS(Adagrad, OptimizerHParams, (initial_accumulator_value, "Initial sum of squared gradients."),
-              (epsilon, "Added to the root of the sum."));
+  PAX_HPARAMS(Adagrad, OptimizerHParams,
+              (initial_accumulator_value, "Initial sum of squared gradients.", range::non_negative),
+              (epsilon, "Added to the root of the sum.", range::non_negative));
 
  protected:
   GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;

@@ -20,12 +20,15 @@ struct Learner : BaseHParams {
   int64_t max_consecutive_nonfinite_steps = 10;
   PAX_HPARAMS(Learner, BaseHParams, (loss_name, "The metric of compute_loss that is minimised."),
               (optimizer, "The optimizer (Sgd, Adam, Adafactor, Lion, Lamb, RmsProp, Adagrad)."),
-              (clip_gradient_norm_to_value, "Scale gradients down to this global norm (0: no clipping)."),
+              (clip_gradient_norm_to_value, "Scale gradients down to this global norm (0: no clipping).",
+               range::non_negative),
               (skip_nonfinite_steps, "Skip updates whose gradients contain NaN or infinity."),
-              (skip_step_gradient_norm_value, "Skip updates whose gradient norm exceeds this (0: never)."),
+              (skip_step_gradient_norm_value, "Skip updates whose gradient norm exceeds this (0: never).",
+               range::non_negative),
               (max_consecutive_nonfinite_steps,
                "Stop the run (exit 1) after this many consecutive steps with a non-finite loss or gradients (0: "
-               "never)."));
+               "never).",
+               range::steps));
 
   const optim::OptimizerHParams& optimizer_hparams() const;
   // Clipping followed by the optimizer.

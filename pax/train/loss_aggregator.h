@@ -49,7 +49,7 @@ struct MultiLossAggregator : LossAggregatorHParams {
   std::vector<double> loss_weights;
   PAX_HPARAMS(MultiLossAggregator, LossAggregatorHParams,
               (loss_keys, "The metrics of compute_loss whose weighted sum is minimised."),
-              (loss_weights, "A coefficient per loss key (empty: all 1)."));
+              (loss_weights, "A coefficient per loss key (empty: all 1).", range::finite));
   std::vector<LossTerm> terms(const std::string& default_key) const override;
 };
 

@@ -31,7 +31,7 @@ class QuadraticModel : public nn::BaseModel {
  public:
   struct HParams : Layer::HParams {
     int64_t dims = 4;
-    PAX_HPARAMS(QuadraticModel, Layer::HParams, (dims, "Length of w and v."));
+    PAX_HPARAMS(QuadraticModel, Layer::HParams, (dims, "Length of w and v.", range::size));
   };
   Tree compute_predictions(const Tree&) const override { return Tree::dict({{"w", theta("w")}, {"v", theta("v")}}); }
   std::pair<Tree, Tree> compute_loss(const Tree& p, const Tree&) const override {

@@ -25,9 +25,10 @@ struct VariationalNoise : BaseHParams {
   double vn_scale = 0.0;
   std::string vn_regex;
   int64_t vn_start_step = 0;
-  PAX_HPARAMS(VariationalNoise, BaseHParams, (vn_scale, "Standard deviation of the weight noise (0: none)."),
+  PAX_HPARAMS(VariationalNoise, BaseHParams,
+              (vn_scale, "Standard deviation of the weight noise (0: none).", range::non_negative),
               (vn_regex, "Regex matched at the start of a variable's path, e.g. 'params/lm/' ('': every variable)."),
-              (vn_start_step, "First step (counted from 0) whose forward pass sees the noise."));
+              (vn_start_step, "First step (counted from 0) whose forward pass sees the noise.", range::steps));
 
   bool enabled() const { return vn_scale > 0; }
   // Throws pax::Error for a scale < 0, a start step < 0 or a malformed regex.

@@ -18,8 +18,9 @@ class ClassificationModel : public BaseModel {
     std::string labels_key = "labels";
     PAX_HPARAMS(ClassificationModel, Layer::HParams,
                 (network_tpl, "The network: maps inputs (B, ...) to logits (B, num_classes)."),
-                (num_classes, "Number of classes (checked against the logits)."),
-                (label_smoothing, "Mass spread evenly over all classes in the targets (0: one-hot)."),
+                (num_classes, "Number of classes (checked against the logits).", range::size),
+                (label_smoothing, "Mass spread evenly over all classes in the targets (0: one-hot).",
+                 range::probability),
                 (inputs_key, "Key of the inputs in the batch."), (labels_key, "Key of the int labels in the batch."));
   };
   // {logits: (B, num_classes)}

@@ -31,10 +31,10 @@ class LanguageModel : public BaseModel {
     int64_t max_decode_length = 64;
     PAX_HPARAMS(LanguageModel, Layer::HParams, (lm_tpl, "The network (a TransformerLm)."),
                 (sampling, "Decoding: greedy, temperature or top_k sampling."),
-                (temperature, "Softmax temperature of sampling (> 0)."),
-                (top_k, "Tokens kept by top_k sampling (>= 1)."),
-                (eos_id, "Token that ends a decoded sequence (< 0: none)."),
-                (max_decode_length, "Length of decoded sequences, prefix included."));
+                (temperature, "Softmax temperature of sampling (> 0).", range::non_negative),
+                (top_k, "Tokens kept by top_k sampling (>= 1).", range::size),
+                (eos_id, "Token that ends a decoded sequence (< 0: none).", range::closed(-1, range::kMaxDim)),
+                (max_decode_length, "Length of decoded sequences, prefix included.", range::size));
   };
 
   // {logits (B, T, V)}

@@ -20,7 +20,8 @@ class TransformerLm : public Layer {
     HParamsPtr final_ln_tpl = tpl<LayerNorm>();
     HParamsPtr softmax_tpl = tpl<SharedEmbeddingSoftmax>();
     HParamsPtr separate_embedding_tpl;
-    PAX_HPARAMS(TransformerLm, Layer::HParams, (model_dims, "Model depth D."), (vocab_size, "Vocabulary size V."),
+    PAX_HPARAMS(TransformerLm, Layer::HParams, (model_dims, "Model depth D.", range::size),
+                (vocab_size, "Vocabulary size V.", range::size),
                 (position_emb_tpl,
                  "Position embedding (PositionalEmbedding, TrainablePositionalEmbedding, or None "
                  "when the attention uses rotary embeddings)."),
