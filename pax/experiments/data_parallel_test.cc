@@ -21,6 +21,7 @@
 #include "pax/data/file_io.h"
 #include "pax/experiments/experiment.h"
 #include "pax/experiments/runner.h"
+#include "pax/testing/temp_path.h"
 #include "pax/testing/testing.h"
 #include "pax/train/checkpoint_manager.h"
 #include "pax/train/summary.h"
@@ -48,12 +49,7 @@ Launcher launcher() {
   return {paxcc ? paxcc : "", mpirun ? mpirun : ""};
 }
 
-std::string fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("pax_data_parallel_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir.parent_path());
-  return dir.string();
-}
+std::string fresh_dir(const std::string& name) { return testing::fresh_test_path("data_parallel_test", name); }
 
 // The quick tiny LM without dropout, every step summarised.
 std::vector<std::string> tiny_overrides(int64_t steps, int64_t batch) {

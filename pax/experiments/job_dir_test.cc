@@ -16,6 +16,7 @@
 #include "pax/experiments/job_lock.h"
 #include "pax/experiments/rank_agreement.h"
 #include "pax/experiments/runner.h"
+#include "pax/testing/temp_path.h"
 #include "pax/testing/testing.h"
 #include "pax/train/checkpoint.h"
 #include "pax/train/summary.h"
@@ -25,11 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("pax_job_dir_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(dir);
-  return dir.string();
-}
+std::string fresh_dir(const std::string& name) { return testing::fresh_test_path("job_dir_test", name); }
 
 Config tiny_config(int64_t steps) {
   Config cfg = make_experiment("lm.KjvTransformerTiny")->config();

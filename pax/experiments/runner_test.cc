@@ -13,6 +13,7 @@
 
 #include "pax/experiments/experiment.h"
 #include "pax/data/file_io.h"
+#include "pax/testing/temp_path.h"
 #include "pax/testing/testing.h"
 #include "pax/train/checkpoint.h"
 #include "pax/train/flax_msgpack.h"
@@ -24,11 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("pax_runner_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(dir);
-  return dir.string();
-}
+std::string fresh_dir(const std::string& name) { return testing::fresh_test_path("runner_test", name); }
 
 // A small, quick version of the tiny experiment.
 Config tiny_config(int64_t steps) {

@@ -45,25 +45,12 @@ TEST(Fsdp, GatherRefusesAShapeThatIsNoBlock) {
   EXPECT_THROW(fsdp_gather(w, Shape{6, 5}, FsdpOptions{}, "w"), Error);
 }
 
-Repeat::HParams repeated_transformer(int64_t layers) {
-  auto sub = tpl<Transformer>();
-  sub->input_dims = 8;
-  sub->hidden_dims = 12;
-  sub->num_heads = 2;
-  sub->dtype = sub->fprop_dtype = DType::f64;
-  Repeat::HParams hp;
-  hp.sub_tpl = sub;
-  hp.x_times = layers;
-  hp.dtype = hp.fprop_dtype = DType::f64;
-  return hp;
-}
-
 using testing::block_of;
 
 TEST(Fsdp, InitBlocksAndGatheredApplyAndGradMatchTheWholeWeights) {
   const int64_t members = 2, layers = 3, B = 2, T = 4;
   for (CheckpointPolicy policy : {CheckpointPolicy::none, CheckpointPolicy::nothing_saveable}) {
-    auto hp = repeated_transformer(layers);
+    auto hp = testing::repeat_of(testing::f64_transformer(2), layers);
     hp.checkpoint_policy = policy;
     auto repeat = build<Repeat>(hp);
     const Tree full = init(*repeat, random::key(3));

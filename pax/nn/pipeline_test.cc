@@ -42,17 +42,10 @@ TEST(Pipeline, StageBlocksAndTheirErrors) {
 }
 
 Repeat::HParams pipelined_stack(int64_t layers, int64_t microbatches, double dropout = 0.0) {
-  auto sub = tpl<Transformer>();
-  sub->input_dims = 8;
-  sub->hidden_dims = 12;
-  sub->num_heads = 4;
+  auto sub = testing::f64_transformer(4);
   sub->residual_dropout_prob = dropout;
-  sub->dtype = sub->fprop_dtype = DType::f64;
-  Repeat::HParams hp;
-  hp.sub_tpl = sub;
-  hp.x_times = layers;
+  Repeat::HParams hp = testing::repeat_of(sub, layers);
   hp.num_microbatches = microbatches;
-  hp.dtype = hp.fprop_dtype = DType::f64;
   return hp;
 }
 

@@ -45,18 +45,10 @@ TEST(TensorParallel, BlockShapesAndTheSplitNestedWithFsdp) {
 Repeat::HParams repeated_transformer(int64_t layers, bool combine_qkv, int64_t kv_heads) {
   auto atten = tpl<DotProductAttention>();
   atten->combine_qkv = combine_qkv;
-  auto sub = tpl<Transformer>();
-  sub->input_dims = 8;
-  sub->hidden_dims = 12;
-  sub->num_heads = 4;
+  auto sub = testing::f64_transformer(4);
   sub->num_kv_heads = kv_heads;
   sub->tr_atten_tpl = atten;
-  sub->dtype = sub->fprop_dtype = DType::f64;
-  Repeat::HParams hp;
-  hp.sub_tpl = sub;
-  hp.x_times = layers;
-  hp.dtype = hp.fprop_dtype = DType::f64;
-  return hp;
+  return testing::repeat_of(sub, layers);
 }
 
 using testing::block_of;

@@ -15,6 +15,7 @@
 #include "pax/experiments/experiment.h"
 #include "pax/experiments/input_mismatch.h"
 #include "pax/experiments/runner.h"
+#include "pax/testing/temp_path.h"
 #include "pax/testing/testing.h"
 
 namespace pax::experiments {
@@ -23,10 +24,9 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("pax_text_transformer_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(dir);
+  const std::string dir = testing::fresh_test_path("text_transformer_test", name);
   fs::create_directories(dir);
-  return dir.string();
+  return dir;
 }
 
 // A few hundred lines of a small made-up language.
