@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "pax/core/error.h"
 #include "pax/experiments/experiment.h"
@@ -75,20 +76,14 @@ Array block_of(const Array& whole, const dist::ShardSpec& spec) {
 
 Tree params_blocks_from_checkpoint(const std::string& path, const Tree& local, const dist::ShardSpecs& specs) {
   const std::vector<std::string> paths = tree_paths(local);
-  std::vector<Array> leaves = tree_leaves(local);
-  const TreeDef def = tree_structure(local);
-  // The whole arrays' shapes (zeros: their values are not read).
-  std::vector<Array> whole_like;
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    auto it = specs.find("params/" + paths[i]);
-    whole_like.push_back(it == specs.end() ? leaves[i] : zeros(it->second.global, leaves[i].dtype()));
-  }
-  const std::vector<Array> whole = tree_leaves(train::params_from_checkpoint(path, tree_unflatten(def, whole_like)));
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    auto it = specs.find("params/" + paths[i]);
-    leaves[i] = it == specs.end() ? whole[i] : block_of(whole[i], it->second);
-  }
-  return tree_unflatten(def, leaves);
+  std::map<std::string, Shape> whole_shapes;
+  for (const std::string& p : paths)
+    if (auto it = specs.find("params/" + p); it != specs.end()) whole_shapes[p] = it->second.global;
+  const Tree whole = train::params_from_checkpoint(path, local, whole_shapes);
+  std::vector<Array> leaves = tree_leaves(whole);
+  for (size_t i = 0; i < leaves.size(); ++i)
+    if (auto it = specs.find("params/" + paths[i]); it != specs.end()) leaves[i] = block_of(leaves[i], it->second);
+  return tree_unflatten(tree_structure(local), leaves);
 }
 
 std::string describe_split(const dist::ShardSpec& spec) {

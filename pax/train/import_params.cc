@@ -59,7 +59,8 @@ Tree params_subtree(const Tree& tree) {
   return t;
 }
 
-Tree params_from_checkpoint(const std::string& path, const Tree& like) {
+Tree params_from_checkpoint(const std::string& path, const Tree& like,
+                            const std::map<std::string, Shape>& whole_shapes) {
   std::error_code ec;
   const bool directory = std::filesystem::is_directory(path, ec);
   PAX_CHECK(directory || std::filesystem::is_regular_file(path, ec), "init_from '", path,
@@ -71,10 +72,12 @@ Tree params_from_checkpoint(const std::string& path, const Tree& like) {
   std::vector<std::string> missing, extra, shapes;
   for (const auto& [name, a] : want) {
     auto it = have.find(name);
+    auto whole = whole_shapes.find(name);
+    const AVal wanted{whole == whole_shapes.end() ? a.shape() : whole->second, a.dtype()};
     if (it == have.end()) {
       missing.push_back(name);
-    } else if (it->second.shape() != a.shape()) {
-      shapes.push_back(name + " " + it->second.aval().str() + " (the model's: " + a.aval().str() + ")");
+    } else if (it->second.shape() != wanted.shape) {
+      shapes.push_back(name + " " + it->second.aval().str() + " (the model's: " + wanted.str() + ")");
     }
   }
   for (const auto& [name, a] : have)

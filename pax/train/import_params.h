@@ -17,6 +17,7 @@
 // with '.': mdl_vars.params.lm.softmax.w is mdl_vars/params/lm/softmax/w).
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "pax/core/tree.h"
@@ -29,7 +30,10 @@ Tree params_subtree(const Tree& tree);
 // The params in `path` in the structure of `like` (a model's params): every
 // leaf of `like` by its path, converted to its dtype. pax::Error listing the
 // paths of `like` the checkpoint lacks, the checkpoint's paths `like` has
-// not, and the shapes that differ.
-Tree params_from_checkpoint(const std::string& path, const Tree& like);
+// not, and the shapes that differ. `whole_shapes` gives, by path, the whole
+// shape of a leaf of which `like` holds a block (a sharded model): such a
+// leaf comes back whole.
+Tree params_from_checkpoint(const std::string& path, const Tree& like,
+                            const std::map<std::string, Shape>& whole_shapes = {});
 
 }  // namespace pax::train

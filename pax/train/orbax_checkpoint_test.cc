@@ -149,6 +149,12 @@ TEST(OrbaxCheckpoint, InitFromMapsTheStateAroundTheParams) {
   const Tree got = params_from_checkpoint(kData + "pax_zarr", like);
   EXPECT_EQ(got["lm"]["softmax"]["w"].leaf().dtype(), DType::bf16);  // the model's dtype
   EXPECT_TRUE(testing::all_close(got["lm"]["softmax"]["b"].leaf(), array(arange(7)), 0, 0));
+  // A sharded model's block, with the whole shape given: the whole array comes back.
+  like["lm"]["softmax"]["w"] = Tree(zeros(Shape{5, 1}, DType::f32));
+  const Tree whole = params_from_checkpoint(kData + "pax_zarr", like, {{"lm/softmax/w", Shape{5, 7}}});
+  EXPECT_EQ(whole["lm"]["softmax"]["w"].leaf().aval().str(), "f32[5,7]");
+  EXPECT_PAX_ERROR(params_from_checkpoint(kData + "pax_zarr", like, {{"lm/softmax/w", Shape{5, 8}}}),
+                   "shapes that differ: lm/softmax/w f32[5,7] (the model's: f32[5,8])");
   like["lm"]["softmax"]["w"] = Tree(zeros(Shape{7, 5}, DType::f32));
   like["lm"]["extra"] = Tree(zeros(Shape{1}, DType::f32));
   EXPECT_PAX_ERROR(params_from_checkpoint(kData + "pax_zarr", like),
