@@ -221,7 +221,7 @@ std::string pytree_directory(const std::string& dir) {
     const std::string n = e.path().filename().string();
     if (stdfs::exists(e.path() / ".zarray")) zarr_arrays = true;
     if (stdfs::exists(e.path() / "_METADATA")) items.push_back(e.path());
-    if (!n.empty() && n.size() < 19 && std::all_of(n.begin(), n.end(), ::isdigit) &&
+    if (!n.empty() && n.size() < 19 && std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
         (!latest || std::stoll(n) > latest->first))
       latest = {std::stoll(n), e.path()};
   }

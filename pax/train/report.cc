@@ -353,7 +353,9 @@ std::optional<DecodedSamples> latest_decoded_samples(const std::string& decode_d
     if (name.size() <= kPrefix.size() + kSuffix.size() || !name.starts_with(kPrefix) || !name.ends_with(kSuffix))
       continue;
     const std::string digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
-    if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+    if (digits.empty() || digits.size() > 18 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
     const int64_t step = std::stoll(digits);
     if (!best || step > best->step) best = DecodedSamples{step, it->path().string(), ""};
   }
