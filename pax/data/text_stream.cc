@@ -67,9 +67,12 @@ const std::vector<std::string>& StreamingTextLmInput::documents(int64_t epoch, i
   const auto& hp = hparams<HParams>();
   size_t index = size_t(file);
   if (hp.shuffle) {
-    const std::vector<int64_t> order = random_permutation(
-        int64_t(files_.size()), hash_combine(uint64_t(hp.input_random_seed), uint64_t(epoch) ^ 0xf11e5ULL));
-    index = size_t(order[size_t(file)]);
+    if (file_order_epoch_ != epoch) {
+      file_order_ = random_permutation(int64_t(files_.size()),
+                                       hash_combine(uint64_t(hp.input_random_seed), uint64_t(epoch) ^ 0xf11e5ULL));
+      file_order_epoch_ = epoch;
+    }
+    index = size_t(file_order_[size_t(file)]);
   }
   const std::string& path = files_[index];
   if (path != loaded_path_) {

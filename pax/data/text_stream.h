@@ -107,6 +107,9 @@ class StreamingTextLmInput : public BaseInput {
   std::vector<int64_t> order_;  // the rows' order
   int64_t emitted_ = 0;
   bool done_ = false;  // repeat = false: the epoch is read
+  // With shuffle: the order of the files in epoch file_order_epoch_.
+  int64_t file_order_epoch_ = -1;
+  std::vector<int64_t> file_order_;
   // The documents of the file read last.
   std::string loaded_path_;
   std::vector<std::string> loaded_;

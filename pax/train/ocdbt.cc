@@ -10,15 +10,14 @@
 #include <zstd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <variant>
 
 #include "pax/core/crc32c.h"
 #include "pax/core/error.h"
+#include "pax/train/fs_util.h"
 
 namespace pax::train {
 
@@ -185,7 +184,7 @@ class OcdbtStore : public KeyValueReader {
  public:
   explicit OcdbtStore(std::string dir) : dir_(std::move(dir)) {
     const std::string manifest_path = (stdfs::path(dir_) / "manifest.ocdbt").string();
-    std::string body = unframe(read_file(manifest_path), kManifestMagic, manifest_path);
+    std::string body = unframe(fs::read_file(manifest_path, kMaxCheckpointFileBytes), kManifestMagic, manifest_path);
     Cursor c(body, manifest_path);
     c.bytes(16);  // uuid
     const uint8_t kind = c.byte();
@@ -205,7 +204,7 @@ class OcdbtStore : public KeyValueReader {
       PAX_CHECK(!latest.empty(), manifest_path, ": a numbered manifest without manifest.<generation> files beside it");
       c.expect_end();
       where = (stdfs::path(dir_) / latest).string();
-      body = unframe(read_file(where), kManifestMagic, where);
+      body = unframe(fs::read_file(where, kMaxCheckpointFileBytes), kManifestMagic, where);
       c = Cursor(body, where);
       c.bytes(16);
       c.byte();
@@ -242,22 +241,13 @@ class OcdbtStore : public KeyValueReader {
   std::string description() const override { return "OCDBT database '" + dir_ + "'"; }
 
  private:
-  std::string read_file(const std::string& path) const {
-    std::ifstream in(path, std::ios::binary);
-    PAX_CHECK(in, "cannot open '", path, "': ", std::strerror(errno));
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    PAX_CHECK(!in.bad(), "cannot read '", path, "'");
-    return bytes;
-  }
   std::string read_range(const std::string& relative, uint64_t offset, uint64_t length) const {
     const std::string path = (stdfs::path(dir_) / relative).string();
-    std::ifstream in(path, std::ios::binary);
-    PAX_CHECK(in, description(), ": cannot open its data file '", path, "': ", std::strerror(errno));
-    in.seekg(std::streamoff(offset));
-    std::string out(size_t(length), '\0');
-    in.read(out.data(), std::streamsize(length));
-    PAX_CHECK(in && uint64_t(in.gcount()) == length, description(), ": '", path, "' has no bytes [", offset, ", ",
+    const fs::File file = fs::File::open_read(path);
+    PAX_CHECK(offset + length <= file.size(), description(), ": '", path, "' has no bytes [", offset, ", ",
               offset + length, ")");
+    std::string out(size_t(length), '\0');
+    file.pread_exact(out.data(), out.size(), offset);
     return out;
   }
 

@@ -10,12 +10,12 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <nlohmann/json.hpp>
 
 #include "pax/core/error.h"
+#include "pax/train/fs_util.h"
 #include "pax/train/ocdbt.h"
 
 namespace pax::train {
@@ -25,14 +25,11 @@ using nlohmann::json;
 
 namespace {
 
+// The file's bytes; nullopt when there is no regular file there.
 std::optional<std::string> read_whole_file(const stdfs::path& path) {
   std::error_code ec;
   if (!stdfs::is_regular_file(path, ec)) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  PAX_CHECK(in, "cannot open '", path.string(), "': ", std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  PAX_CHECK(!in.bad(), "cannot read '", path.string(), "'");
-  return bytes;
+  return fs::read_file(path.string(), kMaxCheckpointFileBytes);
 }
 
 class DirectoryStore : public KeyValueReader {

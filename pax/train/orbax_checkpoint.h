@@ -12,6 +12,7 @@
 // (big-endian, Fortran order, blosc, zarr v3, strings).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,10 @@ namespace pax::train {
 // Key-value access to a checkpoint's storage: the files under a directory
 // ("a.b/.zarray" is the file a.b/.zarray), or an OCDBT database
 // (pax/train/ocdbt.h).
+// The largest file of a checkpoint that is read whole (a manifest, a zarr
+// chunk, .zarray).
+inline constexpr uint64_t kMaxCheckpointFileBytes = uint64_t(1) << 36;
+
 class KeyValueReader {
  public:
   virtual ~KeyValueReader() = default;
