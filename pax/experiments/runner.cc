@@ -153,14 +153,11 @@ std::string mesh_summary(const ExperimentConfig& exp, const nn::BaseModel& model
   } else {
     s << "mesh: " << describe_mesh(t) << " (mpirun -np " << processes << ")\n";
   }
-  auto state_bytes = [&](const nn::FsdpOptions& fsdp, const nn::TensorParallelOptions& tp,
-                         const nn::PipelineOptions& stage) {
-    const train::TrainStep step(
-        model, exp.learner_hparams(),
-        {.data_parallel_axis = "replica,data", .summaries = false, .fsdp = fsdp, .tp = tp, .stage = stage});
-    return tree_bytes(step.state_shapes(fsdp, tp, stage));
+  auto state_bytes = [&](const nn::ShardingPlan& plan) {
+    const train::TrainStep step(model, exp.learner_hparams(), {.sharding = plan, .summaries = false});
+    return tree_bytes(step.state_shapes(plan));
   };
-  const double whole = state_bytes({}, {}, {});
+  const double whole = state_bytes({});
   const int64_t stage = mesh_axis_size(t, "stage");
   const int64_t data = mesh_axis_size(t, "data"), mdl = mesh_axis_size(t, "mdl");
   if (data <= 1 && mdl <= 1 && stage <= 1) {
@@ -170,12 +167,12 @@ std::string mesh_summary(const ExperimentConfig& exp, const nn::BaseModel& model
     return s.str();
   }
   try {
-    const double mine = state_bytes({.axis = "data", .size = data, .min_elements = t.fsdp_min_elements},
-                                    {.axis = "mdl", .size = mdl}, {.axis = "stage", .size = stage});
+    const nn::ShardingPlan plan = first_process_plan(t);
+    const double mine = state_bytes(plan);
     s << "train state per process: " << format_bytes(mine) << " of " << format_bytes(whole)
       << " (parameters and optimizer state";
     if (stage > 1) {
-      const double staged = state_bytes({}, {}, {.axis = "stage", .size = stage});
+      const double staged = state_bytes({.batch_axis = plan.batch_axis, .stage = plan.stage});
       s << "; a pipelined Repeat's layers split over the stage axis of " << stage
         << (staged < whole ? "" : " (this model has no pipelined Repeat: every stage would hold all layers)");
     }

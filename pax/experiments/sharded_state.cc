@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "pax/core/error.h"
@@ -16,27 +17,43 @@
 
 namespace pax::experiments {
 
-ShardingPlan plan_sharding(const TrainSettings& t, int64_t process_count, const std::string& process_axis) {
-  ShardingPlan plan;
-  if (process_count > 1) plan.batch_axis = process_axis;
+namespace {
+
+// The plan of the mesh's process at `coordinate(axis)` on each axis, data
+// parallel over `process_axis` unless the mesh's axes name the batch's.
+ShardingPlan plan_of(const TrainSettings& t, const std::string& process_axis,
+                     const std::function<int64_t(const char*)>& coordinate) {
+  ShardingPlan plan{.batch_axis = process_axis};
   const int64_t data = mesh_axis_size(t, "data"), replica = mesh_axis_size(t, "replica"),
                 mdl = mesh_axis_size(t, "mdl"), stage = mesh_axis_size(t, "stage");
-  if ((data <= 1 && mdl <= 1 && stage <= 1) || process_count <= 1) return plan;
+  if (data <= 1 && mdl <= 1 && stage <= 1) return plan;
   PAX_CHECK(t.fsdp_min_elements >= 1, "train.fsdp_min_elements must be >= 1, got ", t.fsdp_min_elements);
-  dist::Mesh& mesh = dist::mesh();
-  for (const auto& [axis, size] : {std::pair<const char*, int64_t>{"data", data}, {"mdl", mdl}, {"stage", stage}})
-    PAX_CHECK(size == 1 || (mesh.has(axis) && mesh.size(axis) == size), "the mesh ", describe_mesh(t),
-              " is not the job's mesh (init_process_mesh first)");
   if (replica > 1 || mdl > 1 || stage > 1) {
     plan.batch_axis = "replica,data";  // processes that differ in mdl or stage alone read one batch
     if (replica > 1) plan.replica_axis = "replica";
   }
   if (data > 1)
-    plan.fsdp = nn::FsdpOptions{
-        .axis = "data", .size = data, .index = mesh.coordinate("data"), .min_elements = t.fsdp_min_elements};
-  if (mdl > 1) plan.tp = nn::TensorParallelOptions{.axis = "mdl", .size = mdl, .index = mesh.coordinate("mdl")};
-  if (stage > 1) plan.stage = nn::PipelineOptions{.axis = "stage", .size = stage, .index = mesh.coordinate("stage")};
+    plan.fsdp = {.axis = "data", .size = data, .index = coordinate("data"), .min_elements = t.fsdp_min_elements};
+  if (mdl > 1) plan.tp = {.axis = "mdl", .size = mdl, .index = coordinate("mdl")};
+  if (stage > 1) plan.stage = {.axis = "stage", .size = stage, .index = coordinate("stage")};
   return plan;
+}
+
+}  // namespace
+
+ShardingPlan plan_sharding(const TrainSettings& t, int64_t process_count, const std::string& process_axis) {
+  if (process_count <= 1) return {};
+  dist::Mesh& mesh = dist::mesh();
+  for (const char* axis : {"data", "mdl", "stage"}) {
+    const int64_t size = mesh_axis_size(t, axis);
+    PAX_CHECK(size == 1 || (mesh.has(axis) && mesh.size(axis) == size), "the mesh ", describe_mesh(t),
+              " is not the job's mesh (init_process_mesh first)");
+  }
+  return plan_of(t, process_axis, [&mesh](const char* axis) { return mesh.coordinate(axis); });
+}
+
+ShardingPlan first_process_plan(const TrainSettings& t) {
+  return plan_of(t, "processes", [](const char*) { return int64_t(0); });
 }
 
 bool splits_over(const dist::ShardSpecs& specs, const std::string& axis) {

@@ -17,24 +17,14 @@
 
 #include "pax/core/tree.h"
 #include "pax/dist/shard_spec.h"
-#include "pax/nn/fsdp.h"
-#include "pax/nn/pipeline.h"
-#include "pax/nn/tensor_parallel.h"
+#include "pax/nn/sharding_plan.h"
 #include "pax/train/report_context.h"
 
 namespace pax::experiments {
 
 struct TrainSettings;
 
-struct ShardingPlan {
-  std::string batch_axis;        // the axes whose processes read different batches ("" : one process)
-  std::string replica_axis;      // the batch axes besides the fsdp axis ("" : none)
-  nn::FsdpOptions fsdp;          // off unless the mesh's data axis is above 1
-  nn::TensorParallelOptions tp;  // off unless the mesh's mdl axis is above 1
-  nn::PipelineOptions stage;     // off unless the mesh's stage axis is above 1
-  // Whether the train state is held as blocks (each process saves its own).
-  bool sharded() const { return fsdp.enabled() || tp.enabled() || stage.enabled(); }
-};
+using nn::ShardingPlan;
 
 // The plan of a run of `process_count` processes on the named process axis
 // `process_axis` (the world), after init_process_mesh: data parallel over
@@ -45,6 +35,9 @@ struct ShardingPlan {
 // "mdl", and with its stage axis above 1 a pipelined Repeat's layers split
 // over "stage"; with either, the batch is read per "replica,data" coordinate.
 ShardingPlan plan_sharding(const TrainSettings& t, int64_t process_count, const std::string& process_axis);
+// The plan of the mesh's first process (coordinate 0 on every axis),
+// without a mesh of processes: what --mode=inspect sizes the train state by.
+ShardingPlan first_process_plan(const TrainSettings& t);
 
 // Whether any of `specs` splits an array over the mesh axis `axis`.
 bool splits_over(const dist::ShardSpecs& specs, const std::string& axis);

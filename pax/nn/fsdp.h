@@ -6,9 +6,9 @@
 // is whole at a time, and the gather's derivative hands each process the
 // summed gradient of its own block.
 //
-//   nn::FsdpOptions fsdp{.axis = "data", .size = 4, .index = 1};
-//   Tree vars = nn::init_sharded(model, key, fsdp);  // blocks of the params
-//   nn::apply(model, vars, {.fsdp = fsdp}, x);    // whole weights per layer
+//   nn::ShardingPlan plan{.fsdp = {.axis = "data", .size = 4, .index = 1}};
+//   Tree vars = nn::init_sharded(model, key, plan);  // blocks of the params
+//   nn::apply(model, vars, {.sharding = plan}, x);  // whole weights per layer
 #pragma once
 
 #include <cstdint>

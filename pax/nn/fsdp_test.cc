@@ -57,7 +57,7 @@ TEST(Fsdp, InitBlocksAndGatheredApplyAndGradMatchTheWholeWeights) {
     std::vector<Tree> blocks;
     int64_t split = 0;
     for (int64_t k = 0; k < members; ++k) {
-      blocks.push_back(init_sharded(*repeat, random::key(3), on(members, k)));
+      blocks.push_back(init_sharded(*repeat, random::key(3), {.fsdp = on(members, k)}));
       const std::vector<Array> f = tree_leaves(full), b = tree_leaves(blocks.back());
       ASSERT_EQ(f.size(), b.size());
       for (size_t i = 0; i < f.size(); ++i) {
@@ -70,7 +70,7 @@ TEST(Fsdp, InitBlocksAndGatheredApplyAndGradMatchTheWholeWeights) {
     const Array xs = testing::random_array({members, B, T, 8}, DType::f64, 5);
     const Array paddings = zeros({B, T}, DType::f64);
     auto member_out = [&](const Tree& vars, const Array& x) {
-      return apply(*repeat, vars, ApplyOptions{.fsdp = on(members)}, x, paddings).output;
+      return apply(*repeat, vars, ApplyOptions{.sharding = {.fsdp = on(members)}}, x, paddings).output;
     };
     const Tree stacked = train::stack_forest(blocks);
     const Array outs = vmap(member_out, {.in_axes = {0, 0}, .axis_name = "data"})(stacked, xs);

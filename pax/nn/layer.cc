@@ -70,9 +70,7 @@ struct ApplyState {
   std::map<std::string, Array> rngs;
   std::map<std::string, uint32_t> counters;  // "stream|path" -> calls so far
   bool summaries_on = true;
-  FsdpOptions fsdp;
-  TensorParallelOptions tp;
-  PipelineOptions stage;
+  ShardingPlan sharding;
   Tree summaries;
   std::vector<Array> aux_losses;
 };
@@ -277,11 +275,13 @@ Array Layer::theta(const std::string& name) const {
   return w;
 }
 
-const FsdpOptions& Layer::fsdp() const { return state("fsdp", *this).fsdp; }
+const ShardingPlan& Layer::sharding() const { return state("sharding", *this).sharding; }
 
-const TensorParallelOptions& Layer::tensor_parallel() const { return state("tensor_parallel", *this).tp; }
+const FsdpOptions& Layer::fsdp() const { return state("fsdp", *this).sharding.fsdp; }
 
-const PipelineOptions& Layer::pipeline_stage() const { return state("pipeline_stage", *this).stage; }
+const TensorParallelOptions& Layer::tensor_parallel() const { return state("tensor_parallel", *this).sharding.tp; }
+
+const PipelineOptions& Layer::pipeline_stage() const { return state("pipeline_stage", *this).sharding.stage; }
 
 bool Layer::has_variable(const std::string& collection, const std::string& name) const {
   ApplyState& st = state("has_variable", *this);
@@ -345,9 +345,7 @@ ApplyScope::ApplyScope(bool initializing, const Tree* variables, const ApplyOpti
   st->initializing = initializing;
   st->train = options.train;
   st->summaries_on = options.summaries;
-  st->fsdp = options.fsdp;
-  st->tp = options.tp;
-  st->stage = options.stage;
+  st->sharding = options.sharding;
   st->variables = variables;
   st->mutable_collections.insert(options.mutable_collections.begin(), options.mutable_collections.end());
   st->rngs = options.rngs;
@@ -390,11 +388,11 @@ Array ApplyScope::take_aux_loss() {
   return total;
 }
 
-void ApplyScope::create_variables(const Layer& root, const Array& key, const FsdpOptions& fsdp,
-                                  const TensorParallelOptions& tp, const PipelineOptions& stage) {
-  g_state->fsdp = fsdp;
-  g_state->tp = tp;
-  g_state->stage = stage;
+void ApplyScope::create_variables(const Layer& root, const Array& key) {
+  const ShardingPlan& plan = g_state->sharding;
+  const FsdpOptions& fsdp = plan.fsdp;
+  const TensorParallelOptions& tp = plan.tp;
+  const PipelineOptions& stage = plan.stage;
   std::set<const Layer*> seen;
   std::function<void(const Layer&)> visit = [&](const Layer& l) {
     if (!seen.insert(&l).second) return;  // a shared child is created once
@@ -424,10 +422,9 @@ Tree init(const Layer& layer, const Array& key) {
   return scope.take_updates();
 }
 
-Tree init_sharded(const Layer& layer, const Array& key, const FsdpOptions& fsdp, const TensorParallelOptions& tp,
-                  const PipelineOptions& stage) {
-  detail::ApplyScope scope(true, nullptr, ApplyOptions{.fsdp = fsdp, .tp = tp, .stage = stage});
-  scope.create_variables(layer, key, fsdp, tp, stage);
+Tree init_sharded(const Layer& layer, const Array& key, const ShardingPlan& plan) {
+  detail::ApplyScope scope(true, nullptr, ApplyOptions{.sharding = plan.variables_only()});
+  scope.create_variables(layer, key);
   return scope.take_updates();
 }
 

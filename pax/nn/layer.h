@@ -22,7 +22,7 @@
 #include "pax/api/tree_convert.h"
 #include "pax/config/config.h"
 #include "pax/core/tree.h"
-#include "pax/nn/fsdp.h"
+#include "pax/nn/sharding_plan.h"
 #include "pax/nn/pipeline.h"
 #include "pax/nn/tensor_parallel.h"
 #include "pax/nn/weight_init.h"
@@ -128,7 +128,9 @@ class Layer {
   bool is_training() const;
   // x converted to fprop_dtype (floating inputs only).
   Array to_fprop_dtype(const Array& x) const;
-  // The fully sharded data parallelism of this apply (off when none).
+  // How this apply's variables are split (nothing split when none).
+  const ShardingPlan& sharding() const;
+  // Its parts: the fully sharded data parallelism (off when none).
   const FsdpOptions& fsdp() const;
   // The tensor parallelism of this apply (off when none): variables declared
   // with mdl_dim are this process's blocks (theta returns them so).
@@ -200,9 +202,7 @@ struct ApplyOptions {
   std::vector<std::string> mutable_collections;  // collections this apply may write
   bool train = false;                            // training mode
   bool summaries = true;                         // collect add_summary values
-  FsdpOptions fsdp;                              // params held as blocks (nn/fsdp.h)
-  TensorParallelOptions tp;                      // variables split over mdl (nn/tensor_parallel.h)
-  PipelineOptions stage;                         // pipelined Repeats split over stage (nn/pipeline.h)
+  ShardingPlan sharding;                         // variables held as blocks (nn/sharding_plan.h)
 };
 
 template <class R>
@@ -226,10 +226,9 @@ class ApplyScope {
   Tree take_updates();
   Tree take_summaries();
   Array take_aux_loss();
-  // Creates every variable the layer tree declares (init); with fsdp or tp
-  // on, only this process's block of each variable they split.
-  void create_variables(const Layer& root, const Array& key, const FsdpOptions& fsdp = {},
-                        const TensorParallelOptions& tp = {}, const PipelineOptions& stage = {});
+  // Creates every variable the layer tree declares (init); under the
+  // options' sharding, only this process's block of each variable it splits.
+  void create_variables(const Layer& root, const Array& key);
 
  private:
   void* previous_;
@@ -240,11 +239,10 @@ class ApplyScope {
 // All variables the layer tree declares, drawn from `key` (a key per layer
 // path and variable name): {params: ..., batch_stats: ..., ...}.
 Tree init(const Layer& layer, const Array& key);
-// The same, with params split by fully sharded data parallelism and by
-// tensor parallelism: this process's blocks (nn/fsdp.h, nn/tensor_parallel.h)
-// of the arrays init(layer, key) returns.
-Tree init_sharded(const Layer& layer, const Array& key, const FsdpOptions& fsdp, const TensorParallelOptions& tp = {},
-                  const PipelineOptions& stage = {});
+// The same, with the variables `plan` splits (fully sharded data, tensor and
+// pipeline parallelism): this process's blocks of the arrays init(layer, key)
+// returns.
+Tree init_sharded(const Layer& layer, const Array& key, const ShardingPlan& plan);
 
 // Variables of `layer`, after running `call(layer)` once (as Flax does) so
 // that collections written in the forward pass exist too.
@@ -253,7 +251,7 @@ Tree init_with(const L& layer, const Array& key, F&& call, const ApplyOptions& o
   ApplyOptions o = options;
   if (!o.rngs.count("dropout")) o.rngs["dropout"] = random_fold(key, 1);
   detail::ApplyScope scope(true, nullptr, o);
-  scope.create_variables(layer, key, o.fsdp, o.tp, o.stage);
+  scope.create_variables(layer, key);
   call(layer);
   return scope.take_updates();
 }

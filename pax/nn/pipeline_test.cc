@@ -71,7 +71,7 @@ TEST(Pipeline, PipelinedStackMatchesTheWholeOne) {
       const Tree full = init(*stack, random::key(3));
       std::vector<Tree> blocks;
       for (int64_t k = 0; k < members; ++k) {
-        blocks.push_back(init_sharded(*stack, random::key(3), {}, {}, stages(members, k)));
+        blocks.push_back(init_sharded(*stack, random::key(3), {.stage = stages(members, k)}));
         const std::vector<Array> f = tree_leaves(full), b = tree_leaves(blocks.back());
         ASSERT_EQ(f.size(), b.size());
         for (size_t i = 0; i < f.size(); ++i) {
@@ -87,7 +87,7 @@ TEST(Pipeline, PipelinedStackMatchesTheWholeOne) {
         mask = combine_masks(mask, where(hidden, large_negative_number(DType::f64), 0.0).astype(DType::f64));
       }
       auto member_out = [&](const Tree& vars) {
-        return apply(*stack, vars, ApplyOptions{.stage = stages(members)}, x, paddings, mask).output;
+        return apply(*stack, vars, ApplyOptions{.sharding = {.stage = stages(members)}}, x, paddings, mask).output;
       };
       const Array want = apply(*stack, full, x, paddings, mask).output;
       const Tree stacked = train::stack_forest(blocks);
@@ -98,7 +98,7 @@ TEST(Pipeline, PipelinedStackMatchesTheWholeOne) {
       const Array weights = testing::random_array({B, T, 8}, DType::f64, 6);
       auto split_loss = [&](const Tree& vars, const Array& inputs) {
         auto out = [&](const Tree& v) {
-          return apply(*stack, v, ApplyOptions{.stage = stages(members)}, inputs, paddings, mask).output;
+          return apply(*stack, v, ApplyOptions{.sharding = {.stage = stages(members)}}, inputs, paddings, mask).output;
         };
         return sum(vmap(out, {.in_axes = {0}, .axis_name = "stage"})(vars) * weights) / double(members);
       };
@@ -132,14 +132,15 @@ TEST(Pipeline, StagesSplitOverMdlMatchTheWholeStack) {
   for (int64_t s = 0; s < 2; ++s) {
     std::vector<Tree> per_mdl;
     for (int64_t m = 0; m < 2; ++m)
-      per_mdl.push_back(init_sharded(*stack, random::key(8), {}, TensorParallelOptions{"mdl", 2, m}, stages(2, s)));
+      per_mdl.push_back(
+          init_sharded(*stack, random::key(8), {.tp = TensorParallelOptions{"mdl", 2, m}, .stage = stages(2, s)}));
     per_stage.push_back(train::stack_forest(per_mdl));
   }
   const Tree blocks = train::stack_forest(per_stage);  // leaves (stage, mdl, ...)
   const Array x = testing::random_array({B, T, 8}, DType::f64, 2);
   const Array paddings = zeros({B, T}, DType::f64);
   const Array mask = causal_mask(T, DType::f64);
-  const ApplyOptions options{.tp = TensorParallelOptions{"mdl", 2, 0}, .stage = stages(2)};
+  const ApplyOptions options{.sharding = {.tp = TensorParallelOptions{"mdl", 2, 0}, .stage = stages(2)}};
   auto loss_of = [&](const Tree& vars) {
     auto one = [&](const Tree& v) { return apply(*stack, v, options, x, paddings, mask).output; };
     auto over_mdl = [&](const Tree& v) { return vmap(one, {.in_axes = {0}, .axis_name = "mdl"})(v); };
@@ -173,11 +174,12 @@ TEST(Pipeline, DropoutDrawsPerMicrobatchAndAgreesAcrossStages) {
   const int64_t B = 4, T = 3;
   auto stack = build<Repeat>(pipelined_stack(2, 2, /*dropout=*/0.5));
   std::vector<Tree> blocks;
-  for (int64_t k = 0; k < 2; ++k) blocks.push_back(init_sharded(*stack, random::key(1), {}, {}, stages(2, k)));
+  for (int64_t k = 0; k < 2; ++k) blocks.push_back(init_sharded(*stack, random::key(1), {.stage = stages(2, k)}));
   const Array row = testing::random_array({1, T, 8}, DType::f64, 4);
   const Array x = broadcast_to(row, Shape{B, T, 8});  // four equal rows
   auto member_out = [&](const Tree& vars) {
-    return apply(*stack, vars, ApplyOptions{.rngs = {{"dropout", random::key(9)}}, .train = true, .stage = stages(2)},
+    return apply(*stack, vars,
+                 ApplyOptions{.rngs = {{"dropout", random::key(9)}}, .train = true, .sharding = {.stage = stages(2)}},
                  x, zeros({B, T}, DType::f64), causal_mask(T, DType::f64))
         .output;
   };
@@ -191,12 +193,14 @@ TEST(Pipeline, DropoutDrawsPerMicrobatchAndAgreesAcrossStages) {
 
 TEST(Pipeline, RefusesWhatItCannotRun) {
   auto stack = build<Repeat>(pipelined_stack(3, 2));
-  EXPECT_PAX_ERROR(init_sharded(*stack, random::key(1), {}, {}, stages(2, 0)),
+  EXPECT_PAX_ERROR(init_sharded(*stack, random::key(1), {.stage = stages(2, 0)}),
                    "the 3 repetitions do not split over the 2 processes of the mesh axis 'stage'");
   auto even = build<Repeat>(pipelined_stack(2, 4));
-  const Tree vars = init_sharded(*even, random::key(1), {}, {}, stages(2, 0));
+  const Tree vars = init_sharded(*even, random::key(1), {.stage = stages(2, 0)});
   auto run = [&](const Tree& v) {
-    return apply(*even, v, ApplyOptions{.stage = stages(2)}, zeros({6, 3, 8}, DType::f64), Array(), Array()).output;
+    return apply(*even, v, ApplyOptions{.sharding = {.stage = stages(2)}}, zeros({6, 3, 8}, DType::f64), Array(),
+                 Array())
+        .output;
   };
   EXPECT_PAX_ERROR(vmap(run, {.in_axes = {0}, .axis_name = "stage"})(train::stack_forest({vars, vars})),
                    "the batch of 6 rows does not split into 4 microbatches");

@@ -68,7 +68,7 @@ TEST(TensorParallel, SplitTransformerStackMatchesTheWholeOne) {
     std::vector<Tree> blocks;
     int64_t split = 0;
     for (int64_t k = 0; k < members; ++k) {
-      blocks.push_back(init_sharded(*repeat, random::key(3), {}, mdl(members, k)));
+      blocks.push_back(init_sharded(*repeat, random::key(3), {.tp = mdl(members, k)}));
       const std::vector<Array> f = tree_leaves(full), b = tree_leaves(blocks.back());
       ASSERT_EQ(f.size(), b.size());
       for (size_t i = 0; i < f.size(); ++i) {
@@ -90,7 +90,7 @@ TEST(TensorParallel, SplitTransformerStackMatchesTheWholeOne) {
       causal = combine_masks(causal, odd * first * large_negative_number(DType::f64));  // (1, 4, T, T)
     }
     auto member_out = [&](const Tree& vars) {
-      return apply(*repeat, vars, ApplyOptions{.tp = mdl(members)}, x, paddings, causal).output;
+      return apply(*repeat, vars, ApplyOptions{.sharding = {.tp = mdl(members)}}, x, paddings, causal).output;
     };
     const Tree stacked = train::stack_forest(blocks);
     const Array want = apply(*repeat, full, x, paddings, causal).output;
@@ -134,7 +134,7 @@ TEST(TensorParallel, SplitVocabularyMatchesTheWholeTable) {
     whole["params"].set("bias", testing::random_array({classes}, DType::f64, 9));
     std::vector<Tree> blocks;
     for (int64_t k = 0; k < members; ++k) {
-      Tree b = init_sharded(*sm, random::key(4), {}, mdl(members, k));
+      Tree b = init_sharded(*sm, random::key(4), {.tp = mdl(members, k)});
       const Array bias = whole["params"]["bias"].leaf();
       b["params"].set("bias", classes % members ? bias : slice_along(bias, 0, k * classes / 2, (k + 1) * classes / 2));
       blocks.push_back(b);
@@ -144,7 +144,7 @@ TEST(TensorParallel, SplitVocabularyMatchesTheWholeTable) {
     const Array ids = array<int32_t>({0, 3, 7, 5, 9, -1}, Shape{2, 3});  // 9 and -1 are clamped
     auto forward = [&](const SharedEmbeddingSoftmax& l) { return l.get_logits(l.emb_lookup(ids)); };
     auto member_out = [&](const Tree& vars) {
-      return apply_with(*sm, vars, forward, ApplyOptions{.tp = mdl(members)}).output;
+      return apply_with(*sm, vars, forward, ApplyOptions{.sharding = {.tp = mdl(members)}}).output;
     };
     const Array want = apply_with(*sm, whole, forward).output;  // (2, 3, classes)
     const Tree stacked = train::stack_forest(blocks);
@@ -180,7 +180,7 @@ TEST(TensorParallel, DropoutOnASplitActivationDrawsPerPart) {
     auto member = [&](const Array&) {
       return apply_with(
                  *drop, Tree::dict(), [&](const Dropout& d) { return split ? d.fprop_split(x) : d.fprop(x); },
-                 ApplyOptions{.rngs = {{"dropout", random::key(7)}}, .train = true, .tp = mdl(2)})
+                 ApplyOptions{.rngs = {{"dropout", random::key(7)}}, .train = true, .sharding = {.tp = mdl(2)}})
           .output;
     };
     const Array out = vmap(member, {.in_axes = {0}, .axis_name = "mdl"})(members);  // (2, 2, 64)

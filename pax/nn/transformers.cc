@@ -438,8 +438,8 @@ std::pair<Array, Tree> Repeat::scan_repetitions(const Array& inputs, const Step&
   options.train = is_training();
   options.mutable_collections = mutable_collections;
   options.summaries = summaries_enabled();
-  options.fsdp = fsdp();
-  options.tp = tensor_parallel();
+  options.sharding = sharding();
+  options.sharding.stage = {};  // a stage's repetitions are scanned whole
   auto body = [&](const Array& carry, const Tree& slice) -> std::pair<Array, Tree> {
     ApplyOptions o = options;
     if (slice.contains("key")) o.rngs["dropout"] = slice["key"].leaf();

@@ -13,7 +13,7 @@
 //   out["summaries"] {name: value} of the layers' add_summary calls (a
 //     histogram's name ends in nn::kHistogramSuffix) and the norms per layer
 //
-// Data parallelism: with options.data_parallel_axis set (the process axis,
+// Data parallelism: with options.sharding.batch_axis set (the process axis,
 // "processes"), each process runs the step on its own batch and the step
 // sums, inside the jitted program and in one bucketed all-reduce, every
 // process's gradient weighted by its loss weight, the metrics and the
@@ -30,6 +30,7 @@
 
 #include "pax/core/tree.h"
 #include "pax/dist/shard_spec.h"
+#include "pax/nn/sharding_plan.h"
 #include "pax/nn/models/base_model.h"
 #include "pax/train/learner.h"
 #include "pax/train/loss_aggregator.h"
@@ -43,8 +44,27 @@ namespace pax::train {
 Tree model_variables(const TrainState& state);
 
 struct TrainStepOptions {
-  // The named axis to average over (empty: this process alone).
-  std::string data_parallel_axis;
+  // How the run is split over processes (nn/sharding_plan.h); the default
+  // is this process alone, whole.
+  //  - batch_axis: the processes that read different batches; the step
+  //    averages over them (data parallelism).
+  //  - fsdp: the params and optimizer state are this process's blocks,
+  //    split over fsdp.axis (one of the batch axes). The gradient of a block
+  //    arrives summed over fsdp.axis (the gather's derivative) and is summed
+  //    over replica_axis too when set; a variable kept whole is summed over
+  //    all of the batch axes.
+  //  - tp: the variables the layers split over tp.axis (attention heads,
+  //    feed-forward hidden width) are this process's blocks, whose gradients
+  //    are its own (summed over the batch axes like whole arrays); every
+  //    process of tp.axis reads the same batch. fsdp then splits those blocks
+  //    further along the same dimension.
+  //  - stage: a pipelined Repeat's stacks are this process's stage (its
+  //    consecutive repetitions), whose gradients are its own; everything
+  //    else is whole on every stage and computed alike there.
+  // Clipping and the skip checks use the norm over every block. Optimizers
+  // whose statistics span a tensor (OptimizerHParams::needs_whole_tensors)
+  // are refused when anything is split.
+  nn::ShardingPlan sharding;
   // Which metrics are the loss: a LossAggregatorHParams (null: the learner's
   // loss_name alone).
   HParamsPtr loss_aggregator;
@@ -56,31 +76,6 @@ struct TrainStepOptions {
   // out["summaries"]: the layers' add_summary values and, per layer, the
   // norms of its parameters and gradients (param_norm/<path>, grad_norm/<path>).
   bool summaries = true;
-  // Fully sharded data parallelism (nn/fsdp.h): the params and optimizer
-  // state are this process's blocks, split over fsdp.axis, which is
-  // data_parallel_axis or one of its axes. The gradient of a block arrives
-  // summed over fsdp.axis (the gather's derivative); it is summed over
-  // replica_axis too when set (the batch axes besides fsdp.axis), and a
-  // variable kept whole over all of data_parallel_axis. Clipping and the
-  // skip checks use the norm over every block. Optimizers whose statistics
-  // span a tensor (Adafactor's factored moments, Lamb's trust ratio) are
-  // refused.
-  nn::FsdpOptions fsdp;
-  std::string replica_axis;
-  // Tensor parallelism (nn/tensor_parallel.h): the variables the layers
-  // split over tp.axis (attention heads, feed-forward hidden width) are this
-  // process's blocks, whose gradients are its own (summed over the batch
-  // axes like whole arrays); every process of tp.axis reads the same batch,
-  // and data_parallel_axis names the batch axes alone. fsdp then splits
-  // those blocks further along the same dimension.
-  nn::TensorParallelOptions tp;
-  // Pipeline parallelism (nn/pipeline.h): a pipelined Repeat's stacks are
-  // this process's stage (its consecutive repetitions), whose gradients are
-  // its own; everything else is whole on every stage, computed alike there
-  // (the stages read the same batch, and data_parallel_axis names the batch
-  // axes alone). tp and fsdp split a stage's blocks further along their own
-  // dimensions.
-  nn::PipelineOptions stage;
 };
 
 class TrainStep {
@@ -93,15 +88,10 @@ class TrainStep {
   // array of init_state's is split (by the path of TrainState::to_tree()).
   Tree global_state_shapes() const;
   dist::ShardSpecs state_specs() const;
-  // The train state's shapes (abstract) with the params held under `fsdp`,
-  // `tp` and `stage`.
-  Tree state_shapes(const nn::FsdpOptions& fsdp, const nn::TensorParallelOptions& tp,
-                    const nn::PipelineOptions& stage = {}) const;
-  const nn::FsdpOptions& fsdp() const { return fsdp_; }
-  const nn::TensorParallelOptions& tp() const { return tp_; }
-  const nn::PipelineOptions& stage() const { return stage_; }
-  // Whether the params are held as blocks (fsdp, tp or stage on).
-  bool sharded() const { return fsdp_.enabled() || tp_.enabled() || stage_.enabled(); }
+  // The train state's shapes (abstract) with the variables held as `plan`
+  // splits them.
+  Tree state_shapes(const nn::ShardingPlan& plan) const;
+  const nn::ShardingPlan& sharding() const { return plan_; }
   // One step on `batch` with dropout keys from `key`. Pass the state with
   // std::move: its buffers are reused for the new state.
   std::pair<TrainState, Tree> operator()(TrainState state, const Tree& batch, const Array& key) const;
@@ -117,9 +107,7 @@ class TrainStep {
   const nn::BaseModel& model_;
   optim::GradientTransformation tx_;
   VariationalNoise vn_;
-  nn::FsdpOptions fsdp_;
-  nn::TensorParallelOptions tp_;
-  nn::PipelineOptions stage_;
+  nn::ShardingPlan plan_;
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
@@ -127,10 +115,9 @@ class TrainStep {
 // compute_predictions + compute_loss in evaluation mode: (metrics, per-example outputs).
 class EvalStep {
  public:
-  // With fsdp or tp on, `variables` hold this process's blocks of the
-  // params (every process of their axes runs the step together).
-  explicit EvalStep(const nn::BaseModel& model, const nn::FsdpOptions& fsdp = {},
-                    const nn::TensorParallelOptions& tp = {}, const nn::PipelineOptions& stage = {});
+  // With variables split by `plan`, `variables` hold this process's blocks
+  // of the params (every process of the plan's axes runs the step together).
+  explicit EvalStep(const nn::BaseModel& model, const nn::ShardingPlan& plan = {});
   std::pair<Tree, Tree> operator()(const Tree& variables, const Tree& batch) const;
   // Bytes of the compiled eval step's intermediates for variables and a
   // batch of these shapes (abstract ones too), as TrainStep's.

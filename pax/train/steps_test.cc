@@ -198,7 +198,7 @@ TEST(TrainStep, NonFiniteAndLargeGradientsSkipTheUpdate) {
 // value of weight 0 must add nothing (NaN * 0 is NaN), as in the loss.
 TEST(TrainStep, DataParallelMetricsSkipValuesOfWeightZero) {
   auto model = classifier<EmptyMetricClassifier>(false);
-  TrainStep step(*model, adam_learner(0.01), {.data_parallel_axis = "processes"});
+  TrainStep step(*model, adam_learner(0.01), {.sharding = {.batch_axis = "processes"}});
   auto [next, out] = step(step.init_state(random::key(5)), batch(6), random::key(0));
   const Tree& metrics = out["metrics"];
   EXPECT_EQ(nn::metric_weight(metrics, "empty").item<float>(), 0.0f);
@@ -238,11 +238,12 @@ TEST(TrainStep, SplitParametersRefuseOptimizersOfWholeTensors) {
   for (const char* name : {"Adafactor", "Lamb"}) {
     Learner learner;
     learner.optimizer = make_hparams(name, "optimizer");
-    EXPECT_PAX_ERROR(TrainStep(*model, learner, {.fsdp = {.axis = "data", .size = 2}}),
-                     std::string("learner.optimizer: ") + name +
-                         " computes statistics over whole tensors (factored moments, trust ratios), but with the "
-                         "mesh's data axis of 2 (fully sharded data parallelism) each process holds blocks of them; "
-                         "use one of Adagrad, Adam, Lion, RmsProp, Sgd,");
+    EXPECT_PAX_ERROR(
+        TrainStep(*model, learner, {.sharding = {.batch_axis = "data", .fsdp = {.axis = "data", .size = 2}}}),
+        std::string("learner.optimizer: ") + name +
+            " computes statistics over whole tensors (factored moments, trust ratios), but with the "
+            "mesh's data axis of 2 (fully sharded data parallelism) each process holds blocks of them; "
+            "use one of Adagrad, Adam, Lion, RmsProp, Sgd,");
     TrainStep whole(*model, learner);  // one process holds every tensor whole
   }
   const std::vector<std::string> blockwise = optim::blockwise_optimizers();

@@ -46,10 +46,8 @@ std::vector<bool> VariationalNoise::selection(const Tree& params) const {
   return selected;
 }
 
-Tree VariationalNoise::add_noise(const Tree& params, const Array& step, const Array& key,
-                                 const std::vector<bool>& split_over_tp, const nn::TensorParallelOptions& tp,
-                                 const std::vector<bool>& split_over_stage,
-                                 const nn::TensorParallelOptions& stage) const {
+Tree VariationalNoise::add_noise(const Tree& params, const Array& step, const Array& key, const nn::ShardingPlan& plan,
+                                 const nn::LeafSplits& splits) const {
   if (!enabled()) return params;
   const std::vector<bool> selected = selection(params);
   const std::vector<Array> keys_of = random::split_keys(key, int64_t(selected.size()));
@@ -60,8 +58,8 @@ Tree VariationalNoise::add_noise(const Tree& params, const Array& step, const Ar
         const size_t leaf = i++;
         if (!selected[leaf]) return p;
         Array leaf_key = keys_of[leaf];
-        if (leaf < split_over_stage.size() && split_over_stage[leaf]) leaf_key = nn::key_of_this_part(leaf_key, stage);
-        if (leaf < split_over_tp.size() && split_over_tp[leaf]) leaf_key = nn::key_of_this_part(leaf_key, tp);
+        if (leaf < splits.stage.size() && splits.stage[leaf]) leaf_key = nn::key_of_this_part(leaf_key, plan.stage);
+        if (leaf < splits.mdl.size() && splits.mdl[leaf]) leaf_key = nn::key_of_this_part(leaf_key, plan.tp);
         const Array noise = random::normal(leaf_key, p.shape(), p.dtype()) * vn_scale;
         return where(on, p + noise.astype(p.dtype()), p);
       },

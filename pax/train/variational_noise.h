@@ -17,7 +17,7 @@
 
 #include "pax/config/hparams.h"
 #include "pax/core/tree.h"
-#include "pax/nn/tensor_parallel.h"
+#include "pax/nn/sharding_plan.h"
 
 namespace pax::train {
 
@@ -38,13 +38,11 @@ struct VariationalNoise : BaseHParams {
   // regex that matches no variable (listing a few paths).
   std::vector<bool> selection(const Tree& params) const;
   // `params` with noise where selected, when step >= vn_start_step (traced:
-  // `step` may be abstract). `key`: this step's noise key. Leaves marked in
-  // `split_over_tp` are this process's blocks of weights split over tp's
-  // axis: each block draws its own noise (nn::key_of_this_part); so do the
-  // leaves marked in `split_over_stage` (a pipeline stage's layers).
-  Tree add_noise(const Tree& params, const Array& step, const Array& key, const std::vector<bool>& split_over_tp = {},
-                 const nn::TensorParallelOptions& tp = {}, const std::vector<bool>& split_over_stage = {},
-                 const nn::TensorParallelOptions& stage = {}) const;
+  // `step` may be abstract). `key`: this step's noise key. Leaves that
+  // `splits` marks as blocks over the plan's mdl or stage axis draw their
+  // own noise per block (nn::key_of_this_part).
+  Tree add_noise(const Tree& params, const Array& step, const Array& key, const nn::ShardingPlan& plan = {},
+                 const nn::LeafSplits& splits = {}) const;
 };
 
 }  // namespace pax::train
