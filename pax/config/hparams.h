@@ -158,8 +158,24 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 // Macros.
 
 #define PAX_HP_EXPAND(x) x
-#define PAX_HP_FIELD(name, doc, ...) \
-  f(::pax::config_detail::with_range(::pax::config_detail::ref(#name, doc, name) __VA_OPT__(, __VA_ARGS__)));
+// An entry's first element is the member, or (name, member expression) for a
+// field stored elsewhere under another name: ((beta1, options.b1), "doc").
+#define PAX_HP_CAT(a, b) PAX_HP_CAT_(a, b)
+#define PAX_HP_CAT_(a, b) a##b
+#define PAX_HP_SECOND(a, b, ...) b
+#define PAX_HP_SECOND_OF(...) PAX_HP_EXPAND(PAX_HP_SECOND(__VA_ARGS__))
+#define PAX_HP_IS_PAIR(x) PAX_HP_SECOND_OF(PAX_HP_PAIR_PROBE x, 0, ~)
+#define PAX_HP_PAIR_PROBE(...) ~, 1
+#define PAX_HP_NAME_0(member) #member
+#define PAX_HP_NAME_1(pair) PAX_HP_EXPAND(PAX_HP_NAME_OF pair)
+#define PAX_HP_NAME_OF(name, member) #name
+#define PAX_HP_MEMBER_0(member) member
+#define PAX_HP_MEMBER_1(pair) PAX_HP_EXPAND(PAX_HP_MEMBER_OF pair)
+#define PAX_HP_MEMBER_OF(name, member) member
+#define PAX_HP_FIELD(field, doc, ...)                                                        \
+  f(::pax::config_detail::with_range(                                                        \
+      ::pax::config_detail::ref(PAX_HP_CAT(PAX_HP_NAME_, PAX_HP_IS_PAIR(field))(field), doc, \
+                                PAX_HP_CAT(PAX_HP_MEMBER_, PAX_HP_IS_PAIR(field))(field)) __VA_OPT__(, __VA_ARGS__)));
 #define PAX_HP_APPLY(pair) PAX_HP_FIELD pair
 #define PAX_HP_FE_1(x) PAX_HP_APPLY(x)
 #define PAX_HP_FE_2(x, ...) PAX_HP_APPLY(x) PAX_HP_EXPAND(PAX_HP_FE_1(__VA_ARGS__))
@@ -205,7 +221,9 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
                            PAX_HP_FE_2, PAX_HP_FE_1)(__VA_ARGS__))
 
 // Inside an HParams struct: the type name, the base (whose fields come
-// first; ::pax::BaseHParams for none) and each field as (member, "doc").
+// first; ::pax::BaseHParams for none) and each field as (member, "doc"[,
+// range]), or ((name, member expression), "doc"[, range]) for a field kept
+// inside another struct: ((beta1, options.b1), "Decay of the first moment.").
 #define PAX_HPARAMS(TypeName, Base, ...)                                                                             \
   const char* type_name() const override { return #TypeName; }                                                       \
   ::pax::HParamsPtr clone() const override { return std::make_shared<std::remove_cvref_t<decltype(*this)>>(*this); } \

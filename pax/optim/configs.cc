@@ -7,7 +7,6 @@
 
 #include "pax/core/error.h"
 #include "pax/ops/numpy.h"
-#include "pax/optim/aliases.h"
 #include "pax/optim/schedules.h"
 #include "pax/optim/tree_utils.h"
 #include "pax/optim/wrappers.h"
@@ -141,11 +140,7 @@ GradientTransformation Sgd::make_with(const Schedule& learning_rate, const Mask&
 PAX_REGISTER_OPTIMIZER(Sgd);
 
 GradientTransformation Adam::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
-  AdamWOptions o;
-  o.b1 = beta1;
-  o.b2 = beta2;
-  o.eps = epsilon;
-  o.eps_root = epsilon_root;
+  AdamWOptions o = options;
   o.weight_decay = weight_decay;
   o.mask = decay_mask;
   return adamw(learning_rate, o);
@@ -153,23 +148,14 @@ GradientTransformation Adam::make_with(const Schedule& learning_rate, const Mask
 PAX_REGISTER_OPTIMIZER(Adam);
 
 GradientTransformation Adafactor::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
-  AdafactorOptions o;
-  o.min_dim_size_to_factor = min_dim_size_to_factor;
-  o.decay_rate = decay_rate;
-  o.multiply_by_parameter_scale = multiply_by_parameter_scale;
-  o.clipping_threshold = clipping_threshold;
-  o.momentum = momentum;
-  o.eps = epsilon;
   // Decoupled and multiplied by the learning rate, as for every optimizer
   // here (adafactor's own weight_decay_rate is not multiplied by it).
-  return with_decay(weight_decay, learning_rate, decay_mask, adafactor(ScalarOrSchedule(learning_rate), o));
+  return with_decay(weight_decay, learning_rate, decay_mask, adafactor(ScalarOrSchedule(learning_rate), options));
 }
 PAX_REGISTER_OPTIMIZER(Adafactor);
 
 GradientTransformation Lion::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
-  LionOptions o;
-  o.b1 = beta1;
-  o.b2 = beta2;
+  LionOptions o = options;
   o.weight_decay = weight_decay;
   o.mask = decay_mask;
   return lion(learning_rate, o);
@@ -177,10 +163,7 @@ GradientTransformation Lion::make_with(const Schedule& learning_rate, const Mask
 PAX_REGISTER_OPTIMIZER(Lion);
 
 GradientTransformation Lamb::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
-  LambOptions o;
-  o.b1 = beta1;
-  o.b2 = beta2;
-  o.eps = epsilon;
+  LambOptions o = options;
   o.weight_decay = weight_decay;
   o.mask = decay_mask;
   return lamb(learning_rate, o);
@@ -188,20 +171,12 @@ GradientTransformation Lamb::make_with(const Schedule& learning_rate, const Mask
 PAX_REGISTER_OPTIMIZER(Lamb);
 
 GradientTransformation RmsProp::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
-  RmspropOptions o;
-  o.decay = decay;
-  o.eps = epsilon;
-  o.centered = centered;
-  o.momentum = momentum;
-  return with_decay(weight_decay, learning_rate, decay_mask, rmsprop(learning_rate, o));
+  return with_decay(weight_decay, learning_rate, decay_mask, rmsprop(learning_rate, options));
 }
 PAX_REGISTER_OPTIMIZER(RmsProp);
 
 GradientTransformation Adagrad::make_with(const Schedule& learning_rate, const Mask& decay_mask) const {
-  AdagradOptions o;
-  o.initial_accumulator_value = initial_accumulator_value;
-  o.eps = epsilon;
-  return with_decay(weight_decay, learning_rate, decay_mask, adagrad(learning_rate, o));
+  return with_decay(weight_decay, learning_rate, decay_mask, adagrad(learning_rate, options));
 }
 PAX_REGISTER_OPTIMIZER(Adagrad);
 

@@ -7,11 +7,22 @@
 //                             lr_schedule = LinearRampupCosineDecay {...}}
 //
 // As in Praxis, the learning rate at a step is learning_rate * lr_schedule(step).
+// An optimizer's HParams hold the options struct of its optax alias
+// (aliases.h) and name its fields as Praxis does: Adam's beta1 is
+// options.b1.
 #pragma once
 
 #include "pax/config/hparams.h"
-#include "pax/optim/gradient_transformation.h"
+#include "pax/optim/aliases.h"
 #include "pax/optim/basic_transforms.h"
+#include "pax/optim/gradient_transformation.h"
+
+namespace pax::config_detail {
+// A constant-or-schedule option is configured as its constant.
+inline FieldRef ref(const char* name, const char* doc, optim::ScalarOrSchedule& value) {
+  return ref(name, doc, value.constant_storage());
+}
+}  // namespace pax::config_detail
 
 namespace pax::optim {
 
@@ -155,34 +166,28 @@ struct Sgd : OptimizerHParams {
 };
 
 struct Adam : OptimizerHParams {
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double epsilon = 1e-8;
-  double epsilon_root = 0.0;
-  PAX_HPARAMS(Adam, OptimizerHParams, (beta1, "Decay of the first moment.", range::probability),
-              (beta2, "Decay of the second moment.", range::probability),
-              (epsilon, "Added to the root of the second moment.", range::non_negative),
-              (epsilon_root, "Added to the second moment inside the root.", range::non_negative));
+  AdamWOptions options;  // optax's adamw; weight_decay and its mask come from OptimizerHParams
+  PAX_HPARAMS(Adam, OptimizerHParams, ((beta1, options.b1), "Decay of the first moment.", range::probability),
+              ((beta2, options.b2), "Decay of the second moment.", range::probability),
+              ((epsilon, options.eps), "Added to the root of the second moment.", range::non_negative),
+              ((epsilon_root, options.eps_root), "Added to the second moment inside the root.", range::non_negative));
 
  protected:
   GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;
 };
 
 struct Adafactor : OptimizerHParams {
-  int64_t min_dim_size_to_factor = 128;
-  double decay_rate = 0.8;
-  bool multiply_by_parameter_scale = true;
-  std::optional<double> clipping_threshold = 1.0;
-  std::optional<double> momentum;
-  double epsilon = 1e-30;
+  AdafactorOptions options;  // optax's adafactor; weight decay comes from OptimizerHParams
   PAX_HPARAMS(Adafactor, OptimizerHParams,
-              (min_dim_size_to_factor, "Factor second moments of matrices whose two largest dims are this large.",
-               range::size),
-              (decay_rate, "Exponent of the second-moment decay schedule.", range::positive),
-              (multiply_by_parameter_scale, "Scale updates by the parameter's root mean square."),
-              (clipping_threshold, "Clip updates to this block RMS (None: no clipping).", range::non_negative),
-              (momentum, "First-moment decay (None: no momentum).", range::fraction),
-              (epsilon, "Regulariser of the second moment.", range::non_negative));
+              ((min_dim_size_to_factor, options.min_dim_size_to_factor),
+               "Factor second moments of matrices whose two largest dims are this large.", range::size),
+              ((decay_rate, options.decay_rate), "Exponent of the second-moment decay schedule.", range::positive),
+              ((multiply_by_parameter_scale, options.multiply_by_parameter_scale),
+               "Scale updates by the parameter's root mean square."),
+              ((clipping_threshold, options.clipping_threshold), "Clip updates to this block RMS (None: no clipping).",
+               range::non_negative),
+              ((momentum, options.momentum), "First-moment decay (None: no momentum).", range::fraction),
+              ((epsilon, options.eps), "Regulariser of the second moment.", range::non_negative));
   bool needs_whole_tensors() const override { return true; }  // factored second moments, block RMS
 
  protected:
@@ -190,22 +195,20 @@ struct Adafactor : OptimizerHParams {
 };
 
 struct Lion : OptimizerHParams {
-  double beta1 = 0.9;
-  double beta2 = 0.99;
-  PAX_HPARAMS(Lion, OptimizerHParams, (beta1, "Interpolation of the update direction.", range::probability),
-              (beta2, "Decay of the momentum.", range::probability));
+  LionOptions options;  // optax's lion; weight_decay and its mask come from OptimizerHParams
+  PAX_HPARAMS(Lion, OptimizerHParams,
+              ((beta1, options.b1), "Interpolation of the update direction.", range::probability),
+              ((beta2, options.b2), "Decay of the momentum.", range::probability));
 
  protected:
   GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;
 };
 
 struct Lamb : OptimizerHParams {
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double epsilon = 1e-6;
-  PAX_HPARAMS(Lamb, OptimizerHParams, (beta1, "Decay of the first moment.", range::probability),
-              (beta2, "Decay of the second moment.", range::probability),
-              (epsilon, "Added to the root of the second moment.", range::non_negative));
+  LambOptions options;  // optax's lamb; weight_decay and its mask come from OptimizerHParams
+  PAX_HPARAMS(Lamb, OptimizerHParams, ((beta1, options.b1), "Decay of the first moment.", range::probability),
+              ((beta2, options.b2), "Decay of the second moment.", range::probability),
+              ((epsilon, options.eps), "Added to the root of the second moment.", range::non_negative));
   bool needs_whole_tensors() const override { return true; }  // per-tensor trust ratios
 
  protected:
@@ -213,25 +216,23 @@ struct Lamb : OptimizerHParams {
 };
 
 struct RmsProp : OptimizerHParams {
-  double decay = 0.9;
-  double epsilon = 1e-8;
-  bool centered = false;
-  std::optional<double> momentum;
-  PAX_HPARAMS(RmsProp, OptimizerHParams, (decay, "Decay of the squared-gradient average.", range::fraction),
-              (epsilon, "Added to the squared-gradient average.", range::non_negative),
-              (centered, "Divide by the standard deviation."),
-              (momentum, "Momentum decay (None: no momentum).", range::fraction));
+  RmspropOptions options;  // optax's rmsprop; weight decay comes from OptimizerHParams
+  PAX_HPARAMS(RmsProp, OptimizerHParams,
+              ((decay, options.decay), "Decay of the squared-gradient average.", range::fraction),
+              ((epsilon, options.eps), "Added to the squared-gradient average.", range::non_negative),
+              ((centered, options.centered), "Divide by the standard deviation."),
+              ((momentum, options.momentum), "Momentum decay (None: no momentum).", range::fraction));
 
  protected:
   GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;
 };
 
 struct Adagrad : OptimizerHParams {
-  double initial_accumulator_value = 0.1;
-  double epsilon = 1e-7;
+  AdagradOptions options;  // optax's adagrad; weight decay comes from OptimizerHParams
   PAX_HPARAMS(Adagrad, OptimizerHParams,
-              (initial_accumulator_value, "Initial sum of squared gradients.", range::non_negative),
-              (epsilon, "Added to the root of the sum.", range::non_negative));
+              ((initial_accumulator_value, options.initial_accumulator_value), "Initial sum of squared gradients.",
+               range::non_negative),
+              ((epsilon, options.eps), "Added to the root of the sum.", range::non_negative));
 
  protected:
   GradientTransformation make_with(const Schedule& learning_rate, const Mask& decay_mask) const override;

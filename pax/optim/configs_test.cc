@@ -89,6 +89,21 @@ TEST(OptimizerConfigs, AdamConfigEqualsTheAliasWithTheScheduledRate) {
   EXPECT_TRUE(trees_close(run(hp.make(), 7), run(want, 7), 1e-12));
 }
 
+// An optimizer's HParams hold its alias's options: a config's field is the
+// option itself, and an option set to a schedule in code cannot be shown as
+// a config value.
+TEST(OptimizerConfigs, FieldsAreTheHeldOptions) {
+  Config c = Config::make("Lamb");
+  c.apply_overrides({"beta1=0.8", "epsilon=1e-4"});
+  const auto& lamb = dynamic_cast<const Lamb&>(optimizer_hparams(c.root(), "optimizer"));
+  EXPECT_EQ(lamb.options.b1.constant(), 0.8);
+  EXPECT_EQ(lamb.options.eps.constant(), 1e-4);
+  EXPECT_EQ(lamb.options.b2.constant(), 0.999);
+  Adam scheduled;
+  scheduled.options.b1 = constant_schedule(0.9);
+  EXPECT_PAX_ERROR(Config::of(scheduled).str(), "a schedule, which a config cannot hold");
+}
+
 TEST(OptimizerConfigs, SgdWeightDecayIsDecoupledAndScaledByTheRate) {
   Config c = Config::make("Sgd");
   c.apply_overrides({"learning_rate=0.5", "weight_decay=0.1", "decay_vectors=true"});

@@ -24,6 +24,11 @@ double ScalarOrSchedule::constant() const {
   return value_;
 }
 
+double& ScalarOrSchedule::constant_storage() {
+  PAX_CHECK(!schedule_, "ScalarOrSchedule: the value is a schedule, which a config cannot hold");
+  return value_;
+}
+
 Tree apply_updates(const Tree& params, const Tree& updates) {
   check_same_structure(params, updates, "apply_updates(params, updates)");
   return tree_map([](const Array& p, const Array& u) { return (p + u.astype(p.dtype())).astype(p.dtype()); }, params,

@@ -43,6 +43,8 @@ class ScalarOrSchedule {
   bool is_schedule() const { return static_cast<bool>(schedule_); }
   // The constant (throws pax::Error for a schedule).
   double constant() const;
+  // The constant's storage, which a config edits (throws for a schedule).
+  double& constant_storage();
 
  private:
   double value_ = 0;

@@ -61,7 +61,7 @@ Task kjv_task(const KjvSettings& k) {
   model->temperature = 0.8;
   t.model = model;
   auto adam = adam_with_rampup(k.learning_rate, k.warmup_steps, k.num_train_steps, 0.1);
-  adam->beta2 = 0.99;
+  adam->options.b2 = 0.99;
   adam->weight_decay = 0.01;
   t.learner->optimizer = adam;
   t.learner->clip_gradient_norm_to_value = 1.0;

@@ -44,9 +44,9 @@ Task seed_task(const SeedConfig& c) {
   t.model = transformer_lm_model(c.shape);
   auto adam = adam_with_rampup(c.learning_rate, c.warmup_steps, c.decay_end, 0.1,
                                c.cosine_decay ? RampupDecay::cosine : RampupDecay::exponential);
-  adam->beta1 = c.beta1;
-  adam->beta2 = c.beta2;
-  adam->epsilon = c.epsilon;
+  adam->options.b1 = c.beta1;
+  adam->options.b2 = c.beta2;
+  adam->options.eps = c.epsilon;
   adam->weight_decay = c.weight_decay;
   t.learner->optimizer = adam;
   t.learner->clip_gradient_norm_to_value = c.clip_gradient_norm;
