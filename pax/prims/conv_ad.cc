@@ -161,9 +161,6 @@ std::vector<Array> conv_jvp(std::span<const Array> in, std::span<const Array> t,
 
 }  // namespace
 
-void register_conv_ad(PrimTable& t) {
-  t[size_t(Prim::conv_general_dilated)].vjp = conv_vjp;
-  t[size_t(Prim::conv_general_dilated)].jvp = conv_jvp;
-}
+void register_conv_ad(PrimTable& t) { set_ad_rules(t, Prim::conv_general_dilated, conv_vjp, conv_jvp); }
 
 }  // namespace pax

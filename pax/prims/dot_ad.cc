@@ -106,9 +106,6 @@ std::vector<Array> dot_jvp(std::span<const Array> in, std::span<const Array> t, 
 
 }  // namespace
 
-void register_dot_ad(PrimTable& t) {
-  t[size_t(Prim::dot_general)].vjp = dot_vjp;
-  t[size_t(Prim::dot_general)].jvp = dot_jvp;
-}
+void register_dot_ad(PrimTable& t) { set_ad_rules(t, Prim::dot_general, dot_vjp, dot_jvp); }
 
 }  // namespace pax

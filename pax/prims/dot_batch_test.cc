@@ -12,10 +12,7 @@
 namespace pax {
 namespace {
 
-using testing::ArrayFn;
-using testing::check_vmap;
-using testing::random_array;
-using Axis = std::optional<int64_t>;
+using namespace testing;  // ArrayFn, Axis, check_vmap, random_array
 
 struct DotCase {
   const char* name;

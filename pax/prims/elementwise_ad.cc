@@ -187,8 +187,7 @@ void register_elementwise_ad(PrimTable& t) {
     t[size_t(p)].vjp = zero_vjp;
     t[size_t(p)].jvp = zero_jvp;
   }
-  t[size_t(Prim::convert_element_type)].vjp = convert_vjp;
-  t[size_t(Prim::convert_element_type)].jvp = convert_jvp;
+  set_ad_rules(t, Prim::convert_element_type, convert_vjp, convert_jvp);
 #define PAX_BINARY_AD(P)                        \
   t[size_t(Prim::P)].vjp = binary_vjp<Prim::P>; \
   t[size_t(Prim::P)].jvp = binary_jvp<Prim::P>;
@@ -201,8 +200,7 @@ void register_elementwise_ad(PrimTable& t) {
   PAX_BINARY_AD(max)
   PAX_BINARY_AD(min)
 #undef PAX_BINARY_AD
-  t[size_t(Prim::select_n)].vjp = select_n_vjp;
-  t[size_t(Prim::select_n)].jvp = select_n_jvp;
+  set_ad_rules(t, Prim::select_n, select_n_vjp, select_n_jvp);
 }
 
 }  // namespace pax

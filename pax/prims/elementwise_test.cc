@@ -13,11 +13,7 @@
 namespace pax {
 namespace {
 
-using testing::all_close;
-using testing::random_array;
-
-const double kInf = std::numeric_limits<double>::infinity();
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
+using namespace testing;  // all_close, random_array, kNaN, kInf
 
 // Inputs covering the interesting range of each function plus special values.
 std::vector<double> inputs(double lo, double hi, int n = 257) {

@@ -89,10 +89,8 @@ std::vector<Array> scatter_add_jvp(std::span<const Array> in, std::span<const Ar
 }  // namespace
 
 void register_indexing_ad(PrimTable& t) {
-  t[size_t(Prim::gather)].vjp = gather_vjp;
-  t[size_t(Prim::gather)].jvp = gather_jvp;
-  t[size_t(Prim::scatter_add)].vjp = scatter_add_vjp;
-  t[size_t(Prim::scatter_add)].jvp = scatter_add_jvp;
+  set_ad_rules(t, Prim::gather, gather_vjp, gather_jvp);
+  set_ad_rules(t, Prim::scatter_add, scatter_add_vjp, scatter_add_jvp);
 }
 
 }  // namespace pax

@@ -99,16 +99,11 @@ std::vector<Array> cumsum_jvp(std::span<const Array>, std::span<const Array> t, 
 }  // namespace
 
 void register_reduce_ad(PrimTable& t) {
-  t[size_t(Prim::reduce_sum)].vjp = sum_vjp;
-  t[size_t(Prim::reduce_sum)].jvp = sum_jvp;
-  t[size_t(Prim::reduce_max)].vjp = extreme_vjp;
-  t[size_t(Prim::reduce_max)].jvp = extreme_jvp;
-  t[size_t(Prim::reduce_min)].vjp = extreme_vjp;
-  t[size_t(Prim::reduce_min)].jvp = extreme_jvp;
-  t[size_t(Prim::reduce_prod)].vjp = prod_vjp;
-  t[size_t(Prim::reduce_prod)].jvp = prod_jvp;
-  t[size_t(Prim::cumsum)].vjp = cumsum_vjp;
-  t[size_t(Prim::cumsum)].jvp = cumsum_jvp;
+  set_ad_rules(t, Prim::reduce_sum, sum_vjp, sum_jvp);
+  set_ad_rules(t, Prim::reduce_max, extreme_vjp, extreme_jvp);
+  set_ad_rules(t, Prim::reduce_min, extreme_vjp, extreme_jvp);
+  set_ad_rules(t, Prim::reduce_prod, prod_vjp, prod_jvp);
+  set_ad_rules(t, Prim::cumsum, cumsum_vjp, cumsum_jvp);
 }
 
 }  // namespace pax

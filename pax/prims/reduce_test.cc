@@ -16,11 +16,7 @@
 namespace pax {
 namespace {
 
-using testing::all_close;
-using testing::random_array;
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using namespace testing;  // all_close, random_array, kNaN, kInf
 
 enum class Op { sum, prod, max, min, and_, or_ };
 

@@ -90,6 +90,12 @@ struct PrimDef {
 
 using PrimTable = std::array<PrimDef, kNumPrims>;
 
+// A primitive's derivative rules, in one line of its family's _ad.cc.
+inline void set_ad_rules(PrimTable& table, Prim p, VjpRule vjp, JvpRule jvp) {
+  table[size_t(p)].vjp = vjp;
+  table[size_t(p)].jvp = jvp;
+}
+
 const PrimDef& prim_def(Prim p);
 
 // Checks the arity and runs the primitive's shape rule.

@@ -155,28 +155,17 @@ std::vector<Array> pad_jvp(std::span<const Array> in, std::span<const Array> t, 
 }  // namespace
 
 void register_shape_ad(PrimTable& t) {
-  t[size_t(Prim::reshape)].vjp = reshape_back_vjp;
-  t[size_t(Prim::reshape)].jvp = unary_linear_jvp<Prim::reshape>;
-  t[size_t(Prim::squeeze)].vjp = reshape_back_vjp;
-  t[size_t(Prim::squeeze)].jvp = unary_linear_jvp<Prim::squeeze>;
-  t[size_t(Prim::expand_dims)].vjp = reshape_back_vjp;
-  t[size_t(Prim::expand_dims)].jvp = unary_linear_jvp<Prim::expand_dims>;
-  t[size_t(Prim::transpose)].vjp = transpose_vjp;
-  t[size_t(Prim::transpose)].jvp = unary_linear_jvp<Prim::transpose>;
-  t[size_t(Prim::broadcast_in_dim)].vjp = broadcast_vjp;
-  t[size_t(Prim::broadcast_in_dim)].jvp = unary_linear_jvp<Prim::broadcast_in_dim>;
-  t[size_t(Prim::rev)].vjp = rev_vjp;
-  t[size_t(Prim::rev)].jvp = unary_linear_jvp<Prim::rev>;
-  t[size_t(Prim::slice)].vjp = slice_vjp;
-  t[size_t(Prim::slice)].jvp = unary_linear_jvp<Prim::slice>;
-  t[size_t(Prim::dynamic_slice)].vjp = dynamic_slice_vjp;
-  t[size_t(Prim::dynamic_slice)].jvp = unary_linear_jvp<Prim::dynamic_slice>;
-  t[size_t(Prim::dynamic_update_slice)].vjp = dynamic_update_slice_vjp;
-  t[size_t(Prim::dynamic_update_slice)].jvp = dynamic_update_slice_jvp;
-  t[size_t(Prim::concatenate)].vjp = concatenate_vjp;
-  t[size_t(Prim::concatenate)].jvp = concatenate_jvp;
-  t[size_t(Prim::pad)].vjp = pad_vjp;
-  t[size_t(Prim::pad)].jvp = pad_jvp;
+  set_ad_rules(t, Prim::reshape, reshape_back_vjp, unary_linear_jvp<Prim::reshape>);
+  set_ad_rules(t, Prim::squeeze, reshape_back_vjp, unary_linear_jvp<Prim::squeeze>);
+  set_ad_rules(t, Prim::expand_dims, reshape_back_vjp, unary_linear_jvp<Prim::expand_dims>);
+  set_ad_rules(t, Prim::transpose, transpose_vjp, unary_linear_jvp<Prim::transpose>);
+  set_ad_rules(t, Prim::broadcast_in_dim, broadcast_vjp, unary_linear_jvp<Prim::broadcast_in_dim>);
+  set_ad_rules(t, Prim::rev, rev_vjp, unary_linear_jvp<Prim::rev>);
+  set_ad_rules(t, Prim::slice, slice_vjp, unary_linear_jvp<Prim::slice>);
+  set_ad_rules(t, Prim::dynamic_slice, dynamic_slice_vjp, unary_linear_jvp<Prim::dynamic_slice>);
+  set_ad_rules(t, Prim::dynamic_update_slice, dynamic_update_slice_vjp, dynamic_update_slice_jvp);
+  set_ad_rules(t, Prim::concatenate, concatenate_vjp, concatenate_jvp);
+  set_ad_rules(t, Prim::pad, pad_vjp, pad_jvp);
 }
 
 }  // namespace pax

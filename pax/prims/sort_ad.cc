@@ -103,10 +103,8 @@ std::vector<Array> top_k_vjp(std::span<const Array> in, std::span<const Array> o
 }  // namespace
 
 void register_sort_ad(PrimTable& t) {
-  t[size_t(Prim::sort)].vjp = sort_vjp;
-  t[size_t(Prim::sort)].jvp = sort_jvp;
-  t[size_t(Prim::top_k)].vjp = top_k_vjp;
-  t[size_t(Prim::top_k)].jvp = top_k_jvp;
+  set_ad_rules(t, Prim::sort, sort_vjp, sort_jvp);
+  set_ad_rules(t, Prim::top_k, top_k_vjp, top_k_jvp);
 }
 
 }  // namespace pax

@@ -10,10 +10,7 @@
 namespace pax {
 namespace {
 
-using testing::ArrayFn;
-using testing::check_vmap;
-using testing::random_array;
-using Axis = std::optional<int64_t>;
+using namespace testing;  // ArrayFn, Axis, check_vmap, random_array
 
 ArrayFn sort_output(int64_t dimension, size_t which, int64_t num_keys = 1) {
   return [=](const std::vector<Array>& a) { return lax::sort(a, dimension, true, num_keys)[which]; };

@@ -14,11 +14,7 @@
 namespace pax {
 namespace {
 
-using testing::all_close;
-using testing::random_values;
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using namespace testing;  // all_close, random_values, kNaN, kInf
 
 Array make(const std::vector<double>& v, const Shape& shape, DType dtype) {
   std::vector<unsigned char> bytes(v.size() * itemsize(dtype));

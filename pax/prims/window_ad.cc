@@ -53,12 +53,9 @@ std::vector<Array> gather_jvp(std::span<const Array> in, std::span<const Array> 
 }  // namespace
 
 void register_window_ad(PrimTable& t) {
-  t[size_t(Prim::reduce_window_max)].vjp = reduce_window_max_vjp;
-  t[size_t(Prim::reduce_window_max)].jvp = reduce_window_max_jvp;
-  t[size_t(Prim::select_and_scatter_add)].vjp = scatter_vjp;
-  t[size_t(Prim::select_and_scatter_add)].jvp = scatter_jvp;
-  t[size_t(Prim::select_and_gather_add)].vjp = gather_vjp;
-  t[size_t(Prim::select_and_gather_add)].jvp = gather_jvp;
+  set_ad_rules(t, Prim::reduce_window_max, reduce_window_max_vjp, reduce_window_max_jvp);
+  set_ad_rules(t, Prim::select_and_scatter_add, scatter_vjp, scatter_jvp);
+  set_ad_rules(t, Prim::select_and_gather_add, gather_vjp, gather_jvp);
 }
 
 }  // namespace pax

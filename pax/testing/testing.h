@@ -2,6 +2,8 @@
 // checks against reference values, and error-message expectations.
 #pragma once
 
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +15,10 @@
 #include "pax/core/array.h"
 
 namespace pax::testing {
+
+// The special values tests feed to kernels.
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // The address of an array's memory once the work computing it has run (for
 // tests of buffer reuse: donation, in-place updates, shared reshapes); never

@@ -20,6 +20,9 @@
 
 namespace pax::testing {
 
+// A vmap axis of an argument (nullopt: not batched).
+using Axis = std::optional<int64_t>;
+
 using ArrayFn = std::function<Array(const std::vector<Array>&)>;
 
 // One row of a table-driven derivative test (pax/prims/*_ad_test.cc): a
