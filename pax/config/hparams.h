@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -130,6 +131,18 @@ requires std::is_enum_v<E> FieldRef ref(const char* n, const char* d, E& v) {
   return {n, d, FieldKind::enumeration, &v, 4, 8, &pax_enum_names(static_cast<E*>(nullptr))};
 }
 
+// A copy of an HParams struct. An abstract one (the fields that several
+// registered structs share, declared once in their base) has no copies of
+// its own: its concrete subclasses override clone.
+template <class T>
+HParamsPtr clone_of(const T& hparams) {
+  if constexpr (std::is_abstract_v<T>) {
+    throw std::logic_error(std::string("clone of the abstract HParams ") + hparams.type_name());
+  } else {
+    return std::make_shared<T>(hparams);
+  }
+}
+
 // A field's range, when its PAX_HPARAMS entry gives one (numbers only).
 inline FieldRef with_range(FieldRef f) { return f; }
 inline FieldRef with_range(FieldRef f, const FieldRange& range) {
@@ -224,13 +237,13 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 // first; ::pax::BaseHParams for none) and each field as (member, "doc"[,
 // range]), or ((name, member expression), "doc"[, range]) for a field kept
 // inside another struct: ((beta1, options.b1), "Decay of the first moment.").
-#define PAX_HPARAMS(TypeName, Base, ...)                                                                             \
-  const char* type_name() const override { return #TypeName; }                                                       \
-  ::pax::HParamsPtr clone() const override { return std::make_shared<std::remove_cvref_t<decltype(*this)>>(*this); } \
-  using ::pax::BaseHParams::visit_fields;                                                                            \
-  void visit_fields(const std::function<void(const ::pax::FieldRef&)>& f) override {                                 \
-    if constexpr (!std::is_same_v<Base, ::pax::BaseHParams>) Base::visit_fields(f);                                  \
-    PAX_HP_FOR_EACH(__VA_ARGS__)                                                                                     \
+#define PAX_HPARAMS(TypeName, Base, ...)                                                     \
+  const char* type_name() const override { return #TypeName; }                               \
+  ::pax::HParamsPtr clone() const override { return ::pax::config_detail::clone_of(*this); } \
+  using ::pax::BaseHParams::visit_fields;                                                    \
+  void visit_fields(const std::function<void(const ::pax::FieldRef&)>& f) override {         \
+    if constexpr (!std::is_same_v<Base, ::pax::BaseHParams>) Base::visit_fields(f);          \
+    PAX_HP_FOR_EACH(__VA_ARGS__)                                                             \
   }
 
 // An HParams struct with no fields of its own.

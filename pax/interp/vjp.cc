@@ -52,17 +52,18 @@ std::vector<Array> VjpTrace::process(Prim prim, std::span<const Array> inputs, c
   if (!tracked) return outputs;
   PAX_CHECK(def.vjp, "grad: primitive ", prim_name(prim), " has no VJP rule, so it cannot be differentiated");
   entry.out_primals = outputs;
+  std::vector<Array> result = track_outputs(outputs, entry);
+  tape_.push_back(std::move(entry));
+  return result;
+}
+
+std::vector<Array> VjpTrace::track_outputs(const std::vector<Array>& outputs, TapeEntry& entry) {
   std::vector<Array> result;
   for (const Array& o : outputs) {
-    if (is_floating(o.dtype())) {
-      result.push_back(track(o));
-      entry.out_ids.push_back(next_id_ - 1);
-    } else {
-      result.push_back(o);
-      entry.out_ids.push_back(-1);
-    }
+    const bool tracked = is_floating(o.dtype());
+    result.push_back(tracked ? track(o) : o);
+    entry.out_ids.push_back(tracked ? next_id_ - 1 : -1);
   }
-  tape_.push_back(std::move(entry));
   return result;
 }
 
@@ -71,17 +72,8 @@ std::vector<Array> VjpTrace::process(Prim prim, std::span<const Array> inputs, c
 // after the outputs for the VJP rule.
 std::vector<Array> VjpTrace::process_with_residuals(TapeEntry entry, VjpForwardRule forward) {
   auto [outputs, residuals] = forward(entry.in_primals, entry.params);
-  std::vector<Array> result;
-  for (const Array& o : outputs) {
-    entry.out_primals.push_back(o);
-    if (is_floating(o.dtype())) {
-      result.push_back(track(o));
-      entry.out_ids.push_back(next_id_ - 1);
-    } else {
-      result.push_back(o);
-      entry.out_ids.push_back(-1);
-    }
-  }
+  entry.out_primals = outputs;
+  std::vector<Array> result = track_outputs(outputs, entry);
   for (const Array& r : residuals) {
     entry.out_primals.push_back(r);
     entry.out_ids.push_back(-1);

@@ -40,6 +40,9 @@ class VjpTrace : public Trace, public std::enable_shared_from_this<VjpTrace> {
 
  private:
   std::vector<Array> process_with_residuals(TapeEntry entry, VjpForwardRule forward);
+  // The outputs of `entry`'s primitive as this level sees them: floating
+  // ones tracked (their slots in entry.out_ids), the others as they are (-1).
+  std::vector<Array> track_outputs(const std::vector<Array>& outputs, TapeEntry& entry);
   std::vector<TapeEntry> tape_;
   int next_id_ = 0;
 };

@@ -97,31 +97,27 @@ struct WarmupCosineDecaySchedule : ScheduleHParams {
   Schedule make() const override;
 };
 
-struct LinearRampupExponentialDecay : ScheduleHParams {
+// Praxis's linear rampup to `max`, then a decay from decay_start to
+// decay_end down to max * min_ratio: the fields of the two below.
+struct LinearRampupDecay : ScheduleHParams {
   int64_t warmup_steps = 0;
   int64_t decay_start = 0;
   int64_t decay_end = 0;
   double min_ratio = 0.01;
   double max = 1.0;
-  PAX_HPARAMS(LinearRampupExponentialDecay, ScheduleHParams,
-              (warmup_steps, "Steps of the linear rampup to max.", range::steps),
-              (decay_start, "Step where the exponential decay starts.", range::steps),
+  PAX_HPARAMS(LinearRampupDecay, ScheduleHParams, (warmup_steps, "Steps of the linear rampup to max.", range::steps),
+              (decay_start, "Step where the decay starts.", range::steps),
               (decay_end, "Step where the decay reaches max * min_ratio.", range::steps),
               (min_ratio, "Final ratio.", range::fraction), (max, "Value after the rampup.", range::non_negative));
+};
+
+struct LinearRampupExponentialDecay : LinearRampupDecay {
+  PAX_HPARAMS_NO_FIELDS(LinearRampupExponentialDecay, LinearRampupDecay);
   Schedule make() const override;
 };
 
-struct LinearRampupCosineDecay : ScheduleHParams {
-  int64_t warmup_steps = 0;
-  int64_t decay_start = 0;
-  int64_t decay_end = 0;
-  double min_ratio = 0.01;
-  double max = 1.0;
-  PAX_HPARAMS(LinearRampupCosineDecay, ScheduleHParams,
-              (warmup_steps, "Steps of the linear rampup to max.", range::steps),
-              (decay_start, "Step where the cosine decay starts.", range::steps),
-              (decay_end, "Step where the decay reaches max * min_ratio.", range::steps),
-              (min_ratio, "Final ratio.", range::fraction), (max, "Value after the rampup.", range::non_negative));
+struct LinearRampupCosineDecay : LinearRampupDecay {
+  PAX_HPARAMS_NO_FIELDS(LinearRampupCosineDecay, LinearRampupDecay);
   Schedule make() const override;
 };
 

@@ -199,10 +199,13 @@ SummaryWriter::SummaryWriter(std::string dir, Options options) : options_(option
     PAX_CHECK(fd_ >= 0 || errno == EEXIST, "SummaryWriter: cannot create '", path_, "': ", std::strerror(errno));
   }
   append_event(file_version_event(wall));
+  flush_or_close();  // no destructor runs for an object whose constructor throws
+}
+
+void SummaryWriter::flush_or_close() {
   try {
     flush();
   } catch (...) {
-    // No destructor runs for an object whose constructor throws.
     ::close(fd_);
     fd_ = -1;
     throw;
@@ -274,13 +277,7 @@ void SummaryWriter::flush() {
 
 void SummaryWriter::close() {
   if (fd_ < 0) return;
-  try {
-    flush();
-  } catch (...) {
-    ::close(fd_);
-    fd_ = -1;
-    throw;
-  }
+  flush_or_close();
   close_fd(fd_, path_);
 }
 

@@ -93,6 +93,8 @@ class SummaryWriter {
 
  private:
   void append_event(const std::string& event);
+  // flush(); when it throws, the file is closed before the error goes on.
+  void flush_or_close();
   std::string path_;
   Options options_;
   int fd_ = -1;
