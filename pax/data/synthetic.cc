@@ -32,7 +32,7 @@ Tree SyntheticInput::get_next() {
     ++epoch_;
   }
   // Every epoch repeats the same batches: the key ignores the epoch.
-  const uint64_t key = hash_combine(hash_combine(uint64_t(seed_), uint64_t(hp.infeed_host_index)), uint64_t(position_));
+  const uint64_t key = hash_combine(uint64_t(seed_), uint64_t(position_));
   ++position_;
   return make_batch(key);
 }
@@ -40,9 +40,11 @@ Tree SyntheticInput::get_next() {
 Tree SyntheticInput::make_batch(uint64_t key) const {
   const auto& hp = hparams<HParams>();
   const int64_t b = hp.batch_size;
-  // Each example draws from its own generator, so rows fill in parallel and
-  // a row's values do not depend on the batch size.
-  auto generator = [&](int64_t row) { return SplitMix64(hash_combine(key, uint64_t(row))); };
+  // Each example draws from its own generator, keyed by its row in the
+  // global batch, so rows fill in parallel and a row's values depend on
+  // neither the batch size nor the host that reads it.
+  const int64_t first_row = hp.infeed_host_index * b;
+  auto generator = [&](int64_t row) { return SplitMix64(hash_combine(key, uint64_t(first_row + row))); };
   if (hp.task == SyntheticTask::lm) {
     const int64_t t = hp.seq_length;
     std::vector<int32_t> ids(size_t(b * t)), labels(size_t(b * t));

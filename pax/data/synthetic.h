@@ -1,7 +1,10 @@
 // SyntheticInput: random batches of a given shape for benchmarks and the big
-// configs, where reading real data would only get in the way. Batch k of a
-// host is a pure function of (input_random_seed, infeed_host_index, k):
-// deterministic per step, different across hosts, cheap to make.
+// configs, where reading real data would only get in the way. Row r of
+// batch k of the global batch is a pure function of (input_random_seed, k,
+// r), and host h's batch is rows [h * batch_size, (h + 1) * batch_size) of
+// it: deterministic per step, different across hosts, and the hosts of a
+// multi-process run together read what one process reads with their
+// summed batch (its losses are then one process's), cheap to make.
 //
 //   task = lm:             ids, labels (B, seq_length) i32 in [0, vocab_size),
 //                          labels[t] = ids[t + 1] (one random sequence of

@@ -62,6 +62,28 @@ TEST(SyntheticInput, DeterministicPerStepAndDifferentPerHost) {
   EXPECT_EQ(std::vector<int32_t>(w.begin(), w.begin() + 16), a0);
 }
 
+// The hosts of a run read, together, what one host reads with their summed
+// batch: host h's rows are rows [h * B, (h + 1) * B) of it, at every step.
+TEST(SyntheticInput, HostsReadSlicesOfTheGlobalBatch) {
+  SyntheticInput whole(lm(6, 8, 1000));
+  std::vector<std::unique_ptr<SyntheticInput>> hosts;
+  for (int64_t h = 0; h < 3; ++h) {
+    SyntheticInput::HParams hp = lm(2, 8, 1000);
+    hp.num_infeed_hosts = 3;
+    hp.infeed_host_index = h;
+    hosts.push_back(std::make_unique<SyntheticInput>(hp));
+  }
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<int32_t> all = ids(whole);
+    std::vector<int32_t> joined;
+    for (auto& host : hosts) {
+      const std::vector<int32_t> mine = ids(*host);
+      joined.insert(joined.end(), mine.begin(), mine.end());
+    }
+    EXPECT_EQ(joined, all) << "step " << step;
+  }
+}
+
 TEST(SyntheticInput, FiniteEpochsEndOrRepeat) {
   SyntheticInput::HParams hp = lm(1, 4, 100);
   hp.num_batches = 3;

@@ -69,9 +69,10 @@ std::pair<int, std::string> shell(const std::string& command, const std::string&
 }
 
 std::string paxcc_command(const Launcher& l, int processes, const std::string& job_dir,
-                          const std::vector<std::string>& overrides, const std::string& extra = "") {
+                          const std::vector<std::string>& overrides, const std::string& extra = "",
+                          const std::string& experiment = "lm.KjvTransformerTiny") {
   std::string cmd = processes > 1 ? l.mpirun + " -np " + std::to_string(processes) + " --oversubscribe " : "";
-  cmd += l.paxcc + " --exp=lm.KjvTransformerTiny --job_log_dir=" + job_dir + " --peak_flops=1e11 " + extra;
+  cmd += l.paxcc + " --exp=" + experiment + " --job_log_dir=" + job_dir + " --peak_flops=1e11 " + extra;
   for (const std::string& o : overrides) cmd += " --set '" + o + "'";
   return cmd;
 }
@@ -499,6 +500,54 @@ TEST(Pipeline, StagesMatchOneProcessAndResume) {
     for (int64_t step = 11; step <= 20; ++step)
       EXPECT_NEAR(continued.at(step), got4.at(step), kLossTolerance * std::abs(got4.at(step))) << "step " << step;
   }
+}
+
+// Multislice: the seed's 22B configuration over two slices (DCN [2,1,1] x
+// ICI [1,2,1]: replicas across the slices, fully sharded over the data axis
+// inside each), scaled down, trains as one process does on the 4 processes'
+// summed batch (SyntheticInput's hosts read slices of one global batch).
+TEST(Multislice, ScaledDown22BOnTwoSlicesMatchesOneProcess) {
+  const Launcher l = launcher();
+  if (!l.available()) GTEST_SKIP() << "needs $PAX_TEST_PAXCC and $PAX_TEST_MPIRUN (ctest dist_mpirun_data_parallel)";
+  const std::string name = "lm.C4Spmd22BAdam2xv4_128";
+  const std::string one = fresh_dir("multislice_one"), four = fresh_dir("multislice_four");
+  const std::string stack = "model.lm_tpl.stacked_transformer_tpl";
+  auto overrides = [&](int64_t batch, const char* ici, const char* dcn) {
+    return std::vector<std::string>{"model.lm_tpl.model_dims=16",
+                                    stack + ".sub_tpl.num_heads=2",
+                                    stack + ".sub_tpl.dim_per_head=8",
+                                    stack + ".sub_tpl.hidden_dims=32",
+                                    stack + ".x_times=2",
+                                    "model.fprop_dtype=float32",
+                                    "model.lm_tpl.fprop_dtype=float32",
+                                    "model.lm_tpl.vocab_size=64",
+                                    "train_input.vocab_size=64",
+                                    "train_input.seq_length=8",
+                                    "train_input.batch_size=" + std::to_string(batch),
+                                    "train.num_train_steps=6",
+                                    "train.eval_interval_steps=0",
+                                    "train.decode_interval_steps=0",
+                                    "train.summary_interval_steps=1",
+                                    "train.save_interval_steps=6",
+                                    "train.async_checkpoint=false",
+                                    "train.fsdp_min_elements=1",
+                                    std::string("train.ici_mesh_shape=") + ici,
+                                    std::string("train.dcn_mesh_shape=") + dcn};
+  };
+  auto [rc1, out1] = shell(paxcc_command(l, 1, one, overrides(8, "[]", "[]"), "", name), one + ".log");
+  ASSERT_EQ(rc1, 0) << out1;
+  auto [rc4, out4] = shell(paxcc_command(l, 4, four, overrides(2, "[1,2,1]", "[2,1,1]"), "", name), four + ".log");
+  ASSERT_EQ(rc4, 0) << out4;
+  EXPECT_NE(out4.find("ICI [1, 2, 1] x DCN [2, 1, 1]"), std::string::npos) << out4;
+  const auto want = train_losses(one), got = train_losses(four);
+  ASSERT_EQ(got.size(), 6u) << out4;
+  for (const auto& [step, loss] : want)
+    EXPECT_NEAR(got.at(step), loss, kLossTolerance * std::abs(loss)) << "step " << step << "\n" << out4;
+  const Tree p1 = final_params(one), p4 = final_params(four);
+  const auto a = tree_leaves(p1), b = tree_leaves(p4);
+  const auto paths = tree_paths(p1);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(relative_difference(a[i], b[i]), kParamTolerance) << paths[i];
 }
 
 }  // namespace

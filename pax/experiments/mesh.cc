@@ -2,6 +2,9 @@
 // the check against the processes of the run.
 #include "pax/experiments/mesh.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 
 #include "pax/core/error.h"
@@ -79,6 +82,41 @@ void check_mesh(const TrainSettings& t, int64_t process_count) {
            process_count, ": run it as mpirun -np ", wanted,
            " paxcc ... (devices are processes here), or set a mesh for this run with --set train.ici_mesh_shape=",
            list_text(fit, ","), " --set train.dcn_mesh_shape=[]");
+}
+
+std::string describe_placement(const TrainSettings& t, int64_t max_ranks) {
+  if (t.ici_mesh_shape.empty() && t.dcn_mesh_shape.empty()) return "";
+  const std::vector<std::string> axes = mesh_axes(t);
+  const std::vector<int64_t> ones(axes.size(), 1);
+  const std::vector<int64_t>& ici = t.ici_mesh_shape.empty() ? ones : t.ici_mesh_shape;
+  const std::vector<int64_t>& dcn = t.dcn_mesh_shape.empty() ? ones : t.dcn_mesh_shape;
+  int64_t slice = 1, slices = 1;
+  for (size_t k = 0; k < axes.size(); ++k) slice *= ici[k], slices *= dcn[k];
+  // Each process a host of its own slice's consecutive ranks, as mpirun
+  // places them on one machine.
+  auto coordinates = [&](int64_t rank) { return dist::mesh_coordinates(rank, rank % slice, slice, ici, dcn); };
+  std::string out;
+  for (int64_t s = 0; s < slices && s < max_ranks; ++s) {
+    const std::vector<int64_t> first = coordinates(s * slice), last = coordinates(s * slice + slice - 1);
+    std::vector<std::string> span, dcn_coord;
+    for (size_t k = 0; k < axes.size(); ++k) {
+      span.push_back(first[k] == last[k] ? std::to_string(first[k])
+                                         : std::to_string(first[k]) + ".." + std::to_string(last[k]));
+      dcn_coord.push_back(std::to_string(first[k] / ici[k]));
+    }
+    out += fmt::format("slice {} (DCN [{}]): ranks {}-{} at [{}]\n", s, fmt::join(dcn_coord, ", "), s * slice,
+                       s * slice + slice - 1, fmt::join(span, ", "));
+  }
+  if (slices > max_ranks) out += fmt::format("... {} slices in all\n", slices);
+  const int64_t total = slice * slices;
+  for (int64_t rank = 0; rank < total && rank < max_ranks; ++rank) {
+    const std::vector<int64_t> c = coordinates(rank);
+    std::vector<std::string> parts;
+    for (size_t k = 0; k < axes.size(); ++k) parts.push_back(axes[k] + " " + std::to_string(c[k]));
+    out += fmt::format("rank {}: {}\n", rank, fmt::join(parts, ", "));
+  }
+  if (total > max_ranks) out += fmt::format("... {} ranks in all\n", total);
+  return out;
 }
 
 void init_process_mesh(const TrainSettings& t) {

@@ -31,6 +31,11 @@ int64_t mesh_axis_size(const TrainSettings& t, const std::string& name);
 int64_t mesh_processes(const TrainSettings& t);
 // One line: "ICI [1, 4, 1] x DCN [2, 1, 1] = [2, 4, 1] (replica, data, mdl): 8 processes".
 std::string describe_mesh(const TrainSettings& t);
+// Which process sits where, one line a slice (the processes of one ICI
+// mesh, consecutive ranks): "slice 1 (DCN [1, 0, 0]): ranks 4-7 at [1, 0..3, 0]",
+// then up to `max_ranks` lines "rank 5: replica 1, data 1, mdl 0". Empty
+// when no mesh is set.
+std::string describe_placement(const TrainSettings& t, int64_t max_ranks = 8);
 // Throws pax::Error, before any work, when the mesh asks for another number
 // of processes than `process_count`, with the mpirun command or the mesh to
 // use instead. No mesh set: any count.

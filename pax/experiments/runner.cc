@@ -152,6 +152,8 @@ std::string mesh_summary(const ExperimentConfig& exp, const nn::BaseModel& model
     s << "mesh: not set (train.ici_mesh_shape = []): data parallel over any number of processes\n";
   } else {
     s << "mesh: " << describe_mesh(t) << " (mpirun -np " << processes << ")\n";
+    std::istringstream placement(describe_placement(t));
+    for (std::string line; std::getline(placement, line);) s << "  " << line << "\n";
   }
   auto state_bytes = [&](const nn::ShardingPlan& plan) {
     const train::TrainStep step(model, exp.learner_hparams(), {.sharding = plan, .summaries = false});

@@ -403,6 +403,23 @@ TEST(Runner, SeedPortsInspectAtFullSize) {
   EXPECT_EQ(pipeline.find("no pipelined Repeat"), std::string::npos) << pipeline;
 }
 
+// --mode=inspect of a multislice config names both meshes, the slices'
+// ranks and where the first ranks sit.
+TEST(Runner, InspectPlacesTheProcessesOfAMultisliceMesh) {
+  const std::string text = inspect_experiment(make_experiment("lm.C4Spmd22BAdam2xv4_128")->config());
+  for (const char* line : {"mesh: ICI [1, 64, 1] x DCN [2, 1, 1] = [2, 64, 1] (replica, data, mdl): 128 processes",
+                           "  slice 0 (DCN [0, 0, 0]): ranks 0-63 at [0, 0..63, 0]\n",
+                           "  slice 1 (DCN [1, 0, 0]): ranks 64-127 at [1, 0..63, 0]\n",
+                           "  rank 1: replica 0, data 1, mdl 0\n", "  ... 128 ranks in all\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  Config cfg = make_experiment("lm.C4Spmd22BAdam2xv4_128")->config();
+  cfg.apply_overrides({"train.ici_mesh_shape=[1,1,2]", "train.dcn_mesh_shape=[2,1,1]"});
+  const std::string small = inspect_experiment(cfg);
+  for (const char* line :
+       {"  slice 1 (DCN [1, 0, 0]): ranks 2-3 at [1, 0, 0..1]\n", "  rank 3: replica 1, data 0, mdl 1\n"})
+    EXPECT_NE(small.find(line), std::string::npos) << line << "\n" << small;
+}
+
 // Scaled down with --set (the mesh set to this one process), each port
 // trains a few steps.
 TEST(Runner, SeedPortsTrainWhenScaledDown) {

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "pax/api/transforms.h"
@@ -386,6 +387,14 @@ class TrainingLoop {
     const int64_t per_host_batch = train_input_->base_hparams().batch_size;
     out_ << "global batch " << per_host_batch * job_.data_shards << " (" << per_host_batch << " per process x "
          << job_.readers() << ")\n";
+    if (!settings_.ici_mesh_shape.empty() || !settings_.dcn_mesh_shape.empty()) {
+      const dist::Mesh& mesh = dist::mesh();
+      std::vector<std::string> place;
+      for (size_t k = 0; k < mesh.axis_names().size(); ++k)
+        place.push_back(mesh.axis_names()[k] + " " + std::to_string(mesh.coordinates()[k]));
+      out_ << "mesh: " << describe_mesh(settings_) << "; rank " << dist::process_index() << " at "
+           << fmt::format("{}", fmt::join(place, ", ")) << "\n";
+    }
     if (const nn::FsdpOptions& fsdp = job_.sharding.fsdp; fsdp.enabled())
       out_ << "params and optimizer state split over the data axis of " << fsdp.size
            << " processes (fully sharded): " << format_bytes(tree_bytes(state_.to_tree())) << " per process\n";
