@@ -33,6 +33,13 @@ expect 0 "lm.KjvTransformer " -- --list
 expect 0 "lm.C4Spmd1BAdam4Replicas = tasks.lm.params.c4.C4Spmd1BAdam4Replicas +paxml" -- --list
 expect 0 "parameters: 174780470353" -- --exp=lm.C4SpmdGpt3AdamOrgHP --mode=inspect
 expect 0 "training FLOPs per step" -- --exp=lm.C4Spmd1BAdam4Replicas --mode=inspect
+# The seed's launch flags for JAX, XLA and TPUs are accepted and named once.
+expect 0 "warning: ignoring launch flags that do not apply to paxcc .*: --pmap_use_tensorstore, --jax_enable_x64, --noxla_foo, --tpu_chips$" \
+  -- --exp=tasks.lm.params.lm_cloud.LmCloudTransformerAdamLimitSteps --mode=inspect --pmap_use_tensorstore=True \
+  --jax_enable_x64 --noxla_foo --tpu_chips=4
+expect 0 "training FLOPs per step" -- --exp=lm.C4Spmd1BAdam4Replicas --mode=inspect --pmap_use_tensorstore=True
+expect 2 "The following argument was not expected: --pmap_use_tensorstre" -- --exp=lm.C4Spmd1BAdam4Replicas \
+  --mode=inspect --pmap_use_tensorstre=True
 # paxml's dotted names as the seed passes them; the mesh and its memory.
 expect 0 "mesh: ICI \[1, 4, 1\] x DCN \[\] = \[1, 4, 1\] \(replica, data, mdl\): 4 processes" -- \
   --exp=tasks.lm.params.c4.C4Spmd1BAdam4Replicas --mode=inspect

@@ -56,15 +56,18 @@ std::vector<std::string> BaseInput::ids_to_strings(const Array& ids, const Array
   PAX_FAIL(description(), ": ids_to_strings needs an input with a tokenizer (e.g. TextLmInput)");
 }
 
+namespace {
+
+std::string input_name(const BaseInput::HParams& p) {
+  return p.type_name() + (p.name.empty() ? "" : " '" + p.name + "'");
+}
+
+}  // namespace
+
 std::optional<int64_t> eval_run_batches(const BaseInput::HParams& p) {
-  const std::string who = p.type_name() + (p.name.empty() ? "" : " '" + p.name + "'");
+  const std::string who = input_name(p);
   if (p.reset_for_eval) {
-    PAX_CHECK(!p.eval_loop_num_batches, who,
-              ": reset_for_eval = true reads one epoch per eval run, and Pax's eval "
-              "table does not support the first N batches with it (eval_loop_num_batches = ",
-              *p.eval_loop_num_batches,
-              " would be ignored): set eval_loop_num_batches = None, or reset_for_eval = false and repeat = true "
-              "to read N new batches per run");
+    // eval_loop_num_batches is ignored here, as Pax ignores it (eval_table_warning).
     PAX_CHECK(!p.repeat, who,
               ": reset_for_eval = true reads one epoch per eval run, so the input must be finite "
               "(Pax's eval table): set repeat = false");
@@ -78,6 +81,14 @@ std::optional<int64_t> eval_run_batches(const BaseInput::HParams& p) {
             " batches per eval run on a rolling basis, so the input must repeat indefinitely (Pax's eval table): "
             "set repeat = true, or reset_for_eval = true with eval_loop_num_batches = None to read one epoch per run");
   return *p.eval_loop_num_batches;
+}
+
+std::string eval_table_warning(const BaseInput::HParams& p) {
+  if (!p.reset_for_eval || !p.eval_loop_num_batches) return "";
+  return input_name(p) + ": reset_for_eval = true reads one whole epoch per eval run; eval_loop_num_batches = " +
+         std::to_string(*p.eval_loop_num_batches) +
+         " is ignored, as Pax ignores it (set it to None, or reset_for_eval = false and repeat = true to read N new "
+         "batches per run)";
 }
 
 std::optional<Tree> BaseInput::reshard_state(const Tree&) const { return std::nullopt; }

@@ -12,18 +12,18 @@
 // weight 0 (paddings 1), so metrics ignore them.
 //
 // Eval and decode runs follow Pax's table exactly (see eval_run_batches);
-// the cells it does not support are refused before training starts
+// the cell it does not support is refused before training starts
 // (validate() of an experiment), naming the rule:
 //
 //                          | N static (eval_loop_num_batches) | N dynamic (None)
-//   reset_for_eval = true  | not supported (Pax ignores N)     | each run: one epoch
-//                          |                                   | (repeat must be false)
+//   reset_for_eval = true  | N ignored with a warning, as Pax  | each run: one epoch
+//                          | ignores it: one epoch             | (repeat must be false)
 //   reset_for_eval = false | each run: the next N batches, the | not supported
 //                          | stream rolling on (repeat = true) |
 //
 // (Pax's default eval_loop_num_batches is 1 and is ignored with
-// reset_for_eval; ours is None, so that a config never asks for N batches
-// it would not get.)
+// reset_for_eval; ours is None, so that a config asks for N batches only
+// where it gets them, and eval_table_warning names an N that is ignored.)
 //
 // state() / restore_state() save and restore the position in the stream, so
 // that a resumed run reads exactly the batches it would have read. The state
@@ -132,10 +132,14 @@ class BaseInput {
 // Eval and decode runs.
 
 // The batches one eval / decode run reads by the table above: N, or nullopt
-// for "until OutOfRange" (one epoch). Throws for the cells the table does
+// for "until OutOfRange" (one epoch). Throws for the cell the table does
 // not support, and for an input that would run out under the rolling rule
 // (reset_for_eval = false needs repeat = true).
 std::optional<int64_t> eval_run_batches(const BaseInput::HParams& hparams);
+// The warning for a cell of the table that Pax runs other than it reads:
+// reset_for_eval = true with eval_loop_num_batches set (N is ignored, one
+// epoch is read). Empty otherwise.
+std::string eval_table_warning(const BaseInput::HParams& hparams);
 
 // One eval / decode run: calls fn on every batch (stopping early at
 // OutOfRange) and rewinds the input afterwards when reset_for_eval. Returns

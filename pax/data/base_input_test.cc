@@ -109,15 +109,22 @@ TEST(EvalRuns, ResetForEvalWithoutNReadsOneEpochEveryRun) {
   EXPECT_EQ(eval_run(*input), epoch);  // rewound after the run
 }
 
-TEST(EvalRuns, ResetForEvalWithStaticNIsRefused) {
-  // Pax ignores N with reset_for_eval; its table marks "the first N
-  // batches" as not supported, so a config asking for it is refused.
+TEST(EvalRuns, ResetForEvalIgnoresAStaticNWithAWarning) {
+  // Pax ignores N with reset_for_eval: one whole epoch is read, and the
+  // configuration is named in a warning.
   ArrayInput::HParams hp = params(2, /*repeat=*/false);
   hp.reset_for_eval = true;
+  EXPECT_EQ(eval_table_warning(hp), "");
   hp.eval_loop_num_batches = 2;
-  EXPECT_PAX_ERROR(eval_run_batches(hp), "does not support the first N batches");
+  EXPECT_EQ(eval_run_batches(hp), std::nullopt);
+  EXPECT_NE(eval_table_warning(hp).find("eval_loop_num_batches = 2 is ignored, as Pax ignores it"), std::string::npos)
+      << eval_table_warning(hp);
   auto input = numbers(5, hp);
-  EXPECT_PAX_ERROR(for_each_eval_batch(*input, [](const Tree&) {}), "set eval_loop_num_batches = None");
+  int64_t batches = 0;
+  for_each_eval_batch(*input, [&](const Tree&) { ++batches; });
+  EXPECT_EQ(batches, 3);  // 5 examples in batches of 2: the epoch, not 2 batches
+  hp.reset_for_eval = false;
+  EXPECT_EQ(eval_table_warning(hp), "");
 }
 
 TEST(EvalRuns, ResetForEvalWithoutNNeedsAFiniteInput) {

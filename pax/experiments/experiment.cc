@@ -178,6 +178,19 @@ std::unique_ptr<BaseExperiment> make_experiment(const std::string& name_or_alias
   return registry().at(name)();
 }
 
+std::vector<std::string> config_warnings(const ExperimentConfig& config) {
+  std::vector<std::string> warnings;
+  auto add = [&](const std::vector<HParamsPtr>& inputs, const char* field) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (auto* input = dynamic_cast<const data::BaseInput::HParams*>(inputs[i].get()))
+        if (std::string w = data::eval_table_warning(*input); !w.empty())
+          warnings.push_back(std::string(field) + "[" + std::to_string(i) + "] " + w);
+  };
+  add(config.eval_inputs, "eval_inputs");
+  add(config.decode_inputs, "decode_inputs");
+  return warnings;
+}
+
 void validate(const ExperimentConfig& config) {
   PAX_CHECK(config.model, "experiment config: model is None; set it to a registered model (e.g. LanguageModel)");
   const std::unique_ptr<nn::Layer> model = nn::build_layer(config.model);

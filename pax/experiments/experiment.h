@@ -166,6 +166,10 @@ std::unique_ptr<BaseExperiment> make_experiment(const std::string& name_or_alias
 // abstractly, so that a key the model does not report is refused here; where
 // the input cannot be read, the first train step refuses it instead.
 void validate(const ExperimentConfig& config);
+// What a valid config asks for that runs otherwise than it reads, one line
+// each (an eval input's eval_loop_num_batches that reset_for_eval ignores,
+// as Pax ignores it). paxcc prints them as warnings before any work.
+std::vector<std::string> config_warnings(const ExperimentConfig& config);
 
 // Pax's batch from a per-device batch (PERCORE_BATCH_SIZE, which may be a
 // fraction such as 0.5): the global batch is percore_batch_size x the mesh's

@@ -113,9 +113,18 @@ TEST(Experiments, ValidateNamesTheBadField) {
   check("train.num_train_steps=-1", "train.num_train_steps must be >= 0");
   check("train.early_stopping_metric=log_pplx", "'<eval input name>/<metric>'");
   check("train.early_stopping_metric=test/log_pplx", "eval input 'test'");
-  // Pax's eval table, cell by cell: the shipped config reads one epoch,
-  // rolling runs need a repeating input, the other two cells are refused.
-  check("eval_inputs[0].eval_loop_num_batches=4", "does not support the first N batches");
+  // Pax's eval table, cell by cell: the shipped config reads one epoch, N
+  // with it is ignored with a warning, rolling runs need a repeating input,
+  // and the last cell is refused.
+  Config ignored_n = make_experiment("lm.KjvTransformerTiny")->config();
+  ignored_n.apply_overrides({"eval_inputs[0].eval_loop_num_batches=4"});  // Pax ignores N here: a warning
+  validate(ignored_n.as<ExperimentConfig>());
+  const std::vector<std::string> warnings = config_warnings(ignored_n.as<ExperimentConfig>());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("eval_inputs[0] TextLmInput 'validation': reset_for_eval = true reads one whole epoch "
+                             "per eval run; eval_loop_num_batches = 4 is ignored"),
+            std::string::npos)
+      << warnings[0];
   check("eval_inputs[0].reset_for_eval=false",
         "reset_for_eval = false with eval_loop_num_batches None is not supported");
   Config rolling = make_experiment("lm.KjvTransformerTiny")->config();

@@ -201,6 +201,9 @@ std::string human_count(double n) {
 
 RunResult run_experiment(const Config& config, const RunOptions& options) {
   check_complete(config.root(), "run_experiment");
+  if (dist::process_index() == 0)
+    for (const std::string& w : config_warnings(config.as<ExperimentConfig>()))
+      (options.out ? *options.out : std::cerr) << "warning: " << w << "\n";
   if (options.mode == Mode::inspect) {
     if (dist::process_index() == 0) (options.out ? *options.out : std::cout) << inspect_experiment(config);
     return {};

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -29,6 +30,7 @@
 #include "pax/train/flax_msgpack.h"
 #include "pax/train/import_params.h"
 #include "pax/train/orbax_checkpoint.h"
+#include "launch_flags.h"
 
 namespace {
 
@@ -220,8 +222,14 @@ int main(int argc, char** argv) {
     if (arg.size() > 3 && arg.starts_with("--") && arg.back() == '=' && arg.find('=') == arg.size() - 1)
       return usage_error(arg + " has an empty value; give " + arg.substr(0, arg.size() - 1) + "=VALUE");
   }
+  // paxml's launch flags for JAX, XLA and TPUs: accepted, ignored, named once.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const std::vector<std::string> ignored = paxcc::drop_foreign_launch_flags(args);
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (!ignored.empty() && (!rank || std::string(rank) == "0")) std::cerr << paxcc::foreign_flags_warning(ignored);
   try {
-    app.parse(argc, argv);
+    std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
+    app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
