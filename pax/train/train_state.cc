@@ -41,6 +41,14 @@ TrainState TrainState::create(Tree params, const optim::GradientTransformation& 
   s.opt_state = tx.init(params);
   s.params = std::move(params);
   s.extra = std::move(extra);
+  s.tx = tx;
+  return s;
+}
+
+TrainState TrainState::create(ApplyFn apply_fn, Tree params, const optim::GradientTransformation& tx, Tree extra) {
+  PAX_CHECK(apply_fn, "TrainState::create: apply_fn is empty; pass the model's apply function");
+  TrainState s = create(std::move(params), tx, std::move(extra));
+  s.apply_fn = std::move(apply_fn);
   return s;
 }
 
@@ -50,11 +58,29 @@ TrainState TrainState::apply_gradients(const optim::GradientTransformation& tx, 
   PAX_CHECK(step.defined(), "TrainState::apply_gradients: the state has no step; build it with TrainState::create");
   check_grads_match(params, grads);
   auto [updates, new_opt_state] = tx.update(grads, opt_state, params);
-  TrainState s;
+  TrainState s = *this;  // the static fields stay
   s.step = (step + 1).astype(step.dtype());
   s.params = optim::apply_updates(params, updates);
   s.opt_state = std::move(new_opt_state);
-  s.extra = new_extra ? std::move(*new_extra) : extra;
+  if (new_extra) s.extra = std::move(*new_extra);
+  return s;
+}
+
+TrainState TrainState::apply_gradients(const Tree& grads, std::optional<Tree> new_extra) const {
+  PAX_CHECK(tx.init && tx.update,
+            "TrainState::apply_gradients(grads): the state holds no optimizer (a state rebuilt from a tree, as jit "
+            "and checkpoints return it, has none): pass it, apply_gradients(tx, grads), or replace({.tx = tx})");
+  return apply_gradients(tx, grads, std::move(new_extra));
+}
+
+TrainState TrainState::replace(Replacement fields) const {
+  TrainState s = *this;
+  if (fields.step) s.step = std::move(*fields.step);
+  if (fields.params) s.params = std::move(*fields.params);
+  if (fields.opt_state) s.opt_state = std::move(*fields.opt_state);
+  if (fields.extra) s.extra = std::move(*fields.extra);
+  if (fields.apply_fn) s.apply_fn = std::move(*fields.apply_fn);
+  if (fields.tx) s.tx = std::move(*fields.tx);
   return s;
 }
 

@@ -11,12 +11,21 @@
 //   });
 //   state = train_step(state, batch);
 //
-// flax keeps the optimizer (and apply_fn) as static fields of the pytree; a
-// C++ struct cannot carry static fields through the tree conversion, so the
-// optimizer is passed to create() and apply_gradients() instead (capture it
-// in the jitted lambda), and the model is called directly.
+// As flax's, the state also holds the model's apply function and the
+// optimizer as static fields (flax's pytree_node=False): create() takes them,
+// apply_gradients(grads) uses the held optimizer, replace() swaps fields:
+//
+//   TrainState state = TrainState::create(apply_fn, params, optim::adam(1e-3));
+//   Tree out = state.apply_fn(Tree::dict({{"params", state.params}}), x);
+//   state = state.apply_gradients(grads);
+//   state = state.replace({.params = other_params});
+//
+// The static fields are not arrays: to_tree() leaves them out, so a state
+// that comes back from jit (or a checkpoint) has none; a jitted step captures
+// the optimizer and passes it to apply_gradients(tx, grads), as above.
 #pragma once
 
+#include <functional>
 #include <optional>
 
 #include "pax/api/tree_convert.h"
@@ -25,20 +34,40 @@
 
 namespace pax::train {
 
+// flax's apply_fn: the model's apply, (variables {params: ...}, inputs) -> outputs.
+using ApplyFn = std::function<Tree(const Tree& variables, const Tree& inputs)>;
+
 struct TrainState {
   Array step;      // i32 scalar: the number of apply_gradients calls so far
   Tree params;     // updated by the optimizer
   Tree opt_state;  // the optimizer's state (tx.init(params))
   Tree extra;      // other variable collections (batch_stats, ...); None when unused
+  // Static fields, not part of to_tree() (see the file comment).
+  ApplyFn apply_fn;                  // empty unless given to create() or replace()
+  optim::GradientTransformation tx;  // create()'s optimizer
 
-  // step = 0, opt_state = tx.init(params).
+  // step = 0, opt_state = tx.init(params); tx is held.
   static TrainState create(Tree params, const optim::GradientTransformation& tx, Tree extra = Tree());
+  // flax's TrainState.create(apply_fn=..., params=..., tx=...).
+  static TrainState create(ApplyFn apply_fn, Tree params, const optim::GradientTransformation& tx, Tree extra = Tree());
 
   // tx.update(grads, opt_state, params), then apply_updates; step + 1, and
   // extra replaced by new_extra when given. grads must have the structure and
   // leaf shapes of params (pax::Error naming the difference otherwise).
   TrainState apply_gradients(const optim::GradientTransformation& tx, const Tree& grads,
                              std::optional<Tree> new_extra = std::nullopt) const;
+  // The same with the held optimizer (flax's apply_gradients(grads=...));
+  // pax::Error when the state holds none (one that came back from jit).
+  TrainState apply_gradients(const Tree& grads, std::optional<Tree> new_extra = std::nullopt) const;
+
+  // flax's replace(**kwargs): a copy with the given fields swapped.
+  struct Replacement {
+    std::optional<Array> step;
+    std::optional<Tree> params, opt_state, extra;
+    std::optional<ApplyFn> apply_fn;
+    std::optional<optim::GradientTransformation> tx;
+  };
+  TrainState replace(Replacement fields) const;
 
   // {"step", "params", "opt_state", "extra"}: for checkpoints and transforms.
   Tree to_tree() const;

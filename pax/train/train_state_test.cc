@@ -10,6 +10,7 @@
 #include "pax/api/jit.h"
 #include "pax/api/transforms.h"
 #include "pax/ops/numpy.h"
+#include "pax/optim/aliases.h"
 #include "pax/optim/schedules.h"
 #include "pax/testing/testing.h"
 
@@ -42,6 +43,30 @@ Tree make_params() { return Tree::dict({{"w", array<float>({1.0f, -2.0f, 0.5f})}
 Array loss(const Tree& params, const Array& x, const Array& y) {
   Array pred = matmul(x, params["w"].leaf()) + params["b"].leaf();
   return mean(square(pred - y));
+}
+
+// replace swaps the named fields and keeps the others; a state rebuilt from
+// its tree (as jit returns it) holds no optimizer and says how to pass one.
+TEST(TrainState, ReplaceAndStaticFields) {
+  const Tree params = Tree::dict({{"w", array<float>({1, 2})}});
+  const TrainState state = TrainState::create(params, optim::sgd(0.5));
+  const TrainState other = state.replace({.params = Tree::dict({{"w", array<float>({3, 4})}})});
+  EXPECT_TRUE(all_close(other.params["w"].leaf(), std::vector<double>{3, 4}));
+  EXPECT_TRUE(all_close(state.params["w"].leaf(), std::vector<double>{1, 2}));
+  EXPECT_EQ(other.step.item<int32_t>(), 0);
+  const Tree g = Tree::dict({{"w", array<float>({1, 1})}});
+  EXPECT_TRUE(all_close(other.apply_gradients(g).params["w"].leaf(), std::vector<double>{2.5, 3.5}));
+  const TrainState rebuilt = TrainState::from_tree(state.to_tree());
+  EXPECT_PAX_ERROR(rebuilt.apply_gradients(g), "the state holds no optimizer");
+  EXPECT_TRUE(all_close(rebuilt.replace({.tx = optim::sgd(1.0)}).apply_gradients(g).params["w"].leaf(),
+                        std::vector<double>{0, 1}));
+  EXPECT_PAX_ERROR(TrainState::create(ApplyFn(), params, optim::sgd(0.5)), "apply_fn is empty");
+  // apply_fn travels with the state through apply_gradients and replace.
+  const ApplyFn twice = [](const Tree& v, const Tree& x) { return Tree(x.leaf() * v["params"]["w"].leaf()); };
+  const TrainState with_fn = TrainState::create(twice, params, optim::sgd(0.5)).apply_gradients(g);
+  EXPECT_TRUE(all_close(with_fn.apply_fn(Tree::dict({{"params", with_fn.params}}), Tree(array<float>({2, 2}))).leaf(),
+                        std::vector<double>{1, 3}));
+  EXPECT_TRUE(bool(with_fn.replace({.step = scalar<int32_t>(7)}).apply_fn));
 }
 
 TEST(TrainState, Create) {
