@@ -206,8 +206,8 @@ std::string read_json_item(const std::string& path, const std::string& name, con
 // ---------------------------------------------------------------------------
 // Names and listing
 
-std::string checkpoint_dir_name(const std::string& prefix, CheckpointStep step) {
-  if (!step.is_integer() || *step.as_integer() < 0) return prefix + step.str();
+std::string checkpoint_dir_name(const std::string& prefix, CheckpointStep step, StepNames names) {
+  if (names == StepNames::flax || !step.is_integer() || *step.as_integer() < 0) return prefix + step.str();
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%08lld", static_cast<long long>(*step.as_integer()));
   return prefix + buf;
@@ -223,12 +223,13 @@ bool is_committed_checkpoint(const std::string& path) { return fs::exists(fs::jo
 std::string checkpoint_path_of(const std::string& dir, const std::string& prefix, CheckpointStep step) {
   const std::string own = fs::join(dir, checkpoint_dir_name(prefix, step));
   if (is_committed_checkpoint(own)) return own;
+  std::string uncommitted;  // a directory of the step without its marker, for the error that follows
   for (const std::string& name : fs::list_dir(dir)) {
-    if (parse_checkpoint_dir_name(name, prefix) == step && is_committed_checkpoint(fs::join(dir, name))) {
-      return fs::join(dir, name);
-    }
+    if (parse_checkpoint_dir_name(name, prefix) != step) continue;
+    if (is_committed_checkpoint(fs::join(dir, name))) return fs::join(dir, name);
+    uncommitted = fs::join(dir, name);
   }
-  return own;
+  return uncommitted.empty() ? own : uncommitted;
 }
 
 void remove_tmp_checkpoints(const std::string& ckpt_dir, const std::string& prefix) {
@@ -293,13 +294,15 @@ PreparedCheckpoint prepare_checkpoint(const CheckpointItems& items, CheckpointSt
   return p;
 }
 
-std::string tmp_checkpoint_path(const std::string& ckpt_dir, const std::string& prefix, CheckpointStep step) {
-  return fs::join(ckpt_dir, kTmpPrefix + checkpoint_dir_name(prefix, step));
+std::string tmp_checkpoint_path(const std::string& ckpt_dir, const std::string& prefix, CheckpointStep step,
+                                StepNames names) {
+  return fs::join(ckpt_dir, kTmpPrefix + checkpoint_dir_name(prefix, step, names));
 }
 
-std::string write_checkpoint(const PreparedCheckpoint& p, const std::string& ckpt_dir, const std::string& prefix) {
+std::string write_checkpoint(const PreparedCheckpoint& p, const std::string& ckpt_dir, const std::string& prefix,
+                             StepNames names) {
   const CheckpointStep step = p.metadata.step;
-  const std::string tmp = tmp_checkpoint_path(ckpt_dir, prefix, step);
+  const std::string tmp = tmp_checkpoint_path(ckpt_dir, prefix, step, names);
   fs::remove_all(tmp);
   fs::make_dirs(tmp);
 
@@ -310,7 +313,7 @@ std::string write_checkpoint(const PreparedCheckpoint& p, const std::string& ckp
     std::vector<TensorRecord>& records = m.trees.at(item).tensors;
     for (size_t i = 0; i < crcs.size(); ++i) records[i].crc32c = crcs[i];
   }
-  return commit_checkpoint(std::move(m), p.json, ckpt_dir, prefix);
+  return commit_checkpoint(std::move(m), p.json, ckpt_dir, prefix, names);
 }
 
 std::map<std::string, std::string> safetensors_file_metadata(CheckpointStep step) {
@@ -318,10 +321,10 @@ std::map<std::string, std::string> safetensors_file_metadata(CheckpointStep step
 }
 
 std::string commit_checkpoint(CheckpointMetadata m, const std::map<std::string, std::string>& json,
-                              const std::string& ckpt_dir, const std::string& prefix) {
+                              const std::string& ckpt_dir, const std::string& prefix, StepNames names) {
   const CheckpointStep step = m.step;
-  const std::string final_path = fs::join(ckpt_dir, checkpoint_dir_name(prefix, step));
-  const std::string tmp = tmp_checkpoint_path(ckpt_dir, prefix, step);
+  const std::string final_path = fs::join(ckpt_dir, checkpoint_dir_name(prefix, step, names));
+  const std::string tmp = tmp_checkpoint_path(ckpt_dir, prefix, step, names);
   for (const auto& [item, text] : json) {
     fs::write_file_synced(fs::join(tmp, item + ".json"), text);
     m.json[item] = {text.size(), crc32c(text.data(), text.size())};
@@ -348,11 +351,11 @@ std::string commit_checkpoint(CheckpointMetadata m, const std::map<std::string, 
   return final_path;
 }
 
-void remove_checkpoint(const std::string& ckpt_dir, const std::string& prefix, CheckpointStep step,
-                       bool keep_own_name) {
+void remove_checkpoint(const std::string& ckpt_dir, const std::string& prefix, CheckpointStep step, bool keep_own_name,
+                       StepNames names) {
   for (const std::string& name : fs::list_dir(ckpt_dir)) {
     if (parse_checkpoint_dir_name(name, prefix) != step) continue;
-    if (keep_own_name && name == checkpoint_dir_name(prefix, step)) continue;
+    if (keep_own_name && name == checkpoint_dir_name(prefix, step, names)) continue;
     const std::string path = fs::join(ckpt_dir, name);
     // Renamed first: a crash mid-deletion leaves a tmp_ directory, never a
     // listed checkpoint with files missing.
@@ -424,8 +427,8 @@ std::string save_checkpoint(const std::string& ckpt_dir, const Tree& target, Che
   const std::vector<CheckpointStep> remove =
       flax_steps_to_remove(steps, step, options.overwrite, options.keep, options.keep_every_n_steps);
   auto work = [prepared, ckpt_dir, prefix = options.prefix, remove, step] {
-    write_checkpoint(*prepared, ckpt_dir, prefix);
-    remove_checkpoint(ckpt_dir, prefix, step, /*keep_own_name=*/true);  // another spelling it replaced
+    write_checkpoint(*prepared, ckpt_dir, prefix, StepNames::flax);
+    remove_checkpoint(ckpt_dir, prefix, step, /*keep_own_name=*/true, StepNames::flax);  // another spelling it replaced
     for (const CheckpointStep& s : remove) remove_checkpoint(ckpt_dir, prefix, s);
   };
   if (options.async_manager) {
@@ -433,7 +436,7 @@ std::string save_checkpoint(const std::string& ckpt_dir, const Tree& target, Che
   } else {
     work();
   }
-  return fs::join(ckpt_dir, checkpoint_dir_name(options.prefix, step));
+  return fs::join(ckpt_dir, checkpoint_dir_name(options.prefix, step, StepNames::flax));
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& ckpt_dir, const std::string& prefix) {

@@ -174,11 +174,16 @@ Tree restore_checkpoint(const std::string& ckpt_dir_or_path, const Tree& target,
 // ---------------------------------------------------------------------------
 // The layer both APIs share
 
-// The name saves write: prefix + an integer step >= 0 zero-padded to 8
-// digits, or prefix + the step as Python spells it (flax's name); and back,
-// from any spelling of a number after the prefix (flax's unpadded
-// "checkpoint_42", "checkpoint_1e5"; nullopt for anything else).
-std::string checkpoint_dir_name(const std::string& prefix, CheckpointStep step);
+// How a save spells its step in the directory name: Pax's runner pads an
+// integer step >= 0 to 8 digits ("checkpoint_00000100"); flax's functional
+// API writes the step as Python spells it ("test_0", "test_0.5").
+enum class StepNames { pax_padded, flax };
+
+// The name saves write: prefix + the step spelled as `names` says; and back,
+// from any spelling of a number after the prefix ("checkpoint_42",
+// "checkpoint_00000042", "checkpoint_1e5"; nullopt for anything else).
+std::string checkpoint_dir_name(const std::string& prefix, CheckpointStep step,
+                                StepNames names = StepNames::pax_padded);
 std::optional<CheckpointStep> parse_checkpoint_dir_name(std::string_view name, const std::string& prefix);
 bool is_committed_checkpoint(const std::string& path);
 // The directory of a step in ckpt_dir: the name saves write, or another
@@ -201,9 +206,10 @@ PreparedCheckpoint prepare_checkpoint(const CheckpointItems& items, CheckpointSt
                                       const std::string& config_json);
 // Writes and commits (replacing an existing checkpoint of that step); returns its path.
 std::string write_checkpoint(const PreparedCheckpoint& checkpoint, const std::string& ckpt_dir,
-                             const std::string& prefix);
+                             const std::string& prefix, StepNames names = StepNames::pax_padded);
 // The step's tmp_ directory, where a save writes before its commit.
-std::string tmp_checkpoint_path(const std::string& ckpt_dir, const std::string& prefix, CheckpointStep step);
+std::string tmp_checkpoint_path(const std::string& ckpt_dir, const std::string& prefix, CheckpointStep step,
+                                StepNames names = StepNames::pax_padded);
 // The __metadata__ of every tensor file a save writes.
 std::map<std::string, std::string> safetensors_file_metadata(CheckpointStep step);
 // The commit of a save whose tensor files are in the step's tmp_ directory:
@@ -211,12 +217,13 @@ std::map<std::string, std::string> safetensors_file_metadata(CheckpointStep step
 // fsyncs, and renames the directory into place (replacing an existing
 // checkpoint of that step). Returns the checkpoint's path.
 std::string commit_checkpoint(CheckpointMetadata m, const std::map<std::string, std::string>& json,
-                              const std::string& ckpt_dir, const std::string& prefix);
+                              const std::string& ckpt_dir, const std::string& prefix,
+                              StepNames names = StepNames::pax_padded);
 // Deletes the checkpoint of a step under every spelling of its value (a
 // missing one is not an error); with keep_own_name, all but the name saves
 // write for `step`.
 void remove_checkpoint(const std::string& ckpt_dir, const std::string& prefix, CheckpointStep step,
-                       bool keep_own_name = false);
+                       bool keep_own_name = false, StepNames names = StepNames::pax_padded);
 
 // metadata.json of a committed checkpoint, validated against its marker.
 CheckpointMetadata read_checkpoint_metadata(const std::string& path);

@@ -236,7 +236,7 @@ TEST(CheckpointCrash, KilledAtRandomMoments) {
         << "round " << round << " (" << mode << "): the latest step went back";
     latest = steps.back();
     for (int64_t s : steps) {
-      const std::string path = dir / checkpoint_dir_name(kDefaultCheckpointPrefix, s);
+      const std::string path = checkpoint_path_of(dir.path(), kDefaultCheckpointPrefix, s);
       const CheckpointItems got = read_checkpoint(path, {{kTargetItemName, crash_tree(s)}});
       ASSERT_TRUE(testing::trees_identical(got.trees.at(kTargetItemName), crash_tree(s)))
           << "round " << round << ", step " << s;

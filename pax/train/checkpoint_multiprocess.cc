@@ -42,7 +42,7 @@ std::string save_checkpoint_multiprocess(const std::string& ckpt_dir, const Tree
   // run_on_root ends with a barrier after process 0's save (write, commit,
   // pruning), then gives its error, if any, to every process.
   dist::run_on_root([&] { save_checkpoint(ckpt_dir, target, step, options); });
-  return fs::join(ckpt_dir, checkpoint_dir_name(options.prefix, step));
+  return fs::join(ckpt_dir, checkpoint_dir_name(options.prefix, step, StepNames::flax));
 }
 
 }  // namespace pax::train

@@ -162,9 +162,9 @@ TEST(CheckpointFloatSteps, KeepEveryNStepsOnValuesAsFlax) {
 TEST(CheckpointFloatSteps, NegativeIntegerSteps) {
   TempDir dir;
   for (int64_t step : {-2, -1, 0}) save_checkpoint(dir.path(), tree_of(float(step)), step, {.keep = 10});
-  EXPECT_EQ(fs::list_dir(dir.path()), (Names{"checkpoint_-1", "checkpoint_-2", "checkpoint_00000000"}));
+  EXPECT_EQ(fs::list_dir(dir.path()), (Names{"checkpoint_-1", "checkpoint_-2", "checkpoint_0"}));
   EXPECT_EQ(available_steps(dir.path()), (std::vector<int64_t>{-2, -1, 0}));
-  EXPECT_EQ(latest_checkpoint(dir.path()), dir / "checkpoint_00000000");
+  EXPECT_EQ(latest_checkpoint(dir.path()), dir / "checkpoint_0");
   EXPECT_PAX_ERROR(CheckpointManager(dir.path()).save(-3, {}, {.force = true}), "step must be >= 0, got -3");
 }
 

@@ -34,7 +34,7 @@ Tree small_tree(uint32_t seed) {
 }
 
 std::string state_file(const std::string& dir, int64_t step) {
-  return dir + "/" + checkpoint_dir_name(kDefaultCheckpointPrefix, step) + "/state.safetensors";
+  return dir + "/" + checkpoint_dir_name(kDefaultCheckpointPrefix, step, StepNames::flax) + "/state.safetensors";
 }
 
 // File offset of a tensor's first byte.
@@ -47,7 +47,7 @@ TEST(Checkpoint, RoundTripEveryKindOfTree) {
   TempDir dir;
   const Tree saved = every_kind_tree(1);
   const std::string path = save_checkpoint(dir.path(), saved, 5);
-  EXPECT_EQ(path, dir / "checkpoint_00000005");
+  EXPECT_EQ(path, dir / "checkpoint_5");
   // A target of the same structure with other values, and None (rebuilt from metadata.json).
   EXPECT_TRUE(trees_identical(restore_checkpoint(dir.path(), every_kind_tree(99)), saved));
   EXPECT_TRUE(trees_identical(restore_checkpoint(dir.path(), Tree()), saved));
@@ -68,7 +68,7 @@ TEST(Checkpoint, FlaxDocExample) {
   TempDir dir;
   const Tree obj = Tree::dict({{"a", array<int32_t>({1, 2, 3})}, {"b", array<int32_t>({1, 1, 1})}});
   const std::string file_path = save_checkpoint(dir.path(), obj, 0, {.prefix = "test_", .keep = 1});
-  EXPECT_EQ(file_path, dir / "test_00000000");
+  EXPECT_EQ(file_path, dir / "test_0");
   const Tree restored = restore_checkpoint(file_path, Tree(), {.prefix = "test_"});
   EXPECT_EQ(restored["a"].leaf().to_vector<int32_t>(), (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(restored["b"].leaf().to_vector<int32_t>(), (std::vector<int32_t>{1, 1, 1}));
@@ -78,8 +78,8 @@ TEST(Checkpoint, OnDiskLayout) {
   TempDir dir;
   const Tree t = small_tree(1);
   save_checkpoint(dir.path(), t, 7, {.config_json = R"({"model": {"layers": 2}})"});
-  EXPECT_EQ(fs::list_dir(dir.path()), (std::vector<std::string>{"checkpoint_00000007"}));
-  EXPECT_EQ(fs::list_dir(dir / "checkpoint_00000007"),
+  EXPECT_EQ(fs::list_dir(dir.path()), (std::vector<std::string>{"checkpoint_7"}));
+  EXPECT_EQ(fs::list_dir(dir / "checkpoint_7"),
             (std::vector<std::string>{"commit_success.txt", "metadata.json", "state.safetensors"}));
   // A standard safetensors file named by tree paths.
   const SafetensorsContents c = read_safetensors(state_file(dir.path(), 7));
@@ -87,7 +87,7 @@ TEST(Checkpoint, OnDiskLayout) {
   for (const NamedArray& n : c.tensors) names.push_back(n.name);
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"count", "params/b", "params/w"}));
-  const CheckpointMetadata m = read_checkpoint_metadata(dir / "checkpoint_00000007");
+  const CheckpointMetadata m = read_checkpoint_metadata(dir / "checkpoint_7");
   EXPECT_EQ(m.step, 7);
   EXPECT_EQ(m.config_hash, config_hash(R"({"model":{"layers":2}})"));
   EXPECT_EQ(m.trees.at("state").tensors.size(), 3u);
@@ -98,6 +98,8 @@ TEST(Checkpoint, OnDiskLayout) {
 
 TEST(Checkpoint, DirectoryNames) {
   EXPECT_EQ(checkpoint_dir_name("checkpoint_", 42), "checkpoint_00000042");
+  EXPECT_EQ(checkpoint_dir_name("test_", 0, StepNames::flax), "test_0");  // flax's names
+  EXPECT_EQ(checkpoint_dir_name("test_", 0.5, StepNames::flax), "test_0.5");
   EXPECT_EQ(parse_checkpoint_dir_name("checkpoint_00000042", "checkpoint_"), 42);
   EXPECT_EQ(parse_checkpoint_dir_name("checkpoint_123456789", "checkpoint_"), 123456789);
   // flax writes unpadded names: read too.
@@ -151,24 +153,27 @@ TEST(Checkpoint, KeepEveryNSteps) {
   EXPECT_EQ(available_steps(dir2.path()), (std::vector<int64_t>{2, 8, 14, 18, 20}));
 }
 
-TEST(Checkpoint, UnpaddedNamesAreListedRestoredReplacedAndPruned) {
-  // Checkpoints named as flax names them (checkpoint_<step>, no padding).
+TEST(Checkpoint, PaddedNamesOfPaxRunsAreListedRestoredReplacedAndPruned) {
+  // Checkpoints named as Pax's runner names them (checkpoint_<8 digits>)
+  // beside the functional API's flax names (checkpoint_<step>).
   TempDir dir;
   for (int64_t s : {5, 40}) {
     save_checkpoint(dir.path(), small_tree(uint32_t(s)), s, {.keep = 10});
-    fs::rename(dir / checkpoint_dir_name("checkpoint_", s), dir / ("checkpoint_" + std::to_string(s)));
+    fs::rename(dir / ("checkpoint_" + std::to_string(s)), dir / checkpoint_dir_name("checkpoint_", s));
   }
   EXPECT_EQ(available_steps(dir.path()), (std::vector<int64_t>{5, 40}));
-  EXPECT_EQ(latest_checkpoint(dir.path()), std::optional<std::string>(dir / "checkpoint_40"));
+  EXPECT_EQ(latest_checkpoint(dir.path()), std::optional<std::string>(dir / "checkpoint_00000040"));
   EXPECT_TRUE(trees_identical(restore_checkpoint(dir.path(), small_tree(0)), small_tree(40)));
   EXPECT_TRUE(trees_identical(restore_checkpoint(dir.path(), small_tree(0), {.step = 5}), small_tree(5)));
-  // Natural order, not the names' order ("checkpoint_5" sorts after "checkpoint_40").
+  // Natural order by value, whatever the spelling.
   save_checkpoint(dir.path(), small_tree(100), 100, {.keep = 2});
   EXPECT_EQ(available_steps(dir.path()), (std::vector<int64_t>{40, 100}));
-  EXPECT_FALSE(fs::exists(dir / "checkpoint_5"));
-  // Replacing step 40 leaves one directory for it, the padded one.
+  EXPECT_FALSE(fs::exists(dir / "checkpoint_00000005"));
+  EXPECT_TRUE(fs::exists(dir / "checkpoint_100"));
+  // Replacing step 40 leaves one directory for it, the name flax writes.
   save_checkpoint(dir.path(), small_tree(41), 40, {.keep = 2, .overwrite = true});
-  EXPECT_FALSE(fs::exists(dir / "checkpoint_40"));
+  EXPECT_FALSE(fs::exists(dir / "checkpoint_00000040"));
+  EXPECT_TRUE(fs::exists(dir / "checkpoint_40"));
   EXPECT_TRUE(trees_identical(restore_checkpoint(dir.path(), small_tree(0), {.step = 40}), small_tree(41)));
   EXPECT_EQ(available_steps(dir.path()), (std::vector<int64_t>{40}));
 }
@@ -191,7 +196,7 @@ TEST(Checkpoint, OverwriteSemantics) {
   save_checkpoint(dir.path(), small_tree(21), 2, {.keep = 10, .overwrite = true});
   EXPECT_EQ(available_steps(dir.path()), (std::vector<int64_t>{1, 2}));
   EXPECT_TRUE(trees_identical(restore_checkpoint(dir.path(), small_tree(0)), small_tree(21)));
-  EXPECT_EQ(fs::list_dir(dir.path()), (std::vector<std::string>{"checkpoint_00000001", "checkpoint_00000002"}));
+  EXPECT_EQ(fs::list_dir(dir.path()), (std::vector<std::string>{"checkpoint_1", "checkpoint_2"}));
   // An older step with overwrite and keep = 1.
   save_checkpoint(dir.path(), small_tree(5), 0, {.keep = 1, .overwrite = true});
   EXPECT_EQ(available_steps(dir.path()), (std::vector<int64_t>{0}));
@@ -225,39 +230,38 @@ TEST(Checkpoint, AnExplicitStepMustExistAMissingPathReturnsTheTarget) {
   // flax.training.checkpoints.restore_checkpoint returns the target for a
   // path that does not exist, a checkpoint's path included.
   const Tree target = small_tree(2);
-  const Tree got = restore_checkpoint(dir / "checkpoint_00000007", target);
+  const Tree got = restore_checkpoint(dir / "checkpoint_7", target);
   EXPECT_EQ(got["params"]["w"].leaf().id(), target["params"]["w"].leaf().id());
-  EXPECT_TRUE(restore_checkpoint(dir / "checkpoint_00000007", Tree()).is_none());
+  EXPECT_TRUE(restore_checkpoint(dir / "checkpoint_7", Tree()).is_none());
 }
 
 TEST(Checkpoint, UncommittedDirectoriesAreNeverListedOrRestored) {
   TempDir dir;
   save_checkpoint(dir.path(), small_tree(1), 3);
   // A complete-looking step 4 without its marker (a save killed before the commit).
-  fs::make_dirs(dir / "checkpoint_00000004");
+  fs::make_dirs(dir / "checkpoint_4");
   for (const char* f : {"state.safetensors", "metadata.json"}) {
-    write_bytes(dir / ("checkpoint_00000004/" + std::string(f)),
-                read_bytes(dir / ("checkpoint_00000003/" + std::string(f))));
+    write_bytes(dir / ("checkpoint_4/" + std::string(f)), read_bytes(dir / ("checkpoint_3/" + std::string(f))));
   }
   EXPECT_EQ(available_steps(dir.path()), (std::vector<int64_t>{3}));
-  EXPECT_EQ(latest_checkpoint(dir.path()), dir / "checkpoint_00000003");
+  EXPECT_EQ(latest_checkpoint(dir.path()), dir / "checkpoint_3");
   EXPECT_TRUE(trees_identical(restore_checkpoint(dir.path(), Tree()), small_tree(1)));
-  EXPECT_PAX_ERROR(restore_checkpoint(dir / "checkpoint_00000004", Tree()),
-                   "'" + (dir / "checkpoint_00000004") + "' is not a committed checkpoint");
+  EXPECT_PAX_ERROR(restore_checkpoint(dir / "checkpoint_4", Tree()),
+                   "'" + (dir / "checkpoint_4") + "' is not a committed checkpoint");
   EXPECT_PAX_ERROR(restore_checkpoint(dir.path(), Tree(), {.step = 4}), "is not a committed checkpoint");
 }
 
 TEST(Checkpoint, LeftoverTmpDirectoriesAreRemovedAtTheNextSave) {
   TempDir dir;
   save_checkpoint(dir.path(), small_tree(1), 1);
-  for (const char* d : {"tmp_checkpoint_00000009", "tmp_checkpoint_00000001.del", "tmp_checkpoint_00000002.old",
-                        "tmp_unrelated", "tmp_other_00000001"}) {
+  for (const char* d :
+       {"tmp_checkpoint_9", "tmp_checkpoint_1.del", "tmp_checkpoint_2.old", "tmp_unrelated", "tmp_other_00000001"}) {
     fs::make_dirs(dir / d);
     write_bytes(dir / (std::string(d) + "/state.safetensors"), "partial");
   }
   save_checkpoint(dir.path(), small_tree(2), 2, {.keep = 5});
-  EXPECT_EQ(fs::list_dir(dir.path()), (std::vector<std::string>{"checkpoint_00000001", "checkpoint_00000002",
-                                                                "tmp_other_00000001", "tmp_unrelated"}));
+  EXPECT_EQ(fs::list_dir(dir.path()),
+            (std::vector<std::string>{"checkpoint_1", "checkpoint_2", "tmp_other_00000001", "tmp_unrelated"}));
 }
 
 TEST(Checkpoint, AnOverwriteThatNeverLandedIsRolledBack) {
@@ -265,16 +269,16 @@ TEST(Checkpoint, AnOverwriteThatNeverLandedIsRolledBack) {
   // old checkpoint aside first; a crash before the new one lands must bring it back.
   TempDir dir;
   save_checkpoint(dir.path(), small_tree(1), 4);
-  fs::rename(dir / "checkpoint_00000004", dir / "tmp_checkpoint_00000004.old");
-  fs::make_dirs(dir / "tmp_checkpoint_00000004");
+  fs::rename(dir / "checkpoint_4", dir / "tmp_checkpoint_4.old");
+  fs::make_dirs(dir / "tmp_checkpoint_4");
   remove_tmp_checkpoints(dir.path(), kDefaultCheckpointPrefix);
-  EXPECT_EQ(fs::list_dir(dir.path()), (std::vector<std::string>{"checkpoint_00000004"}));
+  EXPECT_EQ(fs::list_dir(dir.path()), (std::vector<std::string>{"checkpoint_4"}));
   EXPECT_TRUE(trees_identical(restore_checkpoint(dir.path(), Tree()), small_tree(1)));
   // When the new one did land, the old one is just removed.
-  fs::make_dirs(dir / "tmp_checkpoint_00000004.old");
-  write_bytes(dir / "tmp_checkpoint_00000004.old/commit_success.txt", "x");
+  fs::make_dirs(dir / "tmp_checkpoint_4.old");
+  write_bytes(dir / "tmp_checkpoint_4.old/commit_success.txt", "x");
   remove_tmp_checkpoints(dir.path(), kDefaultCheckpointPrefix);
-  EXPECT_EQ(fs::list_dir(dir.path()), (std::vector<std::string>{"checkpoint_00000004"}));
+  EXPECT_EQ(fs::list_dir(dir.path()), (std::vector<std::string>{"checkpoint_4"}));
 }
 
 TEST(Checkpoint, SaveRejectsBadInput) {
