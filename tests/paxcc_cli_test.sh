@@ -38,6 +38,14 @@ expect 0 "warning: ignoring launch flags that do not apply to paxcc .*: --pmap_u
   -- --exp=tasks.lm.params.lm_cloud.LmCloudTransformerAdamLimitSteps --mode=inspect --pmap_use_tensorstore=True \
   --jax_enable_x64 --noxla_foo --tpu_chips=4
 expect 0 "training FLOPs per step" -- --exp=lm.C4Spmd1BAdam4Replicas --mode=inspect --pmap_use_tensorstore=True
+# The seed's gs:// paths: refused naming the setting, and nothing is created.
+pushd "$work" >/dev/null || exit 1
+expect 1 "--job_log_dir 'gs://bucket/run' is a URL; paxcc reads and writes local paths only" \
+  -- --exp=lm.KjvTransformerTiny --job_log_dir=gs://bucket/run
+popd >/dev/null || exit 1
+[[ -e "$work/gs:" ]] && { echo "FAIL: a gs:// job directory created a local 'gs:'"; failures=$((failures + 1)); }
+expect 1 "the data file 'gs://b/c4-\\*.json.gz' is a URL" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/gs_files" \
+  --set 'train_input.files=["gs://b/c4-*.json.gz"]' --set train_input.source=files
 expect 2 "The following argument was not expected: --pmap_use_tensorstre" -- --exp=lm.C4Spmd1BAdam4Replicas \
   --mode=inspect --pmap_use_tensorstre=True
 # paxml's dotted names as the seed passes them; the mesh and its memory.

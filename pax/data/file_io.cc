@@ -31,6 +31,14 @@ std::string temporary_name(const std::string& path) {
 
 }  // namespace
 
+void check_local_path(const std::string& path, const std::string& what) {
+  const size_t scheme = path.find("://");
+  const bool url = scheme != std::string::npos && scheme > 0 &&
+                   path.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789+.-") == scheme;
+  PAX_CHECK(!url, what, " '", path, "' is a URL; paxcc reads and writes local paths only: mount the bucket (for ",
+            "example with gcsfuse) and give the mounted path");
+}
+
 std::string read_file(const std::string& path) {
   const int fd = open_regular_file(path, "file");
   gzFile f = gzdopen(fd, "rb");  // owns fd from here on

@@ -13,6 +13,11 @@ namespace pax::data {
 // name). Throws pax::Error naming the file when it is missing or unreadable.
 std::string read_file(const std::string& path);
 
+// Throws pax::Error when `path` is a URL (gs://bucket/..., s3://...): paxcc
+// reads and writes local paths, and such a name would otherwise become a
+// local directory called "gs:". `what` names the setting ("--job_log_dir").
+void check_local_path(const std::string& path, const std::string& what);
+
 // Creates directory `dir` and its parents; an error names the part of the
 // path that is in the way (a file, a dangling symlink) or the reason, and
 // `purpose` ("data directory").

@@ -263,6 +263,7 @@ std::vector<std::string> read_record_documents(const std::string& path, RecordFo
 std::vector<std::string> expand_file_patterns(const std::vector<std::string>& patterns) {
   std::vector<std::string> files;
   for (const std::string& p : patterns) {
+    check_local_path(p, "the data file");
     if (p.find_first_of("*?[") == std::string::npos) {
       files.push_back(p);
       continue;

@@ -107,7 +107,10 @@ std::string Job::readers() const {
 
 std::string Job::path(const std::string& name) const { return (fs::path(options.job_dir) / name).string(); }
 
-void Job::check_job_dir() const { PAX_CHECK(!options.job_dir.empty(), "a job directory is needed (--job_log_dir)"); }
+void Job::check_job_dir() const {
+  PAX_CHECK(!options.job_dir.empty(), "a job directory is needed (--job_log_dir)");
+  data::check_local_path(options.job_dir, "--job_log_dir");
+}
 
 void Job::write_job_files() const {
   check_job_dir();
