@@ -191,6 +191,8 @@ std::map<std::string, std::map<std::string, double>> run_evals(const Job& job, c
     m.step = step;
     m.split = train::eval_split(name);
     m.metrics = r.metrics;
+    m.summaries = r.summaries;  // the chief's batches, as the train step's summaries are
+    m.histograms = r.histograms;
     if (summaries) summaries->write(m);
     std::string line = "eval " + name + " @ step " + std::to_string(step) + " (" + std::to_string(r.batches) +
                        " batches): " + metrics_str(r.metrics);

@@ -100,7 +100,7 @@ std::string restored_output_dir(const Job& job, int64_t step) {
 // may be running) and writes into its own output directory.
 RunResult run_restored(Job& job) {
   train::TrainStep train_step(*job.model, job.exp.learner_hparams());
-  train::EvalStep eval_step(*job.model);
+  train::EvalStep eval_step(*job.model, {}, job.exp.train_settings().layer_summaries);
   const bool eval = job.options.mode == Mode::eval;
   check_memory_fits(job, train_step, nullptr, eval ? &eval_step : nullptr, !eval && job.chief(), random::key(0),
                     random::key(0));

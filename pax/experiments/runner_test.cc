@@ -97,6 +97,13 @@ TEST(Runner, TinyTrainsAndWritesItsJobDirectory) {
   EXPECT_GE(entropies, 2) << "one per layer of the tiny model";
   EXPECT_GT(grad_norms, 4);
   EXPECT_EQ(param_norms, grad_norms);
+  // Eval runs write the layers' summaries too (TensorBoard's eval_test_validation).
+  int eval_entropies = 0;
+  for (const train::StepMetrics& m : train::read_metrics_jsonl(dir + "/metrics.jsonl"))
+    if (m.split == train::eval_split("validation"))
+      for (const auto& [tag, value] : m.summaries)
+        eval_entropies += tag.find("attention_entropy") != std::string::npos && std::isfinite(value);
+  EXPECT_GE(eval_entropies, 2) << "one per layer, at every eval";
   const std::string events = [&] {
     std::string all;
     for (const auto& f : fs::directory_iterator(fs::path(dir) / "summaries" / "train"))

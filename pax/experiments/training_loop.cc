@@ -264,7 +264,7 @@ class TrainingLoop {
                      .metrics = exp_.metrics,
                      .vn = exp_.vn,
                      .summaries = settings_.layer_summaries}),
-        eval_step_(*job.model, job.sharding),
+        eval_step_(*job.model, job.sharding, settings_.layer_summaries),
         early_stopping_(!settings_.early_stopping_metric.empty()),
         stopper_{.min_delta = settings_.early_stopping_min_delta, .patience = settings_.early_stopping_patience} {}
 

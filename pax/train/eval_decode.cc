@@ -2,6 +2,8 @@
 // samples' files.
 #include "pax/train/eval_decode.h"
 
+#include "pax/train/step_summaries.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -111,12 +113,19 @@ int64_t for_each_eval_batch_in_lockstep(data::BaseInput& input, const std::funct
 EvalResult run_eval(const EvalStep& step, const Tree& variables, data::BaseInput& input, bool across_processes,
                     const MetricRules& rules, bool lockstep) {
   MetricAccumulator acc(rules);
+  SummaryAccumulator summaries;
   EvalResult result;
-  auto add = [&](const Tree& batch) { acc.add(step(variables, batch).first); };
+  auto add = [&](const Tree& batch) {
+    const EvalStep::Outputs out = step.evaluate(variables, batch);
+    acc.add(out.metrics);
+    summaries.add(out.summaries);
+  };
   result.batches = lockstep ? for_each_eval_batch_in_lockstep(input, add, [&](const Tree& b) { step(variables, b); })
                             : data::for_each_eval_batch(input, add);
   if (across_processes) acc.combine_across_processes();
   result.metrics = acc.values();
+  result.summaries = summaries.scalar_means();
+  result.histograms = summaries.histograms();
   return result;
 }
 

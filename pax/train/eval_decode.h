@@ -15,6 +15,7 @@
 #include "pax/data/base_input.h"
 #include "pax/nn/models/base_model.h"
 #include "pax/train/steps.h"
+#include "pax/train/summary.h"
 
 namespace pax::train {
 
@@ -47,6 +48,10 @@ class MetricAccumulator {
 struct EvalResult {
   std::map<std::string, double> metrics;  // weighted means over the run
   int64_t batches = 0;
+  // The layers' summaries of this process's batches (an EvalStep built with
+  // summaries): scalars averaged over the run, histograms of its last batch.
+  std::map<std::string, double> summaries;
+  std::map<std::string, Histogram> histograms;
 };
 
 // One eval run of `input` (see data::for_each_eval_batch). across_processes:

@@ -17,17 +17,20 @@ Tree model_variables(const TrainState& state) {
 }
 
 struct EvalStep::Impl {
-  std::function<std::pair<Tree, Tree>(const Tree&, const Tree&)> step;
+  std::function<Tree(const Tree&, const Tree&)> step;
   std::function<size_t(const Tree&, const Tree&)> arena_bytes;
 };
 
-EvalStep::EvalStep(const nn::BaseModel& model, const nn::ShardingPlan& plan) : impl_(std::make_shared<Impl>()) {
+EvalStep::EvalStep(const nn::BaseModel& model, const nn::ShardingPlan& plan, bool summaries)
+    : impl_(std::make_shared<Impl>()) {
   const nn::BaseModel* m = &model;
   const nn::ShardingPlan variables_plan = plan.variables_only();
-  auto step = [m, variables_plan](const Tree& variables, const Tree& batch) {
-    return nn::apply_with(*m, variables, [&](const nn::BaseModel& model) { return model.fprop_batch(batch); },
-                          {.summaries = false, .sharding = variables_plan})
-        .output;
+  auto step = [m, variables_plan, summaries](const Tree& variables, const Tree& batch) {
+    auto out = nn::apply_with(*m, variables, [&](const nn::BaseModel& model) { return model.fprop_batch(batch); },
+                              {.summaries = summaries, .sharding = variables_plan});
+    return Tree::dict({{"metrics", out.output.first},
+                       {"per_example", out.output.second},
+                       {"summaries", summaries ? out.summaries : Tree::dict()}});
   };
   auto jitted = std::make_shared<decltype(jit(step))>(jit(step, {.name = "eval_step"}));
   impl_->step = [jitted](const Tree& variables, const Tree& batch) { return (*jitted)(variables, batch); };
@@ -40,8 +43,14 @@ size_t EvalStep::intermediate_bytes(const Tree& variables, const Tree& batch) co
   return impl_->arena_bytes(variables, batch);
 }
 
+EvalStep::Outputs EvalStep::evaluate(const Tree& variables, const Tree& batch) const {
+  const Tree out = impl_->step(variables, batch);
+  return {out["metrics"], out["per_example"], out["summaries"]};
+}
+
 std::pair<Tree, Tree> EvalStep::operator()(const Tree& variables, const Tree& batch) const {
-  return impl_->step(variables, batch);
+  Outputs out = evaluate(variables, batch);
+  return {std::move(out.metrics), std::move(out.per_example)};
 }
 
 Tree decode_batch(const nn::BaseModel& model, const Tree& variables, const Tree& batch, const Array& key) {

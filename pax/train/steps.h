@@ -117,8 +117,16 @@ class EvalStep {
  public:
   // With variables split by `plan`, `variables` hold this process's blocks
   // of the params (every process of the plan's axes runs the step together).
-  explicit EvalStep(const nn::BaseModel& model, const nn::ShardingPlan& plan = {});
+  // With `summaries`, the layers' add_summary values are collected too, as
+  // the train step collects them.
+  explicit EvalStep(const nn::BaseModel& model, const nn::ShardingPlan& plan = {}, bool summaries = false);
   std::pair<Tree, Tree> operator()(const Tree& variables, const Tree& batch) const;
+  struct Outputs {
+    Tree metrics;      // compute_loss's {name: [value, weight]}
+    Tree per_example;  // compute_predictions' per-example outputs
+    Tree summaries;    // {name: value} of the layers' add_summary calls (empty without `summaries`)
+  };
+  Outputs evaluate(const Tree& variables, const Tree& batch) const;
   // Bytes of the compiled eval step's intermediates for variables and a
   // batch of these shapes (abstract ones too), as TrainStep's.
   size_t intermediate_bytes(const Tree& variables, const Tree& batch) const;
