@@ -52,6 +52,11 @@ std::string BaseInput::description() const {
   return out;
 }
 
+const std::vector<std::string>& BaseInput::targets() const {
+  static const std::vector<std::string> none;
+  return none;
+}
+
 std::vector<std::string> BaseInput::ids_to_strings(const Array& ids, const Array& lengths) const {
   PAX_FAIL(description(), ": ids_to_strings needs an input with a tokenizer (e.g. TextLmInput)");
 }

@@ -66,6 +66,8 @@ class BaseInput {
     bool shuffle = false;
     int64_t input_random_seed = 0;
     int64_t prefetch_batches = 0;
+    std::vector<std::string> predict_metrics;
+    std::vector<std::string> score_metrics;
     PAX_HPARAMS(BaseInput, BaseHParams, (name, "Name of the input (e.g. 'train', 'validation'), used in summaries."),
                 (batch_size, "Examples per batch on this host; the global batch is batch_size * num_infeed_hosts.",
                  range::count),
@@ -80,7 +82,13 @@ class BaseInput {
                 (shuffle, "Shuffle the examples, with a new order every epoch."),
                 (input_random_seed, "Seed of the shuffle; the same on every host so that the shards stay disjoint.",
                  range::seed),
-                (prefetch_batches, "Batches prepared ahead on a background thread (0: none).", range::closed(0, 1024)));
+                (prefetch_batches, "Batches prepared ahead on a background thread (0: none).", range::closed(0, 1024)),
+                (predict_metrics,
+                 "Decode runs: metrics of the decoded continuations against the input's targets (SeqIO's "
+                 "predict_metric_fns; train/seqio_metrics.h: exact_match, token_accuracy)."),
+                (score_metrics,
+                 "Eval runs: metrics of the model's per-example scores (SeqIO's score_metric_fns; "
+                 "train/seqio_metrics.h: log_likelihood)."));
     // What the input reads ("files [a.txt]") and how it tokenises ("spm:4096
     // trained on files [a.txt]"), compared between the train and eval inputs
     // before training; "" where it does not say.
@@ -107,6 +115,9 @@ class BaseInput {
   virtual Tree get_next() = 0;
   // Rewinds to the beginning of the data (the first epoch).
   virtual void reset() = 0;
+  // The expected outputs of the examples, by example index (a batch's
+  // "example_index"), for predict_metrics; empty when the input has none.
+  virtual const std::vector<std::string>& targets() const;
   // The position in the stream: a dict of i64 scalars. Restoring it into an
   // input built from the same config continues with exactly the batches that
   // would have followed.

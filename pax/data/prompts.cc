@@ -30,6 +30,10 @@ std::vector<std::string> decode_rows(const Tokenizer& tokenizer, const Array& id
 
 PromptInput::PromptInput(const HParams& hp) : IndexedInput(hp) {
   PAX_CHECK(!hp.prompts.empty(), description(), ": `prompts` is empty; give the texts to continue");
+  PAX_CHECK(hp.targets.empty() || hp.targets.size() == hp.prompts.size(), description(), ": ", hp.targets.size(),
+            " targets for ", hp.prompts.size(), " prompts; give one target per prompt, or none");
+  PAX_CHECK(hp.predict_metrics.empty() || !hp.targets.empty(), description(),
+            ": predict_metrics need the expected continuations; set `targets` (one per prompt)");
   tokenizer_ = load_tokenizer(resolve_tokenizer_spec(hp.tokenizer, hp.data_dir));
   const int32_t start = start_id(*tokenizer_);
   for (const std::string& text : hp.prompts) {
@@ -46,15 +50,19 @@ Tree PromptInput::make_batch(const std::vector<int64_t>& indices) const {
   const int32_t pad = padding_id(*tokenizer_);
   std::vector<int32_t> prefix(size_t(b * p), pad), lengths(size_t(b), 0);
   std::vector<float> weights(size_t(b), 0.0f);
+  std::vector<int32_t> example_index(size_t(b), -1);
   for (int64_t i = 0; i < b; ++i) {
     if (indices[size_t(i)] < 0) continue;  // padding row
+    example_index[size_t(i)] = int32_t(indices[size_t(i)]);
     const std::vector<int32_t>& src = prefixes_[size_t(indices[size_t(i)])];
     std::copy(src.begin(), src.end(), prefix.begin() + i * p);
     lengths[size_t(i)] = int32_t(src.size());
     weights[size_t(i)] = 1.0f;
   }
-  return Tree::dict(
-      {{"prefix", array(prefix, {b, p})}, {"prefix_lengths", array(lengths, {b})}, {"weights", array(weights, {b})}});
+  return Tree::dict({{"prefix", array(prefix, {b, p})},
+                     {"prefix_lengths", array(lengths, {b})},
+                     {"weights", array(weights, {b})},
+                     {"example_index", array(example_index, {b})}});
 }
 
 std::vector<std::string> PromptInput::ids_to_strings(const Array& ids, const Array& lengths) const {

@@ -5,6 +5,8 @@
 //                   prompt's tokens, padded with pad to the longest prompt
 //   prefix_lengths  (B,) i32: tokens of the row's prefix (0: padding row)
 //   weights         (B,) f32: 1, 0 for padding rows
+//   example_index   (B,) i32: the prompt's index (-1: padding row), which
+//                   targets() and predict_metrics read
 // It is an IndexedInput, so hosts read disjoint prompts and a finite run
 // pads to whole batches. By default one decode run reads every prompt once
 // (reset_for_eval = true, repeat = false).
@@ -23,6 +25,7 @@ class PromptInput : public IndexedInput {
  public:
   struct HParams : BaseInput::HParams {
     std::vector<std::string> prompts;
+    std::vector<std::string> targets;
     std::string tokenizer = "bytes";
     std::string data_dir;
     HParams() {
@@ -30,6 +33,7 @@ class PromptInput : public IndexedInput {
       repeat = false;
     }
     PAX_HPARAMS(PromptInput, BaseInput::HParams, (prompts, "The texts decoding continues."),
+                (targets, "The expected continuation of each prompt (empty: none), for predict_metrics."),
                 (tokenizer, "'bytes', a SentencePiece model path, or kjv_spm:<vocab> (as TextLmInput's)."),
                 (data_dir, "Data directory (empty: --data_dir, $PAX_DATA_DIR or ./data)."));
   };
@@ -37,6 +41,7 @@ class PromptInput : public IndexedInput {
   explicit PromptInput(const HParams& hparams);
   std::vector<std::string> ids_to_strings(const Array& ids, const Array& lengths = Array()) const override;
   int64_t vocab_size() const override { return tokenizer_->vocab_size(); }
+  const std::vector<std::string>& targets() const override { return hparams<HParams>().targets; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
 
  protected:

@@ -15,6 +15,7 @@
 #include "pax/nn/layer.h"
 #include "pax/nn/models/base_model.h"
 #include "pax/ops/random.h"
+#include "pax/train/seqio_metrics.h"
 
 namespace pax::experiments {
 
@@ -244,6 +245,7 @@ void validate(const ExperimentConfig& config) {
   for (size_t i = 0; i < config.eval_inputs.size(); ++i) {
     auto* input = check_input(config.eval_inputs[i], "eval_inputs[" + std::to_string(i) + "]");
     data::eval_run_batches(*input);  // rejects the unsupported eval combination
+    train::check_input_metrics(*input, "eval_inputs[" + std::to_string(i) + "]");
     PAX_CHECK(!input->name.empty(), "eval_inputs[", i, "].name must be set (it names the summaries)");
     PAX_CHECK(std::find(eval_names.begin(), eval_names.end(), input->name) == eval_names.end(),
               "eval_inputs: two inputs are named '", input->name, "'");
@@ -252,6 +254,7 @@ void validate(const ExperimentConfig& config) {
   for (size_t i = 0; i < config.decode_inputs.size(); ++i) {
     auto* input = check_input(config.decode_inputs[i], "decode_inputs[" + std::to_string(i) + "]");
     data::eval_run_batches(*input);
+    train::check_input_metrics(*input, "decode_inputs[" + std::to_string(i) + "]");
     PAX_CHECK(!input->name.empty(), "decode_inputs[", i, "].name must be set (it names the output files)");
   }
   if (!t.early_stopping_metric.empty()) {

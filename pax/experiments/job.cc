@@ -12,6 +12,7 @@
 #include "pax/core/buffer.h"
 #include "pax/core/error.h"
 #include "pax/data/file_io.h"
+#include "pax/data/prompts.h"
 #include "pax/api/transforms.h"
 #include "pax/dist/mesh.h"
 #include "pax/dist/process_group.h"
@@ -23,6 +24,7 @@
 #include "pax/nn/models/language_model.h"
 #include "pax/ops/random.h"
 #include "pax/train/eval_decode.h"
+#include "pax/train/seqio_metrics.h"
 
 namespace pax::experiments {
 
@@ -208,7 +210,8 @@ std::map<std::string, std::map<std::string, double>> run_evals(const Job& job, c
 
 std::map<std::string, std::string> run_decodes(const Job& job, const Tree& variables,
                                                std::vector<std::unique_ptr<data::BaseInput>>& inputs, int64_t step,
-                                               train::ConsoleProgress* progress, const std::string& dir) {
+                                               train::ConsoleProgress* progress, const std::string& dir,
+                                               train::JobSummaries* summaries) {
   std::map<std::string, std::string> files;
   const Array key = random::fold_in(random::key(job.exp.train_settings().random_seed), 0x0dec0de);
   for (auto& input : inputs) {
@@ -218,6 +221,21 @@ std::map<std::string, std::string> run_decodes(const Job& job, const Tree& varia
     const std::string path = dir.empty() ? std::string() : train::write_decode_samples(dir, name, step, r);
     std::string shown = "decode " + name + " @ step " + std::to_string(step) + (path.empty() ? "" : " -> " + path);
     for (size_t i = 0; i < r.outputs.size() && i < 4; ++i) shown += "\n  " + r.outputs[i];
+    if (!input->base_hparams().predict_metrics.empty()) {
+      // Tokens of the input's tokenizer (a prompt set's), bytes otherwise.
+      const auto* prompts = dynamic_cast<const data::PromptInput*>(input.get());
+      auto tokenize = [&](const std::string& text) {
+        return prompts ? prompts->tokenizer().encode(text) : std::vector<int32_t>(text.begin(), text.end());
+      };
+      train::MetricAccumulator acc;
+      acc.add(train::predict_metrics(*input, r.prompts, r.outputs, r.indices, tokenize));
+      train::StepMetrics m;
+      m.step = step;
+      m.split = "decode_test_" + name;
+      m.metrics = acc.values();
+      if (summaries) summaries->write(m);
+      shown += "\n  metrics: " + metrics_str(m.metrics);
+    }
     if (progress) {
       progress->message(shown);
     } else {

@@ -95,10 +95,13 @@ std::map<std::string, std::map<std::string, double>> run_evals(const Job& job, c
                                                                train::ConsoleProgress* progress);
 
 // Every decode input once; samples written to <dir>/<name>_step_<step>.txt
-// (none written when `dir` is empty). Returns the files by input name.
+// (none written when `dir` is empty), and an input's predict metrics
+// (train/seqio_metrics.h) on the console and under decode_test_<name> in the
+// summaries (none when `summaries` is null). Returns the files by input name.
 std::map<std::string, std::string> run_decodes(const Job& job, const Tree& variables,
                                                std::vector<std::unique_ptr<data::BaseInput>>& inputs, int64_t step,
-                                               train::ConsoleProgress* progress, const std::string& dir);
+                                               train::ConsoleProgress* progress, const std::string& dir,
+                                               train::JobSummaries* summaries = nullptr);
 
 // Before anything large is allocated: refuses a run whose train state,
 // input batches and largest phase (the train or eval step's intermediates,

@@ -410,6 +410,40 @@ TEST(Runner, SeedPortsInspectAtFullSize) {
   EXPECT_EQ(pipeline.find("no pipelined Repeat"), std::string::npos) << pipeline;
 }
 
+// An eval input's score metrics and a decode input's predict metrics
+// (SeqIO's metric functions) are computed in the runs and summarised under
+// their splits; the log-likelihood agrees with the model's own cross entropy.
+TEST(Runner, InputsDeclareTheirOwnEvalAndDecodeMetrics) {
+  const std::string dir = fresh_dir("seqio_metrics");
+  Config cfg = tiny_config(4);
+  cfg.apply_overrides({"train.eval_interval_steps=4", "train.decode_interval_steps=4",
+                       "eval_inputs[0].score_metrics=[log_likelihood]",
+                       "decode_inputs[0].predict_metrics=[exact_match,token_accuracy]",
+                       "decode_inputs[0].targets=[\" was the Word\",\" unto Moses\",\" I shall not want\","
+                       "\" poor in spirit\",\" and said\",\" the world\"]"});
+  run_experiment(cfg, options(dir));
+  std::optional<train::StepMetrics> eval, decode;
+  for (const train::StepMetrics& m : train::read_metrics_jsonl(dir + "/metrics.jsonl")) {
+    if (m.split == train::eval_split("validation")) eval = m;
+    if (m.split == "decode_test_samples") decode = m;
+  }
+  ASSERT_TRUE(eval && decode);
+  // log-likelihood = -(tokens per sequence) x the mean cross entropy, with
+  // between 1 and 64 real tokens in a validation sequence.
+  const double tokens = -eval->metrics.at("log_likelihood") / eval->metrics.at("avg_xent");
+  EXPECT_GT(tokens, 1.0);
+  EXPECT_LE(tokens, 64.0 + 1e-6);
+  for (const char* name : {"exact_match", "token_accuracy"}) {
+    EXPECT_GE(decode->metrics.at(name), 0.0) << name;
+    EXPECT_LE(decode->metrics.at(name), 100.0) << name;
+  }
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "summaries" / "decode_test_samples"));
+  Config bad = tiny_config(4);
+  bad.apply_overrides({"decode_inputs[0].predict_metrics=[exact_mach]"});
+  EXPECT_PAX_ERROR(run_experiment(bad, options(fresh_dir("seqio_bad"))),
+                   "decode_inputs[0].predict_metrics: unknown metric 'exact_mach'");
+}
+
 // --mode=inspect of a multislice config names both meshes, the slices'
 // ranks and where the first ranks sit.
 TEST(Runner, InspectPlacesTheProcessesOfAMultisliceMesh) {

@@ -565,7 +565,8 @@ class TrainingLoop {
     Tree variables = train::model_variables(state_);
     if (job_.sharding.sharded()) variables = gather_whole(variables, specs_);
     if (job_.chief())
-      result_.decode_files = run_decodes(job_, variables, decode_inputs_, step_, &*progress_, job_.path("decode"));
+      result_.decode_files = run_decodes(job_, variables, decode_inputs_, step_, &*progress_, job_.path("decode"),
+                                         summaries_ ? &*summaries_ : nullptr);
     dist::process_group().meet_after("decoding at step " + std::to_string(step_));
   }
 

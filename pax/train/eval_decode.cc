@@ -2,6 +2,7 @@
 // samples' files.
 #include "pax/train/eval_decode.h"
 
+#include "pax/train/seqio_metrics.h"
 #include "pax/train/step_summaries.h"
 
 #include <fmt/format.h>
@@ -112,18 +113,22 @@ int64_t for_each_eval_batch_in_lockstep(data::BaseInput& input, const std::funct
 
 EvalResult run_eval(const EvalStep& step, const Tree& variables, data::BaseInput& input, bool across_processes,
                     const MetricRules& rules, bool lockstep) {
-  MetricAccumulator acc(rules);
+  MetricAccumulator acc(rules), input_metrics;
   SummaryAccumulator summaries;
   EvalResult result;
+  const data::BaseInput::HParams& hp = input.base_hparams();
   auto add = [&](const Tree& batch) {
     const EvalStep::Outputs out = step.evaluate(variables, batch);
     acc.add(out.metrics);
+    if (!hp.score_metrics.empty()) input_metrics.add(score_metrics(hp, batch, out.per_example));
     summaries.add(out.summaries);
   };
   result.batches = lockstep ? for_each_eval_batch_in_lockstep(input, add, [&](const Tree& b) { step(variables, b); })
                             : data::for_each_eval_batch(input, add);
   if (across_processes) acc.combine_across_processes();
+  if (across_processes && !hp.score_metrics.empty()) input_metrics.combine_across_processes();
   result.metrics = acc.values();
+  for (const auto& [name, value] : input_metrics.values()) result.metrics[name] = value;
   result.summaries = summaries.scalar_means();
   result.histograms = summaries.histograms();
   return result;
@@ -142,10 +147,14 @@ DecodeResult run_decode(const nn::BaseModel& model, const Tree& variables, data:
     std::vector<float> weights(texts.size(), 1.0f);
     if (batch.contains("weights") && batch["weights"].leaf().ndim() == 1)
       weights = batch["weights"].leaf().astype(DType::f32).to_vector<float>();
+    std::vector<int64_t> indices(texts.size(), -1);
+    if (batch.contains("example_index"))
+      indices = batch["example_index"].leaf().astype(DType::i64).to_vector<int64_t>();
     for (size_t i = 0; i < texts.size(); ++i) {
       if (weights[i] <= 0) continue;
       result.prompts.push_back(prompts[i]);
       result.outputs.push_back(texts[i]);
+      result.indices.push_back(indices[i]);
     }
   });
   return result;

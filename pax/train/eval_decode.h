@@ -54,7 +54,8 @@ struct EvalResult {
   std::map<std::string, Histogram> histograms;
 };
 
-// One eval run of `input` (see data::for_each_eval_batch). across_processes:
+// One eval run of `input` (see data::for_each_eval_batch), with the
+// input's score metrics (train/seqio_metrics.h) among the metrics. across_processes:
 // each process evaluates its own shard and the metrics are the weighted means
 // over all of them (every process calls it). lockstep (a step whose params
 // are sharded, so that every call is a collective): every process runs as
@@ -66,6 +67,7 @@ EvalResult run_eval(const EvalStep& step, const Tree& variables, data::BaseInput
 struct DecodeResult {
   std::vector<std::string> prompts;  // the prefix of each real (weight > 0) example
   std::vector<std::string> outputs;  // the whole decoded sequence, prefix included
+  std::vector<int64_t> indices;      // each one's example index (the batch's "example_index"; -1 without it)
   int64_t batches = 0;
 };
 
