@@ -502,52 +502,95 @@ TEST(Pipeline, StagesMatchOneProcessAndResume) {
   }
 }
 
+// A seed port (Repeat of StackedTransformer) scaled down to a quick run of
+// `steps` steps in f32 at `batch` rows per process on the given meshes,
+// every array large enough to split, with `heads` heads of 8.
+std::vector<std::string> scaled_down_port(int64_t batch, const std::string& ici, const std::string& dcn,
+                                          int64_t heads = 2, int64_t steps = 6) {
+  const std::string stack = "model.lm_tpl.stacked_transformer_tpl";
+  return {"model.lm_tpl.model_dims=16",
+          stack + ".sub_tpl.num_heads=" + std::to_string(heads),
+          stack + ".sub_tpl.dim_per_head=8",
+          stack + ".sub_tpl.hidden_dims=32",
+          stack + ".x_times=2",
+          "model.fprop_dtype=float32",
+          "model.lm_tpl.fprop_dtype=float32",
+          "model.lm_tpl.vocab_size=64",
+          "train_input.vocab_size=64",
+          "train_input.seq_length=8",
+          "train_input.batch_size=" + std::to_string(batch),
+          "eval_inputs[0].vocab_size=64",
+          "eval_inputs[0].seq_length=8",
+          "eval_inputs[0].batch_size=2",
+          "train.num_train_steps=" + std::to_string(steps),
+          "train.eval_interval_steps=0",
+          "train.decode_interval_steps=0",
+          "train.summary_interval_steps=1",
+          "train.save_interval_steps=" + std::to_string(steps),
+          "train.async_checkpoint=false",
+          "train.fsdp_min_elements=1",
+          "train.ici_mesh_shape=" + ici,
+          "train.dcn_mesh_shape=" + dcn};
+}
+
+// Runs `experiment` on 4 processes with the meshes given (in `four`), 2
+// rows each, and on one process with the global batch (2 x the mesh's data
+// shards, `shards`); expects the same losses and final parameters. Returns
+// the 4 processes' console output.
+std::string expect_four_train_as_one(const std::string& four, const Launcher& l, const std::string& experiment,
+                                     const std::string& name, const std::string& ici, const std::string& dcn,
+                                     int64_t heads, int64_t shards) {
+  const std::string one = fresh_dir(name + "_one");
+  auto [rc1, out1] =
+      shell(paxcc_command(l, 1, one, scaled_down_port(2 * shards, "[]", "[]", heads), "", experiment), one + ".log");
+  EXPECT_EQ(rc1, 0) << out1;
+  auto [rc4, out4] =
+      shell(paxcc_command(l, 4, four, scaled_down_port(2, ici, dcn, heads), "", experiment), four + ".log");
+  EXPECT_EQ(rc4, 0) << out4;
+  const auto want = train_losses(one), got = train_losses(four);
+  EXPECT_EQ(got.size(), 6u) << out4;
+  for (const auto& [step, loss] : want)
+    if (got.count(step)) EXPECT_NEAR(got.at(step), loss, kLossTolerance * std::abs(loss)) << "step " << step;
+  if (rc1 != 0 || rc4 != 0) return out4;
+  const Tree p1 = final_params(one), p4 = final_params(four);
+  const auto a = tree_leaves(p1), b = tree_leaves(p4);
+  const auto paths = tree_paths(p1);
+  EXPECT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    EXPECT_LE(relative_difference(a[i], b[i]), kParamTolerance) << paths[i];
+  return out4;
+}
+
 // Multislice: the seed's 22B configuration over two slices (DCN [2,1,1] x
 // ICI [1,2,1]: replicas across the slices, fully sharded over the data axis
 // inside each), scaled down, trains as one process does on the 4 processes'
 // summed batch (SyntheticInput's hosts read slices of one global batch).
 TEST(Multislice, ScaledDown22BOnTwoSlicesMatchesOneProcess) {
   const Launcher l = launcher();
-  if (!l.available()) GTEST_SKIP() << "needs $PAX_TEST_PAXCC and $PAX_TEST_MPIRUN (ctest dist_mpirun_data_parallel)";
-  const std::string name = "lm.C4Spmd22BAdam2xv4_128";
-  const std::string one = fresh_dir("multislice_one"), four = fresh_dir("multislice_four");
-  const std::string stack = "model.lm_tpl.stacked_transformer_tpl";
-  auto overrides = [&](int64_t batch, const char* ici, const char* dcn) {
-    return std::vector<std::string>{"model.lm_tpl.model_dims=16",
-                                    stack + ".sub_tpl.num_heads=2",
-                                    stack + ".sub_tpl.dim_per_head=8",
-                                    stack + ".sub_tpl.hidden_dims=32",
-                                    stack + ".x_times=2",
-                                    "model.fprop_dtype=float32",
-                                    "model.lm_tpl.fprop_dtype=float32",
-                                    "model.lm_tpl.vocab_size=64",
-                                    "train_input.vocab_size=64",
-                                    "train_input.seq_length=8",
-                                    "train_input.batch_size=" + std::to_string(batch),
-                                    "train.num_train_steps=6",
-                                    "train.eval_interval_steps=0",
-                                    "train.decode_interval_steps=0",
-                                    "train.summary_interval_steps=1",
-                                    "train.save_interval_steps=6",
-                                    "train.async_checkpoint=false",
-                                    "train.fsdp_min_elements=1",
-                                    std::string("train.ici_mesh_shape=") + ici,
-                                    std::string("train.dcn_mesh_shape=") + dcn};
-  };
-  auto [rc1, out1] = shell(paxcc_command(l, 1, one, overrides(8, "[]", "[]"), "", name), one + ".log");
-  ASSERT_EQ(rc1, 0) << out1;
-  auto [rc4, out4] = shell(paxcc_command(l, 4, four, overrides(2, "[1,2,1]", "[2,1,1]"), "", name), four + ".log");
-  ASSERT_EQ(rc4, 0) << out4;
-  EXPECT_NE(out4.find("ICI [1, 2, 1] x DCN [2, 1, 1]"), std::string::npos) << out4;
-  const auto want = train_losses(one), got = train_losses(four);
-  ASSERT_EQ(got.size(), 6u) << out4;
-  for (const auto& [step, loss] : want)
-    EXPECT_NEAR(got.at(step), loss, kLossTolerance * std::abs(loss)) << "step " << step << "\n" << out4;
-  const Tree p1 = final_params(one), p4 = final_params(four);
-  const auto a = tree_leaves(p1), b = tree_leaves(p4);
-  const auto paths = tree_paths(p1);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(relative_difference(a[i], b[i]), kParamTolerance) << paths[i];
+  if (!l.available()) GTEST_SKIP() << "needs $PAX_TEST_PAXCC and $PAX_TEST_MPIRUN (ctest dist_mpirun_multislice)";
+  const std::string out = expect_four_train_as_one(fresh_dir("multislice_four"), l, "lm.C4Spmd22BAdam2xv4_128",
+                                                   "multislice", "[1,2,1]", "[2,1,1]", 2, /*shards=*/4);
+  EXPECT_NE(out.find("ICI [1, 2, 1] x DCN [2, 1, 1]"), std::string::npos) << out;
+}
+
+// Two-dimensional weight sharding: the seed's 16B port scaled down with 6
+// heads on a [1,2,2] mesh, so that each mdl block holds 3 heads, which the
+// data axis of 2 cannot split: data splits the model dimension instead
+// (Praxis's [data, mdl]), and the run trains as one process does; the
+// checkpoint, which records both splits, restores on one process.
+TEST(TwoDimensionalSharding, ScaledDown16BOnAMdlAndDataMeshMatchesOneProcess) {
+  const Launcher l = launcher();
+  if (!l.available()) GTEST_SKIP() << "needs $PAX_TEST_PAXCC and $PAX_TEST_MPIRUN (ctest dist_mpirun_multislice)";
+  const std::string dir = fresh_dir("two_dims_four");
+  const std::string out = expect_four_train_as_one(dir, l, "lm.C4Spmd16BAdam32Replicas", "two_dims", "[1,2,2]", "[]", 6,
+                                                   /*shards=*/2);
+  EXPECT_NE(out.find("split over the mdl axis of 2"), std::string::npos) << out;
+  // One process evaluates the 4 processes' checkpoint (each array whole again).
+  std::vector<std::string> sets = scaled_down_port(4, "[]", "[]", 6);
+  sets.push_back("train.eval_interval_steps=6");
+  auto [rc, eval_out] =
+      shell(paxcc_command(l, 1, dir, sets, "--mode=eval", "lm.C4Spmd16BAdam32Replicas"), dir + "_eval.log");
+  EXPECT_EQ(rc, 0) << eval_out;
 }
 
 }  // namespace

@@ -185,7 +185,9 @@ std::string mesh_summary(const ExperimentConfig& exp, const nn::BaseModel& model
     if (data > 1)
       s << "; split over the data axis of " << data << ": fully sharded; small arrays and arrays no dimension of which "
         << data << " divides stay whole"
-        << (mdl > 1 ? ", and blocks over mdl split only along their mdl dimension" : "");
+        << (mdl > 1 ? "; a block over mdl splits over data along its mdl dimension where " + std::to_string(data) +
+                          " divides it, else along another dimension (two-dimensional, as Praxis's [data, mdl])"
+                    : "");
     s << ")\n";
   } catch (const Error& e) {
     s << "train state per process: " << format_bytes(whole) << " whole; not shardable as set: " << e.what() << "\n";

@@ -444,6 +444,25 @@ TEST(Runner, InputsDeclareTheirOwnEvalAndDecodeMetrics) {
                    "decode_inputs[0].predict_metrics: unknown metric 'exact_mach'");
 }
 
+// The seed's 16B configuration at full size on its [1, 16, 2] mesh: each
+// process holds at most 1.25x its 1/32 share of the train state, the
+// attention weights (24 heads per mdl block, which 16 does not divide) split
+// over data along their model dimension.
+TEST(Runner, InspectOf16BHoldsAboutAThirtySecondOfTheStatePerProcess) {
+  const std::string text = inspect_experiment(make_experiment("lm.C4Spmd16BAdam32Replicas")->config());
+  const size_t at = text.find("train state per process: ");
+  ASSERT_NE(at, std::string::npos) << text;
+  double mine = 0, whole = 0;
+  char mine_unit[8] = {}, whole_unit[8] = {};
+  ASSERT_EQ(std::sscanf(text.c_str() + at, "train state per process: %lf %7s of %lf %7s", &mine, mine_unit, &whole,
+                        whole_unit),
+            4)
+      << text.substr(at, 120);
+  ASSERT_EQ(std::string(mine_unit), std::string(whole_unit)) << text.substr(at, 120);
+  EXPECT_LE(mine, 1.25 * whole / 32) << text.substr(at, 200);
+  EXPECT_NE(text.find("else along another dimension (two-dimensional"), std::string::npos) << text.substr(at, 400);
+}
+
 // --mode=inspect of a multislice config names both meshes, the slices'
 // ranks and where the first ranks sit.
 TEST(Runner, InspectPlacesTheProcessesOfAMultisliceMesh) {

@@ -404,7 +404,9 @@ void ApplyScope::create_variables(const Layer& root, const Array& key) {
       // This process's stage of a pipelined stack, its block of that under
       // tp, and its block of that under fsdp.
       const WeightHParams staged = stage_held_spec(v.spec, stage, where);
-      const WeightHParams held = held_spec(staged, tp, fsdp, where);
+      // A stage's block splits over mdl and data along one dimension (a
+      // checkpoint records two levels of splits).
+      const WeightHParams held = held_spec(staged, tp, fsdp, where, /*second_dimension=*/!stage_split(v.spec, stage));
       value = stage_block(value, v.spec, stage);
       value = fsdp_block(mdl_block(value, staged, tp), fsdp_split_dim(held, fsdp, where), fsdp);
       put(g_state->updated, variable_location(v.spec.collection, l, v.name), value);

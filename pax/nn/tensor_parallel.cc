@@ -40,19 +40,28 @@ Array mdl_block(const Array& full, const WeightHParams& spec, const TensorParall
 }
 
 WeightHParams held_spec(const WeightHParams& spec, const TensorParallelOptions& tp, const FsdpOptions& fsdp,
-                        const std::string& what) {
+                        const std::string& what, bool second_dimension) {
   if (!mdl_split(spec, tp)) return spec;
   WeightHParams held = spec;
   held.shape = mdl_local_shape(spec, tp, what);
   const int64_t d = *spec.mdl_dim;
-  PAX_CHECK(!spec.fsdp_dim || *spec.fsdp_dim == -1 || *spec.fsdp_dim == d, what, ": fsdp_dim ", *spec.fsdp_dim,
-            " differs from mdl_dim ", d,
-            "; under tensor parallelism the data axis splits a block along its mdl_dim "
-            "(set fsdp_dim to ",
-            d, " or -1, or leave it unset)");
-  const bool nests = fsdp.enabled() && spec.fsdp_dim != -1 && held.shape.numel() >= fsdp.min_elements &&
-                     held.shape[d] % fsdp.size == 0;
-  held.fsdp_dim = nests ? d : -1;
+  if (spec.fsdp_dim && *spec.fsdp_dim != -1 && *spec.fsdp_dim != d) {
+    // Praxis's [data, mdl]: the data axis splits another dimension.
+    PAX_CHECK(second_dimension, what, ": fsdp_dim ", *spec.fsdp_dim, " differs from mdl_dim ", d,
+              ", but a pipeline stage's block is split over mdl and data along one dimension (set fsdp_dim to ", d,
+              " or -1, or leave it unset)");
+    return held;
+  }
+  held.fsdp_dim = -1;
+  if (!fsdp.enabled() || spec.fsdp_dim == -1 || held.shape.numel() < fsdp.min_elements) return held;
+  if (held.shape[d] % fsdp.size == 0) {
+    held.fsdp_dim = d;  // the two splits nest along mdl_dim
+  } else if (second_dimension) {
+    for (int64_t k = spec.repeat_prefix_axes; k < held.shape.rank(); ++k)
+      if (k != d && held.shape[k] % fsdp.size == 0 &&
+          (*held.fsdp_dim < 0 || held.shape[k] > held.shape[*held.fsdp_dim]))
+        held.fsdp_dim = k;
+  }
   return held;
 }
 

@@ -43,12 +43,15 @@ Shape mdl_local_shape(const WeightHParams& spec, const TensorParallelOptions& tp
 // when the variable is not split. Throws when tp.size does not divide it.
 Array mdl_block(const Array& full, const WeightHParams& spec, const TensorParallelOptions& tp);
 // The declaration of what this process holds under tp: `spec` with the
-// local shape and, for a split variable, its fsdp split along the same
-// dimension (where fsdp's axis size divides the block and it has at least
-// fsdp.min_elements elements; otherwise whole over fsdp's axis), so that
-// the two splits nest along one dimension.
+// local shape and, for a split variable of at least fsdp.min_elements
+// elements, its fsdp split: along the same dimension where fsdp's axis size
+// divides the block (the two splits nest), else, with `second_dimension`,
+// along the largest other dimension it divides (a two-dimensional split,
+// Praxis's [data, mdl] mesh_split), else none (whole over fsdp's axis).
+// spec.fsdp_dim, when set, names the dimension (-1: none; another than
+// mdl_dim needs `second_dimension`).
 WeightHParams held_spec(const WeightHParams& spec, const TensorParallelOptions& tp, const FsdpOptions& fsdp,
-                        const std::string& what);
+                        const std::string& what, bool second_dimension = true);
 
 // This process's part of `whole` along `dim` (tp.size equal parts), picked
 // by its position on tp.axis (lax::axis_index, so that a vmap axis standing

@@ -26,7 +26,7 @@ TensorParallelOptions mdl(int64_t size, int64_t index = 0) {
   return TensorParallelOptions{.axis = "mdl", .size = size, .index = index};
 }
 
-TEST(TensorParallel, BlockShapesAndTheSplitNestedWithFsdp) {
+TEST(TensorParallel, BlockShapesAndTheirSplitOverData) {
   const WeightHParams w{.shape = Shape{8, 4, 2}, .mdl_dim = 1};
   EXPECT_EQ(mdl_local_shape(w, mdl(2), "w"), (Shape{8, 2, 2}));
   EXPECT_EQ(mdl_local_shape(w, TensorParallelOptions{}, "w"), (Shape{8, 4, 2}));   // off
@@ -36,7 +36,14 @@ TEST(TensorParallel, BlockShapesAndTheSplitNestedWithFsdp) {
   // fsdp splits the block along the same dimension where it divides it.
   const FsdpOptions data{.axis = "data", .size = 2, .min_elements = 1};
   EXPECT_EQ(held_spec(w, mdl(2), data, "w").fsdp_dim, 1);
-  EXPECT_EQ(held_spec(w, mdl(4), data, "w").fsdp_dim, -1);  // one head each: whole over data
+  // One head each: data splits another dimension, the largest it divides
+  // (Praxis's [data, mdl]); within a pipeline stage's block, none.
+  EXPECT_EQ(held_spec(w, mdl(4), data, "w").fsdp_dim, 0);
+  EXPECT_EQ(held_spec(w, mdl(4), data, "w", /*second_dimension=*/false).fsdp_dim, -1);
+  EXPECT_EQ(held_spec(w, mdl(4), FsdpOptions{.axis = "data", .size = 16, .min_elements = 1}, "w").fsdp_dim, -1);
+  const WeightHParams named{.shape = Shape{8, 4, 2}, .fsdp_dim = 2, .mdl_dim = 1};
+  EXPECT_EQ(held_spec(named, mdl(2), data, "w").fsdp_dim, 2);
+  EXPECT_PAX_ERROR(held_spec(named, mdl(2), data, "w", false), "w: fsdp_dim 2 differs from mdl_dim 1");
   EXPECT_EQ(held_spec(w, mdl(2), FsdpOptions{.axis = "data", .size = 2, .min_elements = 100}, "w").fsdp_dim, -1);
   const Array full = testing::random_array({8, 4, 2}, DType::f32, 1);
   EXPECT_TRUE(testing::all_close(mdl_block(full, w, mdl(2, 1)), slice_along(full, 1, 2, 4), 0, 0));

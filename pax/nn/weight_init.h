@@ -82,8 +82,9 @@ struct WeightHParams {
   // Under tensor parallelism (nn/tensor_parallel.h), the dimension split over
   // the mdl axis (attention heads, the feed-forward's hidden width); nullopt:
   // whole on every process of the axis. A variable split over mdl is split
-  // further over the data axis (fsdp) along the same dimension, where it
-  // divides, and otherwise kept whole there.
+  // further over the data axis (fsdp) along the same dimension where it
+  // divides, and otherwise along another dimension (Praxis's [data, mdl];
+  // nn::held_spec).
   std::optional<int64_t> mdl_dim = {};
   // Split over mdl only where the axis size divides shape[mdl_dim]; whole
   // otherwise (a vocabulary of any size), instead of an error.

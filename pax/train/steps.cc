@@ -350,8 +350,16 @@ dist::ShardSpecs TrainStep::state_specs() const {
       specs[paths[i]] = spec;
       continue;
     }
-    PAX_CHECK(dm < 0 || df < 0 || dm == df, what, ": split over mdl along dimension ", dm, " and over data along ", df,
-              " (the two splits must nest along one dimension)");
+    if (dm >= 0 && df >= 0 && dm != df) {  // two dimensions: mdl's split outer, data's inside each block
+      PAX_CHECK(ds < 0, what,
+                ": split over stage, mdl and data along three dimensions (one more than a checkpoint "
+                "records)");
+      dist::ShardSpec spec{whole, df, fsdp_.size, fsdp_.index, {fsdp_.axis}};
+      spec.outer_dim = dm, spec.outer_count = tp_.size, spec.outer_index = tp_.index, spec.outer_axis = tp_.axis;
+      spec.check(what);
+      specs[paths[i]] = spec;
+      continue;
+    }
     dist::ShardSpec spec{whole, dm >= 0 ? dm : df};
     PAX_CHECK(ds != spec.dim, what, ": split over stage and over mdl or data along one dimension, ", ds);
     spec.count = stage_part[spec.dim] / mine[spec.dim];
