@@ -81,6 +81,9 @@ class GroupAxis final : public ProcessAxis {
   Array reduce_scatter_sum(const Array& x, int64_t axis) override {
     return group_.reduce_scatter(x, ReduceOp::sum, axis);
   }
+  Array permute(const Array& x, const std::vector<std::pair<int64_t, int64_t>>& pairs) override {
+    return group_.permute(x, pairs);
+  }
 
  private:
   ProcessGroup& group_;

@@ -198,6 +198,30 @@ TEST(ProcessAxis, PsumScatterAndAllGatherGradientsAcrossProcesses) {
   EXPECT_TRUE(all_close(gh, want, 1e-2, 1e-2));
 }
 
+// ppermute moves one block point to point: a ring shift gives each process
+// its predecessor's x, a partial shift leaves the first process zeros, the
+// gradient goes back to the sender, and jit runs it on the communication
+// thread with the same result.
+TEST(ProcessAxis, PpermuteShiftsBlocksAndItsGradientGoesBack) {
+  const int p = process_count();
+  const int me = process_index();
+  const Array x = rank_input(me, Shape{2, 3}, DType::f32);
+  std::vector<std::pair<int64_t, int64_t>> ring, shift;
+  for (int r = 0; r < p; ++r) ring.emplace_back(r, (r + 1) % p);
+  for (int r = 0; r + 1 < p; ++r) shift.emplace_back(r, r + 1);
+  EXPECT_TRUE(all_close(lax::ppermute(x, kAxis, ring), rank_input((me + p - 1) % p, Shape{2, 3}, DType::f32), 0, 0));
+  const Array shifted = lax::ppermute(x, kAxis, shift);
+  EXPECT_TRUE(all_close(shifted, me == 0 ? zeros({2, 3}) : rank_input(me - 1, Shape{2, 3}, DType::f32), 0, 0));
+  // d/dx of sum(ppermute(x) * c) on process r is the c of the process r sends to.
+  const Array c = rank_input(me + 11, Shape{2, 3}, DType::f32);
+  const Array g = grad([&](const Array& a) { return sum(lax::ppermute(a, kAxis, shift) * c); })(x);
+  EXPECT_TRUE(all_close(g, me + 1 < p ? rank_input(me + 1 + 11, Shape{2, 3}, DType::f32) : zeros({2, 3}), 0, 0));
+  auto jitted = jit([&](const Array& a) { return lax::ppermute(a * 2.0, kAxis, ring); });
+  EXPECT_TRUE(all_close(jitted(x), rank_input((me + p - 1) % p, Shape{2, 3}, DType::f32) * 2.0, 0, 0));
+  EXPECT_PAX_ERROR(lax::ppermute(x, kAxis, {{0, 0}, {0, 0}}), "ppermute: member 0 appears twice among the sources");
+  EXPECT_PAX_ERROR(lax::ppermute(x, kAxis, {{0, p}}), "names a member outside the");
+}
+
 // A dimension the process count does not divide is the same pax::Error on
 // every rank, before any data moves; the group works on afterwards.
 TEST(ProcessAxis, PsumScatterOfANonDivisibleDimensionFailsOnEveryRank) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <initializer_list>
@@ -56,7 +57,7 @@ using detail::Communicator;
 using Clock = std::chrono::steady_clock;
 
 // What every rank says about a call before any data moves.
-enum class OpKind : int64_t { barrier = 1, all_reduce, all_gather, broadcast, reduce_scatter, split };
+enum class OpKind : int64_t { barrier = 1, all_reduce, all_gather, broadcast, reduce_scatter, split, permute };
 constexpr int kMaxHeaderDims = 12;
 // sequence, kind, dtype, param0, param1, ndim, dims..., the place among
 // a compiled program's collectives (interp/collective_thread.h; -1: none)
@@ -69,6 +70,8 @@ constexpr int kTagVerdict = 0x7a12;
 // After a transfer timed out: {sequence, state} between the ranks, to learn
 // which one stopped (state: kStillWaiting or kFinished).
 constexpr int kTagStalled = 0x7a13;
+// A permute's block, from its source to its destination.
+constexpr int kTagPermute = 0x7a14;
 constexpr int64_t kStillWaiting = 0;
 constexpr int64_t kFinished = 1;
 
@@ -94,6 +97,7 @@ const char* kind_name(int64_t kind) {
     case OpKind::broadcast: return "broadcast";
     case OpKind::reduce_scatter: return "reduce_scatter";
     case OpKind::split: return "split";
+    case OpKind::permute: return "permute";
   }
   return "unknown operation";
 }
@@ -700,14 +704,49 @@ std::string which_ranks_stopped(Communicator& c, int64_t sequence, double timeou
 
 // Waits for one data-moving request. Every rank had arrived, so a timeout here
 // means a process stopped in the middle of the transfer: the message names it.
-void wait_data(MPI_Request& req, std::initializer_list<const Array*> buffers, double timeout, const char* op,
+// The data this process received, per kind of operation, for PAX_PROFILE:
+// an all_gather's blocks of the other processes, a permute's block, an
+// all_reduce's result, a reduce_scatter's block, a broadcast's array.
+struct Traffic {
+  std::array<std::atomic<int64_t>, 8> operations{}, bytes{};
+};
+Traffic& traffic() {
+  static Traffic* t = [] {
+    auto* made = new Traffic;
+    const char* env = std::getenv("PAX_PROFILE");
+    if (env && *env && std::strcmp(env, "0") != 0) {
+      std::atexit([] {
+        const Traffic& t = traffic();
+        std::string line;
+        int64_t total = 0;
+        for (int64_t k = 1; k < int64_t(t.operations.size()); ++k) {
+          if (t.operations[size_t(k)] == 0) continue;
+          total += t.bytes[size_t(k)];
+          line += std::string(line.empty() ? "" : ", ") + kind_name(k) + " " +
+                  std::to_string(t.operations[size_t(k)].load()) + " ops " + std::to_string(t.bytes[size_t(k)].load()) +
+                  " B";
+        }
+        if (!line.empty())
+          std::fprintf(stderr, "PAX_PROFILE: pax::dist received %lld bytes (%s)\n", (long long)total, line.c_str());
+      });
+    }
+    return made;
+  }();
+  return *t;
+}
+void count_received(OpKind kind, int64_t bytes) {
+  traffic().operations[size_t(kind)] += 1;
+  traffic().bytes[size_t(kind)] += bytes;
+}
+
+void wait_data(std::span<MPI_Request> reqs, std::initializer_list<const Array*> buffers, double timeout, const char* op,
                const char*& broken_by, Communicator& c, int64_t sequence) {
-  const Polled polled = poll_until(std::span(&req, 1), deadline_after(timeout), /*busy=*/true);
-  if (polled.done[0]) {
+  const Polled polled = poll_until(reqs, deadline_after(timeout), /*busy=*/true);
+  if (std::all_of(polled.done.begin(), polled.done.end(), [](bool d) { return d; })) {
     c.finished_sequence = sequence;
     return;
   }
-  abandon(std::span(&req, 1), polled.done, /*collective=*/true);
+  abandon(reqs, polled.done, /*collective=*/true);
   for (const Array* a : buffers) g_keep_alive.push_back(a->buffer());
   broken_by = op;
   std::string who = which_ranks_stopped(c, sequence, timeout);
@@ -764,12 +803,13 @@ Array ProcessGroup::all_reduce(const Array& x, ReduceOp op) {
   if (count == 1) return x;
   Array in = x.dtype() == wire_dtype(x.dtype()) ? x : x.astype(wire_dtype(x.dtype()));
   Array out = empty_like(in.aval());
+  count_received(OpKind::all_reduce, int64_t(out.nbytes()));
   stall_if_asked("all_reduce", *comm_, sequence_ - 1, broken_by_);
   MPI_Request req;
   check_mpi(MPI_Iallreduce(in.data(), out.buffer()->data(), checked_count(in.size(), "all_reduce", x.aval()),
                            mpi_type(in.dtype()), mpi_op(op), comm_->comm, &req),
             "MPI_Iallreduce");
-  wait_data(req, {&in, &out}, timeout_seconds(), "all_reduce", broken_by_, *comm_, sequence_ - 1);
+  wait_data(std::span(&req, 1), {&in, &out}, timeout_seconds(), "all_reduce", broken_by_, *comm_, sequence_ - 1);
   if (op == ReduceOp::mean) out = out / double(count);
   return out.dtype() == x.dtype() ? out : out.astype(x.dtype());
 }
@@ -797,11 +837,12 @@ Array ProcessGroup::all_gather(const Array& x, int64_t axis, bool tiled) {
     shape.dims().insert(shape.dims().begin(), count);
     stacked = empty_like(AVal{shape, x.dtype(), x.weak_type()});
     int bytes = checked_count(int64_t(x.nbytes()) * count, "all_gather", x.aval()) / count;
+    count_received(OpKind::all_gather, int64_t(bytes) * (count - 1));
     stall_if_asked("all_gather", *comm_, sequence_ - 1, broken_by_);
     MPI_Request req;
     check_mpi(MPI_Iallgather(x.data(), bytes, MPI_BYTE, stacked.buffer()->data(), bytes, MPI_BYTE, comm_->comm, &req),
               "MPI_Iallgather");
-    wait_data(req, {&x, &stacked}, timeout_seconds(), "all_gather", broken_by_, *comm_, sequence_ - 1);
+    wait_data(std::span(&req, 1), {&x, &stacked}, timeout_seconds(), "all_gather", broken_by_, *comm_, sequence_ - 1);
   }
   Array moved = a == 0 ? stacked : moveaxis(stacked, 0, a);
   if (!tiled) return moved;
@@ -827,12 +868,52 @@ Array ProcessGroup::broadcast(const Array& x, int root) {
   if (count == 1) return x;
   Array out = empty_like(x.aval());
   if (comm_->index == root) std::memcpy(out.buffer()->data(), x.data(), x.nbytes());
+  if (comm_->index != root) count_received(OpKind::broadcast, int64_t(x.nbytes()));
   stall_if_asked("broadcast", *comm_, sequence_ - 1, broken_by_);
   MPI_Request req;
   check_mpi(MPI_Ibcast(out.buffer()->data(), checked_count(int64_t(x.nbytes()), "broadcast", x.aval()), MPI_BYTE, root,
                        comm_->comm, &req),
             "MPI_Ibcast");
-  wait_data(req, {&out}, timeout_seconds(), "broadcast", broken_by_, *comm_, sequence_ - 1);
+  wait_data(std::span(&req, 1), {&out}, timeout_seconds(), "broadcast", broken_by_, *comm_, sequence_ - 1);
+  return out;
+}
+
+Array ProcessGroup::permute(const Array& x, const std::vector<std::pair<int64_t, int64_t>>& pairs) {
+  // MPI reads and writes host memory: an array on a device is staged.
+  if (x.is_concrete() && x.device().kind != DeviceKind::cpu) {
+    const Array out = permute(device_get(x), pairs);
+    return x.committed() ? device_put(out, x.device()) : move_uncommitted(out, x.device());
+  }
+  finish_started_collectives();  // they come first, in every process
+  initialize();
+  const int count = comm_->count, me = comm_->index;
+  check_input(x, "permute");
+  check_usable("permute");
+  int64_t from = -1, to = -1, digest = int64_t(pairs.size());
+  for (const auto& [source, dest] : pairs) {
+    PAX_CHECK(source >= 0 && source < count && dest >= 0 && dest < count, "pax::dist permute: the pair (", source, ", ",
+              dest, ") names a process outside the ", count, " of axis '", axis_name_, "'");
+    digest = digest * 1000003 + source * 1009 + dest;
+    if (source == me) to = dest;
+    if (dest == me) from = source;
+  }
+  agree(Header(OpKind::permute, sequence_++, &x.aval(), int64_t(pairs.size()), digest), timeout_seconds());
+  Array out = from >= 0 ? empty_like(x.aval()) : zeros_like(x);
+  if (from == me) return x;  // its own block stays
+  std::vector<MPI_Request> reqs;
+  const int bytes = checked_count(int64_t(x.nbytes()), "permute", x.aval());
+  if (from >= 0) count_received(OpKind::permute, bytes);
+  stall_if_asked("permute", *comm_, sequence_ - 1, broken_by_);
+  if (to >= 0) {
+    reqs.emplace_back();
+    check_mpi(MPI_Isend(x.data(), bytes, MPI_BYTE, int(to), kTagPermute, comm_->comm, &reqs.back()), "MPI_Isend");
+  }
+  if (from >= 0) {
+    reqs.emplace_back();
+    check_mpi(MPI_Irecv(out.buffer()->data(), bytes, MPI_BYTE, int(from), kTagPermute, comm_->comm, &reqs.back()),
+              "MPI_Irecv");
+  }
+  if (!reqs.empty()) wait_data(reqs, {&x, &out}, timeout_seconds(), "permute", broken_by_, *comm_, sequence_ - 1);
   return out;
 }
 
@@ -860,13 +941,14 @@ Array ProcessGroup::reduce_scatter(const Array& x, ReduceOp op, int64_t axis) {
   Shape block_shape = in.shape();
   block_shape[0] /= count;
   Array out = empty_like(AVal{block_shape, in.dtype(), in.weak_type()});
+  count_received(OpKind::reduce_scatter, int64_t(out.nbytes()));
   stall_if_asked("reduce_scatter", *comm_, sequence_ - 1, broken_by_);
   MPI_Request req;
   check_mpi(MPI_Ireduce_scatter_block(in.data(), out.buffer()->data(),
                                       checked_count(block_shape.numel(), "reduce_scatter", x.aval()),
                                       mpi_type(in.dtype()), mpi_op(op), comm_->comm, &req),
             "MPI_Ireduce_scatter_block");
-  wait_data(req, {&in, &out}, timeout_seconds(), "reduce_scatter", broken_by_, *comm_, sequence_ - 1);
+  wait_data(std::span(&req, 1), {&in, &out}, timeout_seconds(), "reduce_scatter", broken_by_, *comm_, sequence_ - 1);
   if (op == ReduceOp::mean) out = out / double(count);
   if (out.dtype() != x.dtype()) out = out.astype(x.dtype());
   return a == 0 ? out : moveaxis(out, 0, a);

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pax/core/array.h"
@@ -124,6 +125,11 @@ class ProcessGroup {
   // all_reduce, then process i keeps block i of `axis` (whose size must be a
   // multiple of process_count()): jax's psum_scatter(..., tiled=True).
   Array reduce_scatter(const Array& x, ReduceOp op = ReduceOp::sum, int64_t axis = 0);
+  // JAX's ppermute: for each (source, destination) pair, the destination
+  // receives the source's x (point to point); a process no pair sends to
+  // gets zeros. Sources and destinations are process indices, each at most
+  // once on each side.
+  Array permute(const Array& x, const std::vector<std::pair<int64_t, int64_t>>& pairs);
 
  private:
   friend ProcessGroup& process_group();

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pax/core/array.h"
@@ -31,6 +32,9 @@ class ProcessAxis {
   // The elementwise sum over the processes, of which this process keeps
   // block index() of axis `axis` (whose size is a multiple of size()).
   virtual Array reduce_scatter_sum(const Array& x, int64_t axis) = 0;
+  // For each (source, destination) pair, the destination receives the
+  // source's x; a process no pair sends to gets zeros (JAX's ppermute).
+  virtual Array permute(const Array& x, const std::vector<std::pair<int64_t, int64_t>>& pairs) = 0;
 };
 
 // The world axis of this job (every process): the installed one, or the

@@ -58,10 +58,9 @@ Array cut(const Array& x, int64_t microbatches) {
 
 Array from_previous_stage(const Array& y, const PipelineOptions& stage) {
   if (!stage.enabled()) return y;
-  const Array all = lax::all_gather(y, stage.axis, 0, /*tiled=*/false);  // (S, ...)
-  const Array previous =
-      remainder(lax::axis_index(stage.axis).astype(DType::i32) + int32_t(stage.size - 1), int32_t(stage.size));
-  return index_leading(all, previous);
+  std::vector<std::pair<int64_t, int64_t>> ring;  // stage s sends to s + 1, the last to the first
+  for (int64_t s = 0; s < stage.size; ++s) ring.emplace_back(s, (s + 1) % stage.size);
+  return lax::ppermute(y, stage.axis, ring);
 }
 
 int64_t microbatch_count(int64_t batch, int64_t num_microbatches, int64_t microbatch_size, const std::string& who) {

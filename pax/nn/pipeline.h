@@ -49,7 +49,8 @@ Array index_leading(const Array& x, const Array& i);
 
 // The previous stage's `y` on every stage (stage 0 gets the last stage's,
 // which the schedule ignores); backward, the cotangent goes back to the stage
-// that sent it. An all_gather over the axis and this stage's pick of it.
+// that sent it. A ppermute over the axis: each stage sends one block, point
+// to point.
 Array from_previous_stage(const Array& y, const PipelineOptions& stage);
 
 // What one stage computes on one microbatch: its output (of the input's

@@ -274,6 +274,15 @@ Array psum_scatter(const Array& x, const std::string& axis_name, int64_t scatter
                       {"tiled", tiled},
                       {"axis_size", axis_size(axis_name)}});
 }
+Array ppermute(const Array& x, const std::string& axis_name, const std::vector<std::pair<int64_t, int64_t>>& perm) {
+  Ints sources, destinations;
+  for (const auto& [source, destination] : perm) sources.push_back(source), destinations.push_back(destination);
+  return bind1(Prim::ppermute, {x},
+               Params{{"axis_name", axis_name},
+                      {"sources", sources},
+                      {"destinations", destinations},
+                      {"axis_size", axis_size(axis_name)}});
+}
 Array axis_index(const std::string& axis_name) { return bind1(Prim::axis_index, {}, Params{{"axis_name", axis_name}}); }
 
 }  // namespace pax::lax

@@ -177,6 +177,12 @@ Array all_gather(const Array& x, const std::string& axis_name, int64_t axis = 0,
 // the axis size; untiled: the dimension must have the axis size and is
 // removed). The transpose of a tiled all_gather.
 Array psum_scatter(const Array& x, const std::string& axis_name, int64_t scatter_dimension = 0, bool tiled = false);
+// JAX's ppermute: for each (source, destination) pair of member indices of
+// the named axis, the destination member gets the source's x (point to
+// point); a member no pair sends to gets zeros. Each index appears at most
+// once among the sources and once among the destinations; its derivative is
+// the inverse permutation.
+Array ppermute(const Array& x, const std::string& axis_name, const std::vector<std::pair<int64_t, int64_t>>& perm);
 // This member's index along the named axis (int32 scalar).
 Array axis_index(const std::string& axis_name);
 

@@ -1,5 +1,5 @@
 // Collectives over a named axis: psum, pmax, pmin, all_gather, psum_scatter,
-// axis_index.
+// ppermute, axis_index.
 // Under vmap(axis_name=...) the axis is the batch (the seed's BatchNorm-under-
 // vmap example); bind routes a collective to the vmap level of that name.
 // Outside any such level the process axis (interp/process_axis.h: the
@@ -68,6 +68,34 @@ std::vector<AVal> psum_scatter_rule(std::span<const AVal> in, const Params& p) {
   return {out};
 }
 
+// The (source, destination) pairs of a ppermute, checked against the axis
+// size: indices in range, each at most once on each side.
+std::vector<std::pair<int64_t, int64_t>> permutation(const Params& p) {
+  const Ints& sources = p.ints("sources");
+  const Ints& destinations = p.ints("destinations");
+  const int64_t size = p.i("axis_size");
+  PAX_CHECK(sources.size() == destinations.size(), "ppermute: ", sources.size(), " sources but ", destinations.size(),
+            " destinations");
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  std::vector<bool> sent(size_t(std::max<int64_t>(size, 0))), received(sent.size());
+  for (size_t k = 0; k < sources.size(); ++k) {
+    const int64_t s = sources[k], d = destinations[k];
+    PAX_CHECK(s >= 0 && s < size && d >= 0 && d < size, "ppermute: the pair (", s, ", ", d,
+              ") names a member outside the ", size, " of axis '", p.s("axis_name"), "'");
+    PAX_CHECK(!sent[size_t(s)] && !received[size_t(d)], "ppermute: member ", sent[size_t(s)] ? s : d,
+              " appears twice among the ", sent[size_t(s)] ? "sources" : "destinations",
+              " (a permutation names each at most once)");
+    sent[size_t(s)] = received[size_t(d)] = true;
+    pairs.emplace_back(s, d);
+  }
+  return pairs;
+}
+
+std::vector<AVal> ppermute_rule(std::span<const AVal> in, const Params& p) {
+  permutation(p);
+  return {in[0]};
+}
+
 std::vector<AVal> axis_index_rule(std::span<const AVal>, const Params& p) {
   p.s("axis_name");
   return {AVal{Shape{}, DType::i32, false}};
@@ -78,6 +106,13 @@ template <ReduceOp Op>
 std::vector<Array> reduce_impl(std::span<const Array> in, const Params& p) {
   ProcessAxis& axis = named_process_axis(p, Op == ReduceOp::sum ? "psum" : Op == ReduceOp::max ? "pmax" : "pmin");
   return {axis.all_reduce(in[0], Op)};
+}
+
+std::vector<Array> ppermute_impl(std::span<const Array> in, const Params& p) {
+  ProcessAxis& axis = named_process_axis(p, "ppermute");
+  PAX_CHECK(p.i("axis_size") == axis.size(), "ppermute: axis_size ", p.i("axis_size"),
+            " differs from the process count ", axis.size(), " of axis '", p.s("axis_name"), "'");
+  return {axis.permute(in[0], permutation(p))};
 }
 
 std::vector<Array> axis_index_impl(std::span<const Array>, const Params& p) {
@@ -178,6 +213,35 @@ Batched psum_scatter_batch(std::span<const Array> values, std::span<const int64_
   return {{lax::reshape(total, blocks)}, {dim}};
 }
 
+// Over this level's axis member d takes the batch slice of the member that
+// sends to it (zeros when none does); over another name, per element.
+Batched ppermute_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p,
+                       const BatchInfo& info) {
+  Array x = values[0];
+  int64_t d = bdims[0];
+  if (p.s("axis_name") != info.axis_name) return {{bind1(Prim::ppermute, {x}, p)}, {d}};
+  if (d < 0) {  // the same value on every member
+    Ints dims = x.shape().dims();
+    dims.insert(dims.begin(), info.axis_size);
+    Ints kept(size_t(x.ndim()));
+    for (size_t k = 0; k < kept.size(); ++k) kept[k] = int64_t(k) + 1;
+    x = lax::broadcast_in_dim(x, dims, kept);
+    d = 0;
+  }
+  std::vector<int64_t> source_of(size_t(info.axis_size), -1);
+  for (const auto& [source, destination] : permutation(p)) source_of[size_t(destination)] = source;
+  std::vector<Array> members;
+  for (int64_t m = 0; m < info.axis_size; ++m) {
+    const int64_t s = source_of[size_t(m)];
+    Ints start(size_t(x.ndim()), 0), limit = x.shape().dims();
+    start[size_t(d)] = std::max<int64_t>(s, 0), limit[size_t(d)] = std::max<int64_t>(s, 0) + 1;
+    Array slice = lax::slice(x, start, limit);
+    if (s < 0) slice = lax::mul(slice, lax::broadcast_in_dim(scalar(0.0, x.dtype()), slice.shape().dims(), {}));
+    members.push_back(slice);
+  }
+  return {{lax::concatenate(members, d)}, {d}};
+}
+
 Batched axis_index_batch(std::span<const Array>, std::span<const int64_t>, const Params& p, const BatchInfo& info) {
   if (p.s("axis_name") != info.axis_name) return {{bind1(Prim::axis_index, {}, p)}, {-1}};
   return {{lax::iota(DType::i32, {info.axis_size}, 0)}, {0}};
@@ -233,6 +297,16 @@ std::vector<Array> psum_scatter_vjp(std::span<const Array> in, std::span<const A
   return {transpose_collective(Prim::all_gather, cts[0], p, "axis", dim)};
 }
 
+// ppermute's transpose sends every cotangent back to the member it came from.
+std::vector<Array> ppermute_vjp(std::span<const Array>, std::span<const Array>, std::span<const Array> cts,
+                                const Params& p, const CotangentMask&) {
+  if (!cts[0].defined()) return {Array()};
+  Params inverse = p;
+  inverse.set("sources", p.ints("destinations"));
+  inverse.set("destinations", p.ints("sources"));
+  return {bind1(Prim::ppermute, {cts[0]}, inverse)};
+}
+
 // all_gather and psum_scatter are linear: the tangent goes through the same collective.
 template <Prim P>
 std::vector<Array> linear_jvp(std::span<const Array>, std::span<const Array> t, std::span<const Array>,
@@ -253,6 +327,7 @@ void register_collective_prims(PrimTable& t) {
   def(Prim::pmin, reduce_rule<Prim::pmin>, reduce_impl<ReduceOp::min>, reduce_batch<Prim::pmin>);
   def(Prim::all_gather, all_gather_rule, all_gather_impl, all_gather_batch);
   def(Prim::psum_scatter, psum_scatter_rule, psum_scatter_impl, psum_scatter_batch);
+  def(Prim::ppermute, ppermute_rule, ppermute_impl, ppermute_batch);
   def(Prim::axis_index, axis_index_rule, axis_index_impl, axis_index_batch);
   t[size_t(Prim::psum)].vjp = psum_vjp;
   t[size_t(Prim::psum)].jvp = psum_jvp;
@@ -264,6 +339,8 @@ void register_collective_prims(PrimTable& t) {
   t[size_t(Prim::all_gather)].jvp = linear_jvp<Prim::all_gather>;
   t[size_t(Prim::psum_scatter)].vjp = psum_scatter_vjp;
   t[size_t(Prim::psum_scatter)].jvp = linear_jvp<Prim::psum_scatter>;
+  t[size_t(Prim::ppermute)].vjp = ppermute_vjp;
+  t[size_t(Prim::ppermute)].jvp = linear_jvp<Prim::ppermute>;
 }
 
 }  // namespace pax

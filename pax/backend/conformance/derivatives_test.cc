@@ -192,6 +192,11 @@ std::vector<DerivativeCase> cases() {
   c.push_back({"pmax", mapped([](const Array& v) { return lax::pmax(v, "i"); }), {neg}});
   c.push_back({"pmin", mapped([](const Array& v) { return lax::pmin(v, "i"); }), {neg}});
   c.push_back({"all_gather", mapped([](const Array& v) { return lax::all_gather(lax::exp(v), "i"); }), {neg}});
+  c.push_back({"ppermute",
+               mapped([](const Array& v) {
+                 return lax::ppermute(lax::exp(v), "i", {{0, 1}, {1, 0}});
+               }),
+               {neg}});
   c.push_back({"psum_scatter",
                mapped([](const Array& v) { return lax::psum_scatter(lax::exp(v), "i", 0, true); }),
                {spread({2, 4}, -1, 1, 14)}});

@@ -21,7 +21,8 @@ namespace {
 using LD = long double;
 
 PAX_CONFORMANCE_COVERS("threefry2x32", "random_bits", "stop_gradient", "jit_call", "custom_vjp_call", "psum", "pmax",
-                       "pmin", "all_gather", "psum_scatter", "axis_index", "cond", "while", "scan", "remat");
+                       "pmin", "all_gather", "psum_scatter", "ppermute", "axis_index", "cond", "while", "scan",
+                       "remat");
 
 // Threefry-2x32 with 20 rounds (Random123's threefry2x32_R(20)).
 std::pair<uint32_t, uint32_t> threefry(uint32_t k0, uint32_t k1, uint32_t x0, uint32_t x1) {
@@ -167,6 +168,14 @@ TEST(CollectiveConformance, UnderVmapWithANamedAxis) {
     }
     expect_op("psum_scatter " + dt, mapped([](const Array& v) { return lax::psum_scatter(v, "i", 0, false); }), {y},
               {host(d, Shape{members}, scattered)});
+    // ppermute (a shift by one that member 3 does not send on): member m
+    // gets member m - 1's row, member 0 zeros.
+    std::vector<LD> shifted(6, 0);
+    shifted.insert(shifted.end(), x.v.begin(), x.v.begin() + 6 * (members - 1));
+    expect_op("ppermute " + dt, mapped([](const Array& v) {
+                return lax::ppermute(v, "i", {{0, 1}, {1, 2}, {2, 3}});
+              }),
+              {x}, {host(d, out, shifted)});
     expect_op("axis_index " + dt,
               mapped([](const Array& v) { return lax::add(lax::axis_index("i"), lax::mul(v, full_like(v, 0))); }),
               {host(DType::i32, Shape{members}, {5, 6, 7, 8})}, {host(DType::i32, Shape{members}, {0, 1, 2, 3})});
