@@ -57,6 +57,8 @@ const std::vector<std::string>& BaseInput::targets() const {
   return none;
 }
 
+std::vector<int32_t> BaseInput::text_to_ids(const std::string& text) const { return {text.begin(), text.end()}; }
+
 std::vector<std::string> BaseInput::ids_to_strings(const Array& ids, const Array& lengths) const {
   PAX_FAIL(description(), ": ids_to_strings needs an input with a tokenizer (e.g. TextLmInput)");
 }

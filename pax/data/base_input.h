@@ -118,6 +118,9 @@ class BaseInput {
   // The expected outputs of the examples, by example index (a batch's
   // "example_index"), for predict_metrics; empty when the input has none.
   virtual const std::vector<std::string>& targets() const;
+  // `text` as token ids of the input's tokenizer, as predict_metrics compare
+  // targets and predictions; bytes for an input without one.
+  virtual std::vector<int32_t> text_to_ids(const std::string& text) const;
   // The position in the stream: a dict of i64 scalars. Restoring it into an
   // input built from the same config continues with exactly the batches that
   // would have followed.

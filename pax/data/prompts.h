@@ -42,6 +42,7 @@ class PromptInput : public IndexedInput {
   std::vector<std::string> ids_to_strings(const Array& ids, const Array& lengths = Array()) const override;
   int64_t vocab_size() const override { return tokenizer_->vocab_size(); }
   const std::vector<std::string>& targets() const override { return hparams<HParams>().targets; }
+  std::vector<int32_t> text_to_ids(const std::string& text) const override { return tokenizer_->encode(text); }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
 
  protected:

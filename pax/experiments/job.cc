@@ -12,7 +12,6 @@
 #include "pax/core/buffer.h"
 #include "pax/core/error.h"
 #include "pax/data/file_io.h"
-#include "pax/data/prompts.h"
 #include "pax/api/transforms.h"
 #include "pax/dist/mesh.h"
 #include "pax/dist/process_group.h"
@@ -222,13 +221,9 @@ std::map<std::string, std::string> run_decodes(const Job& job, const Tree& varia
     std::string shown = "decode " + name + " @ step " + std::to_string(step) + (path.empty() ? "" : " -> " + path);
     for (size_t i = 0; i < r.outputs.size() && i < 4; ++i) shown += "\n  " + r.outputs[i];
     if (!input->base_hparams().predict_metrics.empty()) {
-      // Tokens of the input's tokenizer (a prompt set's), bytes otherwise.
-      const auto* prompts = dynamic_cast<const data::PromptInput*>(input.get());
-      auto tokenize = [&](const std::string& text) {
-        return prompts ? prompts->tokenizer().encode(text) : std::vector<int32_t>(text.begin(), text.end());
-      };
       train::MetricAccumulator acc;
-      acc.add(train::predict_metrics(*input, r.prompts, r.outputs, r.indices, tokenize));
+      acc.add(train::predict_metrics(*input, r.prompts, r.outputs, r.indices,
+                                     [&](const std::string& text) { return input->text_to_ids(text); }));
       train::StepMetrics m;
       m.step = step;
       m.split = "decode_test_" + name;

@@ -186,7 +186,8 @@ std::string mesh_summary(const ExperimentConfig& exp, const nn::BaseModel& model
       s << "; split over the data axis of " << data << ": fully sharded; small arrays and arrays no dimension of which "
         << data << " divides stay whole"
         << (mdl > 1 ? "; a block over mdl splits over data along its mdl dimension where " + std::to_string(data) +
-                          " divides it, else along another dimension (two-dimensional, as Praxis's [data, mdl])"
+                          " divides it, else along another dimension (two-dimensional, as Praxis's [data, mdl])" +
+                          (stage > 1 ? std::string(" outside a pipeline stage's blocks") : std::string())
                     : "");
     s << ")\n";
   } catch (const Error& e) {
