@@ -46,6 +46,7 @@ popd >/dev/null || exit 1
 [[ -e "$work/gs:" ]] && { echo "FAIL: a gs:// job directory created a local 'gs:'"; failures=$((failures + 1)); }
 expect 1 "the data file 'gs://b/c4-\\*.json.gz' is a URL" -- --exp=lm.KjvTransformerTiny "--job_log_dir=$work/gs_files" \
   --set 'train_input.files=["gs://b/c4-*.json.gz"]' --set train_input.source=files
+expect 1 "--job_log_dir 'GS://bucket/run' is a URL" -- --exp=lm.KjvTransformerTiny --job_log_dir=GS://bucket/run
 expect 2 "The following argument was not expected: --pmap_use_tensorstre" -- --exp=lm.C4Spmd1BAdam4Replicas \
   --mode=inspect --pmap_use_tensorstre=True
 # paxml's dotted names as the seed passes them; the mesh and its memory.

@@ -437,7 +437,8 @@ TEST(TensorParallel, SplitHeadsAndWidthsMatchOneProcessAndResume) {
 // of the two repetitions of a pipelined Repeat and runs the batch as 2
 // microbatches): the same training as one process running the same model,
 // the eval in lockstep, a resume, and the checkpoint read by one process.
-// Four stages ([4,1,1,1]) train as one process does. Then stage x mdl
+// Four stages ([4,1,1,1]) train as one process does, with the stage shift
+// delayed by an iteration too. Then stage x mdl
 // ([2,1,1,2]: the stages' blocks split by heads and widths,
 // a checkpoint of blocks split along two dimensions) and stage x data
 // ([2,1,2,1]: fsdp's blocks of the stages' layers, two input shards) train
@@ -475,8 +476,13 @@ TEST(Pipeline, StagesMatchOneProcessAndResume) {
   stages4.back() = "train.ici_mesh_shape=[4,1,1,1]";
   const std::string one4 = fresh_dir("pp_one4");
   run_here(single4, one4);
-  expect_losses_alike(l, 4, fresh_dir("pp_stages4"), stages4, train_losses(one4),
+  const auto want4 = train_losses(one4);
+  expect_losses_alike(l, 4, fresh_dir("pp_stages4"), stages4, want4,
                       "pipelined layers split over the stage axis of 4 processes");
+  // The same with each shift sent an iteration late (overlapping the next
+  // iteration's compute): the same losses.
+  stages4.push_back(stack + ".delay_activation_forwarding=true");
+  expect_losses_alike(l, 4, fresh_dir("pp_delayed4"), stages4, want4);
 
   // [2,1,1,2] and [2,1,2,1] (half the batch per input shard): 4 processes.
   for (const char* mesh : {"[2,1,1,2]", "[2,1,2,1]"}) {

@@ -64,9 +64,14 @@ ProcessAxis& bound_process_axis(const std::string& name, const char* op) {
 }
 
 void install_process_axes(const ProcessAxes& axes) {
-  static ProcessAxes installed;
-  installed = axes;
-  g_axes.store(&installed, std::memory_order_release);
+  // Two slots, so that the one being read is never the one written.
+  static ProcessAxes installed[2];
+  static int next = 0;
+  installed[next] = axes;
+  g_axes.store(&installed[next], std::memory_order_release);
+  next ^= 1;
 }
+
+ProcessAxes current_process_axes() { return *g_axes.load(std::memory_order_acquire); }
 
 }  // namespace pax

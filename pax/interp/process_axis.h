@@ -55,7 +55,10 @@ struct ProcessAxes {
   ProcessAxis* (*find)(const std::string& name);
   std::vector<std::string> (*names)();
 };
-// The process group library calls it once when it is loaded.
+// The process group library calls it once when it is loaded (a test that
+// traces programs over process axes it does not have installs its own and
+// puts back what current_process_axes() returned).
 void install_process_axes(const ProcessAxes& axes);
+ProcessAxes current_process_axes();
 
 }  // namespace pax

@@ -58,9 +58,13 @@ Array cut(const Array& x, int64_t microbatches) {
 
 Array from_previous_stage(const Array& y, const PipelineOptions& stage) {
   if (!stage.enabled()) return y;
-  std::vector<std::pair<int64_t, int64_t>> ring;  // stage s sends to s + 1, the last to the first
-  for (int64_t s = 0; s < stage.size; ++s) ring.emplace_back(s, (s + 1) % stage.size);
-  return lax::ppermute(y, stage.axis, ring);
+  std::vector<std::pair<int64_t, int64_t>> chain;  // stage s sends to s + 1; stage 0 receives nothing
+  for (int64_t s = 0; s + 1 < stage.size; ++s) chain.emplace_back(s, s + 1);
+  return lax::ppermute(y, stage.axis, chain);
+}
+
+int64_t pipeline_iterations(int64_t microbatches, int64_t stages, bool delay_forwarding) {
+  return microbatches + (delay_forwarding ? 2 : 1) * (stages - 1);
 }
 
 int64_t microbatch_count(int64_t batch, int64_t num_microbatches, int64_t microbatch_size, const std::string& who) {
@@ -77,15 +81,17 @@ int64_t microbatch_count(int64_t batch, int64_t num_microbatches, int64_t microb
 }
 
 PipelineResult run_pipeline(const Array& inputs, const std::vector<Array>& args, int64_t microbatches,
-                            const PipelineOptions& stage, const StageFn& fn) {
+                            const PipelineOptions& stage, const StageFn& fn, bool delay_forwarding) {
   PAX_CHECK(stage.enabled(), "run_pipeline: no stage axis");
-  const int64_t batch = inputs.dim(0), m = microbatches, s = stage.size, iterations = m + s - 1;
+  const int64_t batch = inputs.dim(0), m = microbatches, s = stage.size;
+  const int64_t hop = delay_forwarding ? 2 : 1;  // iterations from a stage's output to the next stage's input
+  const int64_t iterations = pipeline_iterations(m, s, delay_forwarding);
   PAX_CHECK(m >= 1 && batch % m == 0, "run_pipeline: ", m, " microbatches do not split the batch of ", batch);
-  // Stage 0 reads microbatch t at iteration t; the last S - 1 iterations
-  // drain the pipeline (their inputs are zeros, never used).
+  // Stage 0 reads microbatch t at iteration t; the last iterations drain the
+  // pipeline (their inputs are zeros, never used).
   const Array entered = enter_split(inputs, stage.axis);
   Ints pad_dims = inputs.shape().dims();
-  pad_dims[0] = (s - 1) * (batch / m);
+  pad_dims[0] = (iterations - m) * (batch / m);
   const Array fed = cut(concatenate({entered, zeros(Shape(pad_dims), inputs.dtype())}, 0), iterations);
   std::vector<Array> cut_args;
   std::vector<bool> per_microbatch;
@@ -97,9 +103,11 @@ PipelineResult run_pipeline(const Array& inputs, const std::vector<Array>& args,
   const Array me = lax::axis_index(stage.axis).astype(DType::i32);
   const Array first = equal(me, int32_t(0));
   Tree xs = Tree::dict({{"fed", Tree(fed)}, {"t", Tree(arange(int32_t(0), int32_t(iterations), int32_t(1)))}});
-  auto body = [&](const Array& received, const Tree& x) -> std::pair<Array, Tree> {
+  // One iteration on the input `received` (stage 0 reads its own): the
+  // stage's output and the ys.
+  auto compute = [&](const Array& received, const Tree& x) -> std::pair<Array, Tree> {
     const Array t = x["t"].leaf();
-    const Array own = t - me;  // the microbatch this stage runs now
+    const Array own = t - me * int32_t(hop);  // the microbatch this stage runs now
     const Array mb = clip(own, scalar<int32_t>(0), scalar<int32_t>(int32_t(m - 1)));
     std::vector<Array> mb_args;
     for (size_t i = 0; i < cut_args.size(); ++i)
@@ -110,14 +118,34 @@ PipelineResult run_pipeline(const Array& inputs, const std::vector<Array>& args,
               "run_pipeline: a stage maps ", received.aval().str(), " to ", out.output.aval().str(),
               "; a pipelined stage must keep the shape and dtype");
     const Array valid = logical_and(own >= scalar<int32_t>(0), own < scalar<int32_t>(int32_t(m)));
-    Tree ys = Tree::dict({{"output", Tree(out.output)}, {"valid", Tree(valid)}, {"ys", out.ys}});
-    return {from_previous_stage(out.output, stage), ys};
+    return {out.output, Tree::dict({{"output", Tree(out.output)}, {"valid", Tree(valid)}, {"ys", out.ys}})};
   };
   const Array start = zeros(index_leading(fed, scalar<int32_t>(0)).shape(), inputs.dtype());
-  auto [last, ys] = scan(body, start, xs);
-  (void)last;
-  // The last stage finishes microbatch i at iteration i + S - 1.
-  const Array outputs = slice_along(ys["output"].leaf(), 0, s - 1, iterations);  // (M, B / M, ...)
+  Tree ys;
+  if (!delay_forwarding) {
+    ys = scan(
+             [&](const Array& received, const Tree& x) -> std::pair<Array, Tree> {
+               auto [output, y] = compute(received, x);
+               return {from_previous_stage(output, stage), y};
+             },
+             start, xs)
+             .second;
+  } else {
+    // carry {sending: the previous iteration's output, received: what came
+    // in during the previous iteration}: this iteration's shift reads
+    // nothing this iteration computes.
+    Tree carry = Tree::dict({{"sending", Tree(start)}, {"received", Tree(start)}});
+    ys = scan(
+             [&](const Tree& c, const Tree& x) -> std::pair<Tree, Tree> {
+               const Array arriving = from_previous_stage(c["sending"].leaf(), stage);
+               auto [output, y] = compute(c["received"].leaf(), x);
+               return {Tree::dict({{"sending", Tree(output)}, {"received", Tree(arriving)}}), y};
+             },
+             carry, xs)
+             .second;
+  }
+  // The last stage finishes microbatch i at iteration i + hop (S - 1).
+  const Array outputs = slice_along(ys["output"].leaf(), 0, iterations - m, iterations);  // (M, B / M, ...)
   const Array mine = where(equal(me, int32_t(s - 1)), outputs, zeros_like(outputs));
   PipelineResult result;
   result.output = reshape(leave_split(mine, stage.axis), inputs.shape().dims());

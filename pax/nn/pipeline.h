@@ -8,6 +8,14 @@
 //
 //   iteration t:  stage s runs microbatch t - s (when 0 <= t - s < M)
 //
+// The shift is a ppermute from each stage to the next (the last sends
+// nothing). With delay_forwarding (MaxText's delayed activation forwarding)
+// a stage's output is sent during the iteration after the one that computed
+// it, so the transfer and that iteration's compute are independent and
+// overlap (the collective starts on the communication thread as the
+// iteration begins and is waited for as it ends), at the cost of a bubble
+// twice as long: stage s runs microbatch t - 2s, in M + 2(S - 1) iterations.
+//
 // Reverse-mode differentiation of that scan is GPipe's backward schedule:
 // the cotangents flow back through the shifts from the last stage to the
 // first. The stack is entered with enter_split and left with leave_split
@@ -47,10 +55,10 @@ Array stage_block(const Array& full, const WeightHParams& spec, const PipelineOp
 // x[i] for a traced i32 scalar i: x (N, ...) -> (...).
 Array index_leading(const Array& x, const Array& i);
 
-// The previous stage's `y` on every stage (stage 0 gets the last stage's,
-// which the schedule ignores); backward, the cotangent goes back to the stage
-// that sent it. A ppermute over the axis: each stage sends one block, point
-// to point.
+// The previous stage's `y` on every stage (stage 0 gets zeros, which the
+// schedule ignores); backward, the cotangent goes back to the stage that
+// sent it. A ppermute over the axis: each stage but the last sends one
+// block, point to point.
 Array from_previous_stage(const Array& y, const PipelineOptions& stage);
 
 // What one stage computes on one microbatch: its output (of the input's
@@ -67,9 +75,13 @@ using StageFn = std::function<StageOutput(const Array& x, const std::vector<Arra
 
 struct PipelineResult {
   Array output;  // (B, ...), the last stage's outputs, whole on every stage
-  Tree ys;       // the stage's ys, stacked over the M + S - 1 iterations
-  Array valid;   // (M + S - 1,) bool: whether this stage ran a microbatch then
+  Tree ys;       // the stage's ys, stacked over the schedule's iterations
+  Array valid;   // (iterations,) bool: whether this stage ran a microbatch then
 };
+
+// The schedule's iterations: M + S - 1, or M + 2(S - 1) with the
+// forwarding delayed.
+int64_t pipeline_iterations(int64_t microbatches, int64_t stages, bool delay_forwarding);
 
 // The number of microbatches of a batch of `batch` rows: num_microbatches,
 // or batch / microbatch_size (one of them positive). Throws naming `who`
@@ -79,8 +91,9 @@ int64_t microbatch_count(int64_t batch, int64_t num_microbatches, int64_t microb
 // Runs `fn` (this process's stage) as GPipe's schedule over `stage` on
 // inputs (B, ...) cut into `microbatches` of B / microbatches rows. An arg
 // with leading dimension B is cut per microbatch, the others (undefined, or a
-// leading 1 that broadcasts) are passed as they are.
+// leading 1 that broadcasts) are passed as they are. delay_forwarding: see
+// the top of this file.
 PipelineResult run_pipeline(const Array& inputs, const std::vector<Array>& args, int64_t microbatches,
-                            const PipelineOptions& stage, const StageFn& fn);
+                            const PipelineOptions& stage, const StageFn& fn, bool delay_forwarding = false);
 
 }  // namespace pax::nn

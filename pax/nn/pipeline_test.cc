@@ -4,12 +4,18 @@
 // member computes the whole stack's output on the whole batch, microbatch by
 // microbatch, and its gradients are the whole stack's (its own layers of the
 // stacks, all of the rest). With a second vmap axis standing in for "mdl",
-// the stages' layers are split by heads and widths too.
+// the stages' layers are split by heads and widths too; with one for
+// "data", by fsdp, whose blocks a stage gathers once per step (a traced
+// program over two process axes shows where). Each with the stage shift
+// delayed by an iteration too.
 #include "pax/nn/pipeline.h"
 
 #include <gtest/gtest.h>
 
 #include "pax/api/transforms.h"
+#include "pax/interp/process_axis.h"
+#include "pax/ir/jaxpr.h"
+#include "pax/prims/control_flow.h"
 #include "pax/nn/attention.h"
 #include "pax/nn/layer.h"
 #include "pax/nn/transformers.h"
@@ -41,12 +47,19 @@ TEST(Pipeline, StageBlocksAndTheirErrors) {
   EXPECT_EQ(microbatch_count(6, 2, 0, "R: "), 2);
 }
 
-Repeat::HParams pipelined_stack(int64_t layers, int64_t microbatches, double dropout = 0.0) {
+Repeat::HParams pipelined_stack(int64_t layers, int64_t microbatches, double dropout = 0.0, bool delay = false) {
   auto sub = testing::f64_transformer(4);
   sub->residual_dropout_prob = dropout;
   Repeat::HParams hp = testing::repeat_of(sub, layers);
   hp.num_microbatches = microbatches;
+  hp.delay_activation_forwarding = delay;
   return hp;
+}
+
+TEST(Pipeline, ScheduleLengths) {
+  EXPECT_EQ(pipeline_iterations(3, 4, false), 6);  // M + S - 1
+  EXPECT_EQ(pipeline_iterations(3, 4, true), 9);   // M + 2 (S - 1)
+  EXPECT_EQ(pipeline_iterations(5, 1, true), 5);
 }
 
 // Member k's slice of a stacked-over-members tree or array.
@@ -62,12 +75,17 @@ TEST(Pipeline, PipelinedStackMatchesTheWholeOne) {
       (reshape(arange(int64_t(0), T).astype(DType::f64), {1, T}) >= array<double>({5, 4, 3, 5, 2, 1}, Shape{B, 1}))
           .astype(DType::f64);
   // 2 stages (where the previous stage is also the next) and 4 (one layer each).
-  for (const auto& [members, microbatches] : std::vector<std::pair<int64_t, int64_t>>{{2, 1}, {2, 2}, {2, 3}, {4, 3}}) {
+  struct Case {
+    int64_t members, microbatches;
+    bool delay;
+  };
+  for (const auto& [members, microbatches, delay] :
+       std::vector<Case>{{2, 1, false}, {2, 2, false}, {2, 3, false}, {4, 3, false}, {2, 3, true}, {4, 3, true}}) {
     const int64_t per = layers / members;
     for (bool per_example_mask : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << members << " stages, " << microbatches
-                                        << " microbatches, a mask per example " << per_example_mask);
-      auto stack = build<Repeat>(pipelined_stack(layers, microbatches));
+      SCOPED_TRACE(::testing::Message() << members << " stages, " << microbatches << " microbatches, delayed " << delay
+                                        << ", a mask per example " << per_example_mask);
+      auto stack = build<Repeat>(pipelined_stack(layers, microbatches, 0.0, delay));
       const Tree full = init(*stack, random::key(3));
       std::vector<Tree> blocks;
       for (int64_t k = 0; k < members; ++k) {
@@ -166,6 +184,154 @@ TEST(Pipeline, StagesSplitOverMdlMatchTheWholeStack) {
       }
     }
   }
+}
+
+// Stages whose layers fsdp splits over "data" (min_elements 1: every
+// weight): two nested vmap axes stand in for the 2 x 2 processes; the
+// outputs and each process's gradient blocks are the whole stack's.
+TEST(Pipeline, StagesSplitOverDataMatchTheWholeStack) {
+  const int64_t layers = 4, B = 4, T = 3;
+  for (bool delay : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "delayed " << delay);
+    auto stack = build<Repeat>(pipelined_stack(layers, 2, 0.0, delay));
+    const Tree full = init(*stack, random::key(8));
+    auto plan = [](int64_t s, int64_t d) {
+      return ShardingPlan{.fsdp = {.axis = "data", .size = 2, .index = d, .min_elements = 1}, .stage = stages(2, s)};
+    };
+    std::vector<Tree> per_stage;
+    for (int64_t s = 0; s < 2; ++s) {
+      std::vector<Tree> per_data;
+      for (int64_t d = 0; d < 2; ++d) per_data.push_back(init_sharded(*stack, random::key(8), plan(s, d)));
+      per_stage.push_back(train::stack_forest(per_data));
+    }
+    const Tree blocks = train::stack_forest(per_stage);  // leaves (stage, data, ...)
+    const Array x = testing::random_array({B, T, 8}, DType::f64, 2);
+    const Array paddings = zeros({B, T}, DType::f64);
+    const Array mask = causal_mask(T, DType::f64);
+    const ApplyOptions options{.sharding = plan(0, 0)};
+    auto loss_of = [&](const Tree& vars) {
+      auto one = [&](const Tree& v) { return apply(*stack, v, options, x, paddings, mask).output; };
+      auto over_data = [&](const Tree& v) { return vmap(one, {.in_axes = {0}, .axis_name = "data"})(v); };
+      const Array outs = vmap(over_data, {.in_axes = {0}, .axis_name = "stage"})(vars);  // (2, 2, B, T, 8)
+      return std::make_pair(sum(square(outs)) / 4.0, outs);
+    };
+    const Array want = apply(*stack, full, x, paddings, mask).output;
+    const Array outs = loss_of(blocks).second;
+    for (int64_t s = 0; s < 2; ++s)
+      for (int64_t d = 0; d < 2; ++d)
+        EXPECT_TRUE(testing::all_close(member(member(outs, s), d), want, 1e-12, 1e-12)) << s << " " << d;
+    const std::vector<Array> g = tree_leaves(grad([&](const Tree& v) { return loss_of(v).first; })(blocks));
+    const std::vector<Array> g_full =
+        tree_leaves(grad([&](const Tree& v) { return sum(square(apply(*stack, v, x, paddings, mask).output)); })(full));
+    const std::vector<Array> held = tree_leaves(blocks);
+    const std::vector<std::string> paths = tree_paths(full);
+    int64_t split = 0;
+    for (int64_t s = 0; s < 2; ++s) {
+      for (int64_t d = 0; d < 2; ++d) {
+        for (size_t i = 0; i < g_full.size(); ++i) {
+          // Each process's loss is the whole one, and the data axis sums
+          // the two processes' gradients into each block.
+          const Array mine = member(member(g[i], s), d) * 2.0;
+          const Array stage_full = slice_along(g_full[i], 0, s * 2, s * 2 + 2);
+          const Array block = member(member(held[i], s), d);
+          split += block.shape() != stage_full.shape();
+          EXPECT_TRUE(testing::all_close(mine, block_of(stage_full, block, d), 1e-10, 1e-10))
+              << paths[i] << " stage " << s << " data " << d;
+        }
+      }
+    }
+    EXPECT_GT(split, 0) << "fsdp split none of the stage's weights";
+  }
+}
+
+// Process axes only traced (make_jaxpr), never run: "stage" and "data" of
+// 2 processes each, this process first on both.
+class TracedAxis final : public ProcessAxis {
+ public:
+  explicit TracedAxis(std::string name) : name_(std::move(name)) {}
+  const std::string& name() override { return name_; }
+  int64_t size() override { return 2; }
+  int64_t index() override { return 0; }
+  Array all_reduce(const Array&, ReduceOp) override { PAX_FAIL("TracedAxis: traced only"); }
+  Array all_gather(const Array&, int64_t, bool) override { PAX_FAIL("TracedAxis: traced only"); }
+  Array reduce_scatter_sum(const Array&, int64_t) override { PAX_FAIL("TracedAxis: traced only"); }
+  Array permute(const Array&, const std::vector<std::pair<int64_t, int64_t>>&) override {
+    PAX_FAIL("TracedAxis: traced only");
+  }
+
+ private:
+  std::string name_;
+};
+
+class TracedMesh {
+ public:
+  TracedMesh() : saved_(current_process_axes()) { install_process_axes({world, find, names}); }
+  ~TracedMesh() { install_process_axes(saved_); }
+  TracedMesh(const TracedMesh&) = delete;
+  TracedMesh& operator=(const TracedMesh&) = delete;
+
+ private:
+  static TracedAxis& stage() {
+    static TracedAxis axis("stage");
+    return axis;
+  }
+  static TracedAxis& data() {
+    static TracedAxis axis("data");
+    return axis;
+  }
+  static ProcessAxis& world() { return stage(); }
+  static ProcessAxis* find(const std::string& name) {
+    return name == "stage" ? static_cast<ProcessAxis*>(&stage()) : name == "data" ? &data() : nullptr;
+  }
+  static std::vector<std::string> names() { return {"stage", "data"}; }
+  ProcessAxes saved_;
+};
+
+// The equations of `prim` in `j` and in the programs nested in its
+// equations (scan and cond bodies, rematerialised calls).
+int64_t count_prim(const Jaxpr& j, Prim prim) {
+  int64_t n = 0;
+  for (const Eqn& e : j.eqns) {
+    n += e.prim == prim;
+    for (const auto& [name, value] : e.params.items()) {
+      const auto* object = std::get_if<ParamObjectPtr>(&value);
+      if (!object) continue;
+      if (const auto* program = dynamic_cast<const Program*>(object->get())) n += count_prim(*program->jaxpr(), prim);
+      if (const auto* inner = dynamic_cast<const Jaxpr*>(object->get())) n += count_prim(*inner, prim);
+    }
+  }
+  return n;
+}
+
+// Under fsdp a stage's weights are gathered before the schedule's scan and
+// their gradients reduce-scattered after it: the scans that shift between
+// stages (forward and backward) hold no all_gather and no psum_scatter.
+TEST(Pipeline, AStageGathersItsFsdpBlocksOncePerStep) {
+  auto stack = build<Repeat>(pipelined_stack(4, 3));
+  const ShardingPlan plan{.fsdp = {.axis = "data", .size = 2, .index = 0, .min_elements = 1}, .stage = stages(2, 0)};
+  const Tree vars = init_sharded(*stack, random::key(8), plan);
+  const Array x = testing::random_array({6, 3, 8}, DType::f64, 2);
+  auto loss = [&](const Tree& v) {
+    return sum(square(
+        apply(*stack, v, ApplyOptions{.sharding = plan}, x, zeros({6, 3}, DType::f64), causal_mask(3, DType::f64))
+            .output));
+  };
+  std::shared_ptr<const Jaxpr> jaxpr;
+  {
+    TracedMesh mesh;
+    jaxpr = make_jaxpr(grad(loss))(vars);
+  }
+  int64_t pipelines = 0;
+  for (const Eqn& e : jaxpr->eqns) {
+    if (e.prim != Prim::scan) continue;
+    const Jaxpr& body = *cf::scan_spec(e.params).body->jaxpr();
+    if (count_prim(body, Prim::ppermute) == 0) continue;
+    ++pipelines;
+    EXPECT_EQ(count_prim(body, Prim::all_gather), 0) << body.str();
+    EXPECT_EQ(count_prim(body, Prim::psum_scatter), 0) << body.str();
+  }
+  EXPECT_EQ(pipelines, 2) << "a forward and a backward schedule";
+  EXPECT_GE(count_prim(*jaxpr, Prim::all_gather), int64_t(tree_leaves(vars).size()) / 2) << jaxpr->str();
 }
 
 // Dropout under the pipeline: every member (stage) computes one output, and

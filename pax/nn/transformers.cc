@@ -5,6 +5,7 @@
 
 #include "pax/api/transforms.h"
 #include "pax/api/control_flow.h"
+#include "pax/nn/fsdp.h"
 #include "pax/ops/lax.h"
 #include "pax/ops/numpy.h"
 #include "pax/ops/random.h"
@@ -403,6 +404,26 @@ Tree Repeat::stacked_variables() const {
   return vars;
 }
 
+Tree Repeat::gathered_for_stage(const Tree& vars) const {
+  const FsdpOptions& fsdp = sharding().fsdp;
+  if (!fsdp.enabled()) return vars;
+  Tree gathered = vars;
+  for (const auto& [rel, s] : stand_ins_) {
+    const Layer& reader = *s->hparams<RepeatedVariables::HParams>().source;
+    for (const VariableSpec& v : s->variable_specs()) {
+      if (v.spec.collection != "params") continue;
+      const std::string what = v.spec.collection + "/" + s->path() + "/" + v.name;
+      const Shape declared = mdl_local_shape(stage_held_spec(v.spec, pipeline_stage(), what), sharding().tp, what);
+      const Array block = *s->find(v.spec.collection, v.name);  // (held, ...) split over data along one dimension
+      if (block.shape() == declared) continue;
+      const DType d = reader.base_hparams().fprop_dtype;
+      put_variable(gathered, v.spec.collection, rel, v.name,
+                   fsdp_gather(is_floating(block.dtype()) ? block.astype(d) : block, declared, fsdp, what));
+    }
+  }
+  return gathered;
+}
+
 bool Repeat::pipelined() const {
   const auto& hp = hparams<HParams>();
   return hp.num_microbatches > 0 || hp.microbatch_size > 0;
@@ -488,6 +509,7 @@ Array Repeat::fprop_pipelined(const Array& inputs, const Array& paddings, const 
   Array microbatch_keys;
   if (is_training() && has_rng("dropout")) microbatch_keys = random::split(next_prng_key("dropout"), microbatches);
   const int64_t held = held_repetitions();
+  const Tree stage_vars = gathered_for_stage(vars);  // once per step, not per iteration
   for (const Array& v : tree_leaves(vars))
     PAX_CHECK(v.ndim() >= 1 && v.dim(0) == held, where, "under the stage axis of ", stage.size, " each process holds ",
               held, " of the ", hp.x_times, " repetitions, but a stacked variable is ", v.aval().str(),
@@ -498,7 +520,7 @@ Array Repeat::fprop_pipelined(const Array& inputs, const Array& paddings, const 
       keys = random::split(key_of_this_part(index_leading(microbatch_keys, microbatch), stage), held);
     }
     auto [y, ys] = scan_repetitions(
-        x, [&](const RepeatableLayer& s, const Array& h) { return s.fprop(h, args[0], args[1]); }, vars, {}, keys,
+        x, [&](const RepeatableLayer& s, const Array& h) { return s.fprop(h, args[0], args[1]); }, stage_vars, {}, keys,
         /*unroll=*/true);
     PAX_CHECK(ys["updates"].entries().empty(), where,
               "a pipelined Repeat cannot update variables (its sub-layer writes a mutable collection)");
@@ -506,7 +528,8 @@ Array Repeat::fprop_pipelined(const Array& inputs, const Array& paddings, const 
     if (ys.contains("aux_loss")) kept["aux_loss"] = ys["aux_loss"];
     return StageOutput{y, kept};
   };
-  PipelineResult r = run_pipeline(to_fprop_dtype(inputs), {paddings, atten_mask}, microbatches, stage, stage_fn);
+  PipelineResult r = run_pipeline(to_fprop_dtype(inputs), {paddings, atten_mask}, microbatches, stage, stage_fn,
+                                  hp.delay_activation_forwarding);
   // Summaries and auxiliary losses: the mean over this stage's microbatches,
   // then the stages' repetitions gathered (summaries) or summed (losses).
   const Array weight = r.valid.astype(DType::f32) / float(microbatches);  // (M + S - 1,)

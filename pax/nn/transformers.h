@@ -250,7 +250,9 @@ class RepeatedVariables : public Layer {
 // pipeline a stage's repetitions run unrolled in the pipeline's scan (its
 // derivative recomputes each iteration once; a nested scan would recompute
 // again), and the auxiliary losses and summaries are averaged over the
-// microbatches.
+// microbatches. A stage's fsdp blocks are gathered once per step, before
+// the schedule, not in each of its iterations (and their gradients reduced
+// once after it).
 class Repeat : public RepeatableLayer {
  public:
   struct HParams : Layer::HParams {
@@ -259,6 +261,7 @@ class Repeat : public RepeatableLayer {
     CheckpointPolicy checkpoint_policy = CheckpointPolicy::nothing_saveable;
     int64_t num_microbatches = 0;
     int64_t microbatch_size = 0;
+    bool delay_activation_forwarding = false;
     PAX_HPARAMS(Repeat, Layer::HParams, (sub_tpl, "Template of the repeated layer."),
                 (x_times, "Number of repetitions (the depth).", range::closed(0, 4096)),
                 (checkpoint_policy, "Rematerialisation of each repetition: none, nothing_saveable, dots_saveable."),
@@ -269,7 +272,10 @@ class Repeat : public RepeatableLayer {
                 (microbatch_size,
                  "Pipelined over the stage axis in microbatches of this many rows (0: see "
                  "num_microbatches).",
-                 range::size));
+                 range::size),
+                (delay_activation_forwarding,
+                 "Under the pipeline, send each stage's output during the next iteration, overlapping the "
+                 "transfer with that iteration's compute; the bubble doubles (M + 2(S - 1) iterations)."));
   };
   // Whether the stacks split over the stage axis (either microbatch field set).
   bool pipelined() const;
@@ -302,6 +308,10 @@ class Repeat : public RepeatableLayer {
   int64_t held_repetitions() const;
   // The declared variables, stacked, as {collection: {path: ...}}.
   Tree stacked_variables() const;
+  // `vars` (stacked_variables()) with each fsdp block of a params stack
+  // all-gathered into this process's stage block (split over mdl only), in
+  // the fprop dtype of the layer that reads it.
+  Tree gathered_for_stage(const Tree& vars) const;
   const RepeatedVariables& stand_in(const std::string& relative_path) const;
 
   std::unique_ptr<Layer> sub_owned_;
