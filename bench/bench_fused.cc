@@ -79,17 +79,39 @@ void BM_RowDivideCold(benchmark::State& state, DType dt) {
 }
 BENCHMARK_CAPTURE(BM_RowDivideCold, f32, DType::f32)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// The GPT step's MLP forward loop: bias add and tanh-GELU, two outputs.
-void BM_BiasGelu(benchmark::State& state, DType dt) {
-  Array h = rnd(0, {kRows, kCols}, dt), b = rnd(1, {kCols}, dt);
+// The GPT step's MLP forward loop: bias add and tanh-GELU, two outputs. On
+// inputs in the cache (1 set of 8 MiB) or not (32 sets, 256 MiB in all).
+void BM_BiasGelu(benchmark::State& state) {
+  std::vector<Array> h;
+  for (int k = 0; k < state.range(0); ++k) h.push_back(rnd(100 + k, {kRows, kCols}, DType::f32));
+  const Array b = rnd(1, {kCols}, DType::f32);
   auto f = pax::jit([](const Array& h, const Array& b) {
     Array x = h + b;
     return std::vector<Array>{x, pax::nn::gelu(x, true)};
   });
-  f(h, b);
-  for (auto _ : state) benchmark::DoNotOptimize(f(h, b));
+  f(h[0], b);
+  size_t k = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(f(h[k], b));
+    k = (k + 1) % h.size();
+  }
 }
-BENCHMARK_CAPTURE(BM_BiasGelu, f32, DType::f32)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_BiasGelu)->Arg(1)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same loop after the product that feeds it (the MLP's first layer, its
+// output written by oneDNN just before the loop reads it); PAX_PROFILE=1
+// splits the time between the two.
+void BM_MatmulBiasGelu(benchmark::State& state) {
+  const Array x = rnd(2, {kRows, 256}, DType::f32), w = rnd(3, {256, kCols}, DType::f32);
+  const Array b = rnd(1, {kCols}, DType::f32);
+  auto f = pax::jit([](const Array& x, const Array& w, const Array& b) {
+    Array h = pax::matmul(x, w) + b;
+    return std::vector<Array>{h, pax::nn::gelu(h, true)};
+  });
+  f(x, w, b);
+  for (auto _ : state) benchmark::DoNotOptimize(f(x, w, b));
+}
+BENCHMARK(BM_MatmulBiasGelu)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // A plain two-input loop: memory bound (24 MiB read and written).
 void BM_AxPlusY(benchmark::State& state, DType dt) {
@@ -145,5 +167,32 @@ void BM_CrossEntropy(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(f(logits, labels));
 }
 BENCHMARK(BM_CrossEntropy)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The GPT step's residual add and pre-LN layer norm (8 x 256 rows of 256),
+// forward and backward: one row sweep each way. On inputs in the cache (1
+// set) or not (16 sets of 2 MiB each, 32 MiB in all).
+void BM_ResidualLayerNorm(benchmark::State& state) {
+  std::vector<Array> h, r;
+  for (int k = 0; k < state.range(0); ++k) {
+    h.push_back(rnd(70 + k, {2048, 256}, DType::f32));
+    r.push_back(rnd(90 + k, {8, 256, 256}, DType::f32));
+  }
+  const Array b = rnd(71, {256}, DType::f32), scale = rnd(72, {256}, DType::f32),
+              w = rnd(73, {8, 256, 256}, DType::f32);
+  auto f = pax::jit(pax::value_and_grad<0>([&](const Array& h, const Array& b, const Array& r) {
+    const Array x = r + pax::reshape(h + b, {8, 256, 256});
+    const Array m = pax::mean(x, -1, true);
+    const Array c = x - m;
+    const Array y = c * pax::rsqrt(pax::mean(c * c, -1, true) + 1e-5) * scale;
+    return pax::sum(y * w);
+  }));
+  f(h[0], b, r[0]);
+  size_t k = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(f(h[k], b, r[k]));
+    k = (k + 1) % h.size();
+  }
+}
+BENCHMARK(BM_ResidualLayerNorm)->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_MAIN();

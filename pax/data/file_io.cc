@@ -34,7 +34,8 @@ std::string temporary_name(const std::string& path) {
 void check_local_path(const std::string& path, const std::string& what) {
   const size_t scheme = path.find("://");
   const bool url = scheme != std::string::npos && scheme > 0 &&
-                   path.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-") == scheme;
+                   path.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-") ==
+                       scheme;
   PAX_CHECK(!url, what, " '", path, "' is a URL; paxcc reads and writes local paths only: mount the bucket (for ",
             "example with gcsfuse) and give the mounted path");
 }
