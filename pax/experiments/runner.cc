@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <sstream>
 
@@ -28,6 +29,8 @@
 #include "pax/experiments/memory_check.h"
 #include "pax/experiments/mesh.h"
 #include "pax/nn/models/language_model.h"
+#include "pax/nn/pipeline.h"
+#include "pax/nn/transformers.h"
 #include "pax/ops/random.h"
 #include "pax/train/checkpoint_manager.h"
 #include "pax/train/eval_decode.h"
@@ -196,6 +199,41 @@ std::string mesh_summary(const ExperimentConfig& exp, const nn::BaseModel& model
   return s.str();
 }
 
+// Each pipelined Repeat's schedule under the mesh's stage axis: the
+// repetitions a stage holds, the microbatches of a process's batch, and the
+// share of the schedule's iterations a stage idles (the bubble).
+std::string pipeline_summary(const ExperimentConfig& exp, const nn::Layer& model, int64_t rows_per_process) {
+  const int64_t stages = mesh_axis_size(exp.train_settings(), "stage");
+  std::ostringstream s;
+  std::function<void(const nn::Layer&)> visit = [&](const nn::Layer& l) {
+    if (const auto* r = dynamic_cast<const nn::Repeat*>(&l); r && r->pipelined()) {
+      const auto& hp = r->hparams<nn::Repeat::HParams>();
+      const std::string name = "pipeline: " + std::string(l.type_name()) + " '" + l.path() + "'";
+      if (stages <= 1) {
+        s << name << " runs as a plain stack of " << hp.x_times << " (the mesh has no stage axis above 1)\n";
+      } else if (hp.x_times % stages != 0) {
+        s << name << ": its " << hp.x_times << " repetitions do not split over the " << stages << " stages\n";
+      } else {
+        try {
+          const int64_t m = nn::microbatch_count(rows_per_process, hp.num_microbatches, hp.microbatch_size, "");
+          const int64_t iterations = nn::pipeline_iterations(m, stages, hp.delay_activation_forwarding);
+          s << name << ": " << stages << " stages of " << hp.x_times / stages << " repetitions, " << m
+            << " microbatches of " << rows_per_process / m << " rows, " << iterations << " iterations a step, "
+            << iterations - m << " of them each stage's idle bubble ("
+            << fmt::format("{:.0f}", 100.0 * double(iterations - m) / double(iterations)) << "%)"
+            << (hp.delay_activation_forwarding ? ", each shift sent during the next iteration" : "") << "\n";
+        } catch (const Error& e) {
+          s << name << ": " << e.what() << "\n";
+        }
+      }
+      return;  // a pipelined Repeat holds no other
+    }
+    for (const auto& [child_name, child] : l.children()) visit(*child);
+  };
+  visit(model);
+  return s.str();
+}
+
 std::string human_count(double n) {
   return format_scaled(n, {{1e18, "E"}, {1e15, "P"}, {1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "K"}}, 2);
 }
@@ -278,6 +316,7 @@ std::string inspect_experiment(const Config& config) {
       << global_batch << ")\n";
   }
   s << mesh_summary(exp, *model);
+  s << pipeline_summary(exp, *model, rows.per_process);
   s << "config:\n" << config.str(false);
   return s.str();
 }

@@ -408,6 +408,19 @@ TEST(Runner, SeedPortsInspectAtFullSize) {
             std::string::npos)
       << pipeline;
   EXPECT_EQ(pipeline.find("no pipelined Repeat"), std::string::npos) << pipeline;
+  // Its schedule: 128 rows in microbatches of 16 over 4 stages.
+  EXPECT_NE(pipeline.find("pipeline: Repeat 'lm/transformer': 4 stages of 6 repetitions, 8 microbatches of 16 rows, 11 "
+                          "iterations a step, 3 of them each stage's idle bubble (27%)\n"),
+            std::string::npos)
+      << pipeline;
+  Config delayed = make_experiment("lm.C4SpmdPipelineGpt3SmallAdam64Replicas")->config();
+  delayed.apply_overrides({"model.lm_tpl.stacked_transformer_tpl.delay_activation_forwarding=true"});
+  EXPECT_NE(inspect_experiment(delayed).find("14 iterations a step, 6 of them each stage's idle bubble (43%), each "
+                                             "shift sent during the next iteration"),
+            std::string::npos);
+  delayed.apply_overrides({"model.lm_tpl.stacked_transformer_tpl.microbatch_size=48"});
+  EXPECT_NE(inspect_experiment(delayed).find("the batch of 128 rows does not split into microbatches of 48"),
+            std::string::npos);
 }
 
 // An eval input's score metrics and a decode input's predict metrics
