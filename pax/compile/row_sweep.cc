@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "pax/compile/lowering_target.h"
+#include "pax/core/env_switch.h"
 
 namespace pax {
 namespace {
@@ -240,7 +241,7 @@ bool is_row_broadcast(const std::vector<int64_t>& dims, const std::vector<int64_
 
 void find_row_sweeps(const Jaxpr& jaxpr, StepSchedule& schedule, const LoweringTarget& target) {
   schedule.sweeps.clear();
-  if (const char* env = std::getenv("PAX_ROW_SWEEPS"); env && std::string_view(env) == "0") return;
+  if (!env_switch("PAX_ROW_SWEEPS", true)) return;
   SweepFinder(jaxpr, schedule, target).run();
 }
 

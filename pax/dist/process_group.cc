@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "pax/core/device_put.h"
+#include "pax/core/env_switch.h"
 #include "pax/core/stop.h"
 #include "pax/interp/collective_thread.h"
 #include "pax/ops/numpy.h"
@@ -713,8 +714,7 @@ struct Traffic {
 Traffic& traffic() {
   static Traffic* t = [] {
     auto* made = new Traffic;
-    const char* env = std::getenv("PAX_PROFILE");
-    if (env && *env && std::strcmp(env, "0") != 0) {
+    if (env_switch("PAX_PROFILE", false)) {
       std::atexit([] {
         const Traffic& t = traffic();
         std::string line;

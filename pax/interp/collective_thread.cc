@@ -11,6 +11,7 @@
 #include <deque>
 #include <thread>
 
+#include "pax/core/env_switch.h"
 #include "pax/core/stop.h"
 #include "pax/interp/process_axis.h"
 
@@ -143,10 +144,7 @@ bool PendingCollective::finished() const {
 }
 
 std::atomic<bool>& overlap_switch() {
-  static std::atomic<bool> on = [] {
-    const char* env = std::getenv("PAX_OVERLAP_COLLECTIVES");
-    return !(env && std::strcmp(env, "0") == 0);
-  }();
+  static std::atomic<bool> on = env_switch("PAX_OVERLAP_COLLECTIVES", true);
   return on;
 }
 

@@ -17,6 +17,7 @@
 #include "pax/backend/cpu/fused_codegen.h"
 #include "pax/backend/cpu/fused_loop.h"
 #include "pax/compile/lower.h"
+#include "pax/core/env_switch.h"
 #include "pax/core/error.h"
 #include "pax/core/trace.h"
 #include "pax/interp/collective_thread.h"
@@ -34,17 +35,11 @@ namespace {
 // first, so that the cost of a compiled program can be broken down without
 // an external profiler.
 
-// Whether an on / off environment switch is on: set, non-empty and not "0".
-bool env_switch_on(const char* name) {
-  const char* env = std::getenv(name);
-  return env && *env && std::strcmp(env, "0") != 0;
-}
-
 class StepProfile {
  public:
   // The process-wide profile, or nullptr when PAX_PROFILE is unset or "0".
   static StepProfile* get() {
-    static StepProfile* profile = env_switch_on("PAX_PROFILE") ? new StepProfile : nullptr;
+    static StepProfile* profile = env_switch("PAX_PROFILE", false) ? new StepProfile : nullptr;
     return profile;
   }
   void add(const std::string& label, double seconds) {
@@ -184,7 +179,7 @@ class CpuExecutable : public Executable {
       labels_[sw.first] = "sweep{" + label + "}";
       categories_[sw.first] = "sweep";
     }
-    if (env_switch_on("PAX_DUMP_SCHEDULE")) std::fprintf(stderr, "PAX_DUMP_SCHEDULE:\n%s\n", str().c_str());
+    if (env_switch("PAX_DUMP_SCHEDULE", false)) std::fprintf(stderr, "PAX_DUMP_SCHEDULE:\n%s\n", str().c_str());
   }
 
   std::vector<Array> run(std::vector<Array> args) const override;

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "pax/core/buffer.h"
+#include "pax/core/env_switch.h"
 #include "pax/core/error.h"
 
 namespace pax::cuda {
@@ -325,13 +326,7 @@ CachingAllocator::~CachingAllocator() {
   for (Block* block : large_) delete block;
 }
 
-bool allocator_stats_requested() {
-  const char* env = std::getenv("PAX_CUDA_ALLOCATOR_STATS");
-  if (env == nullptr) return false;
-  for (const char* yes : {"1", "true", "yes", "on"})
-    if (std::strcmp(env, yes) == 0) return true;
-  return false;
-}
+bool allocator_stats_requested() { return env_switch("PAX_CUDA_ALLOCATOR_STATS", false); }
 
 void register_allocator_stats(CachingAllocator& allocator) {
   static const bool printer_installed = [] {

@@ -179,7 +179,7 @@ class CachingAllocator {
 };
 
 // PAX_CUDA_ALLOCATOR_STATS: whether the statistics are printed at exit
-// ("1", "true", "yes" or "on"; unset, "", "0": not).
+// (pax::env_switch: unset, "", "0", "false", "no" or "off" turn it off).
 bool allocator_stats_requested();
 // Adds `allocator` to the ones whose statistics allocator_stats_report()
 // gives, and (once per process, when allocator_stats_requested()) installs
