@@ -2,6 +2,7 @@
 #include "pax/interp/process_axis.h"
 
 #include <atomic>
+#include <mutex>
 
 #include "pax/ops/lax.h"
 
@@ -24,7 +25,7 @@ class SingleProcess final : public ProcessAxis {
   Array permute(const Array& x, const std::vector<std::pair<int64_t, int64_t>>& pairs) override {
     for (const auto& pair : pairs)
       if (pair == std::pair<int64_t, int64_t>{0, 0}) return x;
-    return lax::mul(x, lax::broadcast_in_dim(scalar(0.0, x.dtype()), x.shape().dims(), {}));
+    return lax::broadcast_in_dim(scalar(0.0, x.dtype()), x.shape().dims(), {});  // zeros, even where x is not finite
   }
 
  private:
@@ -64,12 +65,11 @@ ProcessAxis& bound_process_axis(const std::string& name, const char* op) {
 }
 
 void install_process_axes(const ProcessAxes& axes) {
-  // Two slots, so that the one being read is never the one written.
-  static ProcessAxes installed[2];
-  static int next = 0;
-  installed[next] = axes;
-  g_axes.store(&installed[next], std::memory_order_release);
-  next ^= 1;
+  // Each installation is published whole and kept (a reader may still hold
+  // the one before); installations are few (one per library, and tests).
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  g_axes.store(new ProcessAxes(axes), std::memory_order_release);
 }
 
 ProcessAxes current_process_axes() { return *g_axes.load(std::memory_order_acquire); }

@@ -303,11 +303,7 @@ int64_t count_prim(const Jaxpr& j, Prim prim) {
   return n;
 }
 
-// Under fsdp a stage's weights are gathered before the schedule's scan and
-// their gradients reduce-scattered after it: the scans that shift between
-// stages (forward and backward) hold no all_gather and no psum_scatter.
-TEST(Pipeline, AStageGathersItsFsdpBlocksOncePerStep) {
-  auto stack = build<Repeat>(pipelined_stack(4, 3));
+void expect_gathers_outside_the_schedule(const std::unique_ptr<Repeat>& stack) {
   const ShardingPlan plan{.fsdp = {.axis = "data", .size = 2, .index = 0, .min_elements = 1}, .stage = stages(2, 0)};
   const Tree vars = init_sharded(*stack, random::key(8), plan);
   const Array x = testing::random_array({6, 3, 8}, DType::f64, 2);
@@ -332,6 +328,16 @@ TEST(Pipeline, AStageGathersItsFsdpBlocksOncePerStep) {
   }
   EXPECT_EQ(pipelines, 2) << "a forward and a backward schedule";
   EXPECT_GE(count_prim(*jaxpr, Prim::all_gather), int64_t(tree_leaves(vars).size()) / 2) << jaxpr->str();
+}
+
+// Under fsdp a stage's weights are gathered before the schedule's scan and
+// their gradients reduce-scattered after it: the scans that shift between
+// stages (forward and backward) hold no all_gather and no psum_scatter.
+TEST(Pipeline, AStageGathersItsFsdpBlocksOncePerStep) {
+  for (bool delay : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "delayed " << delay);
+    expect_gathers_outside_the_schedule(build<Repeat>(pipelined_stack(4, 3, 0.0, delay)));
+  }
 }
 
 // Dropout under the pipeline: every member (stage) computes one output, and

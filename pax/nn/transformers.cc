@@ -409,14 +409,18 @@ Tree Repeat::gathered_for_stage(const Tree& vars) const {
   if (!fsdp.enabled()) return vars;
   Tree gathered = vars;
   for (const auto& [rel, s] : stand_ins_) {
-    const Layer& reader = *s->hparams<RepeatedVariables::HParams>().source;
+    // The layer whose theta reads the variable (through the stand-ins of a
+    // Repeat nested in the sub-layer).
+    const Layer* reader = s->hparams<RepeatedVariables::HParams>().source;
+    while (const auto* inner = dynamic_cast<const RepeatedVariables*>(reader))
+      reader = inner->hparams<RepeatedVariables::HParams>().source;
     for (const VariableSpec& v : s->variable_specs()) {
       if (v.spec.collection != "params") continue;
       const std::string what = v.spec.collection + "/" + s->path() + "/" + v.name;
       const Shape declared = mdl_local_shape(stage_held_spec(v.spec, pipeline_stage(), what), sharding().tp, what);
       const Array block = *s->find(v.spec.collection, v.name);  // (held, ...) split over data along one dimension
       if (block.shape() == declared) continue;
-      const DType d = reader.base_hparams().fprop_dtype;
+      const DType d = reader->base_hparams().fprop_dtype;
       put_variable(gathered, v.spec.collection, rel, v.name,
                    fsdp_gather(is_floating(block.dtype()) ? block.astype(d) : block, declared, fsdp, what));
     }
@@ -509,11 +513,11 @@ Array Repeat::fprop_pipelined(const Array& inputs, const Array& paddings, const 
   Array microbatch_keys;
   if (is_training() && has_rng("dropout")) microbatch_keys = random::split(next_prng_key("dropout"), microbatches);
   const int64_t held = held_repetitions();
-  const Tree stage_vars = gathered_for_stage(vars);  // once per step, not per iteration
   for (const Array& v : tree_leaves(vars))
     PAX_CHECK(v.ndim() >= 1 && v.dim(0) == held, where, "under the stage axis of ", stage.size, " each process holds ",
               held, " of the ", hp.x_times, " repetitions, but a stacked variable is ", v.aval().str(),
               " (variables from nn::init_sharded with this stage axis)");
+  const Tree stage_vars = gathered_for_stage(vars);  // once per step, not per iteration
   auto stage_fn = [&](const Array& x, const std::vector<Array>& args, const Array& microbatch) {
     Array keys;
     if (microbatch_keys.defined()) {
@@ -532,7 +536,7 @@ Array Repeat::fprop_pipelined(const Array& inputs, const Array& paddings, const 
                                   hp.delay_activation_forwarding);
   // Summaries and auxiliary losses: the mean over this stage's microbatches,
   // then the stages' repetitions gathered (summaries) or summed (losses).
-  const Array weight = r.valid.astype(DType::f32) / float(microbatches);  // (M + S - 1,)
+  const Array weight = r.valid.astype(DType::f32) / float(microbatches);  // (iterations,)
   auto mean_over_microbatches = [&](const Array& v) {
     Ints dims(size_t(v.ndim()), 1);
     dims[0] = weight.dim(0);

@@ -236,7 +236,9 @@ Batched ppermute_batch(std::span<const Array> values, std::span<const int64_t> b
     Ints start(size_t(x.ndim()), 0), limit = x.shape().dims();
     start[size_t(d)] = std::max<int64_t>(s, 0), limit[size_t(d)] = std::max<int64_t>(s, 0) + 1;
     Array slice = lax::slice(x, start, limit);
-    if (s < 0) slice = lax::mul(slice, lax::broadcast_in_dim(scalar(0.0, x.dtype()), slice.shape().dims(), {}));
+    // A member no one sends to gets zeros (not its own value times zero,
+    // which would keep a non-finite value's NaN).
+    if (s < 0) slice = lax::broadcast_in_dim(scalar(0.0, x.dtype()), slice.shape().dims(), {});
     members.push_back(slice);
   }
   return {{lax::concatenate(members, d)}, {d}};
