@@ -303,14 +303,14 @@ int64_t count_prim(const Jaxpr& j, Prim prim) {
   return n;
 }
 
-void expect_gathers_outside_the_schedule(const std::unique_ptr<Repeat>& stack) {
+// `gathered`: the dtype the weights are gathered in (the fprop dtype).
+void expect_gathers_outside_the_schedule(const std::unique_ptr<Repeat>& stack, DType inputs, DType gathered) {
   const ShardingPlan plan{.fsdp = {.axis = "data", .size = 2, .index = 0, .min_elements = 1}, .stage = stages(2, 0)};
   const Tree vars = init_sharded(*stack, random::key(8), plan);
-  const Array x = testing::random_array({6, 3, 8}, DType::f64, 2);
+  const Array x = testing::random_array({6, 3, 8}, inputs, 2);
   auto loss = [&](const Tree& v) {
     return sum(square(
-        apply(*stack, v, ApplyOptions{.sharding = plan}, x, zeros({6, 3}, DType::f64), causal_mask(3, DType::f64))
-            .output));
+        apply(*stack, v, ApplyOptions{.sharding = plan}, x, zeros({6, 3}, inputs), causal_mask(3, inputs)).output));
   };
   std::shared_ptr<const Jaxpr> jaxpr;
   {
@@ -327,7 +327,13 @@ void expect_gathers_outside_the_schedule(const std::unique_ptr<Repeat>& stack) {
     EXPECT_EQ(count_prim(body, Prim::psum_scatter), 0) << body.str();
   }
   EXPECT_EQ(pipelines, 2) << "a forward and a backward schedule";
-  EXPECT_GE(count_prim(*jaxpr, Prim::all_gather), int64_t(tree_leaves(vars).size()) / 2) << jaxpr->str();
+  int64_t gathers = 0;
+  for (const Eqn& e : jaxpr->eqns) {
+    if (e.prim != Prim::all_gather) continue;
+    ++gathers;
+    EXPECT_EQ(jaxpr->aval(e.inputs[0]).dtype, gathered) << jaxpr->aval(e.inputs[0]).str();
+  }
+  EXPECT_GE(gathers, int64_t(tree_leaves(vars).size()) / 2) << jaxpr->str();
 }
 
 // Under fsdp a stage's weights are gathered before the schedule's scan and
@@ -336,8 +342,18 @@ void expect_gathers_outside_the_schedule(const std::unique_ptr<Repeat>& stack) {
 TEST(Pipeline, AStageGathersItsFsdpBlocksOncePerStep) {
   for (bool delay : {false, true}) {
     SCOPED_TRACE(::testing::Message() << "delayed " << delay);
-    expect_gathers_outside_the_schedule(build<Repeat>(pipelined_stack(4, 3, 0.0, delay)));
+    expect_gathers_outside_the_schedule(build<Repeat>(pipelined_stack(4, 3, 0.0, delay)), DType::f64, DType::f64);
   }
+  // f32 variables computed in bf16: the blocks are gathered in bf16 (half
+  // the bytes), as Layer::theta gathers them.
+  Repeat::HParams mixed = pipelined_stack(4, 3);
+  auto sub = testing::f64_transformer(4);
+  sub->dtype = DType::f32;
+  sub->fprop_dtype = DType::bf16;
+  mixed.sub_tpl = sub;
+  mixed.dtype = DType::f32;
+  mixed.fprop_dtype = DType::bf16;
+  expect_gathers_outside_the_schedule(build<Repeat>(mixed), DType::f32, DType::bf16);
 }
 
 // Dropout under the pipeline: every member (stage) computes one output, and
