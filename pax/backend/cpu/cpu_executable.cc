@@ -37,7 +37,7 @@ namespace {
 
 class StepProfile {
  public:
-  // The process-wide profile, or nullptr when PAX_PROFILE is unset or "0".
+  // The process-wide profile, or nullptr when PAX_PROFILE is off (pax::env_switch).
   static StepProfile* get() {
     static StepProfile* profile = env_switch("PAX_PROFILE", false) ? new StepProfile : nullptr;
     return profile;
