@@ -98,6 +98,18 @@ void BM_BiasGelu(benchmark::State& state) {
 }
 BENCHMARK(BM_BiasGelu)->Arg(1)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The MLP's bias + GELU and its derivative, as a training step runs them
+// (PAX_PROFILE=1 splits the forward loop from the backward's).
+void BM_BiasGeluGrad(benchmark::State& state) {
+  const Array h = rnd(100, {kRows, kCols}, DType::f32), b = rnd(1, {kCols}, DType::f32),
+              w = rnd(101, {kRows, kCols}, DType::f32);
+  auto f =
+      pax::jit(pax::grad<0>([&](const Array& h, const Array& b) { return pax::sum(pax::nn::gelu(h + b, true) * w); }));
+  f(h, b);
+  for (auto _ : state) benchmark::DoNotOptimize(f(h, b));
+}
+BENCHMARK(BM_BiasGeluGrad)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // The same loop after the product that feeds it (the MLP's first layer, its
 // output written by oneDNN just before the loop reads it); PAX_PROFILE=1
 // splits the time between the two.

@@ -112,6 +112,28 @@ TEST(Executable, BiasAddsJoinTheirProducts) {
   EXPECT_TRUE(all_close(std::get<2>(got), std::get<2>(want), 1e-4, 1e-4));
 }
 
+// A GELU MLP's backward multiplies the second product's gradient by the
+// derivative the forward kept: that multiply joins the product (oneDNN's
+// binary post-op), and the gradients are eager's.
+TEST(Executable, GeluDerivativesJoinTheProductsOfTheBackward) {
+  auto mlp = [](const Array& x, const Array& w1, const Array& w2) {
+    return sum(square(matmul(nn::gelu(matmul(x, w1)), w2)));
+  };
+  const Array x = random_array({24, 16}, DType::f32, 1), w1 = random_array({16, 32}, DType::f32, 2);
+  const Array w2 = random_array({32, 8}, DType::f32, 3);
+  auto grads = [&](const Array& x, const Array& w1, const Array& w2) { return grad<0, 1, 2>(mlp)(x, w1, w2); };
+  auto exe = compile(make_jaxpr(grads)(x, w1, w2));
+  const Jaxpr& j = exe->optimized_jaxpr();
+  EXPECT_TRUE(std::any_of(j.eqns.begin(), j.eqns.end(), [](const Eqn& e) {
+    return e.prim == Prim::dot_general && e.params.has("has_multiplier");
+  })) << j.str();
+  const auto want = grads(x, w1, w2);
+  const std::vector<Array> got = exe->run({x, w1, w2});
+  EXPECT_TRUE(all_close(got[0], std::get<0>(want), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(got[1], std::get<1>(want), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(got[2], std::get<2>(want), 1e-5, 1e-5));
+}
+
 // While recording, every step is an event named by its operation and shapes,
 // in its category (the trace-event JSON of pax/core/trace.h).
 TEST(Executable, TracesEveryStepWithItsShapes) {

@@ -36,6 +36,9 @@ struct LoweringTarget {
   // inside its GEMM, so that the compiler folds a following bias add into
   // the product (compile/passes/bias.cc). Null: never.
   bool (*product_bias)(const Jaxpr& jaxpr, const Eqn& dot) = nullptr;
+  // Whether that kernel multiplies the product by a same-shaped operand
+  // inside its GEMM (compile/passes/multiplier.cc). Null: never.
+  bool (*product_multiplier)(const Jaxpr& jaxpr, const Eqn& dot) = nullptr;
 };
 
 }  // namespace pax

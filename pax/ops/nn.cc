@@ -41,39 +41,53 @@ constexpr double kGeluCubic = 0.044715;
 // sqrt(2/pi) (x + 0.044715 x^3), the argument of the tanh form's tanh.
 Array gelu_tanh_argument(const Array& x) { return (x + x * x * x * kGeluCubic) * std::sqrt(2.0 / M_PI); }
 
-Array gelu_value(const Array& x, bool approximate) {
-  if (approximate) return x * 0.5 * (tanh(gelu_tanh_argument(x)) + 1.0);
-  return x * 0.5 * (erf(x * M_SQRT1_2) + 1.0);
-}
-
-// d gelu / dx:
+// gelu(x) and d gelu / dx, sharing one tanh (or erf):
 //   tanh form: 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2), t = tanh(inner);
 //   erf form:  0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi).
-Array gelu_derivative(const Array& x, bool approximate) {
+std::pair<Array, Array> gelu_value_and_derivative(const Array& x, bool approximate) {
   const Array x2 = x * x;
   if (approximate) {
     const Array t = tanh(gelu_tanh_argument(x));
-    return (t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * (x2 * (3.0 * kGeluCubic) + 1.0) * std::sqrt(2.0 / M_PI);
+    return {x * 0.5 * (t + 1.0),
+            (t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * (x2 * (3.0 * kGeluCubic) + 1.0) * std::sqrt(2.0 / M_PI)};
   }
-  return (erf(x * M_SQRT1_2) + 1.0) * 0.5 + x * exp(x2 * -0.5) * (1.0 / std::sqrt(2.0 * M_PI));
+  const Array e = erf(x * M_SQRT1_2);
+  return {x * 0.5 * (e + 1.0), (e + 1.0) * 0.5 + x * exp(x2 * -0.5) * (1.0 / std::sqrt(2.0 * M_PI))};
+}
+
+Array gelu_value(const Array& x, bool approximate) {
+  if (approximate) return x * 0.5 * (tanh(gelu_tanh_argument(x)) + 1.0);
+  return x * 0.5 * (erf(x * M_SQRT1_2) + 1.0);
 }
 
 Array gelu_forward(const Array& x, bool approximate) {
   return gelu_value(x.astype(gelu_compute_dtype(x.dtype())), approximate).astype(x.dtype());
 }
 
-// The backward keeps only x and recomputes the rest, so that a fused forward
-// stores one array instead of every intermediate of the formula.
-Array gelu_backward(const Array& x, const Array& g, bool approximate) {
-  const DType cd = gelu_compute_dtype(x.dtype());
-  return (g.astype(cd) * gelu_derivative(x.astype(cd), approximate)).astype(x.dtype());
+// What the backward keeps. For f32 and f64 inputs: the derivative, computed
+// by the forward's loop while it has x in registers, so that the backward is
+// one product (g * derivative, which a product's epilogue can take) and x need
+// not be kept. For 16-bit inputs: x itself (the f32 derivative would be twice
+// its bytes), the backward recomputing the derivative.
+bool gelu_keeps_derivative(DType d) { return gelu_compute_dtype(d) == d; }
+
+std::pair<Array, std::vector<Array>> gelu_forward_with_residual(const Array& x, bool approximate) {
+  if (!gelu_keeps_derivative(x.dtype())) return {gelu_forward(x, approximate), {x}};
+  auto [value, derivative] = gelu_value_and_derivative(x, approximate);
+  return {value, {derivative}};
+}
+
+Array gelu_backward(const Array& residual, const Array& g, bool approximate) {
+  if (gelu_keeps_derivative(residual.dtype())) return g * residual;
+  const DType cd = gelu_compute_dtype(residual.dtype());
+  return (g.astype(cd) * gelu_value_and_derivative(residual.astype(cd), approximate).second).astype(residual.dtype());
 }
 
 template <bool kApproximate>
 Array gelu_with_vjp(const Array& x) {
   static const auto f = custom_vjp(
       [](const Array& v) { return gelu_forward(v, kApproximate); },
-      [](const Array& v) { return std::make_pair(gelu_forward(v, kApproximate), std::vector<Array>{v}); },
+      [](const Array& v) { return gelu_forward_with_residual(v, kApproximate); },
       [](const std::vector<Array>& residuals, const Array& g) { return gelu_backward(residuals[0], g, kApproximate); },
       "gelu");
   return f(x);

@@ -14,7 +14,8 @@ Array elu(const Array& x, double alpha = 1.0);
 // approximate=true: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (jax.nn.gelu's default);
 // approximate=false: 0.5 x (1 + erf(x / sqrt(2))). bf16 / f16 inputs are computed
 // in f32 and rounded once. Its gradient is written by hand (a custom_vjp that
-// keeps only x), so a fused forward stores no intermediates for the backward.
+// keeps one array: the derivative for f32 / f64, computed by the forward's
+// loop, so that the backward is one product; x for 16-bit floats).
 Array gelu(const Array& x, bool approximate = true);
 Array sigmoid(const Array& x);
 Array silu(const Array& x);  // x * sigmoid(x), a.k.a. swish

@@ -62,9 +62,9 @@ void check_preferred(DType in, DType preferred, const AVal& lhs, const AVal& rhs
 }
 
 std::vector<AVal> dot_general_rule(std::span<const AVal> in, const Params& p) {
-  const bool with_bias = dot_has_bias(p);
-  PAX_CHECK(in.size() == (with_bias ? 3u : 2u), "dot_general: takes ", with_bias ? "3 operands (lhs, rhs, bias)" : "2",
-            " operands, got ", in.size());
+  const bool with_bias = dot_has_bias(p), with_multiplier = dot_has_multiplier(p);
+  PAX_CHECK(in.size() == dot_num_operands(p), "dot_general: takes ", dot_num_operands(p), " operands (lhs, rhs",
+            with_bias ? ", bias" : "", with_multiplier ? ", multiplier" : "", "), got ", in.size());
   const AVal& lhs = in[0];
   const AVal& rhs = in[1];
   const DotDims d = dot_dims(p);
@@ -97,6 +97,11 @@ std::vector<AVal> dot_general_rule(std::span<const AVal> in, const Params& p) {
     for (int64_t i = 0; trailing && i < r; ++i) trailing = bias.shape[i] == out[out.size() - size_t(r - i)];
     PAX_CHECK(trailing, "dot_general: bias ", bias.str(), " must have the result's dtype ", dtype_name(out_dtype),
               " and its trailing dims among the rhs free dims of ", Shape(out));
+  }
+  if (with_multiplier) {
+    const AVal& m = in.back();
+    PAX_CHECK(m.dtype == out_dtype && m.shape == Shape(out), "dot_general: multiplier ", m.str(),
+              " must have the result's dtype and shape, ", AVal{Shape(out), out_dtype, false}.str());
   }
   return {AVal{Shape(out), out_dtype, false}};
 }

@@ -19,6 +19,12 @@ struct DotDims {
 // no transform makes one): a third operand, the trailing dims of the result
 // in its dtype, added to every result element it broadcasts to.
 inline bool dot_has_bias(const Params& p) { return p.has("has_bias") && p.b("has_bias"); }
+// A product with a multiplier (the compiler's fold_multipliers_into_products
+// writes it): a last operand of the result's shape and dtype, which the result
+// (after the bias) is multiplied by, element by element.
+inline bool dot_has_multiplier(const Params& p) { return p.has("has_multiplier") && p.b("has_multiplier"); }
+// Operands of a product: lhs, rhs, then the bias and the multiplier where it has them.
+inline size_t dot_num_operands(const Params& p) { return 2 + size_t(dot_has_bias(p)) + size_t(dot_has_multiplier(p)); }
 
 inline DotDims dot_dims(const Params& p) {
   return {p.ints("lhs_contracting_dims"), p.ints("rhs_contracting_dims"), p.ints("lhs_batch_dims"),

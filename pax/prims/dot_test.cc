@@ -408,6 +408,63 @@ TEST(DotGeneral, WithABiasOperand) {
   check_dot_with_bias({4, 0}, {0, 3}, {3}, {{1}, {0}, {}, {}}, DType::f32, 0);  // an empty sum: the bias alone
 }
 
+// dot_general(lhs, rhs[, bias], multiplier) with has_multiplier, as the
+// compiler's fold_multipliers_into_products writes it.
+Array dot_with_multiplier(const Array& lhs, const Array& rhs, const Array* bias, const Array& multiplier,
+                          const lax::DotDimensionNumbers& dn) {
+  Params p{{"lhs_contracting_dims", dn.lhs_contracting},
+           {"rhs_contracting_dims", dn.rhs_contracting},
+           {"lhs_batch_dims", dn.lhs_batch},
+           {"rhs_batch_dims", dn.rhs_batch},
+           {"has_multiplier", true}};
+  std::vector<Array> operands{lhs, rhs};
+  if (bias) {
+    p.set("has_bias", true);
+    operands.push_back(*bias);
+  }
+  operands.push_back(multiplier);
+  return bind(Prim::dot_general, operands, p)[0];
+}
+
+// (lhs . rhs [+ bias]) * multiplier against the f64 reference loop, with and
+// without a bias, for products oneDNN runs (f32, the multiply inside its
+// kernel) and those it does not (f64; bf16, whose result the kernel
+// multiplies afterwards).
+void check_dot_with_multiplier(const Shape& ls, const Shape& rs, const Shape& bias_shape,
+                               const lax::DotDimensionNumbers& dn, DType dtype, double tol) {
+  SCOPED_TRACE(::testing::Message() << ls << " x " << rs << " * multiplier " << dtype_name(dtype));
+  const Array lhs = random_array(ls, dtype, 1), rhs = random_array(rs, dtype, 2),
+              bias = random_array(bias_shape, dtype, 3);
+  const Shape out = lax::dot_general(lhs, rhs, dn).shape();
+  const Array m = random_array(out, dtype, 4, -2.0, 2.0);
+  const std::vector<double> product = reference_dot(lhs, rhs, dn), mv = m.to_vector<double>(),
+                            b = bias.to_vector<double>();
+  for (const bool with_bias : {false, true}) {
+    const Array got = dot_with_multiplier(lhs, rhs, with_bias ? &bias : nullptr, m, dn);
+    std::vector<double> want = product;
+    for (size_t i = 0; i < want.size(); ++i) want[i] = (want[i] + (with_bias ? b[i % b.size()] : 0.0)) * mv[i];
+    EXPECT_EQ(got.shape(), out);
+    EXPECT_TRUE(all_close(got, want, tol, tol)) << "with_bias " << with_bias;
+  }
+}
+
+TEST(DotGeneral, WithAMultiplierOperand) {
+  for (const auto& [dtype, tol] : {std::pair{DType::f32, 1e-5}, std::pair{DType::bf16, 5e-2}}) {
+    check_dot_with_multiplier({33, 70}, {70, 45}, {45}, {{1}, {0}, {}, {}}, dtype, tol);
+    check_dot_with_multiplier({8, 6, 16}, {16, 4, 8}, {4, 8}, {{2}, {0}, {}, {}}, dtype, tol);
+    check_dot_with_multiplier({3, 5, 7}, {3, 7, 9}, {9}, {{2}, {1}, {0}, {0}}, dtype, tol);  // batched
+    check_dot_with_multiplier({7, 5}, {3, 7}, {3}, {{0}, {1}, {}, {}}, dtype, tol);          // A^T B^T
+  }
+  check_dot_with_multiplier({9, 6}, {6, 5}, {5}, {{1}, {0}, {}, {}}, DType::f64, 1e-12);
+  check_dot_with_multiplier({4, 0}, {0, 3}, {3}, {{1}, {0}, {}, {}}, DType::f32, 1e-6);  // an empty sum
+  // Not a multiplier: another shape or dtype.
+  const Array a = random_array({2, 3}, DType::f32, 1), b = random_array({3, 4}, DType::f32, 2);
+  EXPECT_PAX_ERROR(dot_with_multiplier(a, b, nullptr, random_array({4}, DType::f32, 3), {{1}, {0}, {}, {}}),
+                   "must have the result's dtype and shape");
+  EXPECT_PAX_ERROR(dot_with_multiplier(a, b, nullptr, random_array({2, 4}, DType::f64, 3), {{1}, {0}, {}, {}}),
+                   "must have the result's dtype and shape");
+}
+
 TEST(DotGeneral, ABiasMustCoverTrailingFreeDimsOfTheResult) {
   const Array a = random_array({2, 3}, DType::f32, 1), b = random_array({3, 4}, DType::f32, 2);
   EXPECT_PAX_ERROR(dot_with_bias(a, b, random_array({2, 4}, DType::f32, 3), {{1}, {0}, {}, {}}),

@@ -78,6 +78,13 @@ bool cpu_product_bias(const Jaxpr& j, const Eqn& dot) {
   return float_in && (out == DType::f32 || out == DType::bf16) && cpu_supports_op(j, dot);
 }
 
+// An f32 product oneDNN computes natively multiplies its result by a
+// same-shaped f32 operand inside its matmul (a binary post-op). Only f32: a
+// bf16 result would be rounded once where the separate multiply rounds twice.
+bool cpu_product_multiplier(const Jaxpr& j, const Eqn& dot) {
+  return j.aval(dot.outputs[0]).dtype == DType::f32 && cpu_product_bias(j, dot);
+}
+
 // sin and cos range-check windows of 512 elements from the block's start, so
 // a tile of rows that starts elsewhere could round differently.
 bool cpu_tileable_loop(const LoopProgram& p) {
@@ -104,6 +111,7 @@ const LoweringTarget& cpu_lowering_target() {
       .tileable_loop = cpu_tileable_loop,
       .row_reduction_in_sweep = cpu_row_reduction_in_sweep,
       .product_bias = cpu_product_bias,
+      .product_multiplier = cpu_product_multiplier,
   };
   return target;
 }

@@ -1,14 +1,12 @@
 // The CPU backend's executable: runs a lowered program (pax/compile/lower.h)
 // over one arena per call, its fused loops prepared for the CPU
 // (fused_loop.h) and its kernels from the CPU's table (with PAX_PROFILE=1 in
-// the environment, timing every step; see StepProfile).
+// the environment, timing every step; see step_profile.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +14,7 @@
 #include "pax/backend/cpu/cpu_backend.h"
 #include "pax/backend/cpu/fused_codegen.h"
 #include "pax/backend/cpu/fused_loop.h"
+#include "pax/backend/cpu/step_profile.h"
 #include "pax/compile/lower.h"
 #include "pax/core/env_switch.h"
 #include "pax/core/error.h"
@@ -28,62 +27,6 @@
 namespace pax::cpu {
 
 namespace {
-
-// ---------------------------------------------------------------------------
-// PAX_PROFILE=1: every executable times its steps; the times are summed per
-// step label (operation and shapes) and printed to stderr at exit, heaviest
-// first, so that the cost of a compiled program can be broken down without
-// an external profiler.
-
-class StepProfile {
- public:
-  // The process-wide profile, or nullptr when PAX_PROFILE is off (pax::env_switch).
-  static StepProfile* get() {
-    static StepProfile* profile = env_switch("PAX_PROFILE", false) ? new StepProfile : nullptr;
-    return profile;
-  }
-  void add(const std::string& label, double seconds) {
-    std::lock_guard<std::mutex> lock(mu_);
-    Entry& e = entries_[label];
-    e.seconds += seconds;
-    ++e.calls;
-  }
-
- private:
-  struct Entry {
-    double seconds = 0;
-    int64_t calls = 0;
-  };
-  StepProfile() {
-    std::atexit([] { get()->print(); });
-  }
-  void print() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (entries_.empty()) return;
-    std::vector<std::pair<std::string, Entry>> rows(entries_.begin(), entries_.end());
-    std::sort(rows.begin(), rows.end(),
-              [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
-    double total = 0;
-    for (const auto& [label, e] : rows) total += e.seconds;
-    std::fprintf(stderr, "PAX_PROFILE: %.3f s in executable steps\n%10s %6s %8s  %s\n", total, "ms", "%", "calls",
-                 "step");
-    for (const auto& [label, e] : rows) {
-      std::fprintf(stderr, "%10.2f %6.2f %8lld  %s\n", e.seconds * 1e3, 100.0 * e.seconds / total, (long long)e.calls,
-                   label.c_str());
-    }
-    entries_.clear();
-    const CommunicationTimes comm = communication_times();
-    if (comm.collectives > 0) {
-      std::fprintf(stderr,
-                   "PAX_PROFILE: communication: %lld jobs, %.3f s communicating, %.3f s waited for (%.1f%% of "
-                   "the communication)\n",
-                   (long long)comm.collectives, comm.communication_seconds, comm.waiting_seconds,
-                   100.0 * comm.waiting_seconds / std::max(comm.communication_seconds, 1e-12));
-    }
-  }
-  std::mutex mu_;
-  std::map<std::string, Entry> entries_;
-};
 
 std::string avals_str(const Jaxpr& j, const std::vector<Var>& vars) {
   std::string s;

@@ -62,7 +62,7 @@ dnnl::memory::desc bias_md(const GemmShape& g, DType dtype) {
 }
 
 MatmulEntry make_matmul(const GemmShape& g, const Strides3& sa, const Strides3& sb, const Strides3& sc, DType ab_dtype,
-                        DType c_dtype, bool with_bias) {
+                        DType c_dtype, bool with_bias, bool with_multiplier) {
   MatmulEntry e;
   e.a_md = operand_md(g, g.m, g.k, sa, ab_dtype);
   e.b_md = operand_md(g, g.k, g.n, sb, ab_dtype);
@@ -71,7 +71,13 @@ MatmulEntry make_matmul(const GemmShape& g, const Strides3& sa, const Strides3& 
   try {
     const dnnl::matmul::desc desc = with_bias ? dnnl::matmul::desc(e.a_md, e.b_md, e.bias_md, e.c_md)
                                               : dnnl::matmul::desc(e.a_md, e.b_md, e.c_md);
-    dnnl::matmul::primitive_desc pd(desc, user_scratchpad_attr(), dnnl_engine());
+    dnnl::primitive_attr attr = user_scratchpad_attr();
+    if (with_multiplier) {
+      dnnl::post_ops ops;
+      ops.append_binary(dnnl::algorithm::binary_mul, e.c_md);  // laid out as C
+      attr.set_post_ops(ops);
+    }
+    dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
     if (is_reference_impl(pd)) return e;
     e.prim = dnnl::matmul(pd);
     e.scratchpad_bytes = pd.scratchpad_desc().get_size();
@@ -87,7 +93,7 @@ MatmulEntry make_matmul(const GemmShape& g, const Strides3& sa, const Strides3& 
 namespace {
 
 std::shared_ptr<const MatmulEntry> matmul_entry(const GemmShape& g, const MatrixView& a, const MatrixView& b,
-                                                const MatrixView& c, bool with_bias) {
+                                                const MatrixView& c, bool with_bias, bool with_multiplier = false) {
   const Strides3 sa = canonical(g.batch, g.m, g.k, a);
   const Strides3 sb = canonical(g.batch, g.k, g.n, b);
   const Strides3 sc = canonical(g.batch, g.m, g.n, c);
@@ -111,8 +117,9 @@ std::shared_ptr<const MatmulEntry> matmul_entry(const GemmShape& g, const Matrix
                     sc.inner_batch,
                     int64_t(a.dtype),
                     int64_t(c.dtype),
-                    int64_t(with_bias)};
-  return dnnl_cached<MatmulEntry>(key, [&] { return make_matmul(g, sa, sb, sc, a.dtype, c.dtype, with_bias); });
+                    int64_t(with_bias) | int64_t(with_multiplier) << 1};
+  return dnnl_cached<MatmulEntry>(
+      key, [&] { return make_matmul(g, sa, sb, sc, a.dtype, c.dtype, with_bias, with_multiplier); });
 }
 
 }  // namespace
@@ -171,7 +178,7 @@ int64_t gemm_preferred_row_stride(DType dtype, int64_t m, int64_t cols) {
 }
 
 bool gemm_dnnl(const KernelContext& ctx, const GemmShape& g, const MatrixView& a, const MatrixView& b,
-               const MatrixView& c, const void* bias) {
+               const MatrixView& c, const void* bias, const void* multiplier) {
   PAX_CHECK(g.batch > 0 && g.m > 0 && g.n > 0 && g.k > 0, "gemm_dnnl: sizes must be positive");
   PAX_CHECK(g.inner_batch > 0 && g.batch % g.inner_batch == 0, "gemm_dnnl: inner batch ", g.inner_batch,
             " does not divide the batch ", g.batch);
@@ -184,12 +191,16 @@ bool gemm_dnnl(const KernelContext& ctx, const GemmShape& g, const MatrixView& a
       bv = repacked(ctx, g, g.k, g.n, b, gemm_preferred_row_stride(b.dtype, g.m, g.n), bkeep);
     }
   }
-  auto entry = matmul_entry(g, av, bv, c, bias != nullptr);
+  auto entry = matmul_entry(g, av, bv, c, bias != nullptr, multiplier != nullptr);
   if (!entry->supported) return false;
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, user_memory(entry->a_md, av.data)},
                                              {DNNL_ARG_WEIGHTS, user_memory(entry->b_md, bv.data)},
                                              {DNNL_ARG_DST, user_memory(entry->c_md, c.data)}};
   if (bias) args.emplace(DNNL_ARG_BIAS, user_memory(entry->bias_md, const_cast<void*>(bias)));
+  if (multiplier) {
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                 user_memory(entry->c_md, const_cast<void*>(multiplier)));
+  }
   dnnl_execute(ctx, entry->prim, args, entry->scratchpad_bytes);
   return true;
 }

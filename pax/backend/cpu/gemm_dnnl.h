@@ -39,8 +39,11 @@ struct MatrixView {
 // oneDNN's scratchpad take their memory from ctx.
 // With `bias` (shape.n values of C's dtype), C = A · B + bias, the bias added
 // to every row inside oneDNN's kernel (its matmul bias) before C is written.
+// With `multiplier` (an array of C's dtype laid out as C, which must then be
+// dense), C = (A · B [+ bias]) * multiplier element by element, inside the
+// kernel (a binary post-op).
 bool gemm_dnnl(const KernelContext& ctx, const GemmShape& shape, const MatrixView& a, const MatrixView& b,
-               const MatrixView& c, const void* bias = nullptr);
+               const MatrixView& c, const void* bias = nullptr, const void* multiplier = nullptr);
 
 // Whether oneDNN has an optimised kernel for this product of contiguous
 // row-major operands of ab_dtype into c_dtype (asked once per shape and

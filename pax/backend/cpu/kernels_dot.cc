@@ -190,14 +190,31 @@ void add_bias(const TensorView& o, const TensorView& bias) {
   add_bias_in<float>(o, bias, DType::f32);
 }
 
+// o *= multiplier, element by element (row-major o, f32 or f64 results),
+// rounded as the separate multiply rounds.
+void multiply_by(const TensorView& o, const TensorView& multiplier) {
+  PAX_CHECK(o.dtype == multiplier.dtype && o.numel() == multiplier.numel() && is_floating(o.dtype),
+            "dot_general: a multiplier must be a float array of the result's dtype and size");
+  const size_t width = itemsize(o.dtype);
+  parallel_for(o.numel(), grain_for(width), [&](int64_t begin, int64_t end) {
+    char* y = static_cast<char*>(o.data) + size_t(begin) * width;
+    cpu::binary(BinaryOp::mul, o.dtype, y, static_cast<const char*>(multiplier.data) + size_t(begin) * width, y,
+                size_t(end - begin));
+  });
+}
+
 // The product into `o`, written with `c_strides` when given (element strides
 // of o's axes). Returns false, having written nothing, where the strided
 // output cannot be handed to oneDNN (its kernels or the operands' layout do
 // not allow it); without c_strides it always writes o and returns true.
 // With a bias (row-major o only), o = product + bias: inside oneDNN's kernel
-// where it runs the product, added afterwards otherwise.
+// where it runs the product, added afterwards otherwise. With a multiplier
+// (row-major f32 o only), oneDNN multiplies o by it inside its kernel where it
+// can (after the bias), and `multiplied` says so; the caller multiplies
+// otherwise.
 bool dot_into(const KernelContext& ctx, const Params& p, std::span<const TensorView> in, const TensorView& o,
-              const std::vector<int64_t>* c_strides, const TensorView* bias = nullptr) {
+              const std::vector<int64_t>* c_strides, const TensorView* bias = nullptr,
+              const TensorView* multiplier = nullptr, bool* multiplied = nullptr) {
   PAX_CHECK(!(bias && c_strides), "dot_general: a bias needs a row-major result");
   const TensorView& lhs = in[0];
   const TensorView& rhs = in[1];
@@ -267,6 +284,11 @@ bool dot_into(const KernelContext& ctx, const Params& p, std::span<const TensorV
     }
   }
   bool bias_added = false;
+  // The multiplier goes inside only after a bias that goes inside too.
+  const void* gemm_multiplier = multiplier && !c_strides && o.dtype == DType::f32 && multiplier->dtype == o.dtype &&
+                                        (!bias || gemm_bias)
+                                    ? multiplier->data
+                                    : nullptr;
   const cpu::MatrixView c{direct_out ? o.data : cbuf->data(), direct_out ? o.dtype : DType::f32, shape.m * shape.n,
                           shape.n, 1};
 
@@ -307,6 +329,10 @@ bool dot_into(const KernelContext& ctx, const Params& p, std::span<const TensorV
     };
     const cpu::MatrixView av = view(a, abuf, shape.m, shape.k);
     const cpu::MatrixView bv = view(b, bbuf, shape.k, shape.n);
+    if (gemm_multiplier && cpu::gemm_dnnl(ctx, g, av, bv, cv, gemm_bias, gemm_multiplier)) {
+      bias_added = gemm_bias != nullptr;
+      return *multiplied = true;
+    }
     if (gemm_bias && cpu::gemm_dnnl(ctx, g, av, bv, cv, gemm_bias)) return bias_added = true;
     return cpu::gemm_dnnl(ctx, g, av, bv, cv);
   };
@@ -328,15 +354,19 @@ void dot_general_kernel(const KernelContext& ctx, const Params& p, std::span<con
                         std::span<const TensorView> out) {
   const TensorView& o = out[0];
   const TensorView* bias = dot_has_bias(p) ? &in[2] : nullptr;
-  if (!o.strides) {
-    dot_into(ctx, p, in, o, nullptr, bias);
-    return;
-  }
-  if (!bias && dot_into(ctx, p, in, o, o.strides)) return;
+  const TensorView* multiplier = dot_has_multiplier(p) ? &in.back() : nullptr;
+  // The product row-major into `y`, then multiplied where oneDNN did not.
+  auto row_major_into = [&](const TensorView& y) {
+    bool multiplied = false;
+    dot_into(ctx, p, in, y, nullptr, bias, multiplier, &multiplied);
+    if (multiplier && !multiplied) multiply_by(y, *multiplier);
+  };
+  if (!o.strides) return row_major_into(o);
+  if (!bias && !multiplier && dot_into(ctx, p, in, o, o.strides)) return;
   // The product row-major, then moved into the requested layout.
   std::shared_ptr<Buffer> tmp = ctx.allocate_scratch(o.nbytes());
   const TensorView row_major{tmp->data(), o.shape, o.dtype};
-  dot_into(ctx, p, in, row_major, nullptr, bias);
+  row_major_into(row_major);
   cpu::strided_copy(itemsize(o.dtype), o.shape->dims(), tmp->data(), o.shape->strides(), o.data, *o.strides);
 }
 

@@ -20,6 +20,10 @@
 //                   dims into one dot_general with a bias operand, which the
 //                   backend adds inside its GEMM (passes/bias.cc; run by
 //                   lower() for backends that say so, not by optimize())
+//   fold_multipliers_into_products
+//                   turns a product times a same-shaped array (a GELU's
+//                   backward) into one dot_general with a multiplier operand,
+//                   applied inside the GEMM (passes/multiplier.cc; as above)
 //
 // optimize() runs them in order; in debug builds (NDEBUG undefined) every
 // pass's result is type-checked.
@@ -60,6 +64,10 @@ Jaxpr widen_products(const Jaxpr& jaxpr, const NativeProduct& native);
 // inside its GEMM.
 using ProductBias = std::function<bool(const Jaxpr& j, const Eqn& dot)>;
 Jaxpr fold_bias_into_products(const Jaxpr& jaxpr, const ProductBias& can_fold);
+// Whether the backend multiplies this dot_general's result by a same-shaped
+// operand inside its GEMM.
+using ProductEpilogue = std::function<bool(const Jaxpr& j, const Eqn& dot)>;
+Jaxpr fold_multipliers_into_products(const Jaxpr& jaxpr, const ProductEpilogue& can_fold);
 
 struct PassOptions {
   int64_t fold_limit = kDefaultFoldLimit;

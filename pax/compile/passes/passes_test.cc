@@ -322,6 +322,50 @@ TEST(FoldBias, ALeadingBiasJoinsItsProduct) {
   EXPECT_EQ(folded_count(fold_bias_into_products(*full, always)), 0);
 }
 
+// A product times an array of its result's shape (directly or through a
+// reshape) becomes one dot_general with the array as its multiplier; a
+// product read twice, or a multiplier that broadcasts, stays.
+TEST(FoldMultiplier, ASameShapedFactorJoinsItsProduct) {
+  const ProductEpilogue always = [](const Jaxpr&, const Eqn&) { return true; };
+  auto folded_count = [](const Jaxpr& j) {
+    int n = 0;
+    for (const Eqn& e : j.eqns) n += e.prim == Prim::dot_general && e.params.has("has_multiplier");
+    return n;
+  };
+  const Array x = random_array({8, 16}, DType::f32, 1), w = random_array({16, 6}, DType::f32, 2);
+  const Array g = random_array({8, 6}, DType::f32, 3), g3 = random_array({2, 4, 6}, DType::f32, 4);
+  const Array row = random_array({6}, DType::f32, 5);
+  auto check_folded = [&](const Jaxpr& jaxpr, const std::vector<Array>& args) {
+    const Jaxpr out = dce(fold_multipliers_into_products(jaxpr, always));
+    EXPECT_EQ(folded_count(out), 1) << out.str();
+    EXPECT_EQ(count(out, Prim::mul), 0) << out.str();
+    typecheck(out);
+    EXPECT_TRUE(all_close(eval_jaxpr(out, args)[0], eval_jaxpr(jaxpr, args)[0], 1e-6, 1e-6));
+    EXPECT_EQ(folded_count(fold_multipliers_into_products(jaxpr, [](const Jaxpr&, const Eqn&) { return false; })), 0);
+  };
+  // m * (x . w), the factor first.
+  check_folded(*make_jaxpr([](const Array& x, const Array& w, const Array& g) { return g * matmul(x, w); })(x, w, g),
+               {x, w, g});
+  // Through a reshape of the product, with the factor computed after it.
+  check_folded(*make_jaxpr([](const Array& x, const Array& w, const Array& g) {
+    return reshape(matmul(x, w), {2, 4, 6}) * exp(g);
+  })(x, w, g3),
+               {x, w, g3});
+  auto twice = make_jaxpr([](const Array& x, const Array& w, const Array& g) {
+    const Array y = matmul(x, w);
+    return y * g + y;
+  })(x, w, g);
+  EXPECT_EQ(folded_count(fold_multipliers_into_products(*twice, always)), 0);
+  auto broadcast =
+      make_jaxpr([](const Array& x, const Array& w, const Array& r) { return matmul(x, w) * r; })(x, w, row);
+  EXPECT_EQ(folded_count(fold_multipliers_into_products(*broadcast, always)), 0);
+  auto squared = make_jaxpr([](const Array& x, const Array& w) {
+    const Array y = matmul(x, w);
+    return y * y;
+  })(x, w);
+  EXPECT_EQ(folded_count(fold_multipliers_into_products(*squared, always)), 0);
+}
+
 TEST(Optimize, TrainingStepTypechecksAfterEveryPass) {
   // An MLP loss and its gradient: every pass runs on a realistic program.
   auto loss = [](const Array& w1, const Array& w2, const Array& x) {

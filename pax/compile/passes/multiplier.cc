@@ -1,0 +1,88 @@
+// Folding elementwise multipliers into products: mul(dot_general(a, b), m),
+// where the product's result is read by that mul alone (directly or through
+// one reshape) and m has the result's shape and dtype, becomes one
+// dot_general(a, b, [bias,] m) with has_multiplier, which the backend
+// applies inside its GEMM (oneDNN's binary post-op; cuBLASLt's DGELU
+// epilogue is the same idea) instead of a loop that reads the product back.
+// A GELU's backward is such a product: the gradient of the activation times
+// the derivative the forward kept (pax::nn::gelu). Through a reshape, m is
+// reshaped to the product's shape and the result back to the mul's. The
+// folded product takes the mul's place in the program, where m is computed.
+// An m broadcast from fewer dims is left to the loop.
+#include <vector>
+
+#include "pax/compile/passes/passes.h"
+#include "pax/compile/passes/rewrite.h"
+#include "pax/prims/dot_params.h"
+
+namespace pax {
+
+Jaxpr fold_multipliers_into_products(const Jaxpr& j, const ProductEpilogue& can_fold) {
+  std::vector<int> readers(j.avals.size(), 0), producer(j.avals.size(), -1);
+  for (Var v : j.outvars) ++readers[size_t(v)];
+  for (size_t i = 0; i < j.eqns.size(); ++i) {
+    for (Var v : j.eqns[i].inputs) ++readers[size_t(v)];
+    for (Var v : j.eqns[i].outputs) producer[size_t(v)] = int(i);
+  }
+  Jaxpr out = passes::copy_header(j);
+  std::vector<bool> removed(j.eqns.size(), false);
+  std::vector<std::vector<Eqn>> folded(j.eqns.size());  // per mul: what replaces it
+  for (size_t i = 0; i < j.eqns.size(); ++i) {
+    const Eqn& mul = j.eqns[i];
+    if (mul.prim != Prim::mul) continue;
+    const AVal& result = j.aval(mul.outputs[0]);
+    for (int side = 0; side < 2 && folded[i].empty(); ++side) {
+      const Var x = mul.inputs[size_t(side)], m = mul.inputs[size_t(1 - side)];
+      if (x == m || readers[size_t(x)] != 1 || producer[size_t(x)] < 0) continue;
+      if (!(j.aval(m).shape == result.shape && j.aval(m).dtype == result.dtype)) continue;
+      // A broadcast factor would be written out whole for the GEMM to read
+      // back: the loop that multiplies the product in place costs no more.
+      if (producer[size_t(m)] >= 0 && j.eqns[size_t(producer[size_t(m)])].prim == Prim::broadcast_in_dim) continue;
+      // The product, and the reshape between it and the mul if there is one.
+      int reshape = -1, px = producer[size_t(x)];
+      if (j.eqns[size_t(px)].prim == Prim::reshape) {
+        const Var d = j.eqns[size_t(px)].inputs[0];
+        if (readers[size_t(d)] != 1 || producer[size_t(d)] < 0) continue;
+        reshape = px;
+        px = producer[size_t(d)];
+      }
+      if (removed[size_t(px)] || (reshape >= 0 && removed[size_t(reshape)])) continue;
+      const Eqn& dot = j.eqns[size_t(px)];
+      if (dot.prim != Prim::dot_general || dot_has_multiplier(dot.params) || !can_fold(j, dot)) continue;
+      const AVal& product = j.aval(dot.outputs[0]);
+      if (product.dtype != result.dtype || product.shape.numel() != result.shape.numel()) continue;
+      Eqn f = dot;
+      f.params.set("has_multiplier", true);
+      if (reshape < 0) {
+        f.inputs.push_back(m);
+        f.outputs = mul.outputs;
+        folded[i].push_back(std::move(f));
+      } else {
+        const Var m_as_product = out.new_var(product);
+        folded[i].push_back(Eqn{Prim::reshape, {m}, {m_as_product}, Params{{"new_sizes", product.shape.dims()}}});
+        f.inputs.push_back(m_as_product);
+        folded[i].push_back(f);
+        folded[i].push_back(Eqn{Prim::reshape, dot.outputs, mul.outputs, Params{{"new_sizes", result.shape.dims()}}});
+        removed[size_t(reshape)] = true;
+      }
+      removed[size_t(px)] = true;
+    }
+  }
+  bool changed = false;
+  for (size_t i = 0; i < j.eqns.size(); ++i) {
+    if (removed[i]) {
+      changed = true;
+      continue;
+    }
+    if (folded[i].empty()) {
+      out.eqns.push_back(j.eqns[i]);
+    } else {
+      for (Eqn& e : folded[i]) out.eqns.push_back(std::move(e));
+    }
+  }
+  if (!changed) return j;
+  out.outvars = j.outvars;
+  return out;
+}
+
+}  // namespace pax
