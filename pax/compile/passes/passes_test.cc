@@ -4,6 +4,8 @@
 // values.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "pax/api/transforms.h"
 #include "pax/compile/passes/passes.h"
 #include "pax/ops/lax.h"
@@ -216,6 +218,42 @@ TEST(Simplify, WholeSlicesAndEmptyPads) {
   EXPECT_EQ(count(out, Prim::slice), 1);
   EXPECT_EQ(count(out, Prim::pad), 2);
   expect_equivalent(*jaxpr, out, {random_array({2, 3}, DType::f32, 14)});
+}
+
+// The gradient of a weight used in three slices (a combined QKV projection):
+// three zero pads summed become one concatenate, with the bits of the sums
+// (a -0.0 padded with +0.0 becomes +0.0); pads apart or along two axes stay.
+TEST(Simplify, SummedPadsOfSideBySideSlabsBecomeOneConcatenate) {
+  auto jaxpr = make_jaxpr([](const Array& q, const Array& k, const Array& v) {
+    auto slab = [](const Array& a, int64_t at) {
+      return lax::pad(a, scalar(0.0f), {{0, 0, 0}, {at, 2 - at, 0}, {0, 0, 0}});
+    };
+    return slab(k, 1) + slab(v, 2) + slab(q, 0);
+  })(zeros({4, 1, 5}), zeros({4, 1, 5}), zeros({4, 1, 5}));
+  const Jaxpr out = dce(simplify(*jaxpr));
+  EXPECT_EQ(count(out, Prim::pad), 0) << out.str();
+  EXPECT_EQ(count(out, Prim::concatenate), 1) << out.str();
+  const Array minus_zeros = lax::broadcast_in_dim(scalar(-0.0f), {4, 1, 5}, {});
+  const std::vector<Array> args{minus_zeros, random_array({4, 1, 5}, DType::f32, 15),
+                                random_array({4, 1, 5}, DType::f32, 16)};
+  expect_equivalent(*jaxpr, out, args);
+  const std::vector<float> want = eval_jaxpr(*jaxpr, args)[0].to_vector<float>(),
+                           got = eval_jaxpr(out, args)[0].to_vector<float>();
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(std::signbit(got[i]), std::signbit(want[i])) << i;
+  EXPECT_FALSE(std::signbit(got[0]));  // -0.0 + +0.0
+
+  auto kept = make_jaxpr([](const Array& a, const Array& b) {
+    const Array apart =
+        lax::pad(a, scalar(0.0f), {{0, 0, 0}, {0, 2, 0}}) + lax::pad(b, scalar(0.0f), {{0, 0, 0}, {2, 0, 0}});
+    const Array two_axes =
+        lax::pad(a, scalar(0.0f), {{1, 0, 0}, {0, 1, 0}}) + lax::pad(b, scalar(0.0f), {{0, 1, 0}, {1, 0, 0}});
+    const Array one =
+        lax::pad(a, scalar(1.0f), {{0, 0, 0}, {0, 1, 0}}) + lax::pad(b, scalar(0.0f), {{0, 0, 0}, {1, 0, 0}});
+    return std::make_tuple(apart, two_axes, one);
+  })(zeros({4, 1}), zeros({4, 1}));
+  const Jaxpr same = dce(simplify(*kept));
+  EXPECT_EQ(count(same, Prim::concatenate), 0) << same.str();
+  expect_equivalent(*kept, same, {random_array({4, 1}, DType::f32, 17), random_array({4, 1}, DType::f32, 18)});
 }
 
 // Parameter casts emitted between two halves of a layer's elementwise work

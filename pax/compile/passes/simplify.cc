@@ -13,14 +13,22 @@
 //   broadcast of broadcast            -> one broadcast
 //   reduction over no axis            -> x;  over size-1 axes -> reshape
 //   select_n with a constant selector -> the selected case
+//   pad(a) + pad(b), zero pads of slabs
+//   side by side along one axis       -> pad(concatenate(a, b)) (plus 0.0
+//                                        where a +0.0 pad would have turned
+//                                        a -0.0 into +0.0): the transposes of
+//                                        a weight's slices (a combined QKV
+//                                        projection's) summed
 // Constants are recognised through broadcasts and reshapes of small
 // constant arrays (the form C++ literals take when traced).
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 
 #include "pax/compile/passes/passes.h"
 #include "pax/compile/passes/rewrite.h"
+#include "pax/prims/registry.h"
 
 namespace pax {
 namespace {
@@ -54,7 +62,10 @@ class Simplifier {
 
  private:
   void emit(Eqn e) {
-    for (Var v : e.outputs) producer_[size_t(v)] = int(out_.eqns.size());
+    for (Var v : e.outputs) {
+      if (size_t(v) >= producer_.size()) producer_.resize(size_t(v) + 1, -1);
+      producer_[size_t(v)] = int(out_.eqns.size());
+    }
     out_.eqns.push_back(std::move(e));
   }
   void replace(const Eqn& e, Var x) { subst_.set(e.outputs[0], x); }
@@ -62,7 +73,15 @@ class Simplifier {
     const int p = producer_[size_t(v)];
     return p < 0 ? nullptr : &out_.eqns[size_t(p)];
   }
-  const AVal& aval(Var v) const { return j_.aval(v); }
+  const AVal& aval(Var v) const { return out_.aval(v); }  // the pass's own variables too
+  // A new variable holding the result of `prim` on `inputs`.
+  Var emit_new(Prim prim, std::vector<Var> inputs, Params params) {
+    std::vector<AVal> in;
+    for (Var v : inputs) in.push_back(aval(v));
+    const Var out = out_.new_var(infer_avals(prim, in, params)[0]);
+    emit(Eqn{prim, std::move(inputs), {out}, std::move(params)});
+    return out;
+  }
 
   // The constant behind v: a constvar, or a broadcast / reshape of one.
   const Array* constant(Var v) const {
@@ -110,6 +129,7 @@ class Simplifier {
       case Prim::add:
         if (is_neutral_zero(e.inputs[1], true)) return replace(e, a);
         if (is_neutral_zero(a, true)) return replace(e, e.inputs[1]);
+        if (join_side_by_side_pads(e)) return;
         break;
       case Prim::sub:
         if (is_neutral_zero(e.inputs[1], false)) return replace(e, a);
@@ -176,6 +196,69 @@ class Simplifier {
     emit(std::move(e));
   }
 
+  // A zero pad along one axis (no interior or negative padding): what it
+  // pads, its padding value, the axis and where the operand lies along it.
+  struct PadSlab {
+    Var operand, value;
+    int64_t axis, begin, end;
+  };
+  std::optional<PadSlab> zero_pad_slab(Var v) const {
+    const Eqn* p = producer(v);
+    if (!p || p->prim != Prim::pad || !all_equal(p->inputs[1], 0.0)) return std::nullopt;
+    const Ints& cfg = p->params.ints("padding_config");
+    int64_t axis = -1;
+    for (size_t d = 0; d < cfg.size() / 3; ++d) {
+      const int64_t lo = cfg[3 * d], hi = cfg[3 * d + 1], interior = cfg[3 * d + 2];
+      if (interior != 0 || lo < 0 || hi < 0) return std::nullopt;
+      if (lo == 0 && hi == 0) continue;
+      if (axis >= 0) return std::nullopt;
+      axis = int64_t(d);
+    }
+    if (axis < 0) return std::nullopt;
+    const int64_t lo = cfg[size_t(3 * axis)];
+    return PadSlab{p->inputs[0], p->inputs[1], axis, lo, lo + aval(p->inputs[0]).shape[axis]};
+  }
+
+  // add(pad(a), pad(b)) -> pad(concatenate(a, b)) where a and b are zero
+  // padded along the same axis and lie side by side there. The add kept every
+  // element but turned a -0.0 padded with +0.0 into +0.0; where a padding
+  // value is +0.0, the joined slab gets + 0.0 to do the same.
+  bool join_side_by_side_pads(const Eqn& e) {
+    std::optional<PadSlab> x = zero_pad_slab(e.inputs[0]), y = zero_pad_slab(e.inputs[1]);
+    if (!x || !y || x->axis != y->axis) return false;
+    if (y->begin < x->begin) std::swap(x, y);
+    if (x->end != y->begin) return false;
+    const AVal& out = aval(e.outputs[0]);
+    // A slab joined before is concatenated again from its parts, so that a sum
+    // of n pads becomes one concatenate.
+    std::vector<Var> parts;
+    for (Var v : {x->operand, y->operand}) {
+      const auto it = joined_parts_.find(v);
+      if (it == joined_parts_.end()) {
+        parts.push_back(v);
+      } else {
+        parts.insert(parts.end(), it->second.begin(), it->second.end());
+      }
+    }
+    Var joined = emit_new(Prim::concatenate, parts, Params{{"dimension", x->axis}});
+    if (is_floating(out.dtype) && !(all_equal(x->value, 0.0, true) && all_equal(y->value, 0.0, true))) {
+      const Var zero = passes::add_const(out_, scalar(0.0, out.dtype));
+      const Var zeros = emit_new(Prim::broadcast_in_dim, {zero},
+                                 Params{{"shape", aval(joined).shape.dims()}, {"broadcast_dimensions", Ints{}}});
+      joined = emit_new(Prim::add, {joined, zeros}, Params{});
+    }
+    joined_parts_[joined] = std::move(parts);
+    Ints cfg(size_t(3 * out.shape.rank()), 0);
+    cfg[size_t(3 * x->axis)] = x->begin;
+    cfg[size_t(3 * x->axis + 1)] = out.shape[x->axis] - y->end;
+    if (cfg[size_t(3 * x->axis)] == 0 && cfg[size_t(3 * x->axis + 1)] == 0) {
+      replace(e, joined);
+    } else {
+      emit(Eqn{Prim::pad, {joined, x->value}, e.outputs, Params{{"padding_config", cfg}}});
+    }
+    return true;
+  }
+
   static bool unit_strides(const Eqn& e) {
     if (!e.params.has("strides")) return true;
     const Ints& strides = e.params.ints("strides");
@@ -201,6 +284,7 @@ class Simplifier {
   }
 
   const Jaxpr& j_;
+  std::map<Var, std::vector<Var>> joined_parts_;  // join_side_by_side_pads: a joined slab's parts
   Jaxpr out_;
   passes::Subst subst_;
   passes::ConstValues known_;
