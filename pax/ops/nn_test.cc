@@ -104,6 +104,20 @@ TEST(NN, GeluGradient) {
   }
 }
 
+// The second derivative goes through the derivative the forward keeps (f64
+// and f32) or recomputes (bf16 keeps x): against finite differences of the
+// first.
+TEST(NN, GeluSecondDerivative) {
+  Array x = linspace(-6, 6, 49, true, DType::f64);
+  for (bool approximate : {true, false}) {
+    auto f = [approximate](const Array& v) { return sum(nn::gelu(v, approximate)); };
+    auto df = [&](const Array& v) { return sum(grad(f)(v)); };
+    const double h = 1e-5;
+    Array fd = (grad(f)(x + h) - grad(f)(x - h)) / (2 * h);
+    EXPECT_TRUE(all_close(grad(df)(x), fd, 1e-6, 1e-7)) << "approximate=" << approximate;
+  }
+}
+
 // bf16 is computed in f32 and rounded once, forward and backward, eager and
 // compiled; a compiled program without grad runs the function's body fused.
 TEST(NN, GeluBf16ComputesInF32) {
