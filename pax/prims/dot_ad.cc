@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "pax/prims/ad_util.h"
+#include "pax/prims/dot_params.h"
 #include "pax/prims/registry.h"
 
 namespace pax {
@@ -77,8 +78,16 @@ Array transpose_operand(const Array& g, const Array& x, const Array& y, const In
   return xbar.dtype() == x.dtype() ? xbar : lax::convert_element_type(xbar, x.dtype());
 }
 
+// Bias and multiplier operands are written by the compiler's epilogue passes
+// after differentiation; no derivative rule sees them.
+void check_plain_product(const Params& p) {
+  PAX_CHECK(!dot_has_bias(p) && !dot_has_multiplier(p),
+            "dot_general: a product with a bias or multiplier operand (a compiled epilogue) is not differentiated");
+}
+
 std::vector<Array> dot_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,
                            const Params& p, const CotangentMask& needs) {
+  check_plain_product(p);
   if (!ct[0].defined()) return {Array(), Array()};
   const Dims d = dims_of(p);
   const Array &x = in[0], &y = in[1];
@@ -94,6 +103,7 @@ std::vector<Array> dot_vjp(std::span<const Array> in, std::span<const Array>, st
 
 std::vector<Array> dot_jvp(std::span<const Array> in, std::span<const Array> t, std::span<const Array> out,
                            const Params& p) {
+  check_plain_product(p);
   const Dims d = dims_of(p);
   const std::optional<DType> preferred =
       p.has("preferred_element_type") ? std::optional<DType>(p.dtype("preferred_element_type")) : std::nullopt;

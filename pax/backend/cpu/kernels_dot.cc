@@ -190,8 +190,8 @@ void add_bias(const TensorView& o, const TensorView& bias) {
   add_bias_in<float>(o, bias, DType::f32);
 }
 
-// o *= multiplier, element by element (row-major o, f32 or f64 results),
-// rounded as the separate multiply rounds.
+// o *= multiplier, element by element (row-major o, float results), rounded
+// as the separate multiply rounds.
 void multiply_by(const TensorView& o, const TensorView& multiplier) {
   PAX_CHECK(o.dtype == multiplier.dtype && o.numel() == multiplier.numel() && is_floating(o.dtype),
             "dot_general: a multiplier must be a float array of the result's dtype and size");
@@ -331,7 +331,8 @@ bool dot_into(const KernelContext& ctx, const Params& p, std::span<const TensorV
     const cpu::MatrixView bv = view(b, bbuf, shape.k, shape.n);
     if (gemm_multiplier && cpu::gemm_dnnl(ctx, g, av, bv, cv, gemm_bias, gemm_multiplier)) {
       bias_added = gemm_bias != nullptr;
-      return *multiplied = true;
+      if (multiplied) *multiplied = true;
+      return true;
     }
     if (gemm_bias && cpu::gemm_dnnl(ctx, g, av, bv, cv, gemm_bias)) return bias_added = true;
     return cpu::gemm_dnnl(ctx, g, av, bv, cv);

@@ -48,7 +48,10 @@ Jaxpr fold_bias_into_products(const Jaxpr& j, const ProductBias& can_fold) {
       const int px = producer[size_t(x)], py = producer[size_t(y)];
       if (px < 0 || py < 0 || readers[size_t(x)] != 1 || removed[size_t(px)]) continue;
       const Eqn& dot = j.eqns[size_t(px)];
-      if (dot.prim != Prim::dot_general || dot_has_bias(dot.params) || !can_fold(j, dot)) continue;
+      if (dot.prim != Prim::dot_general || dot_has_bias(dot.params) || dot_has_multiplier(dot.params) ||
+          !can_fold(j, dot)) {
+        continue;
+      }
       const DotDims d = dot_dims(dot.params);
       const int64_t rhs_free =
           j.aval(dot.inputs[1]).shape.rank() - int64_t(d.rhs_contracting.size() + d.rhs_batch.size());

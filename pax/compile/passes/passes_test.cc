@@ -249,8 +249,22 @@ TEST(Simplify, SummedPadsOfSideBySideSlabsBecomeOneConcatenate) {
         lax::pad(a, scalar(0.0f), {{1, 0, 0}, {0, 1, 0}}) + lax::pad(b, scalar(0.0f), {{0, 1, 0}, {1, 0, 0}});
     const Array one =
         lax::pad(a, scalar(1.0f), {{0, 0, 0}, {0, 1, 0}}) + lax::pad(b, scalar(0.0f), {{0, 0, 0}, {1, 0, 0}});
-    return std::make_tuple(apart, two_axes, one);
+    // Zeros of two signs: the sum's padding is +0.0 and only a's -0.0 turn +0.0.
+    const Array signs =
+        lax::pad(a, scalar(-0.0f), {{0, 0, 0}, {0, 1, 0}}) + lax::pad(b, scalar(0.0f), {{0, 0, 0}, {1, 0, 0}});
+    return std::make_tuple(apart, two_axes, one, signs);
   })(zeros({4, 1}), zeros({4, 1}));
+  // -0.0 pads join without the + 0.0.
+  auto minus = make_jaxpr([](const Array& a, const Array& b) {
+    return lax::pad(a, scalar(-0.0f), {{0, 0, 0}, {0, 1, 0}}) + lax::pad(b, scalar(-0.0f), {{0, 0, 0}, {1, 0, 0}});
+  })(zeros({4, 1}), zeros({4, 1}));
+  const Jaxpr minus_out = dce(simplify(*minus));
+  EXPECT_EQ(count(minus_out, Prim::concatenate), 1) << minus_out.str();
+  EXPECT_EQ(count(minus_out, Prim::add), 0) << minus_out.str();
+  const Array neg = lax::broadcast_in_dim(scalar(-0.0f), {4, 1}, {});
+  const std::vector<Array> negs{neg, neg};
+  EXPECT_TRUE(std::signbit(eval_jaxpr(minus_out, negs)[0].to_vector<float>()[0]));
+
   const Jaxpr same = dce(simplify(*kept));
   EXPECT_EQ(count(same, Prim::concatenate), 0) << same.str();
   expect_equivalent(*kept, same, {random_array({4, 1}, DType::f32, 17), random_array({4, 1}, DType::f32, 18)});

@@ -13,8 +13,9 @@
 //   broadcast of broadcast            -> one broadcast
 //   reduction over no axis            -> x;  over size-1 axes -> reshape
 //   select_n with a constant selector -> the selected case
-//   pad(a) + pad(b), zero pads of slabs
-//   side by side along one axis       -> pad(concatenate(a, b)) (plus 0.0
+//   pad(a) + pad(b), zero pads (of one
+//   sign) of slabs side by side along
+//   one axis                          -> pad(concatenate(a, b)) (plus 0.0
 //                                        where a +0.0 pad would have turned
 //                                        a -0.0 into +0.0): the transposes of
 //                                        a weight's slices (a combined QKV
@@ -220,34 +221,40 @@ class Simplifier {
   }
 
   // add(pad(a), pad(b)) -> pad(concatenate(a, b)) where a and b are zero
-  // padded along the same axis and lie side by side there. The add kept every
-  // element but turned a -0.0 padded with +0.0 into +0.0; where a padding
-  // value is +0.0, the joined slab gets + 0.0 to do the same.
+  // padded along the same axis, with zeros of the same sign, and lie side by
+  // side there. The add kept every element but turned a -0.0 padded with +0.0
+  // into +0.0; where the padding is +0.0, the joined slab gets + 0.0 to do the
+  // same (a sum of -0.0 pads changed nothing).
   bool join_side_by_side_pads(const Eqn& e) {
     std::optional<PadSlab> x = zero_pad_slab(e.inputs[0]), y = zero_pad_slab(e.inputs[1]);
     if (!x || !y || x->axis != y->axis) return false;
     if (y->begin < x->begin) std::swap(x, y);
     if (x->end != y->begin) return false;
-    const AVal& out = aval(e.outputs[0]);
-    // A slab joined before is concatenated again from its parts, so that a sum
-    // of n pads becomes one concatenate.
+    const AVal out = aval(e.outputs[0]);  // a copy: new variables move the avals
+    const bool floating = is_floating(out.dtype);
+    const bool minus_zero = floating && all_equal(x->value, 0.0, true);
+    if (floating && minus_zero != all_equal(y->value, 0.0, true)) return false;
+    const bool plus_zero = floating && !minus_zero;
+    // A slab joined before (with the same padding) is concatenated again from
+    // its parts, so that a sum of n pads becomes one concatenate.
     std::vector<Var> parts;
     for (Var v : {x->operand, y->operand}) {
       const auto it = joined_parts_.find(v);
-      if (it == joined_parts_.end()) {
+      if (it == joined_parts_.end() || it->second.plus_zero != plus_zero) {
         parts.push_back(v);
       } else {
-        parts.insert(parts.end(), it->second.begin(), it->second.end());
+        parts.insert(parts.end(), it->second.parts.begin(), it->second.parts.end());
       }
     }
     Var joined = emit_new(Prim::concatenate, parts, Params{{"dimension", x->axis}});
-    if (is_floating(out.dtype) && !(all_equal(x->value, 0.0, true) && all_equal(y->value, 0.0, true))) {
+    if (plus_zero) {
       const Var zero = passes::add_const(out_, scalar(0.0, out.dtype));
-      const Var zeros = emit_new(Prim::broadcast_in_dim, {zero},
-                                 Params{{"shape", aval(joined).shape.dims()}, {"broadcast_dimensions", Ints{}}});
+      const Ints dims = aval(joined).shape.dims();
+      const Var zeros =
+          emit_new(Prim::broadcast_in_dim, {zero}, Params{{"shape", dims}, {"broadcast_dimensions", Ints{}}});
       joined = emit_new(Prim::add, {joined, zeros}, Params{});
     }
-    joined_parts_[joined] = std::move(parts);
+    joined_parts_[joined] = JoinedSlab{std::move(parts), plus_zero};
     Ints cfg(size_t(3 * out.shape.rank()), 0);
     cfg[size_t(3 * x->axis)] = x->begin;
     cfg[size_t(3 * x->axis + 1)] = out.shape[x->axis] - y->end;
@@ -284,7 +291,12 @@ class Simplifier {
   }
 
   const Jaxpr& j_;
-  std::map<Var, std::vector<Var>> joined_parts_;  // join_side_by_side_pads: a joined slab's parts
+  // join_side_by_side_pads: a joined slab's parts, and whether + 0.0 was added.
+  struct JoinedSlab {
+    std::vector<Var> parts;
+    bool plus_zero = false;
+  };
+  std::map<Var, JoinedSlab> joined_parts_;
   Jaxpr out_;
   passes::Subst subst_;
   passes::ConstValues known_;
