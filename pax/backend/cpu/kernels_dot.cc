@@ -190,19 +190,6 @@ void add_bias(const TensorView& o, const TensorView& bias) {
   add_bias_in<float>(o, bias, DType::f32);
 }
 
-// o *= multiplier, element by element (row-major o, float results), rounded
-// as the separate multiply rounds.
-void multiply_by(const TensorView& o, const TensorView& multiplier) {
-  PAX_CHECK(o.dtype == multiplier.dtype && o.numel() == multiplier.numel() && is_floating(o.dtype),
-            "dot_general: a multiplier must be a float array of the result's dtype and size");
-  const size_t width = itemsize(o.dtype);
-  parallel_for(o.numel(), grain_for(width), [&](int64_t begin, int64_t end) {
-    char* y = static_cast<char*>(o.data) + size_t(begin) * width;
-    cpu::binary(BinaryOp::mul, o.dtype, y, static_cast<const char*>(multiplier.data) + size_t(begin) * width, y,
-                size_t(end - begin));
-  });
-}
-
 // The product into `o`, written with `c_strides` when given (element strides
 // of o's axes). Returns false, having written nothing, where the strided
 // output cannot be handed to oneDNN (its kernels or the operands' layout do
@@ -360,7 +347,11 @@ void dot_general_kernel(const KernelContext& ctx, const Params& p, std::span<con
   auto row_major_into = [&](const TensorView& y) {
     bool multiplied = false;
     dot_into(ctx, p, in, y, nullptr, bias, multiplier, &multiplied);
-    if (multiplier && !multiplied) multiply_by(y, *multiplier);
+    if (multiplier && !multiplied) {
+      // y *= multiplier with the eager kernel, rounded as the separate multiply rounds.
+      const TensorView operands[] = {y, *multiplier};
+      cpu_kernel(Prim::mul)(ctx, Params{}, std::span<const TensorView>(operands), std::span<const TensorView>(&y, 1));
+    }
   };
   if (!o.strides) return row_major_into(o);
   if (!bias && !multiplier && dot_into(ctx, p, in, o, o.strides)) return;

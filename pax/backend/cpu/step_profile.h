@@ -14,18 +14,20 @@ namespace pax::cpu {
 
 class StepProfile {
  public:
-  // The process-wide profile, or nullptr when PAX_PROFILE is off (pax::env_switch).
+  // The process-wide profile, printed at exit, or nullptr when PAX_PROFILE is
+  // off (pax::env_switch).
   static StepProfile* get();
   void add(const std::string& label, double seconds);
   void reset();
+  // The table printed at exit: the total, then a row per label (time, share,
+  // calls), heaviest first; empty when nothing was timed.
+  std::string table();
 
  private:
   struct Entry {
     double seconds = 0;
     int64_t calls = 0;
   };
-  StepProfile();
-  void print();
   std::mutex mu_;
   std::map<std::string, Entry> entries_;
 };

@@ -32,12 +32,7 @@ std::optional<Var> leading_broadcast(const Jaxpr& j, const Eqn& b, const AVal& r
 }  // namespace
 
 Jaxpr fold_bias_into_products(const Jaxpr& j, const ProductBias& can_fold) {
-  std::vector<int> readers(j.avals.size(), 0), producer(j.avals.size(), -1);
-  for (Var v : j.outvars) ++readers[size_t(v)];
-  for (size_t i = 0; i < j.eqns.size(); ++i) {
-    for (Var v : j.eqns[i].inputs) ++readers[size_t(v)];
-    for (Var v : j.eqns[i].outputs) producer[size_t(v)] = int(i);
-  }
+  const auto [readers, producer] = passes::var_uses(j);
   std::vector<bool> removed(j.eqns.size(), false);
   std::vector<std::optional<Eqn>> folded(j.eqns.size());
   for (size_t i = 0; i < j.eqns.size(); ++i) {

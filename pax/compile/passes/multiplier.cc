@@ -18,12 +18,7 @@
 namespace pax {
 
 Jaxpr fold_multipliers_into_products(const Jaxpr& j, const ProductEpilogue& can_fold) {
-  std::vector<int> readers(j.avals.size(), 0), producer(j.avals.size(), -1);
-  for (Var v : j.outvars) ++readers[size_t(v)];
-  for (size_t i = 0; i < j.eqns.size(); ++i) {
-    for (Var v : j.eqns[i].inputs) ++readers[size_t(v)];
-    for (Var v : j.eqns[i].outputs) producer[size_t(v)] = int(i);
-  }
+  const auto [readers, producer] = passes::var_uses(j);
   Jaxpr out = passes::copy_header(j);
   std::vector<bool> removed(j.eqns.size(), false);
   std::vector<std::vector<Eqn>> folded(j.eqns.size());  // per mul: what replaces it

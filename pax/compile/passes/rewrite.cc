@@ -16,6 +16,16 @@ Jaxpr copy_header(const Jaxpr& j) {
   return out;
 }
 
+VarUses var_uses(const Jaxpr& j) {
+  VarUses u{std::vector<int>(j.avals.size(), 0), std::vector<int>(j.avals.size(), -1)};
+  for (Var v : j.outvars) ++u.readers[size_t(v)];
+  for (size_t i = 0; i < j.eqns.size(); ++i) {
+    for (Var v : j.eqns[i].inputs) ++u.readers[size_t(v)];
+    for (Var v : j.eqns[i].outputs) u.producer[size_t(v)] = int(i);
+  }
+  return u;
+}
+
 Var add_const(Jaxpr& j, Array value) {
   Var v = j.new_var(value.aval());
   j.constvars.push_back(v);

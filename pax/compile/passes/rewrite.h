@@ -1,5 +1,6 @@
 // Helpers shared by the passes: a jaxpr's header copied without equations,
-// a variable substitution, and the constant values of variables.
+// a variable substitution, the constant values of variables, and who reads
+// and writes each variable.
 #pragma once
 
 #include <vector>
@@ -57,6 +58,13 @@ class ConstValues {
  private:
   std::vector<Array> values_;
 };
+
+// Per variable of `j`: how many equations (and outputs) read it, and the
+// index of the equation that writes it (-1: an input or a constant).
+struct VarUses {
+  std::vector<int> readers, producer;
+};
+VarUses var_uses(const Jaxpr& j);
 
 // Appends a constant to `j` and returns its variable.
 Var add_const(Jaxpr& j, Array value);
