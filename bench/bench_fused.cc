@@ -207,4 +207,38 @@ void BM_ResidualLayerNorm(benchmark::State& state) {
 }
 BENCHMARK(BM_ResidualLayerNorm)->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The GPT step's optimizer: AdamW (weight decay 0.01) on one parameter of
+// the given shape, its update and moments, donated as in the train step; on
+// one state kept in the cache (range 1) or cycling through several (their
+// parameters, gradients and moments 64 MiB or more in all).
+void BM_AdamW(benchmark::State& state, pax::Shape shape) {
+  using pax::train::TrainState;
+  pax::optim::GradientTransformation tx = pax::optim::adamw(3e-4, {.weight_decay = 0.01});
+  auto f = pax::jit([&](const TrainState& s, const pax::Tree& g) { return s.apply_gradients(tx, g); },
+                    {.donate_argnums = {0}});
+  std::vector<TrainState> states;
+  std::vector<pax::Tree> grads;
+  for (int64_t k = 0; k < state.range(0); ++k) {
+    grads.push_back(pax::Tree::dict({{"w", rnd(80 + int(k), shape, DType::f32)}}));
+    states.push_back(f(TrainState::create(pax::Tree::dict({{"w", rnd(81, shape, DType::f32)}}), tx), grads.back()));
+  }
+  size_t k = 0;
+  for (auto _ : state) {
+    states[k] = f(std::move(states[k]), grads[k]);
+    benchmark::DoNotOptimize(states[k].step.item<int32_t>());
+    k = (k + 1) % states.size();
+  }
+}
+BENCHMARK_CAPTURE(BM_AdamW, qkv, pax::Shape{256, 3, 4, 64})
+    ->Arg(1)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_AdamW, mlp, pax::Shape{256, 1024})->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_AdamW, embedding, pax::Shape{4096, 256})
+    ->Arg(1)
+    ->Arg(4)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 BENCHMARK_MAIN();

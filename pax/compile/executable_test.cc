@@ -134,6 +134,32 @@ TEST(Executable, GeluDerivativesJoinTheProductsOfTheBackward) {
   EXPECT_TRUE(all_close(got[2], std::get<2>(want), 1e-5, 1e-5));
 }
 
+// A ReLU layer's product applies the ReLU (after its bias) in its kernel,
+// through the reshape of its rows, and the backward's mask is taken of the
+// ReLU's result: values and gradients as the eager program's.
+TEST(Executable, ReLUsJoinTheirProducts) {
+  auto mlp = [](const Array& x, const Array& w1, const Array& b1, const Array& w2) {
+    const Array h = nn::relu(reshape(matmul(x, w1), {4, 6, 32}) + b1);
+    return sum(square(matmul(h, w2)));
+  };
+  const Array x = random_array({24, 16}, DType::f32, 1), w1 = random_array({16, 32}, DType::f32, 2);
+  const Array b1 = random_array({32}, DType::f32, 3), w2 = random_array({32, 8}, DType::f32, 4);
+  auto grads = [&](const Array& x, const Array& w1, const Array& b1, const Array& w2) {
+    return grad<0, 1, 2, 3>(mlp)(x, w1, b1, w2);
+  };
+  auto exe = compile(make_jaxpr(grads)(x, w1, b1, w2));
+  const Jaxpr& j = exe->optimized_jaxpr();
+  EXPECT_TRUE(std::any_of(j.eqns.begin(), j.eqns.end(), [](const Eqn& e) {
+    return e.prim == Prim::dot_general && e.params.has("has_relu") && e.params.has("has_bias");
+  })) << j.str();
+  const auto want = grads(x, w1, b1, w2);
+  const std::vector<Array> got = exe->run({x, w1, b1, w2});
+  EXPECT_TRUE(all_close(got[0], std::get<0>(want), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(got[1], std::get<1>(want), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(got[2], std::get<2>(want), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(got[3], std::get<3>(want), 1e-5, 1e-5));
+}
+
 // While recording, every step is an event named by its operation and shapes,
 // in its category (the trace-event JSON of pax/core/trace.h).
 TEST(Executable, TracesEveryStepWithItsShapes) {

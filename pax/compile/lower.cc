@@ -56,7 +56,8 @@ void fold_transposes_into_products(LoweredProgram& lp) {
     if (ps < 0 || readers[size_t(d)] != 1 || schedule_.steps[size_t(ps)].kind != Step::Kind::kernel ||
         jaxpr_.eqns[schedule_.steps[size_t(ps)].index].prim != Prim::dot_general ||
         dot_has_bias(jaxpr_.eqns[schedule_.steps[size_t(ps)].index].params) ||
-        dot_has_multiplier(jaxpr_.eqns[schedule_.steps[size_t(ps)].index].params)) {
+        dot_has_multiplier(jaxpr_.eqns[schedule_.steps[size_t(ps)].index].params) ||
+        dot_has_relu(jaxpr_.eqns[schedule_.steps[size_t(ps)].index].params)) {
       continue;
     }
     // Axis perm[j] of the product is axis j of the transpose. Only where the
@@ -93,6 +94,11 @@ LoweredProgram lower(JaxprPtr source, const CompileOptions& options, const Lower
       j = dce(fold_multipliers_into_products(
           j, [&target](const Jaxpr& jaxpr, const Eqn& e) { return target.product_multiplier(jaxpr, e); }));
       passes::check_pass(j, "fold_multipliers_into_products");
+    }
+    if (options.fuse && target.product_relu) {
+      j = dce(fold_relus_into_products(
+          j, [&target](const Jaxpr& jaxpr, const Eqn& e) { return target.product_relu(jaxpr, e); }));
+      passes::check_pass(j, "fold_relus_into_products");
     }
   }
   lp.jaxpr = std::move(j);

@@ -39,6 +39,9 @@ struct LoweringTarget {
   // Whether that kernel multiplies the product by a same-shaped operand
   // inside its GEMM (compile/passes/multiplier.cc). Null: never.
   bool (*product_multiplier)(const Jaxpr& jaxpr, const Eqn& dot) = nullptr;
+  // Whether that kernel applies a ReLU to its result inside its GEMM
+  // (compile/passes/relu.cc). Null: never.
+  bool (*product_relu)(const Jaxpr& jaxpr, const Eqn& dot) = nullptr;
 };
 
 }  // namespace pax

@@ -78,11 +78,12 @@ Array transpose_operand(const Array& g, const Array& x, const Array& y, const In
   return xbar.dtype() == x.dtype() ? xbar : lax::convert_element_type(xbar, x.dtype());
 }
 
-// Bias and multiplier operands are written by the compiler's epilogue passes
-// after differentiation; no derivative rule sees them.
+// Bias and multiplier operands and ReLUs are written by the compiler's
+// epilogue passes after differentiation; no derivative rule sees them.
 void check_plain_product(const Params& p) {
-  PAX_CHECK(!dot_has_bias(p) && !dot_has_multiplier(p),
-            "dot_general: a product with a bias or multiplier operand (a compiled epilogue) is not differentiated");
+  PAX_CHECK(!dot_has_bias(p) && !dot_has_multiplier(p) && !dot_has_relu(p),
+            "dot_general: a product with a bias or multiplier operand or a ReLU (a compiled epilogue) is not "
+            "differentiated");
 }
 
 std::vector<Array> dot_vjp(std::span<const Array> in, std::span<const Array>, std::span<const Array> ct,

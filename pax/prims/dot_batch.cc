@@ -31,8 +31,9 @@ int64_t free_axes_before(int64_t rank, const Ints& contracting, const Ints& batc
 
 Batched dot_general_batch(std::span<const Array> values, std::span<const int64_t> bdims, const Params& p,
                           const BatchInfo&) {
-  PAX_CHECK(!dot_has_bias(p) && !dot_has_multiplier(p),
-            "dot_general: a product with a bias or multiplier operand (a compiled epilogue) is not batched");
+  PAX_CHECK(!dot_has_bias(p) && !dot_has_multiplier(p) && !dot_has_relu(p),
+            "dot_general: a product with a bias or multiplier operand or a ReLU (a compiled epilogue) is not "
+            "batched");
   const int64_t lb = bdims[0], rb = bdims[1];
   Ints lc = p.ints("lhs_contracting_dims"), rc = p.ints("rhs_contracting_dims");
   Ints lbatch = p.ints("lhs_batch_dims"), rbatch = p.ints("rhs_batch_dims");

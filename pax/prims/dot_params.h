@@ -23,6 +23,10 @@ inline bool dot_has_bias(const Params& p) { return p.has("has_bias") && p.b("has
 // writes it): a last operand of the result's shape and dtype, which the result
 // (after the bias) is multiplied by, element by element.
 inline bool dot_has_multiplier(const Params& p) { return p.has("has_multiplier") && p.b("has_multiplier"); }
+// A product with a ReLU (the compiler's fold_relus_into_products writes it):
+// its result (after the bias) is relu(result) as pax::nn::relu computes it.
+// No operand of its own.
+inline bool dot_has_relu(const Params& p) { return p.has("has_relu") && p.b("has_relu"); }
 // Operands of a product: lhs, rhs, then the bias and the multiplier where it has them.
 inline size_t dot_num_operands(const Params& p) { return 2 + size_t(dot_has_bias(p)) + size_t(dot_has_multiplier(p)); }
 

@@ -465,6 +465,69 @@ TEST(DotGeneral, WithAMultiplierOperand) {
                    "must have the result's dtype and shape");
 }
 
+// dot_general(lhs, rhs[, bias]) with has_relu, as the compiler's
+// fold_relus_into_products writes it.
+Array dot_with_relu(const Array& lhs, const Array& rhs, const Array* bias, const lax::DotDimensionNumbers& dn) {
+  Params p{{"lhs_contracting_dims", dn.lhs_contracting},
+           {"rhs_contracting_dims", dn.rhs_contracting},
+           {"lhs_batch_dims", dn.lhs_batch},
+           {"rhs_batch_dims", dn.rhs_batch},
+           {"has_relu", true}};
+  std::vector<Array> operands{lhs, rhs};
+  if (bias) {
+    p.set("has_bias", true);
+    operands.push_back(*bias);
+  }
+  return bind(Prim::dot_general, operands, p)[0];
+}
+
+// max(lhs . rhs [+ bias], 0) against the f64 reference loop, with and
+// without a bias, for products oneDNN runs (f32, the ReLU inside its kernel;
+// bf16) and those it does not (f64, the ReLU afterwards). Half the results
+// are negative; a NaN in the lhs stays a NaN in its rows.
+void check_dot_with_relu(const Shape& ls, const Shape& rs, const Shape& bias_shape, const lax::DotDimensionNumbers& dn,
+                         DType dtype, double tol) {
+  SCOPED_TRACE(::testing::Message() << ls << " x " << rs << " relu " << dtype_name(dtype));
+  const Array lhs = random_array(ls, dtype, 1), rhs = random_array(rs, dtype, 2),
+              bias = random_array(bias_shape, dtype, 3);
+  const std::vector<double> product = reference_dot(lhs, rhs, dn), b = bias.to_vector<double>();
+  for (const bool with_bias : {false, true}) {
+    const Array got = dot_with_relu(lhs, rhs, with_bias ? &bias : nullptr, dn);
+    std::vector<double> want = product;
+    int negative = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      want[i] += with_bias ? b[i % b.size()] : 0.0;
+      negative += want[i] < 0;
+      want[i] = want[i] <= 0 ? 0.0 : want[i];
+    }
+    EXPECT_GT(negative, int(want.size()) / 4);  // the ReLU has work to do
+    EXPECT_EQ(got.shape(), lax::dot_general(lhs, rhs, dn).shape());
+    EXPECT_TRUE(all_close(got, want, tol, tol)) << "with_bias " << with_bias;
+    for (double v : got.to_vector<double>()) EXPECT_GE(v, 0.0);
+  }
+}
+
+TEST(DotGeneral, WithAReLU) {
+  for (const auto& [dtype, tol] : {std::pair{DType::f32, 1e-5}, std::pair{DType::bf16, 3e-2}}) {
+    check_dot_with_relu({33, 70}, {70, 45}, {45}, {{1}, {0}, {}, {}}, dtype, tol);
+    check_dot_with_relu({8, 6, 16}, {16, 4, 8}, {4, 8}, {{2}, {0}, {}, {}}, dtype, tol);
+    check_dot_with_relu({3, 5, 7}, {3, 7, 9}, {9}, {{2}, {1}, {0}, {0}}, dtype, tol);  // batched
+    check_dot_with_relu({7, 5}, {3, 7}, {3}, {{0}, {1}, {}, {}}, dtype, tol);          // A^T B^T
+  }
+  check_dot_with_relu({9, 6}, {6, 5}, {5}, {{1}, {0}, {}, {}}, DType::f64, 1e-12);
+  // A NaN stays a NaN (the ReLU of a NaN is a NaN), inside oneDNN's kernel or not.
+  for (const DType dtype : {DType::f32, DType::f64}) {
+    std::vector<double> a(12, 1.0);
+    a[4] = std::nan("");
+    const Array lhs = array(a, {3, 4}).astype(dtype), rhs = array(std::vector<double>(20, -1.0), {4, 5}).astype(dtype);
+    const std::vector<double> got = dot_with_relu(lhs, rhs, nullptr, {{1}, {0}, {}, {}}).to_vector<double>();
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (i / 5 == 1) EXPECT_TRUE(std::isnan(got[i])) << i;
+      else EXPECT_EQ(got[i], 0.0) << i;
+    }
+  }
+}
+
 TEST(DotGeneral, ABiasMustCoverTrailingFreeDimsOfTheResult) {
   const Array a = random_array({2, 3}, DType::f32, 1), b = random_array({3, 4}, DType::f32, 2);
   EXPECT_PAX_ERROR(dot_with_bias(a, b, random_array({2, 4}, DType::f32, 3), {{1}, {0}, {}, {}}),

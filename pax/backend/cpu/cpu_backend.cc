@@ -85,6 +85,10 @@ bool cpu_product_multiplier(const Jaxpr& j, const Eqn& dot) {
   return j.aval(dot.outputs[0]).dtype == DType::f32 && cpu_product_bias(j, dot);
 }
 
+// A float product oneDNN computes natively applies a ReLU inside its matmul
+// (an eltwise post-op, after the bias).
+bool cpu_product_relu(const Jaxpr& j, const Eqn& dot) { return cpu_product_bias(j, dot); }
+
 // sin and cos range-check windows of 512 elements from the block's start, so
 // a tile of rows that starts elsewhere could round differently.
 bool cpu_tileable_loop(const LoopProgram& p) {
@@ -112,6 +116,7 @@ const LoweringTarget& cpu_lowering_target() {
       .row_reduction_in_sweep = cpu_row_reduction_in_sweep,
       .product_bias = cpu_product_bias,
       .product_multiplier = cpu_product_multiplier,
+      .product_relu = cpu_product_relu,
   };
   return target;
 }

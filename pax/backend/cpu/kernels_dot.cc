@@ -183,6 +183,37 @@ void add_bias_in(const TensorView& o, const TensorView& bias, DType wide) {
   });
 }
 
+// o = relu(o) in place, as pax::nn::relu computes it: x <= 0 gives +0.0,
+// NaNs stay. 16-bit floats are compared in their bits: a sign bit and
+// anything but a NaN pattern is <= 0, and so is +0.
+template <class T>
+void relu_float(T* x, int64_t n) {
+  parallel_for(n, 16384, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) x[i] = x[i] <= T(0) ? T(0) : x[i];
+  });
+}
+
+void relu_16bit(uint16_t* x, int64_t n, uint16_t nan_from) {
+  parallel_for(n, 16384, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const uint16_t magnitude = x[i] & 0x7fff;
+      if (magnitude < nan_from && (x[i] >> 15 || magnitude == 0)) x[i] = 0;
+    }
+  });
+}
+
+void apply_relu(const TensorView& o) {
+  switch (o.dtype) {
+    case DType::f32: return relu_float(static_cast<float*>(o.data), o.numel());
+    case DType::f64: return relu_float(static_cast<double*>(o.data), o.numel());
+    case DType::bf16: return relu_16bit(static_cast<uint16_t*>(o.data), o.numel(), 0x7f81);  // above the infinity
+    case DType::f16: return relu_16bit(static_cast<uint16_t*>(o.data), o.numel(), 0x7c01);
+    default:
+      PAX_CHECK(false, "dot_general: a ReLU of ", dtype_name(o.dtype),
+                " products is not computed on the CPU (float results only)");
+  }
+}
+
 void add_bias(const TensorView& o, const TensorView& bias) {
   PAX_CHECK(is_floating(o.dtype), "dot_general: a bias of ", dtype_name(o.dtype),
             " products is not computed on the CPU (float results only)");
@@ -343,10 +374,15 @@ void dot_general_kernel(const KernelContext& ctx, const Params& p, std::span<con
   const TensorView& o = out[0];
   const TensorView* bias = dot_has_bias(p) ? &in[2] : nullptr;
   const TensorView* multiplier = dot_has_multiplier(p) ? &in.back() : nullptr;
-  // The product row-major into `y`, then multiplied where oneDNN did not.
+  const bool relu = dot_has_relu(p);
+  PAX_CHECK(!(relu && multiplier), "dot_general: a product takes a ReLU or a multiplier, not both");
+  // The product row-major into `y`, then multiplied where oneDNN did not, or
+  // its ReLU applied (a pass over y while it is in cache: oneDNN 2.6's ReLU
+  // post-op turns NaNs into zeros, or leaves negative denormals with a slope).
   auto row_major_into = [&](const TensorView& y) {
     bool multiplied = false;
     dot_into(ctx, p, in, y, nullptr, bias, multiplier, &multiplied);
+    if (relu) apply_relu(y);
     if (multiplier && !multiplied) {
       // y *= multiplier with the eager kernel, rounded as the separate multiply rounds.
       const TensorView operands[] = {y, *multiplier};
@@ -354,7 +390,7 @@ void dot_general_kernel(const KernelContext& ctx, const Params& p, std::span<con
     }
   };
   if (!o.strides) return row_major_into(o);
-  if (!bias && !multiplier && dot_into(ctx, p, in, o, o.strides)) return;
+  if (!bias && !multiplier && !relu && dot_into(ctx, p, in, o, o.strides)) return;
   // The product row-major, then moved into the requested layout.
   std::shared_ptr<Buffer> tmp = ctx.allocate_scratch(o.nbytes());
   const TensorView row_major{tmp->data(), o.shape, o.dtype};

@@ -22,6 +22,7 @@ void dot_general_kernel(const KernelContext& ctx, const Params& p, std::span<con
   // asks for neither yet.
   PAX_CHECK(!dot_has_bias(p), "dot_general on ", ctx.device, ": a bias operand is not supported here");
   PAX_CHECK(!dot_has_multiplier(p), "dot_general on ", ctx.device, ": a multiplier operand is not supported here");
+  PAX_CHECK(!dot_has_relu(p), "dot_general on ", ctx.device, ": a ReLU epilogue is not supported here");
   GemmPlanOptions options;
   options.f32 = f32_products_in_tf32() ? F32Matmul::tf32 : F32Matmul::f32;
   const GemmPlan plan = plan_gemm(dot_dims(p), *a.shape, *b.shape, a.dtype, b.dtype, o.dtype, o.strides, options);

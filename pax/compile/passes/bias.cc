@@ -4,7 +4,10 @@
 // leading dims, as a layer's bias is) becomes dot_general(a, b, c) with
 // has_bias, which the backend computes inside its GEMM (oneDNN's matmul
 // bias) instead of a loop over the whole result. The folded product takes
-// the add's place in the program, where c is computed.
+// the add's place in the program, where c is computed. Through one reshape
+// of the product (rows regrouped, as a layer's [B*T, D] product viewed as
+// [B, T, D]) when c's dims are the product's trailing dims too: the product
+// takes the bias and the reshape follows it.
 #include <vector>
 
 #include "pax/compile/passes/passes.h"
@@ -32,19 +35,23 @@ std::optional<Var> leading_broadcast(const Jaxpr& j, const Eqn& b, const AVal& r
 }  // namespace
 
 Jaxpr fold_bias_into_products(const Jaxpr& j, const ProductBias& can_fold) {
-  const auto [readers, producer] = passes::var_uses(j);
+  const passes::VarUses uses = passes::var_uses(j);
+  const auto& [readers, producer] = uses;
+  Jaxpr out = passes::copy_header(j);
   std::vector<bool> removed(j.eqns.size(), false);
-  std::vector<std::optional<Eqn>> folded(j.eqns.size());
+  std::vector<std::vector<Eqn>> folded(j.eqns.size());  // per add: what replaces it
   for (size_t i = 0; i < j.eqns.size(); ++i) {
     const Eqn& add = j.eqns[i];
     if (add.prim != Prim::add) continue;
-    for (int side = 0; side < 2 && !folded[i]; ++side) {
+    for (int side = 0; side < 2 && folded[i].empty(); ++side) {
       const Var x = add.inputs[size_t(side)], y = add.inputs[size_t(1 - side)];
-      const int px = producer[size_t(x)], py = producer[size_t(y)];
-      if (px < 0 || py < 0 || readers[size_t(x)] != 1 || removed[size_t(px)]) continue;
+      // The product, and the reshape between it and the add if there is one.
+      const std::optional<passes::ProductSource> src = passes::product_behind(j, uses, x);
+      const int py = producer[size_t(y)];
+      if (!src || py < 0 || readers[size_t(x)] != 1 || removed[size_t(src->product)]) continue;
+      const int px = src->product, reshape = src->reshape;
       const Eqn& dot = j.eqns[size_t(px)];
-      if (dot.prim != Prim::dot_general || dot_has_bias(dot.params) || dot_has_multiplier(dot.params) ||
-          !can_fold(j, dot)) {
+      if (dot_has_bias(dot.params) || dot_has_multiplier(dot.params) || dot_has_relu(dot.params) || !can_fold(j, dot)) {
         continue;
       }
       const DotDims d = dot_dims(dot.params);
@@ -54,24 +61,28 @@ Jaxpr fold_bias_into_products(const Jaxpr& j, const ProductBias& can_fold) {
       if (!(j.aval(x).shape == result.shape && j.aval(x).dtype == result.dtype)) continue;
       const std::optional<Var> c = leading_broadcast(j, j.eqns[size_t(py)], result, rhs_free);
       if (!c) continue;
+      // Through a reshape, the bias's dims are the product's trailing dims too.
+      const AVal& product = j.aval(dot.outputs[0]);
+      const Shape& bias_shape = j.aval(*c).shape;
+      bool same_trailing = product.shape.rank() >= bias_shape.rank();
+      for (int64_t k = 1; same_trailing && k <= bias_shape.rank(); ++k) {
+        same_trailing = product.shape[product.shape.rank() - k] == bias_shape[bias_shape.rank() - k];
+      }
+      if (!same_trailing) continue;
       Params params = dot.params;
       params.set("has_bias", true);
-      folded[i] = Eqn{Prim::dot_general, {dot.inputs[0], dot.inputs[1], *c}, add.outputs, std::move(params)};
+      if (reshape < 0) {
+        folded[i].push_back(Eqn{Prim::dot_general, {dot.inputs[0], dot.inputs[1], *c}, add.outputs, std::move(params)});
+      } else {
+        const Var biased = out.new_var(product);
+        folded[i].push_back(Eqn{Prim::dot_general, {dot.inputs[0], dot.inputs[1], *c}, {biased}, std::move(params)});
+        folded[i].push_back(Eqn{Prim::reshape, {biased}, add.outputs, Params{{"new_sizes", result.shape.dims()}}});
+        removed[size_t(reshape)] = true;
+      }
       removed[size_t(px)] = true;
     }
   }
-  Jaxpr out = passes::copy_header(j);
-  bool changed = false;
-  for (size_t i = 0; i < j.eqns.size(); ++i) {
-    if (removed[i]) {
-      changed = true;
-      continue;
-    }
-    out.eqns.push_back(folded[i] ? *folded[i] : j.eqns[i]);
-  }
-  if (!changed) return j;
-  out.outvars = j.outvars;
-  return out;
+  return passes::splice_eqns(j, std::move(out), removed, folded);
 }
 
 }  // namespace pax

@@ -18,7 +18,8 @@
 namespace pax {
 
 Jaxpr fold_multipliers_into_products(const Jaxpr& j, const ProductEpilogue& can_fold) {
-  const auto [readers, producer] = passes::var_uses(j);
+  const passes::VarUses uses = passes::var_uses(j);
+  const auto& [readers, producer] = uses;
   Jaxpr out = passes::copy_header(j);
   std::vector<bool> removed(j.eqns.size(), false);
   std::vector<std::vector<Eqn>> folded(j.eqns.size());  // per mul: what replaces it
@@ -28,22 +29,17 @@ Jaxpr fold_multipliers_into_products(const Jaxpr& j, const ProductEpilogue& can_
     const AVal& result = j.aval(mul.outputs[0]);
     for (int side = 0; side < 2 && folded[i].empty(); ++side) {
       const Var x = mul.inputs[size_t(side)], m = mul.inputs[size_t(1 - side)];
-      if (x == m || readers[size_t(x)] != 1 || producer[size_t(x)] < 0) continue;
+      if (x == m || readers[size_t(x)] != 1) continue;
       if (!(j.aval(m).shape == result.shape && j.aval(m).dtype == result.dtype)) continue;
       // A broadcast factor would be written out whole for the GEMM to read
       // back: the loop that multiplies the product in place costs no more.
       if (producer[size_t(m)] >= 0 && j.eqns[size_t(producer[size_t(m)])].prim == Prim::broadcast_in_dim) continue;
       // The product, and the reshape between it and the mul if there is one.
-      int reshape = -1, px = producer[size_t(x)];
-      if (j.eqns[size_t(px)].prim == Prim::reshape) {
-        const Var d = j.eqns[size_t(px)].inputs[0];
-        if (readers[size_t(d)] != 1 || producer[size_t(d)] < 0) continue;
-        reshape = px;
-        px = producer[size_t(d)];
-      }
-      if (removed[size_t(px)] || (reshape >= 0 && removed[size_t(reshape)])) continue;
+      const std::optional<passes::ProductSource> src = passes::product_behind(j, uses, x);
+      if (!src || removed[size_t(src->product)] || (src->reshape >= 0 && removed[size_t(src->reshape)])) continue;
+      const int px = src->product, reshape = src->reshape;
       const Eqn& dot = j.eqns[size_t(px)];
-      if (dot.prim != Prim::dot_general || dot_has_multiplier(dot.params) || !can_fold(j, dot)) continue;
+      if (dot_has_multiplier(dot.params) || dot_has_relu(dot.params) || !can_fold(j, dot)) continue;
       const AVal& product = j.aval(dot.outputs[0]);
       if (product.dtype != result.dtype || product.shape.numel() != result.shape.numel()) continue;
       Eqn f = dot;
@@ -63,21 +59,7 @@ Jaxpr fold_multipliers_into_products(const Jaxpr& j, const ProductEpilogue& can_
       removed[size_t(px)] = true;
     }
   }
-  bool changed = false;
-  for (size_t i = 0; i < j.eqns.size(); ++i) {
-    if (removed[i]) {
-      changed = true;
-      continue;
-    }
-    if (folded[i].empty()) {
-      out.eqns.push_back(j.eqns[i]);
-    } else {
-      for (Eqn& e : folded[i]) out.eqns.push_back(std::move(e));
-    }
-  }
-  if (!changed) return j;
-  out.outvars = j.outvars;
-  return out;
+  return passes::splice_eqns(j, std::move(out), removed, folded);
 }
 
 }  // namespace pax

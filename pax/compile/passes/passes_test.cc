@@ -357,6 +357,23 @@ TEST(FoldBias, ALeadingBiasJoinsItsProduct) {
     const Jaxpr kept = fold_bias_into_products(*jaxpr, [](const Jaxpr&, const Eqn&) { return false; });
     EXPECT_EQ(folded_count(kept), 0);
   }
+  // Through a reshape of the product's rows ([8, 4, 2] viewed as [2, 4, 4, 2]).
+  {
+    auto jaxpr = make_jaxpr([&](const Array& x, const Array& w, const Array& b) {
+      return reshape(project(x, w), {2, 4, 4, 2}) + b;
+    })(x, w, b);
+    const Jaxpr out = dce(fold_bias_into_products(*jaxpr, always));
+    EXPECT_EQ(folded_count(out), 1) << out.str();
+    EXPECT_EQ(count(out, Prim::add), 0) << out.str();
+    typecheck(out);
+    const std::vector<Array> args{x, w, b};
+    EXPECT_TRUE(all_close(eval_jaxpr(out, args)[0], eval_jaxpr(*jaxpr, args)[0], 1e-6, 1e-6));
+    // A reshape that regroups the bias's dims: the add stays.
+    auto regrouped = make_jaxpr([&](const Array& x, const Array& w, const Array& c) {
+      return reshape(project(x, w), {8, 2, 4}) + c;
+    })(x, w, random_array({2, 4}, DType::f32, 6));
+    EXPECT_EQ(folded_count(fold_bias_into_products(*regrouped, always)), 0);
+  }
   // The product read twice; a bias along the rows (leading dims); a bias
   // over lhs free dims too: the adds stay.
   auto twice = make_jaxpr([&](const Array& x, const Array& w, const Array& b) {
@@ -416,6 +433,75 @@ TEST(FoldMultiplier, ASameShapedFactorJoinsItsProduct) {
     return y * y;
   })(x, w);
   EXPECT_EQ(folded_count(fold_multipliers_into_products(*squared, always)), 0);
+}
+
+// A ReLU of a product becomes one dot_general with has_relu; its backward's
+// mask reads the ReLU's result instead of the product, and the gradients
+// stay those of the unfolded program. A product read twice, a ReLU of
+// another value, or a comparison with another bound stays.
+TEST(FoldRelu, AReLUOfAProductJoinsItsProduct) {
+  const ProductEpilogue always = [](const Jaxpr&, const Eqn&) { return true; };
+  auto folded_count = [](const Jaxpr& j) {
+    int n = 0;
+    for (const Eqn& e : j.eqns) n += e.prim == Prim::dot_general && e.params.has("has_relu");
+    return n;
+  };
+  const Array x = random_array({8, 16}, DType::f32, 1), w = random_array({16, 6}, DType::f32, 2);
+  const Array b = random_array({6}, DType::f32, 3), g = random_array({8, 6}, DType::f32, 4);
+  {
+    auto jaxpr = make_jaxpr([](const Array& x, const Array& w) { return nn::relu(matmul(x, w)); })(x, w);
+    const Jaxpr out = dce(fold_relus_into_products(*jaxpr, always));
+    EXPECT_EQ(folded_count(out), 1) << out.str();
+    EXPECT_EQ(count(out, Prim::select_n), 0) << out.str();
+    EXPECT_EQ(count(out, Prim::le), 0) << out.str();
+    typecheck(out);
+    const std::vector<Array> args{x, w};
+    EXPECT_TRUE(all_close(eval_jaxpr(out, args)[0], eval_jaxpr(*jaxpr, args)[0], 1e-6, 1e-6));
+    EXPECT_EQ(folded_count(fold_relus_into_products(*jaxpr, [](const Jaxpr&, const Eqn&) { return false; })), 0);
+  }
+  // Through a reshape of the product.
+  {
+    auto jaxpr = make_jaxpr([](const Array& x, const Array& w) {
+      return nn::relu(reshape(matmul(x, w), {2, 4, 6}));
+    })(x, w);
+    const Jaxpr out = dce(fold_relus_into_products(*jaxpr, always));
+    EXPECT_EQ(folded_count(out), 1) << out.str();
+    EXPECT_EQ(count(out, Prim::select_n), 0) << out.str();
+    typecheck(out);
+    const std::vector<Array> args{x, w};
+    EXPECT_TRUE(all_close(eval_jaxpr(out, args)[0], eval_jaxpr(*jaxpr, args)[0], 1e-6, 1e-6));
+  }
+  // A layer's forward and backward, its bias folded first (as lower() does).
+  auto loss = [](const Array& x, const Array& w, const Array& b, const Array& g) {
+    return sum(nn::relu(matmul(x, w) + b) * g);
+  };
+  auto step = make_jaxpr([&](const Array& x, const Array& w, const Array& b, const Array& g) {
+    auto [l, grads] = value_and_grad<0, 1, 2>(loss)(x, w, b, g);
+    return std::make_tuple(l, std::get<0>(grads), std::get<1>(grads), std::get<2>(grads));
+  })(x, w, b, g);
+  const Jaxpr plain = optimize(*step);
+  const Jaxpr biased = dce(fold_bias_into_products(plain, always));
+  const Jaxpr out = dce(fold_relus_into_products(biased, always));
+  EXPECT_EQ(folded_count(out), 1) << out.str();
+  EXPECT_EQ(count(out, Prim::le), 1) << out.str();  // the mask, of the ReLU's result
+  typecheck(out);
+  const std::vector<Array> args{x, w, b, g};
+  const std::vector<Array> want = eval_jaxpr(plain, args), got = eval_jaxpr(out, args);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(all_close(got[i], want[i], 1e-5, 1e-5)) << i;
+  // Not folded.
+  auto twice = make_jaxpr([](const Array& x, const Array& w) {
+    const Array y = matmul(x, w);
+    return nn::relu(y) + y;
+  })(x, w);
+  EXPECT_EQ(folded_count(fold_relus_into_products(*twice, always)), 0);
+  auto of_exp = make_jaxpr([](const Array& x, const Array& w) { return nn::relu(exp(matmul(x, w))); })(x, w);
+  EXPECT_EQ(folded_count(fold_relus_into_products(*of_exp, always)), 0);
+  auto clipped = make_jaxpr([](const Array& x, const Array& w) {
+    const Array y = matmul(x, w);
+    return where(y <= 1.0, zeros_like(y), y);
+  })(x, w);
+  EXPECT_EQ(folded_count(fold_relus_into_products(*clipped, always)), 0);
 }
 
 TEST(Optimize, TrainingStepTypechecksAfterEveryPass) {

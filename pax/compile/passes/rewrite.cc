@@ -26,6 +26,42 @@ VarUses var_uses(const Jaxpr& j) {
   return u;
 }
 
+std::optional<ProductSource> product_behind(const Jaxpr& j, const VarUses& uses, Var x) {
+  ProductSource s{uses.producer[size_t(x)], -1};
+  if (s.product < 0) return std::nullopt;
+  if (j.eqns[size_t(s.product)].prim == Prim::reshape) {
+    const Var d = j.eqns[size_t(s.product)].inputs[0];
+    if (uses.readers[size_t(d)] != 1 || uses.producer[size_t(d)] < 0) return std::nullopt;
+    s.reshape = s.product;
+    s.product = uses.producer[size_t(d)];
+  }
+  if (j.eqns[size_t(s.product)].prim != Prim::dot_general) return std::nullopt;
+  return s;
+}
+
+Jaxpr splice_eqns(const Jaxpr& j, Jaxpr out, const std::vector<bool>& removed,
+                  std::vector<std::vector<Eqn>>& replacements, const Subst* subst) {
+  bool changed = false;
+  for (size_t i = 0; i < j.eqns.size(); ++i) {
+    if (removed[i]) {
+      changed = true;
+      continue;
+    }
+    if (replacements[i].empty()) {
+      out.eqns.push_back(subst ? subst->apply(j.eqns[i]) : j.eqns[i]);
+    } else {
+      for (Eqn& e : replacements[i]) out.eqns.push_back(std::move(e));
+    }
+  }
+  if (!changed) return j;
+  if (subst) {
+    subst->finish(out, j);
+  } else {
+    out.outvars = j.outvars;
+  }
+  return out;
+}
+
 Var add_const(Jaxpr& j, Array value) {
   Var v = j.new_var(value.aval());
   j.constvars.push_back(v);

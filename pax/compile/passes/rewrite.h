@@ -3,6 +3,7 @@
 // and writes each variable.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "pax/ir/jaxpr.h"
@@ -65,6 +66,22 @@ struct VarUses {
   std::vector<int> readers, producer;
 };
 VarUses var_uses(const Jaxpr& j);
+
+// Where an epilogue pass (bias.cc, multiplier.cc, relu.cc) finds the
+// product behind x: the dot_general that writes x, or that writes what x is
+// a reshape of when that reshape alone reads it. Equation indices; reshape
+// -1 when there is none; nullopt when x comes from no product.
+struct ProductSource {
+  int product = -1, reshape = -1;
+};
+std::optional<ProductSource> product_behind(const Jaxpr& j, const VarUses& uses, Var x);
+
+// `out` (j's header, with any new variables) given j's equations, less those
+// marked removed and with those that have replacements replaced by them, in
+// order, their inputs substituted by `subst` where given, and j's outputs;
+// `j` itself where nothing was removed.
+Jaxpr splice_eqns(const Jaxpr& j, Jaxpr out, const std::vector<bool>& removed,
+                  std::vector<std::vector<Eqn>>& replacements, const Subst* subst = nullptr);
 
 // Appends a constant to `j` and returns its variable.
 Var add_const(Jaxpr& j, Array value);
