@@ -232,6 +232,7 @@ void BM_AdamW(benchmark::State& state, pax::Shape shape) {
 BENCHMARK_CAPTURE(BM_AdamW, qkv, pax::Shape{256, 3, 4, 64})
     ->Arg(1)
     ->Arg(16)
+    ->Arg(96)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_AdamW, mlp, pax::Shape{256, 1024})->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
