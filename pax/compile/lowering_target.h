@@ -39,8 +39,8 @@ struct LoweringTarget {
   // Whether that kernel multiplies the product by a same-shaped operand
   // inside its GEMM (compile/passes/multiplier.cc). Null: never.
   bool (*product_multiplier)(const Jaxpr& jaxpr, const Eqn& dot) = nullptr;
-  // Whether that kernel applies a ReLU to its result inside its GEMM
-  // (compile/passes/relu.cc). Null: never.
+  // Whether that kernel applies a ReLU to its result itself, so that no loop
+  // reads the product back (compile/passes/relu.cc). Null: never.
   bool (*product_relu)(const Jaxpr& jaxpr, const Eqn& dot) = nullptr;
 };
 

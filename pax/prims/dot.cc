@@ -103,6 +103,8 @@ std::vector<AVal> dot_general_rule(std::span<const AVal> in, const Params& p) {
     PAX_CHECK(m.dtype == out_dtype && m.shape == Shape(out), "dot_general: multiplier ", m.str(),
               " must have the result's dtype and shape, ", AVal{Shape(out), out_dtype, false}.str());
   }
+  PAX_CHECK(!dot_has_relu(p) || is_floating(out_dtype), "dot_general: a ReLU of ", dtype_name(out_dtype),
+            " products is not computed (float results only)");
   return {AVal{Shape(out), out_dtype, false}};
 }
 

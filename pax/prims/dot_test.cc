@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -515,6 +516,27 @@ TEST(DotGeneral, WithAReLU) {
     check_dot_with_relu({7, 5}, {3, 7}, {3}, {{0}, {1}, {}, {}}, dtype, tol);          // A^T B^T
   }
   check_dot_with_relu({9, 6}, {6, 5}, {5}, {{1}, {0}, {}, {}}, DType::f64, 1e-12);
+  // Special values of every float dtype, as products with 1: NaNs (of both
+  // signs) stay NaNs, infinities and zeros of both signs and negatives give
+  // +0.0, positives and +inf stay.
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> special{std::nan(""), -std::nan(""), -inf, inf, -0.0, 0.0, -2.5, 3.25};
+  for (const DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Array lhs = array(special, {int64_t(special.size()), 1}).astype(dtype);
+    const Array one = array(std::vector<double>{1.0}, {1, 1}).astype(dtype);
+    const std::vector<double> got = dot_with_relu(lhs, one, nullptr, {{1}, {0}, {}, {}}).to_vector<double>();
+    ASSERT_EQ(got.size(), special.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (std::isnan(special[i])) {
+        EXPECT_TRUE(std::isnan(got[i])) << i;
+      } else {
+        const double want = special[i] <= 0 ? 0.0 : special[i];
+        EXPECT_EQ(got[i], want) << i;
+        EXPECT_FALSE(std::signbit(got[i])) << i;
+      }
+    }
+  }
   // A NaN stays a NaN (the ReLU of a NaN is a NaN), inside oneDNN's kernel or not.
   for (const DType dtype : {DType::f32, DType::f64}) {
     std::vector<double> a(12, 1.0);

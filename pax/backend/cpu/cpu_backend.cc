@@ -85,8 +85,9 @@ bool cpu_product_multiplier(const Jaxpr& j, const Eqn& dot) {
   return j.aval(dot.outputs[0]).dtype == DType::f32 && cpu_product_bias(j, dot);
 }
 
-// A float product oneDNN computes natively applies a ReLU inside its matmul
-// (an eltwise post-op, after the bias).
+// A float product oneDNN computes natively takes a ReLU: the kernel applies
+// it to the product's result after the bias (kernels_dot.cc; not oneDNN's
+// post-op, which turns NaNs into zeros).
 bool cpu_product_relu(const Jaxpr& j, const Eqn& dot) { return cpu_product_bias(j, dot); }
 
 // sin and cos range-check windows of 512 elements from the block's start, so

@@ -377,8 +377,9 @@ void dot_general_kernel(const KernelContext& ctx, const Params& p, std::span<con
   const bool relu = dot_has_relu(p);
   PAX_CHECK(!(relu && multiplier), "dot_general: a product takes a ReLU or a multiplier, not both");
   // The product row-major into `y`, then multiplied where oneDNN did not, or
-  // its ReLU applied (a pass over y while it is in cache: oneDNN 2.6's ReLU
-  // post-op turns NaNs into zeros, or leaves negative denormals with a slope).
+  // its ReLU applied (a pass over y right after the product: oneDNN 2.6's
+  // ReLU post-op turns NaNs into zeros, or leaves negative denormals with a
+  // slope).
   auto row_major_into = [&](const TensorView& y) {
     bool multiplied = false;
     dot_into(ctx, p, in, y, nullptr, bias, multiplier, &multiplied);

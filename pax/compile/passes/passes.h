@@ -26,8 +26,8 @@
 //                   applied inside the GEMM (passes/multiplier.cc; as above)
 //   fold_relus_into_products
 //                   turns a ReLU of a product into one dot_general with
-//                   has_relu, applied inside the GEMM, the ReLU's mask
-//                   computed from its result (passes/relu.cc; as above)
+//                   has_relu, applied by the product's kernel, the ReLU's
+//                   mask computed from its result (passes/relu.cc; as above)
 //
 // optimize() runs them in order; in debug builds (NDEBUG undefined) every
 // pass's result is type-checked.
@@ -72,7 +72,7 @@ Jaxpr fold_bias_into_products(const Jaxpr& jaxpr, const ProductBias& can_fold);
 // operand inside its GEMM.
 using ProductEpilogue = std::function<bool(const Jaxpr& j, const Eqn& dot)>;
 Jaxpr fold_multipliers_into_products(const Jaxpr& jaxpr, const ProductEpilogue& can_fold);
-// Whether the backend applies a ReLU to this dot_general's result inside its
+// Whether the backend applies a ReLU to this dot_general's result in its
 // GEMM (passes/relu.cc).
 Jaxpr fold_relus_into_products(const Jaxpr& jaxpr, const ProductEpilogue& can_fold);
 

@@ -502,6 +502,33 @@ TEST(FoldRelu, AReLUOfAProductJoinsItsProduct) {
     return where(y <= 1.0, zeros_like(y), y);
   })(x, w);
   EXPECT_EQ(folded_count(fold_relus_into_products(*clipped, always)), 0);
+  // A fill of -0.0 is not the ReLU the kernel computes (+0.0).
+  auto negative_zero = make_jaxpr([](const Array& x, const Array& w) {
+    const Array y = matmul(x, w);
+    return where(y <= 0.0, full_like(y, -0.0), y);
+  })(x, w);
+  EXPECT_EQ(folded_count(fold_relus_into_products(*negative_zero, always)), 0);
+  // The mask read before the ReLU (its le(y, 0) would come too late), or
+  // returned: kept.
+  auto mask_first = make_jaxpr([](const Array& x, const Array& w) {
+    const Array y = matmul(x, w);
+    const Array m = y <= 0.0;
+    const Array early = where(m, full_like(y, 1.0), full_like(y, 2.0));
+    return early + where(m, zeros_like(y), y);
+  })(x, w);
+  EXPECT_EQ(folded_count(fold_relus_into_products(*mask_first, always)), 0);
+  auto mask_out = make_jaxpr([](const Array& x, const Array& w) {
+    const Array y = matmul(x, w);
+    const Array m = y <= 0.0;
+    return std::make_tuple(where(m, zeros_like(y), y), m);
+  })(x, w);
+  EXPECT_EQ(folded_count(fold_relus_into_products(*mask_out, always)), 0);
+  // A product that already has a multiplier keeps its ReLU loop.
+  auto multiplied =
+      make_jaxpr([](const Array& x, const Array& w, const Array& g) { return nn::relu(matmul(x, w) * g); })(x, w, g);
+  const Jaxpr with_multiplier = dce(fold_multipliers_into_products(*multiplied, always));
+  EXPECT_EQ(count(with_multiplier, Prim::mul), 0) << with_multiplier.str();
+  EXPECT_EQ(folded_count(fold_relus_into_products(with_multiplier, always)), 0);
 }
 
 TEST(Optimize, TrainingStepTypechecksAfterEveryPass) {

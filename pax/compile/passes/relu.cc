@@ -3,7 +3,7 @@
 // alone becomes one
 // dot_general with has_relu, whose kernel applies the ReLU to its result
 // (cuBLASLt's RELU epilogue is the same idea; the CPU's kernel passes over
-// the result while it is in cache) instead of a loop that reads the
+// the result right after the product) instead of a loop that reads the
 // product back and writes the result and its mask.
 //
 // The ReLU's backward reads the mask le(x, 0), which would keep x alive.
@@ -11,6 +11,7 @@
 // x > 0 gives y = x; a NaN gives a NaN, never <= 0), so the mask's other
 // readers get le(y, 0), computed where y is, and x is read by the ReLU
 // alone. The folded product takes the select's place in the program.
+#include <cmath>
 #include <vector>
 
 #include "pax/compile/passes/passes.h"
@@ -20,13 +21,16 @@
 namespace pax {
 namespace {
 
-// The constant behind v (a constvar, or a broadcast of one), if every element
-// of it is a zero of either sign.
-bool is_zero(const Jaxpr& j, const passes::ConstValues& known, const std::vector<int>& producer, Var v) {
+// Whether the constant behind v (a constvar, or a broadcast of one) is a
+// zero: of either sign, or with `plus` +0.0 only (the ReLU's result, which
+// the kernel writes).
+bool is_zero(const Jaxpr& j, const passes::ConstValues& known, const std::vector<int>& producer, Var v,
+             bool plus = false) {
   while (true) {
     if (const Array* c = known.get(v)) {
       if (!c->is_concrete() || c->size() > 1) return false;
-      return c->astype(DType::f64).item<double>() == 0.0;
+      const double z = c->astype(DType::f64).item<double>();
+      return z == 0.0 && !(plus && std::signbit(z));
     }
     const int p = producer[size_t(v)];
     if (p < 0 || j.eqns[size_t(p)].prim != Prim::broadcast_in_dim) return false;
@@ -62,7 +66,7 @@ Jaxpr fold_relus_into_products(const Jaxpr& j, const ProductEpilogue& can_fold) 
     const int px = src->product, reshape = src->reshape;
     const Eqn& le = j.eqns[size_t(pm)];
     if (le.prim != Prim::le || le.inputs[0] != x || !is_zero(j, known, producer, le.inputs[1])) continue;
-    if (!is_floating(j.aval(x).dtype) || !is_zero(j, known, producer, zero)) continue;
+    if (!is_floating(j.aval(x).dtype) || !is_zero(j, known, producer, zero, true)) continue;
     // x is read by the mask and the select alone.
     if (read_by[size_t(x)].size() != 2 || readers[size_t(x)] != 2) continue;
     const Eqn& dot = j.eqns[size_t(px)];

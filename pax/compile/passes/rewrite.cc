@@ -50,6 +50,7 @@ Jaxpr splice_eqns(const Jaxpr& j, Jaxpr out, const std::vector<bool>& removed,
     if (replacements[i].empty()) {
       out.eqns.push_back(subst ? subst->apply(j.eqns[i]) : j.eqns[i]);
     } else {
+      changed = true;
       for (Eqn& e : replacements[i]) out.eqns.push_back(std::move(e));
     }
   }

@@ -79,7 +79,7 @@ std::optional<ProductSource> product_behind(const Jaxpr& j, const VarUses& uses,
 // `out` (j's header, with any new variables) given j's equations, less those
 // marked removed and with those that have replacements replaced by them, in
 // order, their inputs substituted by `subst` where given, and j's outputs;
-// `j` itself where nothing was removed.
+// `j` itself where nothing was removed or replaced.
 Jaxpr splice_eqns(const Jaxpr& j, Jaxpr out, const std::vector<bool>& removed,
                   std::vector<std::vector<Eqn>>& replacements, const Subst* subst = nullptr);
 
