@@ -115,6 +115,11 @@ struct Group {
   // the backward pass stays out of the forward loops, and recomputes from
   // their inputs); a trailing reduction may still join.
   bool sealed = false;
+  // Its reduction's result has been read: later elementwise equations start
+  // a loop of their own, so that those that depend on the result (a
+  // train step's keep-or-drop of the update it computed, decided by the
+  // gradients' norm) can join theirs instead of reading it back.
+  bool reduction_read = false;
   int max_ext = -1;  // latest step among the values read from outside
   std::vector<size_t> members;
 };
@@ -135,7 +140,8 @@ class Grouper {
         group_of_(j.avals.size(), -1),
         avail_(j.avals.size(), -1),
         computed_(j.avals.size(), false),
-        floating_(j.avals.size(), -1) {}
+        floating_(j.avals.size(), -1),
+        reduced_by_(j.avals.size(), -1) {}
 
   void run(bool fuse) {
     for (size_t k = 0; k < j_.eqns.size(); ++k) visit(k, fuse ? role_of(j_, j_.eqns[k], target_) : Role::none);
@@ -165,6 +171,9 @@ class Grouper {
 
   void visit(size_t k, Role role) {
     const Eqn& e = j_.eqns[k];
+    for (Var v : e.inputs) {
+      if (const int g = reduced_by_[size_t(v)]; g >= 0) groups_[size_t(g)].reduction_read = true;
+    }
     if (role == Role::broadcast) {
       // Every loop reading it reads its operand through a view instead.
       order_.push_back({-1, k, true});
@@ -203,12 +212,13 @@ class Grouper {
     const Group& G = groups_[size_t(g)];
     bool reduce = G.reduce || role == Role::reduce;
     if ((G.sealed && role != Role::reduce) || (G.reduce && role == Role::reduce)) return false;
+    if (G.reduction_read && role != Role::reduce) return false;
     for (Var v : e.inputs) {
       const int h = internal(v, n);
       if (h == g || std::find(merges.begin(), merges.end(), h) != merges.end()) continue;
       if (h >= 0 && groups_[size_t(h)].step > G.step) {
         const Group& H = groups_[size_t(h)];
-        if (H.sealed || H.max_ext >= G.step || (H.reduce && reduce)) return false;
+        if (H.sealed || H.reduction_read || H.max_ext >= G.step || (H.reduce && reduce)) return false;
         reduce = reduce || H.reduce;
         merges.push_back(h);
         continue;
@@ -225,6 +235,7 @@ class Grouper {
       G.members.push_back(m);
       for (Var o : j_.eqns[m].outputs) {
         if (group_of_[size_t(o)] == h) group_of_[size_t(o)] = g;
+        if (reduced_by_[size_t(o)] == h) reduced_by_[size_t(o)] = g;
         avail_[size_t(o)] = G.step;
       }
     }
@@ -246,7 +257,10 @@ class Grouper {
     }
     for (Var o : e.outputs) {
       avail_[size_t(o)] = G.step;
-      if (role == Role::reduce) continue;
+      if (role == Role::reduce) {
+        reduced_by_[size_t(o)] = g;
+        continue;
+      }
       group_of_[size_t(o)] = g;
       computed_[size_t(o)] = role == Role::compute || (role == Role::reshape && computed_[size_t(e.inputs[0])]);
     }
@@ -256,10 +270,11 @@ class Grouper {
   const LoweringTarget& target_;
   std::vector<Slot> order_;
   std::vector<Group> groups_;
-  std::vector<int> group_of_;   // per var: the group it is an elementwise value of
-  std::vector<int> avail_;      // per var: the step after which it exists (-1: inputs, consts)
-  std::vector<bool> computed_;  // per var: produced by an instruction (not a view of an input)
-  std::vector<int> floating_;   // per var: the broadcast producing it, or -1
+  std::vector<int> group_of_;    // per var: the group it is an elementwise value of
+  std::vector<int> avail_;       // per var: the step after which it exists (-1: inputs, consts)
+  std::vector<bool> computed_;   // per var: produced by an instruction (not a view of an input)
+  std::vector<int> floating_;    // per var: the broadcast producing it, or -1
+  std::vector<int> reduced_by_;  // per var: the group whose reduction's result it is
 };
 
 // ---------------------------------------------------------------------------

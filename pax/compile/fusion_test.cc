@@ -382,6 +382,37 @@ TEST(Fusion, ValuesNeededOutsideTheLoop) {
            random_array({16, 4}, DType::f32, 35));
 }
 
+// A train step's keep-or-drop: an update computed from the gradient, kept
+// only where the gradient's norm is finite. The norm's loop does not take the
+// update (its result decides the keep-or-drop), so the update and the
+// keep-or-drop run as one loop after it, and no loop reads the update back.
+TEST(Fusion, AnUpdateKeptByANormJoinsItsSelect) {
+  auto f = [](const Array& p, const Array& x, const Array& m) {
+    const Array g = matmul(x, transpose(x)) * (1.0 / 300.0);  // a gradient: computed, not an input
+    const Array sq = lax::integer_pow(g, 2);
+    const Array ok = isfinite(sqrt(sum(sq)));
+    const Array new_m = m * 0.9 + sq * 0.1;
+    const Array new_p = p - g * 0.01 / (sqrt(new_m) + 1e-8);
+    return std::make_pair(where(ok, new_p, p), where(ok, new_m, m));
+  };
+  const Array p = random_array({300, 300}, DType::f32, 60), x = random_array({300, 70}, DType::f32, 61);
+  const Array m = random_array({300, 300}, DType::f32, 62, 0.0, 1.0);
+  // The norm, the scalar test, the update with its keep-or-drop (the
+  // products' sums in their kernel's order: within a few ulp).
+  check(make_jaxpr(f)(p, x, m), {p, x, m}, 3, 1e-5);
+  auto exe = compile(make_jaxpr(f)(p, x, m));
+  const Jaxpr& j = exe->optimized_jaxpr();
+  const StepSchedule sched = schedule(j, true, cpu::cpu_lowering_target());
+  for (const FusionGroup& group : sched.groups) {
+    bool selects = false, divides = false;
+    for (size_t e : group.eqns) {
+      selects = selects || j.eqns[e].prim == Prim::select_n;
+      divides = divides || j.eqns[e].prim == Prim::div;
+    }
+    EXPECT_EQ(selects, divides) << exe->str();
+  }
+}
+
 TEST(Fusion, ZeroSizeAndScalars) {
   auto f = [](const Array& x) { return exp(x) * 2.0 + 1.0; };
   check_fn(f, 0, zeros({0, 3}));
