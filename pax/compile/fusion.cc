@@ -3,6 +3,7 @@
 #include "pax/compile/fusion.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
@@ -115,11 +116,7 @@ struct Group {
   // the backward pass stays out of the forward loops, and recomputes from
   // their inputs); a trailing reduction may still join.
   bool sealed = false;
-  // Its reduction's result has been read: later elementwise equations start
-  // a loop of their own, so that those that depend on the result (a
-  // train step's keep-or-drop of the update it computed, decided by the
-  // gradients' norm) can join theirs instead of reading it back.
-  bool reduction_read = false;
+  Var reduced = -1;  // its reduction's result
   int max_ext = -1;  // latest step among the values read from outside
   std::vector<size_t> members;
 };
@@ -140,11 +137,11 @@ class Grouper {
         group_of_(j.avals.size(), -1),
         avail_(j.avals.size(), -1),
         computed_(j.avals.size(), false),
-        floating_(j.avals.size(), -1),
-        reduced_by_(j.avals.size(), -1) {}
+        floating_(j.avals.size(), -1) {}
 
   void run(bool fuse) {
-    for (size_t k = 0; k < j_.eqns.size(); ++k) visit(k, fuse ? role_of(j_, j_.eqns[k], target_) : Role::none);
+    for (const Eqn& e : j_.eqns) roles_.push_back(fuse ? role_of(j_, e, target_) : Role::none);
+    for (size_t k = 0; k < j_.eqns.size(); ++k) visit(k, roles_[k]);
   }
 
   const std::vector<Slot>& order() const { return order_; }
@@ -171,9 +168,7 @@ class Grouper {
 
   void visit(size_t k, Role role) {
     const Eqn& e = j_.eqns[k];
-    for (Var v : e.inputs) {
-      if (const int g = reduced_by_[size_t(v)]; g >= 0) groups_[size_t(g)].reduction_read = true;
-    }
+    visiting_ = int(k);
     if (role == Role::broadcast) {
       // Every loop reading it reads its operand through a view instead.
       order_.push_back({-1, k, true});
@@ -212,13 +207,13 @@ class Grouper {
     const Group& G = groups_[size_t(g)];
     bool reduce = G.reduce || role == Role::reduce;
     if ((G.sealed && role != Role::reduce) || (G.reduce && role == Role::reduce)) return false;
-    if (G.reduction_read && role != Role::reduce) return false;
+    if (G.reduce && role != Role::reduce && meets_before(G.reduced, e, visiting_)) return false;
     for (Var v : e.inputs) {
       const int h = internal(v, n);
       if (h == g || std::find(merges.begin(), merges.end(), h) != merges.end()) continue;
       if (h >= 0 && groups_[size_t(h)].step > G.step) {
         const Group& H = groups_[size_t(h)];
-        if (H.sealed || H.reduction_read || H.max_ext >= G.step || (H.reduce && reduce)) return false;
+        if (H.sealed || H.max_ext >= G.step || (H.reduce && reduce)) return false;
         reduce = reduce || H.reduce;
         merges.push_back(h);
         continue;
@@ -228,6 +223,62 @@ class Grouper {
     return true;
   }
 
+  static constexpr int kNever = std::numeric_limits<int>::max();
+
+  // Whether e, placed at equation k, computes a value that is later
+  // combined elementwise with a value computed from reduction result r that
+  // exists before k (a train step's update, kept or dropped by a scalar
+  // decided by the gradients' norm). Such an e starts a loop of its own
+  // rather than join r's loop: the combination can then join e's loop,
+  // instead of being a pass that reads e's values back.
+  bool meets_before(Var r, const Eqn& e, int k) const {
+    if (r < 0) return false;
+    const std::vector<int>& meet = meet_positions(r);
+    for (Var o : e.outputs) {
+      if (meet[size_t(o)] < k) return true;
+    }
+    return false;
+  }
+
+  const std::vector<int>& meet_positions(Var r) const {
+    if (const auto it = meets_.find(r); it != meets_.end()) return it->second;
+    const size_t n = j_.avals.size();
+    // The values computed from r, and the equation after which each exists
+    // (a broadcast or reshape of one when its operand does: loops read them
+    // as views).
+    std::vector<int> from_r(n, -1);
+    size_t first = 0;
+    while (first < j_.eqns.size() &&
+           std::find(j_.eqns[first].outputs.begin(), j_.eqns[first].outputs.end(), r) == j_.eqns[first].outputs.end()) {
+      ++first;
+    }
+    from_r[size_t(r)] = int(first);
+    for (size_t k = first + 1; k < j_.eqns.size(); ++k) {
+      const Eqn& f = j_.eqns[k];
+      int at = -1;
+      for (Var v : f.inputs) at = std::max(at, from_r[size_t(v)]);
+      if (at < 0) continue;
+      const bool view = f.prim == Prim::broadcast_in_dim || f.prim == Prim::reshape;
+      for (Var o : f.outputs) from_r[size_t(o)] = view ? at : int(k);
+    }
+    std::vector<int> meet(n, kNever);
+    for (size_t k = j_.eqns.size(); k-- > 0;) {
+      const Eqn& f = j_.eqns[k];
+      if (roles_[k] != Role::compute) continue;
+      int m = kNever;
+      for (Var w : f.inputs) {
+        if (from_r[size_t(w)] >= 0) m = std::min(m, from_r[size_t(w)]);
+      }
+      for (Var o : f.outputs) m = std::min(m, meet[size_t(o)]);
+      if (m == kNever) continue;
+      const int64_t size = numel(f.outputs[0]);
+      for (Var v : f.inputs) {
+        if (from_r[size_t(v)] < 0 && numel(v) == size) meet[size_t(v)] = std::min(meet[size_t(v)], m);
+      }
+    }
+    return meets_.emplace(r, std::move(meet)).first->second;
+  }
+
   void merge(int h, int g) {
     Group& H = groups_[size_t(h)];
     Group& G = groups_[size_t(g)];
@@ -235,11 +286,11 @@ class Grouper {
       G.members.push_back(m);
       for (Var o : j_.eqns[m].outputs) {
         if (group_of_[size_t(o)] == h) group_of_[size_t(o)] = g;
-        if (reduced_by_[size_t(o)] == h) reduced_by_[size_t(o)] = g;
         avail_[size_t(o)] = G.step;
       }
     }
     G.max_ext = std::max(G.max_ext, H.max_ext);
+    if (H.reduce) G.reduced = H.reduced;
     G.reduce = G.reduce || H.reduce;
     G.compute = G.compute || H.compute;
     H.alive = false;
@@ -258,7 +309,7 @@ class Grouper {
     for (Var o : e.outputs) {
       avail_[size_t(o)] = G.step;
       if (role == Role::reduce) {
-        reduced_by_[size_t(o)] = g;
+        G.reduced = o;
         continue;
       }
       group_of_[size_t(o)] = g;
@@ -270,11 +321,17 @@ class Grouper {
   const LoweringTarget& target_;
   std::vector<Slot> order_;
   std::vector<Group> groups_;
-  std::vector<int> group_of_;    // per var: the group it is an elementwise value of
-  std::vector<int> avail_;       // per var: the step after which it exists (-1: inputs, consts)
-  std::vector<bool> computed_;   // per var: produced by an instruction (not a view of an input)
-  std::vector<int> floating_;    // per var: the broadcast producing it, or -1
-  std::vector<int> reduced_by_;  // per var: the group whose reduction's result it is
+  std::vector<int> group_of_;   // per var: the group it is an elementwise value of
+  std::vector<int> avail_;      // per var: the step after which it exists (-1: inputs, consts)
+  std::vector<bool> computed_;  // per var: produced by an instruction (not a view of an input)
+  std::vector<int> floating_;   // per var: the broadcast producing it, or -1
+  std::vector<Role> roles_;     // per equation
+  int visiting_ = 0;            // the equation being placed
+  // Per reduction result r (made when first asked, meet_positions): per
+  // value, the first equation after which a value computed from r exists that
+  // an elementwise equation of the value's size combines with it, or with
+  // a value computed from it elementwise; kNever if none does.
+  mutable std::unordered_map<Var, std::vector<int>> meets_;
 };
 
 // ---------------------------------------------------------------------------

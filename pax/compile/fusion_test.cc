@@ -413,6 +413,35 @@ TEST(Fusion, AnUpdateKeptByANormJoinsItsSelect) {
   }
 }
 
+// What that rule leaves alone: loops whose values never meet the
+// reduction's result again keep joining its loop after the result is read
+// (a mean-squared error's value and gradient; a variance from two sums), and
+// so does an update whose keep-or-drop is decided after it.
+TEST(Fusion, LoopsThatNeverMeetTheirReductionAgainStayJoined) {
+  auto mse = [](const Array& x, const Array& w, const Array& y) {
+    return value_and_grad<1>([&](const Array& x, const Array& w) {
+      const Array e = matmul(x, w) - y;
+      return sum(e * e) / 64.0;
+    })(x, w);
+  };
+  const Array x = random_array({64, 32}, DType::f32, 70), w = random_array({32, 16}, DType::f32, 71);
+  const Array y = random_array({64, 16}, DType::f32, 72);
+  check(make_jaxpr(mse)(x, w, y), {x, w, y}, 2, 1e-5);  // the error with its square's sum; its gradient's scale
+  auto moments = [](const Array& h) {
+    const Array mean = sum(h) / 4096.0;
+    return std::make_pair(mean, sum(h * h) / 4096.0 - mean * mean);
+  };
+  check_fn(moments, 2, random_array({64, 64}, DType::f32, 73));
+  auto late = [](const Array& p, const Array& x) {
+    const Array g = matmul(x, transpose(x));
+    const Array sq = lax::integer_pow(g, 2);
+    const Array new_p = p - sq * 0.01;
+    return where(isfinite(sqrt(sum(sq))), new_p, p);
+  };
+  const Array p = random_array({100, 100}, DType::f32, 74), x2 = random_array({100, 30}, DType::f32, 75);
+  check(make_jaxpr(late)(p, x2), {p, x2}, 3, 1e-5);  // the update with the norm; the test; the keep-or-drop
+}
+
 TEST(Fusion, ZeroSizeAndScalars) {
   auto f = [](const Array& x) { return exp(x) * 2.0 + 1.0; };
   check_fn(f, 0, zeros({0, 3}));
