@@ -71,14 +71,10 @@ Jaxpr fold_bias_into_products(const Jaxpr& j, const ProductBias& can_fold) {
       if (!same_trailing) continue;
       Params params = dot.params;
       params.set("has_bias", true);
-      if (reshape < 0) {
-        folded[i].push_back(Eqn{Prim::dot_general, {dot.inputs[0], dot.inputs[1], *c}, add.outputs, std::move(params)});
-      } else {
-        const Var biased = out.new_var(product);
-        folded[i].push_back(Eqn{Prim::dot_general, {dot.inputs[0], dot.inputs[1], *c}, {biased}, std::move(params)});
-        folded[i].push_back(Eqn{Prim::reshape, {biased}, add.outputs, Params{{"new_sizes", result.shape.dims()}}});
-        removed[size_t(reshape)] = true;
-      }
+      passes::emit_folded_product(
+          j, out, folded[i], Eqn{Prim::dot_general, {dot.inputs[0], dot.inputs[1], *c}, dot.outputs, std::move(params)},
+          add.outputs, reshape >= 0);
+      if (reshape >= 0) removed[size_t(reshape)] = true;
       removed[size_t(px)] = true;
     }
   }

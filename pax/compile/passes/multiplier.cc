@@ -44,18 +44,14 @@ Jaxpr fold_multipliers_into_products(const Jaxpr& j, const ProductEpilogue& can_
       if (product.dtype != result.dtype || product.shape.numel() != result.shape.numel()) continue;
       Eqn f = dot;
       f.params.set("has_multiplier", true);
-      if (reshape < 0) {
-        f.inputs.push_back(m);
-        f.outputs = mul.outputs;
-        folded[i].push_back(std::move(f));
-      } else {
-        const Var m_as_product = out.new_var(product);
-        folded[i].push_back(Eqn{Prim::reshape, {m}, {m_as_product}, Params{{"new_sizes", product.shape.dims()}}});
-        f.inputs.push_back(m_as_product);
-        folded[i].push_back(f);
-        folded[i].push_back(Eqn{Prim::reshape, dot.outputs, mul.outputs, Params{{"new_sizes", result.shape.dims()}}});
+      Var factor = m;
+      if (reshape >= 0) {  // m in the product's shape
+        factor = out.new_var(product);
+        folded[i].push_back(Eqn{Prim::reshape, {m}, {factor}, Params{{"new_sizes", product.shape.dims()}}});
         removed[size_t(reshape)] = true;
       }
+      f.inputs.push_back(factor);
+      passes::emit_folded_product(j, out, folded[i], std::move(f), mul.outputs, reshape >= 0);
       removed[size_t(px)] = true;
     }
   }

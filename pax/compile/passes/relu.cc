@@ -1,7 +1,7 @@
 // Folding ReLUs into products: y = select_n(le(x, 0), x, 0) (pax::nn::relu)
 // where x = dot_general(...) (or a reshape of one) is read by that ReLU
-// alone becomes one
-// dot_general with has_relu, whose kernel applies the ReLU to its result
+// alone becomes one dot_general with has_relu, whose kernel applies the
+// ReLU to its result
 // (cuBLASLt's RELU epilogue is the same idea; the CPU's kernel passes over
 // the result right after the product) instead of a loop that reads the
 // product back and writes the result and its mask.
@@ -78,17 +78,8 @@ Jaxpr fold_relus_into_products(const Jaxpr& j, const ProductEpilogue& can_fold) 
     if (!later) continue;
     Eqn f = dot;
     f.params.set("has_relu", true);
-    if (reshape < 0) {
-      f.outputs = select.outputs;
-      folded[i].push_back(std::move(f));
-    } else {
-      f.outputs = {out.new_var(j.aval(dot.outputs[0]))};
-      const Var product = f.outputs[0];
-      folded[i].push_back(std::move(f));
-      folded[i].push_back(
-          Eqn{Prim::reshape, {product}, select.outputs, Params{{"new_sizes", j.aval(select.outputs[0]).shape.dims()}}});
-      removed[size_t(reshape)] = true;
-    }
+    passes::emit_folded_product(j, out, folded[i], std::move(f), select.outputs, reshape >= 0);
+    if (reshape >= 0) removed[size_t(reshape)] = true;
     if (readers[size_t(mask)] > 1) {
       const Var mask_of_y = out.new_var(j.aval(mask));
       folded[i].push_back(Eqn{Prim::le, {select.outputs[0], le.inputs[1]}, {mask_of_y}, le.params});

@@ -39,6 +39,19 @@ std::optional<ProductSource> product_behind(const Jaxpr& j, const VarUses& uses,
   return s;
 }
 
+void emit_folded_product(const Jaxpr& j, Jaxpr& out, std::vector<Eqn>& into, Eqn product,
+                         const std::vector<Var>& outputs, bool reshaped) {
+  if (!reshaped) {
+    product.outputs = outputs;
+    into.push_back(std::move(product));
+    return;
+  }
+  const Var whole = out.new_var(j.aval(product.outputs[0]));
+  product.outputs = {whole};
+  into.push_back(std::move(product));
+  into.push_back(Eqn{Prim::reshape, {whole}, outputs, Params{{"new_sizes", j.aval(outputs[0]).shape.dims()}}});
+}
+
 Jaxpr splice_eqns(const Jaxpr& j, Jaxpr out, const std::vector<bool>& removed,
                   std::vector<std::vector<Eqn>>& replacements, const Subst* subst) {
   bool changed = false;

@@ -76,6 +76,13 @@ struct ProductSource {
 };
 std::optional<ProductSource> product_behind(const Jaxpr& j, const VarUses& uses, Var x);
 
+// Appends a folded product (a copy of j's dot_general, its outputs still
+// the original's) to `into`, writing `outputs`: directly, or, when the
+// product was read through a reshape, into a new variable of the product's
+// aval (made in `out`) that a reshape to `outputs` follows.
+void emit_folded_product(const Jaxpr& j, Jaxpr& out, std::vector<Eqn>& into, Eqn product,
+                         const std::vector<Var>& outputs, bool reshaped);
+
 // `out` (j's header, with any new variables) given j's equations, less those
 // marked removed and with those that have replacements replaced by them, in
 // order, their inputs substituted by `subst` where given, and j's outputs;
