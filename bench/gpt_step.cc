@@ -17,12 +17,13 @@
 // train state donated. bf16 is autocast's mixed precision: f32 variables,
 // bf16 forward computation (fprop_dtype), f32 loss.
 //
-// Model FLOPs follow PaLM (Chowdhery et al. 2022, appendix B), as the
-// PyTorch script counts them: per token 6 N + 12 L H Q T, with N the
-// parameters, L layers, H heads of Q dimensions (H Q = d) and T the sequence
-// length; the second term is the attention's logits and weighted sum
-// (forward and backward, without causal savings). Per step: tokens = B T
-// times that. MFU divides the achieved model FLOP/s by the theoretical peak
+// Model FLOPs per token: 6 N + 6 L H Q T, with N the parameters, L layers,
+// H heads of Q dimensions (H Q = d) and T the sequence length; the second
+// term is the causal attention's logits and weighted sum, forward and
+// backward (LanguageModel::flops_per_token; llm.c counts the same). The
+// peer scripts print PaLM's 12 L H Q T, which counts the masked half too:
+// compare ms/step, not their model_GFLOP/s. Per step: tokens = B T times
+// that. MFU divides the achieved model FLOP/s by the theoretical peak
 // of pax/train/peak_flops.h for the compute dtype (--peak_flops or
 // PAX_PEAK_FLOPS override it); the measured GEMM rate is printed beside it.
 //
@@ -187,7 +188,7 @@ int run_benchmark(const Flags& f) {
   const double s = std::chrono::duration<double>(clock::now() - start).count() / double(f.steps);
 
   const double tokens = double(f.batch * f.seq);
-  const double flops = (6.0 * double(n_params) + 12.0 * double(f.layers * f.d * f.seq)) * tokens;  // PaLM
+  const double flops = (6.0 * double(n_params) + 6.0 * double(f.layers * f.d * f.seq)) * tokens;  // causal
   train::PeakFlopsOptions peak_options;
   if (f.peak_flops > 0) peak_options.override_flops = f.peak_flops;
   const double peak = train::peak_flops(compute, peak_options);

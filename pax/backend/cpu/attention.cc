@@ -254,9 +254,10 @@ int64_t serpentine(int64_t i, int64_t n) { return i % 2 == 0 ? i / 2 : n - 1 - i
 // their bf16 values go through it (f32 sums), paired and padded once per
 // call as it takes them, and the f32 probabilities and logit gradients are
 // rounded to bf16 per block (as flash attention does on GPUs). The bf16
-// products write a padded result into per-thread scratch, from which the
-// valid part is added to its destination (other threads own the rows past
-// it).
+// products that accumulate add only their valid rows and columns to the
+// destination (other threads own the rows past them): directly on
+// AVX512_BF16, through per-thread scratch from AMX tiles. On AVX512_BF16 a
+// transposed block is taken as a pair-major operand (no transpose made).
 class Products {
  public:
   // f32 operands: q [B, T, N, H], k and v [B, S, K, H], kt and vt their
@@ -350,12 +351,12 @@ class Products {
       const float* x = (keys ? f_.k : f_.v) + g.kv_offset(b, s0, n / g.group);
       return ad::gemm(rows, H, w, alpha, p, ldp, 1, x, g.kv_row, out, ldo, true);
     }
-    const int64_t m16 = round_up(rows, kPad), w32 = round_up(w, kDepth);
+    const int64_t w32 = round_up(w, kDepth);
     auto* a16 = reinterpret_cast<uint16_t*>(scratch + kKeyBlock * h16_);
     attention_bf16::convert_rows(rows, w, w32, p, ldp, a16, w32);
     const uint16_t* x = (keys ? k_by_s_ : v_by_s_) + kv * s32_ * h16_ + s0 * h16_;
-    attention_bf16::product(unit_, m16, h16_, w32, a16, w32, x, h16_, scratch, h16_);
-    add_scaled(rows, H, alpha, scratch, h16_, out, ldo);
+    attention_bf16::product_add(unit_, rows, H, w32, attention_bf16::rows_left(a16, w32), x, h16_, alpha, out, ldo,
+                                scratch);
   }
   // out[w, H] (rows kv_row apart) += alpha p[rows, w]^T . x[b, t0:t0+rows, n],
   // x the queries (dK) or the output's cotangent (dV).
@@ -369,10 +370,15 @@ class Products {
     }
     const int64_t r32 = round_up(rows, kDepth), w16 = round_up(w, kPad);
     auto* a16 = reinterpret_cast<uint16_t*>(scratch + kKeyBlock * h16_);
-    attention_bf16::convert_transposed(rows, w, r32, p, ldp, a16, r32);
+    attention_bf16::Left left = attention_bf16::rows_left(a16, r32);
+    if (attention_bf16::takes_pair_major(unit_)) {  // no transpose: pairs of p's rows side by side
+      attention_bf16::convert_pair_major(rows, w, r32, p, ldp, a16, w16);
+      left = attention_bf16::pair_major_left(a16, w16);
+    } else {
+      attention_bf16::convert_transposed(rows, w, r32, p, ldp, a16, r32);
+    }
     const uint16_t* x = (queries ? q_by_t_ : dout_by_t_) + (b * g.sh.q_heads + n) * t32_ * h16_ + t0 * h16_;
-    attention_bf16::product(unit_, w16, h16_, r32, a16, r32, x, h16_, scratch, h16_);
-    add_scaled(w, H, alpha, scratch, h16_, out, g.kv_row);
+    attention_bf16::product_add(unit_, w, H, r32, left, x, h16_, alpha, out, g.kv_row, scratch);
   }
 
  private:
@@ -394,15 +400,6 @@ class Products {
       std::fill(dst + (i < rows ? H : 0), dst + h32_, uint16_t(0));
     }
     attention_bf16::product(unit_, m16, w16, h32_, a16, h32_, z_by_h + kv * h32_ * s16_ + 2 * s0, s16_, x, ldx);
-  }
-
-  // out[i, j] += alpha c[i, j] for i < m, j < n.
-  static void add_scaled(int64_t m, int64_t n, float alpha, const float* c, int64_t ldc, float* out, int64_t ldo) {
-    for (int64_t i = 0; i < m; ++i) {
-      const float* ci = c + i * ldc;
-      float* oi = out + i * ldo;
-      for (int64_t j = 0; j < n; ++j) oi[j] += alpha * ci[j];
-    }
   }
 
   const Geometry* gp_;

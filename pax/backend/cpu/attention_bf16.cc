@@ -6,7 +6,12 @@
 //   the depth, two A tiles and two B tiles loaded, four TDPBF16PS.
 // - AVX512_BF16: a tile of kRows rows by up to kVecs vectors of 16 columns
 //   in registers: per pair of the depth, one load of B per column vector,
-//   one broadcast of A per row and kRows x kVecs VDPBF16PS.
+//   one broadcast of A per row and kRows x kVecs VDPBF16PS; the result
+//   stored or added (times alpha) under masks, so no padding is written.
+//   A is read with a row step and a pair step, so one kernel takes plain
+//   rows and pair-major transposes.
+// - pair() and convert_pair_major() interleave two rows with one VPERMW or
+//   VPERMT2W.
 #include "pax/backend/cpu/attention_bf16.h"
 
 #include <algorithm>
@@ -71,14 +76,48 @@ Unit unit() {
   return o < 0 ? chosen : Unit(o);
 }
 
+bool takes_pair_major(Unit u) { return u == Unit::avx512_bf16; }
+
 void override_unit(Unit u) {
   PAX_CHECK(has(u), "attention_bf16: this CPU has no ", u == Unit::amx ? "AMX-BF16" : "AVX512_BF16",
             " products (within PAX_MAX_ISA)");
   overridden.store(int(u), std::memory_order_relaxed);
 }
 
+namespace {
+
+#ifdef PAX_ATTENTION_X86
+void pair_rows(int64_t k, int64_t n, int64_t k_pad, int64_t n_pad, const uint16_t* src, int64_t p_stride, uint16_t* dst,
+               int64_t ldb);  // below, with the AVX-512 code
+#endif
+
+// pair() where the depth is contiguous (p_stride 1): each pair of depths is
+// already adjacent, so it is copied as one word, 16 columns at a time (16
+// source rows read side by side, one output line written per pair).
+void pair_words(int64_t k, int64_t n, int64_t k_pad, int64_t n_pad, const uint16_t* src, int64_t j_stride,
+                uint16_t* dst, int64_t ldb) {
+  for (int64_t j0 = 0; j0 < n_pad; j0 += 16) {
+    const int64_t j1 = std::min<int64_t>(n_pad, j0 + 16);
+    for (int64_t q = 0; 2 * q < k_pad; ++q) {
+      uint16_t* out = dst + q * 2 * ldb;
+      for (int64_t j = j0; j < j1; ++j) {
+        uint16_t two[2] = {0, 0};
+        if (j < n && 2 * q + 1 < k) std::memcpy(two, src + j * j_stride + 2 * q, sizeof(two));
+        else if (j < n && 2 * q < k) two[0] = src[j * j_stride + 2 * q];
+        std::memcpy(out + 2 * j, two, sizeof(two));
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void pair(int64_t k, int64_t n, int64_t k_pad, int64_t n_pad, const uint16_t* src, int64_t p_stride, int64_t j_stride,
           uint16_t* dst, int64_t ldb) {
+#ifdef PAX_ATTENTION_X86
+  if (j_stride == 1 && has(Unit::avx512_bf16)) return pair_rows(k, n, k_pad, n_pad, src, p_stride, dst, ldb);
+#endif
+  if (p_stride == 1) return pair_words(k, n, k_pad, n_pad, src, j_stride, dst, ldb);
   for (int64_t p = 0; p < k_pad; p += 2) {
     uint16_t* out = dst + (p / 2) * 2 * ldb;
     for (int64_t half = 0; half < 2; ++half) {
@@ -101,38 +140,61 @@ constexpr int kRows = 6, kVecs = 4, kLanes = 16;
 
 // ---- AVX512_BF16
 
-template <int kNV>
-PAX_BF16_TARGET void tile(int rows, __mmask16 last, int64_t pairs, const uint16_t* a, int64_t lda, const uint16_t* b,
-                          int64_t ldb, float* c, int64_t ldc) {
+// Every loop over rows and column vectors is unrolled before GCC decides
+// where acc lives: left as loops, acc is kept on the stack and all of it is
+// stored there on every pair of the depth (a third of the instructions).
+// kAdd: C += alpha acc, else C = acc.
+template <int kNV, bool kAdd>
+PAX_BF16_TARGET void tile(int rows, __mmask16 last, int64_t pairs, Left a, const uint16_t* b, int64_t ldb, float alpha,
+                          float* c, int64_t ldc) {
   const uint16_t* ar[kRows];
-  for (int r = 0; r < kRows; ++r) ar[r] = a + std::min(r, rows - 1) * lda;
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) ar[r] = a.a + std::min(r, rows - 1) * a.row_step;
   __m512 acc[kRows][kNV];
+#pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
     for (int j = 0; j < kNV; ++j) acc[r][j] = _mm512_setzero_ps();
   for (int64_t p = 0; p < pairs; ++p) {
     __m512bh bv[kNV];
     const uint16_t* bp = b + p * 2 * ldb;
+#pragma GCC unroll 4
     for (int j = 0; j < kNV; ++j) {
       const __m512i v = j + 1 == kNV ? _mm512_maskz_loadu_epi32(last, bp + j * 2 * kLanes)
                                      : _mm512_loadu_si512(bp + j * 2 * kLanes);
       bv[j] = (__m512bh)v;
     }
+    const int64_t at = p * a.pair_step;
+#pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       int32_t two;
-      std::memcpy(&two, ar[r] + 2 * p, sizeof(two));
+      std::memcpy(&two, ar[r] + at, sizeof(two));
       const __m512bh av = (__m512bh)_mm512_set1_epi32(two);
+#pragma GCC unroll 4
       for (int j = 0; j < kNV; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], av, bv[j]);
     }
   }
-  for (int r = 0; r < rows; ++r)
-    for (int j = 0; j < kNV; ++j)
-      _mm512_mask_storeu_ps(c + r * ldc + j * kLanes, j + 1 == kNV ? last : __mmask16(0xFFFF), acc[r][j]);
+  const __m512 scale = _mm512_set1_ps(alpha);
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+    if (r >= rows) break;
+#pragma GCC unroll 4
+    for (int j = 0; j < kNV; ++j) {
+      float* cr = c + r * ldc + j * kLanes;
+      const __mmask16 lanes = j + 1 == kNV ? last : __mmask16(0xFFFF);
+      if (kAdd) _mm512_mask_storeu_ps(cr, lanes, _mm512_fmadd_ps(scale, acc[r][j], _mm512_maskz_loadu_ps(lanes, cr)));
+      else _mm512_mask_storeu_ps(cr, lanes, acc[r][j]);
+    }
+  }
 }
 
-using TileFn = void (*)(int, __mmask16, int64_t, const uint16_t*, int64_t, const uint16_t*, int64_t, float*, int64_t);
-constexpr TileFn kTiles[kVecs] = {tile<1>, tile<2>, tile<3>, tile<4>};
+using TileFn = void (*)(int, __mmask16, int64_t, Left, const uint16_t*, int64_t, float, float*, int64_t);
+constexpr TileFn kTiles[2][kVecs] = {{tile<1, false>, tile<2, false>, tile<3, false>, tile<4, false>},
+                                     {tile<1, true>, tile<2, true>, tile<3, true>, tile<4, true>}};
 
-void product_avx512(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb,
+// C (m x n, or C += alpha times it) in panels of kVecs vectors of columns by
+// kRows rows.
+void product_avx512(int64_t m, int64_t n, int64_t k, Left a, const uint16_t* b, int64_t ldb, bool add, float alpha,
                     float* c, int64_t ldc) {
   constexpr int64_t panel = kVecs * kLanes;
   for (int64_t j0 = 0; j0 < n; j0 += panel) {
@@ -141,9 +203,22 @@ void product_avx512(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t 
     const auto last = __mmask16((1u << tail) - 1u);
     for (int64_t i0 = 0; i0 < m; i0 += kRows) {
       const int rows = int(std::min<int64_t>(kRows, m - i0));
-      kTiles[vecs - 1](rows, last, k / 2, a + i0 * lda, lda, b + 2 * j0, ldb, c + i0 * ldc + j0, ldc);
+      const Left ai{a.a + i0 * a.row_step, a.row_step, a.pair_step};
+      kTiles[add][vecs - 1](rows, last, k / 2, ai, b + 2 * j0, ldb, alpha, c + i0 * ldc + j0, ldc);
     }
   }
+}
+
+// c[i, j] += alpha x[i, j] for i < m, j < n.
+PAX_BF16_TARGET void add_scaled(int64_t m, int64_t n, float alpha, const float* x, int64_t ldx, float* c, int64_t ldc) {
+  const __m512 scale = _mm512_set1_ps(alpha);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; j += kLanes) {
+      const auto lanes = __mmask16(n - j >= kLanes ? 0xFFFFu : (1u << (n - j)) - 1u);
+      const __m512 sum = _mm512_fmadd_ps(scale, _mm512_maskz_loadu_ps(lanes, x + i * ldx + j),
+                                         _mm512_maskz_loadu_ps(lanes, c + i * ldc + j));
+      _mm512_mask_storeu_ps(c + i * ldc + j, lanes, sum);
+    }
 }
 
 // ---- AMX
@@ -221,7 +296,20 @@ void product(Unit u, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t
             n, " x ", k, " must be multiples of 16, 16 and 32");
   if (u == Unit::amx) return product_amx(m, n, k, a, lda, b, ldb, c, ldc);
   PAX_CHECK(u == Unit::avx512_bf16, "attention_bf16::product: no bf16 unit");
-  product_avx512(m, n, k, a, lda, b, ldb, c, ldc);
+  product_avx512(m, n, k, rows_left(a, lda), b, ldb, false, 1.0f, c, ldc);
+}
+
+void product_add(Unit u, int64_t m, int64_t n, int64_t k, Left a, const uint16_t* b, int64_t ldb, float alpha, float* c,
+                 int64_t ldc, float* scratch) {
+  PAX_CHECK(k % kDepthPad == 0, "attention_bf16::product_add: depth ", k, " must be a multiple of 32");
+  if (u == Unit::amx) {
+    PAX_CHECK(a.pair_step == 2, "attention_bf16::product_add: AMX takes plain rows only");
+    const int64_t m16 = (m + kRowsPad - 1) / kRowsPad * kRowsPad, n16 = (n + kRowsPad - 1) / kRowsPad * kRowsPad;
+    product_amx(m16, n16, k, a.a, a.row_step, b, ldb, scratch, n16);
+    return add_scaled(m, n, alpha, scratch, n16, c, ldc);
+  }
+  PAX_CHECK(u == Unit::avx512_bf16, "attention_bf16::product_add: no bf16 unit");
+  product_avx512(m, n, k, a, b, ldb, true, alpha, c, ldc);
 }
 
 PAX_BF16_TARGET void convert_rows(int64_t m, int64_t n, int64_t n_pad, const float* src, int64_t lds, uint16_t* dst,
@@ -260,6 +348,65 @@ PAX_BF16_TARGET void convert_transposed(int64_t m, int64_t n, int64_t m_pad, con
     for (int64_t i = m; i < m_pad; ++i) dst[j * ldd + i] = 0;
 }
 
+namespace {
+
+// Lanes 2j and 2j + 1 of the result: lane j of lo and of hi (lo in lanes
+// 0-15 of x, hi in 16-31).
+PAX_BF16_TARGET __m512i interleave_halves(__m512i x) {
+  alignas(64) static constexpr uint16_t kOrder[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  return _mm512_permutexvar_epi16(_mm512_load_si512(kOrder), x);
+}
+
+// Lanes 2j and 2j + 1 of the result: lane j of even and of odd (j < 16).
+PAX_BF16_TARGET __m512i interleave_rows(__m512i even, __m512i odd) {
+  alignas(64) static constexpr uint16_t kOrder[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                                      8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  return _mm512_permutex2var_epi16(even, _mm512_load_si512(kOrder), odd);
+}
+
+PAX_BF16_TARGET __mmask32 pair_lanes(int64_t count) {  // the first 2 count lanes, count <= 16
+  return count >= kLanes ? ~__mmask32(0) : __mmask32((1u << (2 * count)) - 1u);
+}
+
+}  // namespace
+
+PAX_BF16_TARGET void convert_pair_major(int64_t m, int64_t n, int64_t m_pad, const float* src, int64_t lds,
+                                        uint16_t* dst, int64_t ld) {
+  for (int64_t q = 0; 2 * q < m_pad; ++q) {
+    const int64_t r0 = 2 * q, r1 = 2 * q + 1;
+    uint16_t* out = dst + q * 2 * ld;
+    for (int64_t j = 0; j < n; j += kLanes) {
+      const auto cols = __mmask16(n - j >= kLanes ? 0xFFFFu : (1u << (n - j)) - 1u);
+      const __m512 even = r0 < m ? _mm512_maskz_loadu_ps(cols, src + r0 * lds + j) : _mm512_setzero_ps();
+      const __m512 odd = r1 < m ? _mm512_maskz_loadu_ps(cols, src + r1 * lds + j) : _mm512_setzero_ps();
+      const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even);  // even in lanes 0-15
+      _mm512_mask_storeu_epi16(out + 2 * j, pair_lanes(n - j), interleave_halves(both));
+    }
+  }
+}
+
+namespace {
+
+// pair() where the columns are contiguous (j_stride 1): two rows
+// interleaved, 16 columns at a time.
+PAX_BF16_TARGET void pair_rows(int64_t k, int64_t n, int64_t k_pad, int64_t n_pad, const uint16_t* src,
+                               int64_t p_stride, uint16_t* dst, int64_t ldb) {
+  for (int64_t p = 0; p < k_pad; p += 2) {
+    uint16_t* out = dst + (p / 2) * 2 * ldb;
+    for (int64_t j = 0; j < n_pad; j += kLanes) {
+      const int64_t valid = std::clamp<int64_t>(n - j, 0, kLanes);
+      const auto cols = __mmask32((1u << valid) - 1u);  // lanes 0-15 of a row
+      const __m512i even = p < k ? _mm512_maskz_loadu_epi16(cols, src + p * p_stride + j) : _mm512_setzero_si512();
+      const __m512i odd = p + 1 < k ? _mm512_maskz_loadu_epi16(cols, src + (p + 1) * p_stride + j)
+                                    : _mm512_setzero_si512();
+      _mm512_mask_storeu_epi16(out + 2 * j, pair_lanes(n_pad - j), interleave_rows(even, odd));
+    }
+  }
+}
+
+}  // namespace
+
 #else  // no bf16 units on this architecture: has() is false for them
 
 void product(Unit, int64_t, int64_t, int64_t, const uint16_t*, int64_t, const uint16_t*, int64_t, float*, int64_t) {
@@ -270,6 +417,12 @@ void convert_rows(int64_t, int64_t, int64_t, const float*, int64_t, uint16_t*, i
 }
 void convert_transposed(int64_t, int64_t, int64_t, const float*, int64_t, uint16_t*, int64_t) {
   PAX_FAIL("attention_bf16::convert_transposed: this CPU has no bf16 products");
+}
+void product_add(Unit, int64_t, int64_t, int64_t, Left, const uint16_t*, int64_t, float, float*, int64_t, float*) {
+  PAX_FAIL("attention_bf16::product_add: this CPU has no bf16 products");
+}
+void convert_pair_major(int64_t, int64_t, int64_t, const float*, int64_t, uint16_t*, int64_t) {
+  PAX_FAIL("attention_bf16::convert_pair_major: this CPU has no bf16 products");
 }
 
 #endif

@@ -43,6 +43,30 @@ inline constexpr int64_t kRowsPad = 16, kDepthPad = 32;
 void product(Unit unit, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb,
              float* c, int64_t ldc);
 
+// A left operand: the pair of depths (2q, 2q + 1) of row i is the 32-bit
+// word at a + i * row_step + q * pair_step (uint16 units). Plain rows
+// (rows_left) have pair_step 2; pair-major ones (pair_major_left: the words
+// of one pair of depths for every row side by side, rows ld words apart in
+// ld-sized groups) have row_step 2.
+struct Left {
+  const uint16_t* a;
+  int64_t row_step, pair_step;
+};
+inline Left rows_left(const uint16_t* a, int64_t lda) { return {a, lda, 2}; }
+inline Left pair_major_left(const uint16_t* a, int64_t ld) { return {a, 2, 2 * ld}; }
+
+// Whether product_add takes pair-major left operands on this unit
+// (AVX512_BF16 does; AMX tiles load plain rows only).
+bool takes_pair_major(Unit unit);
+
+// C[i, j] += alpha sum_p A(i, p) B(p, j) for i < m, j < n (nothing else of C
+// written; rows ldc apart), B paired with row length ldb and read up to
+// round_up(n, 16) columns, k a multiple of 32. AVX512_BF16 reads A's rows
+// below m; AMX (plain rows only) reads round_up(m, 16) rows and uses scratch
+// (round_up(m, 16) x round_up(n, 16) floats).
+void product_add(Unit unit, int64_t m, int64_t n, int64_t k, Left a, const uint16_t* b, int64_t ldb, float alpha,
+                 float* c, int64_t ldc, float* scratch);
+
 // Pairs a k x n matrix given as element (p, j) = src[p * p_stride + j *
 // j_stride] into dst (row length ldb >= n_pad), zero in rows [k, k_pad) and
 // columns [n, n_pad); k_pad even.
@@ -56,5 +80,10 @@ void convert_rows(int64_t m, int64_t n, int64_t n_pad, const float* src, int64_t
 // The transpose: dst[j * ldd + i] = bf16(src[i * lds + j]) for i < m, j < n;
 // 0 for m <= i < m_pad.
 void convert_transposed(int64_t m, int64_t n, int64_t m_pad, const float* src, int64_t lds, uint16_t* dst, int64_t ldd);
+
+// The transpose as a pair-major left operand (pair_major_left(dst, ld)):
+// row j < n of A is column j of src, its depth the m rows of src (zero in
+// [m, m_pad), m_pad even); ld >= n.
+void convert_pair_major(int64_t m, int64_t n, int64_t m_pad, const float* src, int64_t lds, uint16_t* dst, int64_t ld);
 
 }  // namespace pax::cpu::attention_bf16

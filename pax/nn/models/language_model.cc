@@ -123,7 +123,7 @@ void LanguageModel::init_decode_states(const Tree& batch) const {
 
 double LanguageModel::flops_per_token(int64_t seq_length) const {
   const double n = double(count_parameters(*this));
-  return 6.0 * n + 12.0 * double(lm_->num_layers()) * double(lm_->attention_dims()) * double(seq_length);
+  return 6.0 * n + 6.0 * double(lm_->num_layers()) * double(lm_->attention_dims()) * double(seq_length);
 }
 
 double LanguageModel::flops_per_example(const Tree& batch) const {

