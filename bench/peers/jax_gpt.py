@@ -22,7 +22,8 @@ pool (XLA has no thread-count setting of its own); on --device cuda it is ignore
 
 Measured as gpt_step and torch_gpt.py measure: 2 warm-up steps (tracing and compiling
 included), then the mean wall time of --steps steps, the last one waited for; model
-FLOPs per step are 6 N + 12 L d T per token times B T tokens.
+FLOPs per step are 6 N + 6 L d T per token (the causal half of PaLM's attention
+term) times B T tokens.
 """
 import argparse
 import math
@@ -171,7 +172,7 @@ def main():
         seconds = (time.perf_counter() - start) / a.steps
 
     tokens = a.batch * T
-    flops = (6 * n_params + 12 * a.layers * D * T) * tokens
+    flops = (6 * n_params + 6 * a.layers * D * T) * tokens
     where = f"threads={threads}" if a.device == "cpu" else "threads=-"
     print(f"jax {jax.__version__} device={device.device_kind.replace(' ', '_')} {where} sdpa={int(a.sdpa)} "
           f"{a.dtype} params={n_params} ms/step={seconds * 1e3:.1f} tokens/s={tokens / seconds:.0f} "

@@ -16,8 +16,8 @@ autocast's mixed precision: f32 parameters and optimizer, bf16 products, f32 los
 
 The measurement: 2 warm-up steps (3 with --compile), then the mean wall time of
 --steps steps, each ending when its loss reaches the host. Model FLOPs per step are
-PaLM's 6 N + 12 L d T per token times B T tokens (N parameters), as gpt_step counts
-them. The printed line has the fields of gpt_step's line.
+6 N + 6 L d T per token times B T tokens (N parameters; the causal half of PaLM's
+12 L d T attention term), as gpt_step counts them. The printed line has the fields of gpt_step's line.
 
 --sdpa (fused scaled_dot_product_attention) and --compile (torch.compile) need
 torch >= 2. The f32 step runs its products through the BLAS that torch loads; under
@@ -174,7 +174,7 @@ def main():
     seconds = (time.perf_counter() - start) / a.steps
 
     tokens = a.batch * a.seq
-    flops = (6 * n_params + 12 * a.layers * a.d * a.seq) * tokens
+    flops = (6 * n_params + 6 * a.layers * a.d * a.seq) * tokens
     if device.type == "cuda":
         backend = torch.cuda.get_device_name(device).replace(" ", "_")
     else:
