@@ -20,10 +20,9 @@
 // Model FLOPs per token: 6 N + 6 L H Q T, with N the parameters, L layers,
 // H heads of Q dimensions (H Q = d) and T the sequence length; the second
 // term is the causal attention's logits and weighted sum, forward and
-// backward (LanguageModel::flops_per_token; llm.c counts the same). The
-// peer scripts print PaLM's 12 L H Q T, which counts the masked half too:
-// compare ms/step, not their model_GFLOP/s. Per step: tokens = B T times
-// that. MFU divides the achieved model FLOP/s by the theoretical peak
+// backward (LanguageModel::flops_per_token; llm.c and bench/peers count
+// the same; PaLM's 12 L H Q T counts the masked half too). Per step: tokens
+// = B T times that. MFU divides the achieved model FLOP/s by the theoretical peak
 // of pax/train/peak_flops.h for the compute dtype (--peak_flops or
 // PAX_PEAK_FLOPS override it); the measured GEMM rate is printed beside it.
 //

@@ -649,7 +649,9 @@ void attention_backward_f32(const KernelContext& ctx, const AttentionShape& shap
   const int64_t threads = omp_get_max_threads();
   int64_t chunks = 1;
   if (par_c && nb * nk < threads) chunks = std::min(ceil_div(2 * threads, nb * nk), ceil_div(S, kMinChunk));
-  const int64_t chunk = round_up(ceil_div(S, chunks), kAlign);
+  // Chunks start at multiples of 32 keys: the bf16 products read a block's
+  // keys rounded up to 32, which then stay within its own head's padded keys.
+  const int64_t chunk = round_up(ceil_div(S, chunks), attention_bf16::kDepthPad);
   chunks = ceil_div(S, chunk);
 
   // kt for the rows with every key masked (row_terms); vt for f32 products.

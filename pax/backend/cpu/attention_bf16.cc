@@ -87,8 +87,8 @@ void override_unit(Unit u) {
 namespace {
 
 #ifdef PAX_ATTENTION_X86
-void pair_rows(int64_t k, int64_t n, int64_t k_pad, int64_t n_pad, const uint16_t* src, int64_t p_stride, uint16_t* dst,
-               int64_t ldb);  // below, with the AVX-512 code
+PAX_BF16_TARGET void pair_rows(int64_t k, int64_t n, int64_t k_pad, int64_t n_pad, const uint16_t* src,
+                               int64_t p_stride, uint16_t* dst, int64_t ldb);  // below, with the AVX-512 code
 #endif
 
 // pair() where the depth is contiguous (p_stride 1): each pair of depths is

@@ -9,7 +9,7 @@
 // matrix sits at b[(p / 2) * 2 * ldb + 2 * j + p % 2], so that rows p and
 // p + 1 of 16 columns are 64 contiguous bytes (a row of an AMX B tile, or the
 // operand VDPBF16PS takes). The left operand is plain bf16 rows with k
-// contiguous.
+// contiguous, or (product_add on AVX512_BF16) pair-major: see Left.
 #pragma once
 
 #include <cstdint>
@@ -60,8 +60,8 @@ inline Left pair_major_left(const uint16_t* a, int64_t ld) { return {a, 2, 2 * l
 bool takes_pair_major(Unit unit);
 
 // C[i, j] += alpha sum_p A(i, p) B(p, j) for i < m, j < n (nothing else of C
-// written; rows ldc apart), B paired with row length ldb and read up to
-// round_up(n, 16) columns, k a multiple of 32. AVX512_BF16 reads A's rows
+// written; rows ldc apart), B paired with row length ldb (AMX reads its
+// columns up to round_up(n, 16), AVX512_BF16 up to n), k a multiple of 32. AVX512_BF16 reads A's rows
 // below m; AMX (plain rows only) reads round_up(m, 16) rows and uses scratch
 // (round_up(m, 16) x round_up(n, 16) floats).
 void product_add(Unit unit, int64_t m, int64_t n, int64_t k, Left a, const uint16_t* b, int64_t ldb, float alpha,

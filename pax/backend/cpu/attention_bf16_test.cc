@@ -60,7 +60,7 @@ void expect_near(const std::string& what, double want, float got) {
 
 TEST(AttentionBf16, ProductMatchesLoops) {
   const int units = for_each_unit([](Unit unit) {
-    const int64_t m = 48, n = 80, k = 96;
+    const int64_t m = 64, n = 80, k = 96;  // 64 rows: a partial tile of rows last
     const std::vector<float> a = bf16_values(size_t(m * k), 1), b = bf16_values(size_t(k * n), 2);
     std::vector<uint16_t> paired(size_t(k * n));
     pair(k, n, k, n, to_bf16(b).data(), n, 1, paired.data(), n);
@@ -76,37 +76,40 @@ TEST(AttentionBf16, ProductMatchesLoops) {
   if (units == 0) GTEST_SKIP() << "this CPU has no bf16 products";
 }
 
+constexpr uint16_t kNaN = 0x7FC0;  // a bf16 quiet NaN
+
 // C += alpha A B on m x n of a larger C; A is the transpose of an f32 block
 // (as dK and dV take P and dS), given plain (convert_transposed) or
 // pair-major (convert_pair_major) where the unit takes it.
 TEST(AttentionBf16, ProductAddTouchesOnlyItsBlock) {
   const int units = for_each_unit([](Unit unit) {
-    for (const auto& [m, n, depth] : {std::array<int64_t, 3>{37, 19, 45}, {6, 64, 32}, {70, 5, 1}, {1, 33, 64}}) {
+    for (const auto& [m, n, depth] :
+         {std::array<int64_t, 3>{37, 19, 45}, {6, 64, 32}, {70, 5, 1}, {1, 33, 64}, {20, 83, 40}, {9, 128, 64}}) {
       SCOPED_TRACE("m " + std::to_string(m) + " n " + std::to_string(n) + " depth " + std::to_string(depth));
       const int64_t k = round_up(depth, kDepthPad), m16 = round_up(m, kRowsPad), n16 = round_up(n, kRowsPad);
       // src: depth x m f32 rows (lds m + 3); A = src^T rounded to bf16.
       const int64_t lds = m + 3;
       const std::vector<float> src = bf16_values(size_t(depth * lds), 3);
       const std::vector<float> b = bf16_values(size_t(depth * n), 4);
-      std::vector<uint16_t> paired(size_t(k * n16));
+      std::vector<uint16_t> paired(size_t(k * n16), kNaN);
       pair(depth, n, k, n16, to_bf16(b).data(), n, 1, paired.data(), n16);
       // NaN in B's padding columns and A's padding rows: none of it may
       // reach C (AMX computes it into scratch; AVX512_BF16 masks it off).
-      constexpr uint16_t kNaN = 0x7FC0;
       for (int64_t p = 0; p < k; ++p)
         for (int64_t j = n; j < n16; ++j) paired[size_t((p / 2) * 2 * n16 + 2 * j + p % 2)] = kNaN;
       const float alpha = 0.75f;
       const int64_t ldc = n + 5, rows_c = m + 2;
       const std::vector<float> c0 = bf16_values(size_t(rows_c * ldc), 5);
       std::vector<std::pair<std::string, Left>> lefts;
-      std::vector<uint16_t> plain(size_t(m16 * k)), pair_major(size_t(k * round_up(m, kRowsPad)));
+      // NaN before the conversions: the zeros past `depth` must be theirs.
+      // Plain rows past m stay NaN (AMX reads whole tiles of rows); the
+      // pair-major operand has exactly m rows (AVX512_BF16 reads no others).
+      std::vector<uint16_t> plain(size_t(m16 * k), kNaN), pair_major(size_t(k * m), kNaN);
       convert_transposed(depth, m, k, src.data(), lds, plain.data(), k);
-      for (int64_t i = m; i < m16; ++i)  // AMX reads whole tiles of rows
-        for (int64_t p = 0; p < k; ++p) plain[size_t(i * k + p)] = kNaN;
       lefts.push_back({"plain", rows_left(plain.data(), k)});
       if (takes_pair_major(unit)) {
-        convert_pair_major(depth, m, k, src.data(), lds, pair_major.data(), m16);
-        lefts.push_back({"pair-major", pair_major_left(pair_major.data(), m16)});
+        convert_pair_major(depth, m, k, src.data(), lds, pair_major.data(), m);
+        lefts.push_back({"pair-major", pair_major_left(pair_major.data(), m)});
       }
       for (const auto& [name, left] : lefts) {
         std::vector<float> c = c0, scratch(size_t(m16 * n16));
@@ -132,7 +135,7 @@ TEST(AttentionBf16, ProductAddTouchesOnlyItsBlock) {
 // pair()'s definition: element (p, j) at dst[(p / 2) * 2 * ldb + 2 * j + p % 2],
 // zero in rows [k, k_pad) and columns [n, n_pad).
 TEST(AttentionBf16, PairInEveryLayout) {
-  const int64_t k = 7, n = 21, k_pad = 8, n_pad = 32, ldb = 34;
+  const int64_t k = 7, n = 21, k_pad = 10, n_pad = 32, ldb = 35;
   std::vector<uint16_t> src(200);
   for (size_t i = 0; i < src.size(); ++i) src[i] = uint16_t(1000 + i);
   struct Layout {
@@ -148,6 +151,9 @@ TEST(AttentionBf16, PairInEveryLayout) {
         const uint16_t want = p < k && j < n ? src[size_t(p * l.p_stride + j * l.j_stride)] : 0;
         EXPECT_EQ(dst[size_t((p / 2) * 2 * ldb + 2 * j + p % 2)], want) << l.name << ": (" << p << ", " << j << ")";
       }
+    for (int64_t q = 0; q < k_pad / 2; ++q)  // past 2 n_pad: untouched
+      for (int64_t i = 2 * n_pad; i < 2 * ldb; ++i)
+        EXPECT_EQ(dst[size_t(q * 2 * ldb + i)], 0xFFFF) << l.name << ": line " << q << " lane " << i;
   }
 }
 

@@ -278,7 +278,7 @@ TEST(LanguageModel, RepeatStackFlopsAndJsonRoundTrip) {
   };
   auto rebuilt = build<LanguageModel>(Config::from_json(cfg.to_json()));
   EXPECT_TRUE(all_close(loss(*rebuilt, vars), loss(*model, vars), 0, 0));
-  // 6 N + 12 L H T per token.
+  // 6 N + 6 L H T per token (the causal half of PaLM's attention term).
   const double n = double(count_parameters(*model));
   EXPECT_DOUBLE_EQ(model->flops_per_token(4), 6 * n + 6 * 3 * 8 * 4);
   EXPECT_DOUBLE_EQ(model->flops_per_example(batch), 4 * (6 * n + 6 * 3 * 8 * 4));
