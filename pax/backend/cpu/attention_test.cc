@@ -577,6 +577,40 @@ TEST(CpuAttention, Bf16ProductsOnEveryUnit) {
   if (units == 0) GTEST_SKIP() << "this CPU has no bf16 products (AMX-BF16 or AVX512_BF16)";
 }
 
+// Infinite keys in one key/value head: every result of the other head stays
+// finite. The shape splits the backward's 210 keys into two chunks (three
+// threads, two heads), the second starting at key 112: its bf16 products read
+// keys rounded up to 32, which must not run into the next head's keys.
+TEST(CpuAttention, Bf16KeysOfOneHeadDoNotReachAnother) {
+  const int units = for_each_bf16_unit([](Unit) {
+    const ScopedThreads threads(3);
+    const Case c{.B = 1, .T = 40, .S = 210, .N = 2, .K = 2, .H = 16, .seed = 90};
+    Problem p(c);
+    for (int64_t s = 0; s < 16; ++s)
+      for (int64_t h = 0; h < c.H; ++h) p.k[size_t((s * c.K + 1) * c.H + h)] = INFINITY;  // head 1's first keys
+    std::vector<uint16_t> q16 = round_to_bf16(p.q), k16 = round_to_bf16(p.k), v16 = round_to_bf16(p.v);
+    std::vector<uint16_t> dout16 = round_to_bf16(p.dout);
+    const AttentionBf16Operands bf16{q16.data(), k16.data(), v16.data(), dout16.data()};
+    const KernelContext& ctx = host_kernel_context();
+    const size_t q_numel = size_t(c.T * c.N * c.H), kv_numel = size_t(c.S * c.K * c.H);
+    std::vector<float> out(q_numel), lse(size_t(c.N * c.T)), dq(q_numel), dk(kv_numel), dv(kv_numel);
+    attention_forward_f32(ctx, p.shape, p.extras, p.q.data(), p.k.data(), p.v.data(), out.data(), lse.data(), &bf16);
+    attention_backward_f32(ctx, p.shape, p.extras, p.q.data(), p.k.data(), p.v.data(), out.data(), lse.data(),
+                           p.dout.data(), nullptr, dq.data(), dk.data(), dv.data(), nullptr, {}, &bf16);
+    for (int64_t t = 0; t < c.T; ++t)
+      for (int64_t h = 0; h < c.H; ++h) {  // query head 0 reads key/value head 0
+        const size_t i = size_t((t * c.N + 0) * c.H + h);
+        EXPECT_TRUE(std::isfinite(out[i]) && std::isfinite(dq[i])) << "t " << t << " h " << h;
+      }
+    for (int64_t s = 0; s < c.S; ++s)
+      for (int64_t h = 0; h < c.H; ++h) {
+        const size_t i = size_t((s * c.K + 0) * c.H + h);
+        EXPECT_TRUE(std::isfinite(dk[i]) && std::isfinite(dv[i])) << "s " << s << " h " << h;
+      }
+  });
+  if (units == 0) GTEST_SKIP() << "this CPU has no bf16 products (AMX-BF16 or AVX512_BF16)";
+}
+
 // The backward against central differences of the forward's
 // loss = sum(out * w), through every element of q, k, v and the bias, on a
 // case with a causal, masked and fully masked row and grouped heads.
