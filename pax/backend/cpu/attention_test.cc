@@ -15,11 +15,13 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "pax/backend/cpu/attention_bf16.h"
+#include "pax/backend/cpu/attention_hwy.h"
 #include "pax/backend/kernel.h"
 #include "pax/core/dtype.h"
 
@@ -609,6 +611,38 @@ TEST(CpuAttention, Bf16KeysOfOneHeadDoNotReachAnother) {
       }
   });
   if (units == 0) GTEST_SKIP() << "this CPU has no bf16 products (AMX-BF16 or AVX512_BF16)";
+}
+
+// The softmax's exp: within 1 ulp of exp rounded to f32 over the arguments
+// it keeps ([-86.5, 0] and a little above), exactly 0 below them, NaN kept,
+// and the row's sum returned.
+TEST(CpuAttention, ExpRowWithinAnUlp) {
+  const int64_t n = 200003;  // not a multiple of any vector
+  std::vector<float> args(static_cast<size_t>(n)), x;
+  for (int64_t i = 0; i < n; ++i) args[size_t(i)] = -90.0f + 92.0f * float(i) / float(n);
+  x = args;
+  const float sum = attention_detail::exp_row(x.data(), n, 0.0f);
+  double want_sum = 0, worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = args[size_t(i)], got = x[size_t(i)];
+    if (a < -86.5f) {
+      EXPECT_EQ(got, 0.0f) << "exp(" << a << ")";
+      continue;
+    }
+    const auto want = float(std::exp(double(a)));
+    want_sum += double(got);
+    int32_t want_bits = 0, got_bits = 0;
+    std::memcpy(&want_bits, &want, sizeof(want));
+    std::memcpy(&got_bits, &got, sizeof(got));
+    worst = std::max(worst, std::abs(double(got_bits) - double(want_bits)));
+  }
+  EXPECT_LE(worst, 1.0) << "ulps";
+  EXPECT_NEAR(sum, want_sum, 1e-5 * want_sum);
+  float special[3] = {NAN, -INFINITY, 0.0f};
+  attention_detail::exp_row(special, 3, 0.0f);
+  EXPECT_TRUE(std::isnan(special[0]));
+  EXPECT_EQ(special[1], 0.0f);
+  EXPECT_EQ(special[2], 1.0f);
 }
 
 // The backward against central differences of the forward's
