@@ -516,6 +516,7 @@ std::pair<float, float> full_row_stats(const Geometry& g, const float* q, const 
 // (the log-sum-exp's own cotangent: d lse / d x = p, so it joins the row's
 // dot(dout, out) term with the opposite sign) and, for a row with every key
 // masked, the maximum and 1 / sum of its weights (inv_sum 0 for the others).
+// kt is read only for those rows (null when there are none).
 void row_terms(const KernelContext& ctx, const Geometry& g, const float* q, const float* kt, const float* out,
                const float* lse, const float* dout, const float* dlse, float* delta, float* shift, float* inv_sum) {
   const int64_t N = g.sh.q_heads, T = g.sh.q_len, H = g.sh.head_dim;
@@ -654,14 +655,23 @@ void attention_backward_f32(const KernelContext& ctx, const AttentionShape& shap
   const int64_t chunk = round_up(ceil_div(S, chunks), attention_bf16::kDepthPad);
   chunks = ceil_div(S, chunk);
 
-  // kt for the rows with every key masked (row_terms); vt for f32 products.
+  // kt and vt for f32 products; with bf16 products kt only where a row has
+  // every key masked (row_terms recomputes such a row's logits in f32).
   Products pr(g, {}, bf16);
-  std::shared_ptr<Buffer> kv_buffer =
-      ctx.allocate_scratch(size_t((pr.bf16() ? 1 : 2) * B * K * H * g.ldt) * sizeof(float));
-  float* kt = static_cast<float*>(kv_buffer->data());
-  float* vt = pr.bf16() ? nullptr : kt + B * K * H * g.ldt;
-  transpose_keys(g, k, kt);
-  if (vt) transpose_keys(g, v, vt);
+  const int64_t lse_numel = B * shape.q_heads * shape.q_len;
+  const bool masked_rows = std::any_of(lse, lse + lse_numel, [](float l) { return !(l > kMaskedLogit); });
+  const int64_t transposes = pr.bf16() ? (masked_rows ? 1 : 0) : 2;
+  std::shared_ptr<Buffer> kv_buffer;
+  float *kt = nullptr, *vt = nullptr;
+  if (transposes > 0) {
+    kv_buffer = ctx.allocate_scratch(size_t(transposes * B * K * H * g.ldt) * sizeof(float));
+    kt = static_cast<float*>(kv_buffer->data());
+    transpose_keys(g, k, kt);
+  }
+  if (transposes > 1) {
+    vt = kt + B * K * H * g.ldt;
+    transpose_keys(g, v, vt);
+  }
   pr = Products(g, {q, k, kt, v, vt, dout}, bf16);
   const int64_t products_scratch = pr.prepare(ctx, true);
   std::shared_ptr<Buffer> dq_buffer;
