@@ -499,6 +499,10 @@ struct BackwardArgs {
   int64_t chunk;            // keys per chunk
 };
 
+// Whether a row's log-sum-exp says every key of it was masked (NaN counts:
+// such a row's terms are recomputed from its logits).
+bool every_key_masked(float lse) { return !(lse > kMaskedLogit); }
+
 // The maximum and the sum of exp(x - maximum) over all S logits of row t of
 // (b, n), for a row whose lse cannot give them. `x` holds S floats.
 std::pair<float, float> full_row_stats(const Geometry& g, const float* q, const float* kt, int64_t b, int64_t n,
@@ -531,7 +535,7 @@ void row_terms(const KernelContext& ctx, const Geometry& g, const float* q, cons
       inv_sum[i] = 0.0f;
       if (t >= g.rows_of(b)) continue;
       delta[i] = dot(dout + g.q_offset(b, t, n), out + g.q_offset(b, t, n), H) - (dlse ? dlse[i] : 0.0f);
-      if (lse[i] > kMaskedLogit) continue;
+      if (!every_key_masked(lse[i])) continue;
       const auto [m, l] = full_row_stats(g, q, kt, b, n, t, x);
       shift[i] = m;
       inv_sum[i] = 1.0f / l;
@@ -659,7 +663,7 @@ void attention_backward_f32(const KernelContext& ctx, const AttentionShape& shap
   // every key masked (row_terms recomputes such a row's logits in f32).
   Products pr(g, {}, bf16);
   const int64_t lse_numel = B * shape.q_heads * shape.q_len;
-  const bool masked_rows = std::any_of(lse, lse + lse_numel, [](float l) { return !(l > kMaskedLogit); });
+  const bool masked_rows = pr.bf16() && std::any_of(lse, lse + lse_numel, every_key_masked);
   const int64_t transposes = pr.bf16() ? (masked_rows ? 1 : 0) : 2;
   std::shared_ptr<Buffer> kv_buffer;
   float *kt = nullptr, *vt = nullptr;

@@ -138,6 +138,9 @@ namespace {
 
 constexpr int kRows = 6, kVecs = 4, kLanes = 16;
 
+// The first min(count, 16) lanes of a vector (count >= 0).
+__mmask16 first_lanes(int64_t count) { return count >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1u); }
+
 // ---- AVX512_BF16
 
 // Every loop over rows and column vectors is unrolled before GCC decides
@@ -200,7 +203,7 @@ void product_avx512(int64_t m, int64_t n, int64_t k, Left a, const uint16_t* b, 
   for (int64_t j0 = 0; j0 < n; j0 += panel) {
     const int64_t width = std::min(panel, n - j0);
     const int64_t vecs = (width + kLanes - 1) / kLanes, tail = width - (vecs - 1) * kLanes;
-    const auto last = __mmask16((1u << tail) - 1u);
+    const __mmask16 last = first_lanes(tail);
     for (int64_t i0 = 0; i0 < m; i0 += kRows) {
       const int rows = int(std::min<int64_t>(kRows, m - i0));
       const Left ai{a.a + i0 * a.row_step, a.row_step, a.pair_step};
@@ -214,7 +217,7 @@ PAX_BF16_TARGET void add_scaled(int64_t m, int64_t n, float alpha, const float* 
   const __m512 scale = _mm512_set1_ps(alpha);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; j += kLanes) {
-      const auto lanes = __mmask16(n - j >= kLanes ? 0xFFFFu : (1u << (n - j)) - 1u);
+      const __mmask16 lanes = first_lanes(n - j);
       const __m512 sum = _mm512_fmadd_ps(scale, _mm512_maskz_loadu_ps(lanes, x + i * ldx + j),
                                          _mm512_maskz_loadu_ps(lanes, c + i * ldc + j));
       _mm512_mask_storeu_ps(c + i * ldc + j, lanes, sum);
@@ -333,7 +336,7 @@ PAX_BF16_TARGET void convert_transposed(int64_t m, int64_t n, int64_t m_pad, con
     const int64_t mi = std::min<int64_t>(kLanes, m - i0);
     for (int64_t j0 = 0; j0 < n; j0 += kLanes) {
       const int64_t nj = std::min<int64_t>(kLanes, n - j0);
-      const auto cols = __mmask16((1u << nj) - 1u);
+      const __mmask16 cols = first_lanes(nj);
       for (int64_t i = 0; i < mi; ++i) {
         const __m512 v = _mm512_maskz_loadu_ps(cols, src + (i0 + i) * lds + j0);
         _mm256_store_si256(reinterpret_cast<__m256i*>(block[i]), (__m256i)_mm512_cvtneps_pbh(v));
@@ -377,7 +380,7 @@ PAX_BF16_TARGET void convert_pair_major(int64_t m, int64_t n, int64_t m_pad, con
     const int64_t r0 = 2 * q, r1 = 2 * q + 1;
     uint16_t* out = dst + q * 2 * ld;
     for (int64_t j = 0; j < n; j += kLanes) {
-      const auto cols = __mmask16(n - j >= kLanes ? 0xFFFFu : (1u << (n - j)) - 1u);
+      const __mmask16 cols = first_lanes(n - j);
       const __m512 even = r0 < m ? _mm512_maskz_loadu_ps(cols, src + r0 * lds + j) : _mm512_setzero_ps();
       const __m512 odd = r1 < m ? _mm512_maskz_loadu_ps(cols, src + r1 * lds + j) : _mm512_setzero_ps();
       const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even);  // even in lanes 0-15
@@ -395,8 +398,7 @@ PAX_BF16_TARGET void pair_rows(int64_t k, int64_t n, int64_t k_pad, int64_t n_pa
   for (int64_t p = 0; p < k_pad; p += 2) {
     uint16_t* out = dst + (p / 2) * 2 * ldb;
     for (int64_t j = 0; j < n_pad; j += kLanes) {
-      const int64_t valid = std::clamp<int64_t>(n - j, 0, kLanes);
-      const auto cols = __mmask32((1u << valid) - 1u);  // lanes 0-15 of a row
+      const __mmask32 cols = first_lanes(std::max<int64_t>(n - j, 0));  // of lanes 0-15: a row
       const __m512i even = p < k ? _mm512_maskz_loadu_epi16(cols, src + p * p_stride + j) : _mm512_setzero_si512();
       const __m512i odd = p + 1 < k ? _mm512_maskz_loadu_epi16(cols, src + (p + 1) * p_stride + j)
                                     : _mm512_setzero_si512();
