@@ -16,18 +16,21 @@
 // key is found once per call). They are masked, so they weigh nothing
 // unless a row's every logit is masked: such a row (detected by its maximum
 // not exceeding kMaskedLogit) adds the skipped keys' values with weight
-// exp(0) = 1 each, as the full softmax over S would.
+// exp(0) = 1 each, as the full softmax over S would. The same holds within
+// a block, per strip of 16 rows: a key block that a strip sees only in part
+// (it crosses the causal diagonal, or a mask's edge) is computed strip by
+// strip, each strip only up to the last key one of its rows may see.
 //
 // Backward (FlashAttention-2): the block's probabilities are recomputed from
 // the forward's lse, P = exp(x - lse), dS = P * (dO V^T - rowsum(dO * O))
 // where unmasked, and dQ = scale dS K, dK += scale dS^T Q, dV += P^T dO,
-// dbias += dS. Tasks are (example, kv head, key chunk); each passes over its
-// chunk in key blocks and, per key block, over the query heads of its group
-// and the query blocks, so that each owns its rows of dK and dV (no races, a
-// fixed summation order). When the examples and kv heads are fewer than the
-// threads, the keys are split into chunks that run in parallel, each chunk's
-// dQ going to a buffer of its own summed at the end. A dimension over which
-// the bias broadcasts (so that tasks along it would add into the same dbias
+// dbias += dS. Row strips as in the forward (of 32 rows with bf16 products,
+// whose depth dK and dV pad to 32): P, dS and dQ per strip, and dK and dV
+// per range of keys with only the strips from the first that sees them. Tasks are (example, kv head, key chunk); each
+// passes over its chunk in key blocks and, per key block, over the query heads of its group and the query blocks, so
+// that each owns its rows of dK and dV (no races, a fixed summation order). When the examples and kv heads are fewer
+// than the threads, the keys are split into chunks that run in parallel, each chunk's dQ going to a buffer of its own
+// summed at the end. A dimension over which the bias broadcasts (so that tasks along it would add into the same dbias
 // entries) is looped inside the tasks instead. Each row's rowsum(dO * O)
 // is found once before the tasks. A row whose lse does not exceed
 // kMaskedLogit (every key masked: its lse is kMaskedLogit + log(S) rounded)
@@ -237,12 +240,6 @@ void fill_zero(float* x, int64_t n) {
                [&](int64_t begin, int64_t end) { std::memset(x + begin, 0, size_t(end - begin) * sizeof(float)); });
 }
 
-float dot(const float* a, const float* b, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
 // Orders n items so that consecutive pairs sum to about the same work when
 // the work grows (or shrinks) linearly with the index, as causal blocks and
 // chunks do: 0, n-1, 1, n-2, ... Contiguous ranges of tasks per thread
@@ -271,6 +268,9 @@ class Products {
     if (unit_ != Unit::none) b16_ = bf16;
   }
   bool bf16() const { return b16_ != nullptr; }
+  // Query rows of the backward's row strips: the bf16 products pad the
+  // depth of dK's and dV's to 32 rows, which a strip then fills.
+  int64_t depth_rows() const { return b16_ ? kDepth : 16; }
   const F32& f32() const { return f_; }
 
   // Pairs the bf16 operands (forward: q, k, v; backward: also dout), in
@@ -416,6 +416,33 @@ class Products {
   uint16_t *q_by_t_ = nullptr, *dout_by_t_ = nullptr;
 };
 
+// The row strips of a query block's rows [t0, t0 + rows): strip k holds
+// rows [k * size, (k + 1) * size) of it and sees keys [0, visible[k]) only
+// (the keys any of its rows may attend to). A key block that some strip sees
+// only in part (the causal diagonal, a mask's edge) is computed strip by
+// strip, each up to its own last key, instead of whole: at the diagonal
+// that skips most of the masked half a whole block would compute.
+struct Strips {
+  static constexpr int64_t kMax = kBlockRows / 16;
+  int64_t size = 16, count = 0;
+  int64_t visible[kMax] = {};
+
+  Strips(const Geometry& g, int64_t strip_rows, int64_t b, int64_t n, int64_t t0, int64_t rows)
+      : size(strip_rows), count(ceil_div(rows, strip_rows)) {
+    for (int64_t k = 0; k < count; ++k)
+      visible[k] = g.visible(b, n, t0 + k * size, t0 + std::min(rows, (k + 1) * size));
+  }
+  int64_t rows(int64_t k, int64_t block_rows) const { return std::min(size, block_rows - k * size); }
+  // Keys of the block [s0, s0 + w) strip k computes.
+  int64_t width(int64_t k, int64_t s0, int64_t w) const { return std::clamp<int64_t>(visible[k] - s0, 0, w); }
+  // Whether a strip sees only part of the block [s0, s0 + w).
+  bool cut(int64_t s0, int64_t w) const {
+    for (int64_t k = 0; k < count; ++k)
+      if (width(k, s0, w) < w) return true;
+    return false;
+  }
+};
+
 // The forward of one (example b, query head n, query block); x holds
 // block x kKeyBlock logits, rows ldx apart.
 void forward_block(const Geometry& g, const Products& pr, int64_t b, int64_t n, int64_t qb, const float* v, float* out,
@@ -429,7 +456,8 @@ void forward_block(const Geometry& g, const Products& pr, int64_t b, int64_t n, 
   }
   const int64_t rows = t_end - t0;
   if (rows == 0) return;
-  const int64_t sv = g.visible(b, n, t0, t_end), skipped = S - sv;
+  const int64_t sv = g.visible(b, n, t0, t_end);
+  const Strips strips(g, 16, b, n, t0, rows);
   const float* v0 = v + g.kv_offset(b, 0, kh);
   float* o0 = out + g.q_offset(b, t0, n);
   // Per row: the running maximum of its logits and sum of their weights.
@@ -438,35 +466,43 @@ void forward_block(const Geometry& g, const Products& pr, int64_t b, int64_t n, 
   std::fill(sums, sums + rows, 0.0f);
   for (int64_t s0 = 0; s0 < sv; s0 += kKeyBlock) {
     const int64_t w = std::min(kKeyBlock, sv - s0);
-    pr.scores(b, n, t0, rows, s0, w, x, ldx, scratch);
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t t = t0 + i;
-      float* xi = x + i * ldx;
-      const float* bias = g.bias_row(b, n, t);
-      const uint8_t* mask = g.mask_block(b, n, t, s0, w);
-      if (bias) bias += s0 * g.ex.bias_strides[3];
-      const int64_t valid = std::clamp<int64_t>(g.row_limit(t, sv) - s0, 0, w);
-      const float m = std::max(maxes[i], ad::logits_row(xi, w, valid, g.sh.scale, g.sh.logit_cap, nullptr, bias,
-                                                        g.ex.bias_strides[3], mask, g.ex.mask_strides[3]));
-      if (m > maxes[i] && sums[i] > 0.0f) {  // earlier weights shrink by exp(old - new)
-        const float factor = std::exp(maxes[i] - m);
-        sums[i] *= factor;
-        float* oi = o0 + i * g.q_row;
-        for (int64_t h = 0; h < H; ++h) oi[h] *= factor;
+    const bool whole = !strips.cut(s0, w);
+    for (int64_t k = 0; k < (whole ? 1 : strips.count); ++k) {
+      const int64_t r0 = whole ? 0 : k * strips.size, nr = whole ? rows : strips.rows(k, rows);
+      const int64_t ws = whole ? w : strips.width(k, s0, w);
+      if (ws == 0) continue;
+      float* xs = x + r0 * ldx;
+      pr.scores(b, n, t0 + r0, nr, s0, ws, xs, ldx, scratch);
+      for (int64_t i = r0; i < r0 + nr; ++i) {
+        const int64_t t = t0 + i;
+        float* xi = x + i * ldx;
+        const float* bias = g.bias_row(b, n, t);
+        const uint8_t* mask = g.mask_block(b, n, t, s0, ws);
+        if (bias) bias += s0 * g.ex.bias_strides[3];
+        const int64_t valid = std::clamp<int64_t>(g.row_limit(t, strips.visible[i / strips.size]) - s0, 0, ws);
+        const float m = std::max(maxes[i], ad::logits_row(xi, ws, valid, g.sh.scale, g.sh.logit_cap, nullptr, bias,
+                                                          g.ex.bias_strides[3], mask, g.ex.mask_strides[3]));
+        if (m > maxes[i] && sums[i] > 0.0f) {  // earlier weights shrink by exp(old - new)
+          const float factor = std::exp(maxes[i] - m);
+          sums[i] *= factor;
+          float* oi = o0 + i * g.q_row;
+          for (int64_t h = 0; h < H; ++h) oi[h] *= factor;
+        }
+        maxes[i] = m;
+        sums[i] += ad::exp_row(xi, ws, m);
       }
-      maxes[i] = m;
-      sums[i] += ad::exp_row(xi, w, m);
+      pr.add_times_rows(false, b, n, nr, s0, ws, 1.0f, xs, ldx, o0 + r0 * g.q_row, g.q_row, scratch);
     }
-    pr.add_times_rows(false, b, n, rows, s0, w, 1.0f, x, ldx, o0, g.q_row, scratch);
   }
   for (int64_t i = 0; i < rows; ++i) {
     float* oi = o0 + i * g.q_row;
-    if (!(maxes[i] > kMaskedLogit) && skipped > 0) {
+    const int64_t seen = strips.visible[i / strips.size];  // the row's strip computed keys [0, seen)
+    if (!(maxes[i] > kMaskedLogit) && seen < S) {
       // Every logit masked: the maximum over all S is kMaskedLogit, and each
-      // skipped key weighs exp(0) = 1.
+      // key not computed weighs exp(0) = 1.
       maxes[i] = kMaskedLogit;
-      sums[i] += float(skipped);
-      for (int64_t s = sv; s < S; ++s) {
+      sums[i] += float(S - seen);
+      for (int64_t s = seen; s < S; ++s) {
         const float* vs = v0 + s * g.kv_row;
         for (int64_t h = 0; h < H; ++h) oi[h] += vs[h];
       }
@@ -534,7 +570,7 @@ void row_terms(const KernelContext& ctx, const Geometry& g, const float* q, cons
       shift[i] = lse[i];
       inv_sum[i] = 0.0f;
       if (t >= g.rows_of(b)) continue;
-      delta[i] = dot(dout + g.q_offset(b, t, n), out + g.q_offset(b, t, n), H) - (dlse ? dlse[i] : 0.0f);
+      delta[i] = ad::dot(dout + g.q_offset(b, t, n), out + g.q_offset(b, t, n), H) - (dlse ? dlse[i] : 0.0f);
       if (!every_key_masked(lse[i])) continue;
       const auto [m, l] = full_row_stats(g, q, kt, b, n, t, x);
       shift[i] = m;
@@ -543,15 +579,63 @@ void row_terms(const KernelContext& ctx, const Geometry& g, const float* q, cons
   });
 }
 
+// The rows [r0, r0 + nr) of a query block's P and dS against keys [s0, s0 +
+// ws) of a key block ending at s1 (P recomputed from lse, dS = P * (dP -
+// delta)), each row past ws zeroed up to w; its rows' part of dbias; and, for
+// a row with every key masked, the weight of the keys past ws (exp(0) / sum
+// each) on dV.
+void backward_rows(const Geometry& g, const Products& pr, const BackwardArgs& a, int64_t b, int64_t n, int64_t t0,
+                   int64_t r0, int64_t nr, int64_t seen, int64_t s0, int64_t s1, int64_t ws, int64_t w, float* p,
+                   float* ds, float* slope, int64_t ldw, float* scratch) {
+  const int64_t H = g.sh.head_dim, kh = n / g.group;
+  const auto& dbs = a.dbias_strides;
+  if (ws > 0) {
+    pr.scores(b, n, t0 + r0, nr, s0, ws, p + r0 * ldw, ldw, scratch);
+    pr.dprobs(b, n, t0 + r0, nr, s0, ws, ds + r0 * ldw, ldw, scratch);
+  }
+  for (int64_t i = r0; i < r0 + nr; ++i) {
+    const int64_t t = t0 + i, r = g.lse_offset(b, n, t);
+    float* pi = p + i * ldw;
+    float* dsi = ds + i * ldw;
+    std::fill(pi + ws, pi + w, 0.0f);
+    std::fill(dsi + ws, dsi + w, 0.0f);
+    const float inv_sum = a.inv_sum[r];
+    const bool all_masked = inv_sum > 0.0f;
+    if (all_masked) {
+      // Keys of this block past ws: masked, each of weight exp(0) / sum.
+      const float* doi = pr.f32().dout + g.q_offset(b, t, n);
+      for (int64_t s = s0 + ws; s < s1; ++s) {
+        float* dvs = a.dv + g.kv_offset(b, s, kh);
+        for (int64_t h = 0; h < H; ++h) dvs[h] += inv_sum * doi[h];
+      }
+    }
+    if (ws == 0) continue;
+    const int64_t limit = std::clamp<int64_t>(g.row_limit(t, seen) - s0, 0, ws);
+    const float* bias = g.bias_row(b, n, t);
+    const uint8_t* mask = g.mask_block(b, n, t, s0, ws);
+    if (bias) bias += s0 * g.ex.bias_strides[3];
+    ad::logits_row(pi, ws, limit, g.sh.scale, g.sh.logit_cap, slope, bias, g.ex.bias_strides[3], mask,
+                   g.ex.mask_strides[3]);
+    ad::exp_row(pi, ws, a.shift[r]);
+    if (all_masked)
+      for (int64_t s = 0; s < ws; ++s) pi[s] *= inv_sum;
+    ad::dlogits_row(dsi, pi, ws, limit, a.delta[r], mask, g.ex.mask_strides[3]);
+    if (a.dbias) add_dbias_row(a.dbias + b * dbs[0] + n * dbs[1] + t * dbs[2] + s0 * dbs[3], dbs[3], dsi, ws);
+    if (g.sh.logit_cap > 0.0f)  // q and k see the logits before the cap: dx = dc * c'
+      for (int64_t s = 0; s < limit; ++s) dsi[s] *= slope[s];
+  }
+}
+
 // The backward of one (example b, kv head kh, key chunk c): every query
 // head of the group and every query block against keys [c0, c1), in blocks
-// of kKeyBlock keys.
+// of kKeyBlock keys. A block that a row strip sees only in part has P, dS
+// and dQ computed per strip, and dK and dV per range of keys with only the
+// strips that see them.
 void backward_task(const Geometry& g, const Products& pr, const BackwardArgs& a, int64_t b, int64_t kh, int64_t c,
                    float* p, float* ds, float* slope, int64_t ldw, float* scratch) {
-  const int64_t S = g.sh.kv_len, H = g.sh.head_dim;
+  const int64_t S = g.sh.kv_len;
   const int64_t c0 = c * a.chunk, c1 = std::min(S, c0 + a.chunk);
   const int64_t q_rows = g.rows_of(b);
-  const auto& dbs = a.dbias_strides;
   float* dq = a.dq_chunks[c];
   for (int64_t s0 = c0; s0 < c1; s0 += kKeyBlock) {
     const int64_t s1 = std::min(c1, s0 + kKeyBlock);
@@ -560,47 +644,40 @@ void backward_task(const Geometry& g, const Products& pr, const BackwardArgs& a,
     for (int64_t n = kh * g.group; n < (kh + 1) * g.group; ++n) {
       for (int64_t t0 = 0; t0 < q_rows; t0 += g.block) {
         const int64_t rows = std::min(g.block, q_rows - t0);
+        const Strips strips(g, pr.depth_rows(), b, n, t0, rows);
         const int64_t sv = g.visible(b, n, t0, t0 + rows);
         const int64_t w = std::max<int64_t>(0, std::min(s1, sv) - s0);
-        const float* do0 = pr.f32().dout + g.q_offset(b, t0, n);
-        if (w > 0) {
-          pr.scores(b, n, t0, rows, s0, w, p, ldw, scratch);
-          pr.dprobs(b, n, t0, rows, s0, w, ds, ldw, scratch);
-        }
-        for (int64_t i = 0; i < rows; ++i) {
-          const int64_t t = t0 + i, r = g.lse_offset(b, n, t);
-          const float inv_sum = a.inv_sum[r];
-          const bool all_masked = inv_sum > 0.0f;
-          if (w == 0 && !all_masked) continue;
-          if (all_masked) {
-            // Skipped keys of this block: masked, each of weight exp(0) / sum.
-            const float* doi = do0 + i * g.q_row;
-            for (int64_t s = std::max(s0, sv); s < s1; ++s) {
-              float* dvs = a.dv + g.kv_offset(b, s, kh);
-              for (int64_t h = 0; h < H; ++h) dvs[h] += inv_sum * doi[h];
-            }
-          }
+        float* dq0 = dq + g.q_offset(b, t0, n);
+        if (!strips.cut(s0, w)) {
+          backward_rows(g, pr, a, b, n, t0, 0, rows, sv, s0, s1, w, w, p, ds, slope, ldw, scratch);
           if (w == 0) continue;
-          const int64_t limit = std::clamp<int64_t>(g.row_limit(t, sv) - s0, 0, w);
-          float* pi = p + i * ldw;
-          float* dsi = ds + i * ldw;
-          const float* bias = g.bias_row(b, n, t);
-          const uint8_t* mask = g.mask_block(b, n, t, s0, w);
-          if (bias) bias += s0 * g.ex.bias_strides[3];
-          ad::logits_row(pi, w, limit, g.sh.scale, g.sh.logit_cap, slope, bias, g.ex.bias_strides[3], mask,
-                         g.ex.mask_strides[3]);
-          ad::exp_row(pi, w, a.shift[r]);
-          if (all_masked)
-            for (int64_t s = 0; s < w; ++s) pi[s] *= inv_sum;
-          ad::dlogits_row(dsi, pi, w, limit, a.delta[r], mask, g.ex.mask_strides[3]);
-          if (a.dbias) add_dbias_row(a.dbias + b * dbs[0] + n * dbs[1] + t * dbs[2] + s0 * dbs[3], dbs[3], dsi, w);
-          if (g.sh.logit_cap > 0.0f)  // q and k see the logits before the cap: dx = dc * c'
-            for (int64_t s = 0; s < limit; ++s) dsi[s] *= slope[s];
+          pr.add_transposed_times(false, b, n, t0, rows, w, 1.0f, p, ldw, dv0, scratch);
+          pr.add_transposed_times(true, b, n, t0, rows, w, g.sh.scale, ds, ldw, dk0, scratch);
+          pr.add_times_rows(true, b, n, rows, s0, w, g.sh.scale, ds, ldw, dq0, g.q_row, scratch);
+          continue;
         }
-        if (w == 0) continue;
-        pr.add_transposed_times(false, b, n, t0, rows, w, 1.0f, p, ldw, dv0, scratch);
-        pr.add_transposed_times(true, b, n, t0, rows, w, g.sh.scale, ds, ldw, dk0, scratch);
-        pr.add_times_rows(true, b, n, rows, s0, w, g.sh.scale, ds, ldw, dq + g.q_offset(b, t0, n), g.q_row, scratch);
+        for (int64_t k = 0; k < strips.count; ++k) {
+          const int64_t r0 = k * strips.size, nr = strips.rows(k, rows), ws = strips.width(k, s0, w);
+          backward_rows(g, pr, a, b, n, t0, r0, nr, strips.visible[k], s0, s1, ws, w, p, ds, slope, ldw, scratch);
+          if (ws > 0)
+            pr.add_times_rows(true, b, n, nr, s0, ws, g.sh.scale, ds + r0 * ldw, ldw, dq0 + r0 * g.q_row, g.q_row,
+                              scratch);
+        }
+        // Keys [lo, hi) are seen by no strip before `first`: their dK and dV
+        // sum over the rows from that strip on (later strips that do not see
+        // them add zeros).
+        for (int64_t lo = 0; lo < w;) {
+          int64_t first = 0;
+          while (first < strips.count && strips.width(first, s0, w) <= lo) ++first;
+          if (first == strips.count) break;
+          const int64_t hi = strips.width(first, s0, w), r0 = first * strips.size;
+          const int64_t off = r0 * ldw + lo;
+          pr.add_transposed_times(false, b, n, t0 + r0, rows - r0, hi - lo, 1.0f, p + off, ldw, dv0 + lo * g.kv_row,
+                                  scratch);
+          pr.add_transposed_times(true, b, n, t0 + r0, rows - r0, hi - lo, g.sh.scale, ds + off, ldw,
+                                  dk0 + lo * g.kv_row, scratch);
+          lo = hi;
+        }
       }
     }
   }

@@ -4,8 +4,8 @@
 //   registers, each accumulating over the whole depth: per step, one vector
 //   load of B per column vector and one broadcast of A per row. The last
 //   column vector of a ragged tile is read and written through a lane mask;
-//   a short last row tile recomputes its last row in the unused registers
-//   rather than needing a kernel per height.
+//   a short last row tile has a kernel of its own height (one per height and
+//   width), so that no row is computed twice.
 // - Row operations: whole vectors through Highway (mask bytes widened to
 //   lanes), the last partial vector through a lane mask (exp) or a scalar
 //   loop (where it reads strided or byte operands).
@@ -46,25 +46,24 @@ constexpr float kExpArgMin = -86.5f;
 // maximum or their log-sum-exp) the exponent would overflow.
 constexpr float kExpArgMax = 80.0f;
 
-// One tile of C: `rows` (<= kRows) rows by kNV vectors of columns, the last
-// of them holding `tail` columns when kTail.
-template <size_t kNV, bool kTail>
-HWY_NOINLINE void Tile(size_t rows, size_t tail, int64_t k, float alpha, const float* HWY_RESTRICT a, int64_t a_row,
-                       int64_t a_col, const float* HWY_RESTRICT b, int64_t ldb, float* HWY_RESTRICT c, int64_t ldc,
-                       bool accumulate) {
+// One tile of C: kR (<= kRows) rows by kNV vectors of columns, the last of
+// them holding `tail` columns when kTail.
+template <size_t kR, size_t kNV, bool kTail>
+HWY_NOINLINE void Tile(size_t tail, int64_t k, float alpha, const float* HWY_RESTRICT a, int64_t a_row, int64_t a_col,
+                       const float* HWY_RESTRICT b, int64_t ldb, float* HWY_RESTRICT c, int64_t ldc, bool accumulate) {
   const D d;
   const size_t lanes = hn::Lanes(d);
-  const float* ar[kRows];
-  for (size_t r = 0; r < kRows; ++r) ar[r] = a + int64_t(std::min(r, rows - 1)) * a_row;
-  V acc[kRows][kNV];
-  for (size_t r = 0; r < kRows; ++r)
+  const float* ar[kR];
+  for (size_t r = 0; r < kR; ++r) ar[r] = a + int64_t(r) * a_row;
+  V acc[kR][kNV];
+  for (size_t r = 0; r < kR; ++r)
     for (size_t j = 0; j < kNV; ++j) acc[r][j] = hn::Zero(d);
   const auto last = hn::FirstN(d, kTail ? tail : lanes);
   for (int64_t p = 0; p < k; ++p) {
     V bv[kNV];
     for (size_t j = 0; j < kNV; ++j)
       bv[j] = (kTail && j + 1 == kNV) ? hn::MaskedLoad(last, d, b + j * lanes) : hn::LoadU(d, b + j * lanes);
-    for (size_t r = 0; r < kRows; ++r) {
+    for (size_t r = 0; r < kR; ++r) {
       const V av = hn::Set(d, *ar[r]);
       ar[r] += a_col;
       for (size_t j = 0; j < kNV; ++j) acc[r][j] = hn::MulAdd(av, bv[j], acc[r][j]);
@@ -72,7 +71,7 @@ HWY_NOINLINE void Tile(size_t rows, size_t tail, int64_t k, float alpha, const f
     b += ldb;
   }
   const V valpha = hn::Set(d, alpha);
-  for (size_t r = 0; r < rows; ++r) {
+  for (size_t r = 0; r < kR; ++r) {
     for (size_t j = 0; j < kNV; ++j) {
       float* cp = c + int64_t(r) * ldc + int64_t(j * lanes);
       V v = hn::Mul(acc[r][j], valpha);
@@ -87,16 +86,20 @@ HWY_NOINLINE void Tile(size_t rows, size_t tail, int64_t k, float alpha, const f
   }
 }
 
-using TileFn = void (*)(size_t, size_t, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t, float*,
-                        int64_t, bool);
+using TileFn = void (*)(size_t, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t,
+                        bool);
 
-template <size_t kNV>
-TileFn PickTile(size_t vecs, bool tail) {
-  if constexpr (kNV == 0) {
+// The tile of `rows` rows (1 to kR) by `vecs` vectors (1 to kNV).
+template <size_t kR, size_t kNV>
+TileFn PickTile(size_t rows, size_t vecs, bool tail) {
+  if constexpr (kR == 0 || kNV == 0) {
     return nullptr;
+  } else if (rows < kR) {
+    return PickTile<kR - 1, kNV>(rows, vecs, tail);
+  } else if (vecs < kNV) {
+    return PickTile<kR, kNV - 1>(rows, vecs, tail);
   } else {
-    if (vecs == kNV) return tail ? &Tile<kNV, true> : &Tile<kNV, false>;
-    return PickTile<kNV - 1>(vecs, tail);
+    return tail ? &Tile<kR, kNV, true> : &Tile<kR, kNV, false>;
   }
 }
 
@@ -110,10 +113,11 @@ void Gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t 
     const int64_t width = std::min(panel, n - j0);
     const size_t vecs = size_t((width + lanes - 1) / lanes);
     const size_t tail = size_t(width - int64_t(vecs - 1) * lanes);
-    const TileFn tile = PickTile<kVecs>(vecs, tail != size_t(lanes));
+    const TileFn full = PickTile<kRows, kVecs>(kRows, vecs, tail != size_t(lanes));
     for (int64_t i0 = 0; i0 < m; i0 += int64_t(kRows)) {
       const size_t rows = size_t(std::min<int64_t>(int64_t(kRows), m - i0));
-      tile(rows, tail, k, alpha, a + i0 * a_row, a_row, a_col, b + j0, ldb, c + i0 * ldc + j0, ldc, accumulate);
+      const TileFn tile = rows == kRows ? full : PickTile<kRows, kVecs>(rows, vecs, tail != size_t(lanes));
+      tile(tail, k, alpha, a + i0 * a_row, a_row, a_col, b + j0, ldb, c + i0 * ldc + j0, ldc, accumulate);
     }
   }
 }
@@ -177,11 +181,15 @@ float LogitsRow(float* HWY_RESTRICT x, int64_t n, int64_t valid, float scale, fl
 // exp(arg) for arguments in [kExpArgMin, kExpArgMax], 0 below, NaN kept.
 // Highway's Exp (its range reduction and polynomial, so the same accuracy)
 // with one power of two instead of two and the rounding done by a shifter
-// whose bits carry n: about two thirds of its instructions.
+// whose bits carry n: about two thirds of its instructions. AVX-512 scales
+// by 2^n in one instruction (VSCALEFPS), which also carries NaN through.
 HWY_INLINE V ExpOrZero(D d, V arg) {
-  const hn::RebindToSigned<D> di;
   const V lo = hn::Set(d, kExpArgMin);
+#if HWY_TARGET <= HWY_AVX3
+  const V x = hn::Max(lo, arg);  // NaN stays (the second operand is returned)
+#else
   const V x = hn::Min(hn::Max(lo, arg), hn::Set(d, kExpArgMax));
+#endif
   // t = 1.5 * 2^23 + round(x / ln 2): n sits in t's low mantissa bits.
   const V shifter = hn::Set(d, 12582912.0f);
   const V t = hn::MulAdd(x, hn::Set(d, 1.44269504088896341f), shifter);
@@ -196,10 +204,16 @@ HWY_INLINE V ExpOrZero(D d, V arg) {
   const V p45 = hn::MulAdd(hn::Set(d, 0.000198527617612853646278381f), r, hn::Set(d, 0.00139304355252534151077271f));
   const V poly = hn::MulAdd(hn::MulAdd(p45, r2, p23), r2, p01);
   const V e_r = hn::Add(hn::MulAdd(poly, r2, r), hn::Set(d, 1.0f));
+#if HWY_TARGET <= HWY_AVX3
+  const V y{_mm512_scalef_ps(e_r.raw, n.raw)};
+  return hn::IfThenZeroElse(hn::Lt(arg, lo), y);
+#else
   // e_r * 2^n: n added to e_r's exponent field (t's bits shifted by 23 are
   // n << 23; the result stays normal for n >= -125).
+  const hn::RebindToSigned<D> di;
   const V y = hn::BitCast(d, hn::Add(hn::BitCast(di, e_r), hn::ShiftLeft<23>(hn::BitCast(di, t))));
   return hn::IfThenElse(hn::Eq(arg, arg), hn::IfThenZeroElse(hn::Lt(arg, lo), y), arg);
+#endif
 }
 
 float ExpRow(float* HWY_RESTRICT x, int64_t n, float shift) {
@@ -220,6 +234,22 @@ float ExpRow(float* HWY_RESTRICT x, int64_t n, float shift) {
     sum = hn::Add(sum, y);
   }
   return hn::GetLane(hn::SumOfLanes(d, sum));
+}
+
+float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t n) {
+  const D d;
+  const int64_t lanes = int64_t(hn::Lanes(d));
+  V sum0 = hn::Zero(d), sum1 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 2 * lanes <= n; i += 2 * lanes) {
+    sum0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), sum0);
+    sum1 = hn::MulAdd(hn::LoadU(d, a + i + lanes), hn::LoadU(d, b + i + lanes), sum1);
+  }
+  for (; i < n; i += lanes) {
+    const auto part = hn::FirstN(d, size_t(std::min(lanes, n - i)));
+    sum0 = hn::MulAdd(hn::MaskedLoad(part, d, a + i), hn::MaskedLoad(part, d, b + i), sum0);
+  }
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1)));
 }
 
 void DlogitsRow(float* HWY_RESTRICT ds, const float* HWY_RESTRICT p, int64_t n, int64_t valid, float delta,
@@ -255,6 +285,7 @@ HWY_EXPORT(Gemm);
 HWY_EXPORT(LogitsRow);
 HWY_EXPORT(ExpRow);
 HWY_EXPORT(DlogitsRow);
+HWY_EXPORT(Dot);
 
 void gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row, int64_t a_col, const float* b,
           int64_t ldb, float* c, int64_t ldc, bool accumulate) {
@@ -267,6 +298,8 @@ float logits_row(float* x, int64_t n, int64_t valid, float scale, float cap, flo
 }
 
 float exp_row(float* x, int64_t n, float shift) { return HWY_DYNAMIC_DISPATCH(ExpRow)(x, n, shift); }
+
+float dot(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(Dot)(a, b, n); }
 
 void dlogits_row(float* ds, const float* p, int64_t n, int64_t valid, float delta, const uint8_t* mask,
                  int64_t mask_stride) {

@@ -31,6 +31,9 @@ float logits_row(float* x, int64_t n, int64_t valid, float scale, float cap, flo
 // of f32's exp); returns the sum of the results.
 float exp_row(float* x, int64_t n, float shift);
 
+// sum_i a[i] * b[i] for i < n.
+float dot(const float* a, const float* b, int64_t n);
+
 // The logits' gradient of one row in place: ds[s] = p[s] * (ds[s] - delta)
 // where key s is unmasked (s < valid and mask(s) set), 0 elsewhere (s < n).
 void dlogits_row(float* ds, const float* p, int64_t n, int64_t valid, float delta, const uint8_t* mask,

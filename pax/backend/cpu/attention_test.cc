@@ -571,6 +571,20 @@ TEST(CpuAttention, Bf16ProductsOnEveryUnit) {
     check({.B = 1, .T = 130, .S = 130, .N = 2, .K = 1, .H = 40, .causal = true, .seed = 20}, unit);
     check({.B = 2, .T = 7, .S = 11, .N = 4, .K = 2, .H = 5, .bias_shape = {2, 4, 7, 11}, .seed = 32}, unit);
     check(kCausalWithMaskedRows, unit);
+    // A causal band with holes and fully masked rows: the row strips of a
+    // block see different key ranges.
+    check({.B = 1,
+           .T = 100,
+           .S = 140,
+           .N = 2,
+           .K = 2,
+           .H = 8,
+           .mask_shape = {1, 2, 100, 140},
+           .mask_keep = 0.8,
+           .masked_rows = {0, 40, 65},
+           .mask_band = 5,
+           .seed = 71},
+          unit);
     check(kPaddedKeys, unit);
     check(kLengths, unit);
     const ScopedThreads threads(3);
