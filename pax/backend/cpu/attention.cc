@@ -24,9 +24,10 @@
 // Backward (FlashAttention-2): the block's probabilities are recomputed from
 // the forward's lse, P = exp(x - lse), dS = P * (dO V^T - rowsum(dO * O))
 // where unmasked, and dQ = scale dS K, dK += scale dS^T Q, dV += P^T dO,
-// dbias += dS. Row strips as in the forward (of 32 rows with bf16 products,
-// whose depth dK and dV pad to 32): P, dS and dQ per strip, and dK and dV
-// per range of keys with only the strips from the first that sees them. Tasks are (example, kv head, key chunk); each
+// dbias += dS. Row strips as in the forward: P, dS and dQ per strip, and dK
+// and dV per range of keys with only the strips from the first that sees
+// them (from a multiple of 32 rows with bf16 products, whose depth is padded
+// to 32). Tasks are (example, kv head, key chunk); each
 // passes over its chunk in key blocks and, per key block, over the query heads of its group and the query blocks, so
 // that each owns its rows of dK and dV (no races, a fixed summation order). When the examples and kv heads are fewer
 // than the threads, the keys are split into chunks that run in parallel, each chunk's dQ going to a buffer of its own
@@ -268,9 +269,10 @@ class Products {
     if (unit_ != Unit::none) b16_ = bf16;
   }
   bool bf16() const { return b16_ != nullptr; }
-  // Query rows of the backward's row strips: the bf16 products pad the
-  // depth of dK's and dV's to 32 rows, which a strip then fills.
-  int64_t depth_rows() const { return b16_ ? kDepth : 16; }
+  // The first query row of a dK or dV product over rows from r: the bf16
+  // products read their depth (query rows) from pairs padded to 32 rows, so
+  // they start at a multiple of 32 (the rows before r add zeros).
+  int64_t depth_start(int64_t r) const { return b16_ ? r / kDepth * kDepth : r; }
   const F32& f32() const { return f_; }
 
   // Pairs the bf16 operands (forward: q, k, v; backward: also dout), in
@@ -644,7 +646,7 @@ void backward_task(const Geometry& g, const Products& pr, const BackwardArgs& a,
     for (int64_t n = kh * g.group; n < (kh + 1) * g.group; ++n) {
       for (int64_t t0 = 0; t0 < q_rows; t0 += g.block) {
         const int64_t rows = std::min(g.block, q_rows - t0);
-        const Strips strips(g, pr.depth_rows(), b, n, t0, rows);
+        const Strips strips(g, 16, b, n, t0, rows);
         const int64_t sv = g.visible(b, n, t0, t0 + rows);
         const int64_t w = std::max<int64_t>(0, std::min(s1, sv) - s0);
         float* dq0 = dq + g.q_offset(b, t0, n);
@@ -664,13 +666,13 @@ void backward_task(const Geometry& g, const Products& pr, const BackwardArgs& a,
                               scratch);
         }
         // Keys [lo, hi) are seen by no strip before `first`: their dK and dV
-        // sum over the rows from that strip on (later strips that do not see
+        // sum over the rows from that strip on (other strips that do not see
         // them add zeros).
         for (int64_t lo = 0; lo < w;) {
           int64_t first = 0;
           while (first < strips.count && strips.width(first, s0, w) <= lo) ++first;
           if (first == strips.count) break;
-          const int64_t hi = strips.width(first, s0, w), r0 = first * strips.size;
+          const int64_t hi = strips.width(first, s0, w), r0 = pr.depth_start(first * strips.size);
           const int64_t off = r0 * ldw + lo;
           pr.add_transposed_times(false, b, n, t0 + r0, rows - r0, hi - lo, 1.0f, p + off, ldw, dv0 + lo * g.kv_row,
                                   scratch);

@@ -15,8 +15,10 @@
 #include "pax/backend/cpu/attention_bf16.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
+#include <utility>
 
 #include "pax/backend/cpu/cpu_info.h"
 #include "pax/core/dtype.h"
@@ -146,16 +148,16 @@ __mmask16 first_lanes(int64_t count) { return count >= kLanes ? __mmask16(0xFFFF
 // Every loop over rows and column vectors is unrolled before GCC decides
 // where acc lives: left as loops, acc is kept on the stack and all of it is
 // stored there on every pair of the depth (a third of the instructions).
-// kAdd: C += alpha acc, else C = acc.
-template <int kNV, bool kAdd>
-PAX_BF16_TARGET void tile(int rows, __mmask16 last, int64_t pairs, Left a, const uint16_t* b, int64_t ldb, float alpha,
-                          float* c, int64_t ldc) {
-  const uint16_t* ar[kRows];
+// kR rows (1 to kRows) by kNV vectors; kAdd: C += alpha acc, else C = acc.
+template <int kR, int kNV, bool kAdd>
+PAX_BF16_TARGET void tile(__mmask16 last, int64_t pairs, Left a, const uint16_t* b, int64_t ldb, float alpha, float* c,
+                          int64_t ldc) {
+  const uint16_t* ar[kR];
 #pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r) ar[r] = a.a + std::min(r, rows - 1) * a.row_step;
-  __m512 acc[kRows][kNV];
+  for (int r = 0; r < kR; ++r) ar[r] = a.a + r * a.row_step;
+  __m512 acc[kR][kNV];
 #pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r)
+  for (int r = 0; r < kR; ++r)
 #pragma GCC unroll 4
     for (int j = 0; j < kNV; ++j) acc[r][j] = _mm512_setzero_ps();
   for (int64_t p = 0; p < pairs; ++p) {
@@ -169,7 +171,7 @@ PAX_BF16_TARGET void tile(int rows, __mmask16 last, int64_t pairs, Left a, const
     }
     const int64_t at = p * a.pair_step;
 #pragma GCC unroll 8
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < kR; ++r) {
       int32_t two;
       std::memcpy(&two, ar[r] + at, sizeof(two));
       const __m512bh av = (__m512bh)_mm512_set1_epi32(two);
@@ -179,8 +181,7 @@ PAX_BF16_TARGET void tile(int rows, __mmask16 last, int64_t pairs, Left a, const
   }
   const __m512 scale = _mm512_set1_ps(alpha);
 #pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r) {
-    if (r >= rows) break;
+  for (int r = 0; r < kR; ++r) {
 #pragma GCC unroll 4
     for (int j = 0; j < kNV; ++j) {
       float* cr = c + r * ldc + j * kLanes;
@@ -191,9 +192,17 @@ PAX_BF16_TARGET void tile(int rows, __mmask16 last, int64_t pairs, Left a, const
   }
 }
 
-using TileFn = void (*)(int, __mmask16, int64_t, Left, const uint16_t*, int64_t, float, float*, int64_t);
-constexpr TileFn kTiles[2][kVecs] = {{tile<1, false>, tile<2, false>, tile<3, false>, tile<4, false>},
-                                     {tile<1, true>, tile<2, true>, tile<3, true>, tile<4, true>}};
+using TileFn = void (*)(__mmask16, int64_t, Left, const uint16_t*, int64_t, float, float*, int64_t);
+
+// The tiles of every height (1 to kRows) and width (1 to kVecs vectors), so
+// that a short last row tile computes no row twice: kTiles[add][rows - 1][vecs - 1].
+template <bool kAdd, int... kR>
+constexpr std::array<std::array<TileFn, kVecs>, kRows> tiles_by_height(std::integer_sequence<int, kR...>) {
+  return {{{tile<kR + 1, 1, kAdd>, tile<kR + 1, 2, kAdd>, tile<kR + 1, 3, kAdd>, tile<kR + 1, 4, kAdd>}...}};
+}
+constexpr std::array<std::array<TileFn, kVecs>, kRows> kTiles[2] = {
+    tiles_by_height<false>(std::make_integer_sequence<int, kRows>{}),
+    tiles_by_height<true>(std::make_integer_sequence<int, kRows>{})};
 
 // C (m x n, or C += alpha times it) in panels of kVecs vectors of columns by
 // kRows rows.
@@ -207,7 +216,7 @@ void product_avx512(int64_t m, int64_t n, int64_t k, Left a, const uint16_t* b, 
     for (int64_t i0 = 0; i0 < m; i0 += kRows) {
       const int rows = int(std::min<int64_t>(kRows, m - i0));
       const Left ai{a.a + i0 * a.row_step, a.row_step, a.pair_step};
-      kTiles[add][vecs - 1](rows, last, k / 2, ai, b + 2 * j0, ldb, alpha, c + i0 * ldc + j0, ldc);
+      kTiles[add][rows - 1][vecs - 1](last, k / 2, ai, b + 2 * j0, ldb, alpha, c + i0 * ldc + j0, ldc);
     }
   }
 }
