@@ -1,13 +1,16 @@
-// parallel_for across threads: an exception thrown by a chunk on a worker
-// thread reaches the caller (it would otherwise end the process), the other
-// chunks still finish, and the workers see the caller's AllocationPurpose, so
-// that a failed operator new there is recorded with its size and purpose.
+// parallel_for (and parallel_for_dynamic) across threads: an exception
+// thrown by a chunk on a worker thread reaches the caller (it would otherwise
+// end the process), the other chunks still finish, and the workers see the
+// caller's AllocationPurpose, so that a failed operator new there is recorded
+// with its size and purpose.
 #include "pax/core/parallel.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -111,6 +114,36 @@ TEST_F(TwoThreads, AFailedOperatorNewOnAWorkerRecordsItsSizeAndTheCallersPurpose
   EXPECT_EQ(failed_on, 1);
   EXPECT_EQ(failed_allocation_bytes(), kImpossible + 64);
   EXPECT_EQ(failed_allocation_purpose(), "tokenizing the documents (while training step 7)");
+}
+
+// The dynamic schedule: every chunk runs once, with its own bounds, when one
+// thread is held up (the other takes the chunks it would have had), and an
+// exception reaches the caller as with the static one.
+TEST_F(TwoThreads, DynamicChunksRunOnceEachAndAFreeThreadTakesTheRest) {
+  std::vector<std::atomic<int>> runs(101);
+  std::vector<int> thread_of_chunk(101, -1);
+  std::atomic<bool> others_done{false};
+  std::atomic<int> done{0};
+  parallel_for_dynamic(1010, 10, [&](int64_t begin, int64_t end) {
+    const size_t c = size_t(begin / 10);
+    EXPECT_EQ(end, std::min<int64_t>(begin + 10, 1010));
+    ++runs[c];
+    thread_of_chunk[c] = omp_get_thread_num();
+    if (c == 0) {  // the first chunk waits until every other chunk has run (10 s at most)
+      const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!others_done && std::chrono::steady_clock::now() < limit) {
+      }
+    }
+    if (++done == 100) others_done = true;
+  });
+  for (size_t c = 0; c < runs.size(); ++c) EXPECT_EQ(runs[c].load(), 1) << "chunk " << c;
+  // The thread holding chunk 0 ran no other: the other thread took them all.
+  for (size_t c = 1; c < runs.size(); ++c) EXPECT_NE(thread_of_chunk[c], thread_of_chunk[0]) << "chunk " << c;
+  EXPECT_PAX_ERROR(parallel_for_dynamic(8, 1,
+                                        [&](int64_t begin, int64_t) {
+                                          if (begin == 5) PAX_FAIL("chunk ", begin, " failed");
+                                        }),
+                   "chunk 5 failed");
 }
 
 TEST(ParallelFor, OneThreadRunsTheChunksInOrderAndPassesExceptionsOn) {

@@ -51,6 +51,7 @@
 
 #include "pax/backend/cpu/attention_bf16.h"
 #include "pax/backend/cpu/attention_hwy.h"
+#include "pax/backend/cpu/elementwise.h"
 #include "pax/core/buffer.h"
 #include "pax/core/error.h"
 #include "pax/core/parallel.h"
@@ -236,16 +237,30 @@ class ThreadScratch {
   std::shared_ptr<Buffer> buffer_;
 };
 
+// Operands given only as bf16 bits, converted to f32 where a kernel reads
+// them in f32 (the buffers held for the call).
+class F32Operands {
+ public:
+  explicit F32Operands(const KernelContext& ctx) : ctx_(ctx) {}
+  // x itself, or n floats converted from bits where x is null.
+  const float* get(const float* x, const uint16_t* bits, int64_t n, const char* name) {
+    if (x) return x;
+    PAX_CHECK(bits, "dot_product_attention: the operand ", name, " is given neither in f32 nor in bf16");
+    held_.push_back(ctx_.allocate_scratch(size_t(n) * sizeof(float)));
+    float* f = static_cast<float*>(held_.back()->data());
+    convert_parallel(DType::bf16, bits, DType::f32, f, n);
+    return f;
+  }
+
+ private:
+  const KernelContext& ctx_;
+  std::vector<std::shared_ptr<Buffer>> held_;
+};
+
 void fill_zero(float* x, int64_t n) {
   parallel_for(n, grain_for(sizeof(float)),
                [&](int64_t begin, int64_t end) { std::memset(x + begin, 0, size_t(end - begin) * sizeof(float)); });
 }
-
-// Orders n items so that consecutive pairs sum to about the same work when
-// the work grows (or shrinks) linearly with the index, as causal blocks and
-// chunks do: 0, n-1, 1, n-2, ... Contiguous ranges of tasks per thread
-// (parallel_for's static schedule) then get even shares.
-int64_t serpentine(int64_t i, int64_t n) { return i % 2 == 0 ? i / 2 : n - 1 - i / 2; }
 
 // The products of both passes. f32 operands go through ad::gemm; where the
 // operands came in bf16 and the CPU has a bf16 unit (attention_bf16.h),
@@ -692,9 +707,16 @@ void attention_forward_f32(const KernelContext& ctx, const AttentionShape& shape
                            const AttentionBf16Operands* bf16) {
   const Geometry g(shape, extras);
   const int64_t B = shape.batch, N = shape.q_heads, S = shape.kv_len, H = shape.head_dim;
-  Products pr(g, {q, k, nullptr, v, nullptr, nullptr}, bf16);
+  const int64_t q_numel = B * shape.q_len * N * H, kv_numel = B * S * shape.kv_heads * H;
+  Products pr(g, {}, bf16);
+  // bf16 products read no f32 q or k; v in f32 weighs the keys a fully
+  // masked row did not compute.
+  F32Operands f32(ctx);
+  v = f32.get(v, bf16 ? bf16->v : nullptr, kv_numel, "v");
   std::shared_ptr<Buffer> kt_buffer;
   if (!pr.bf16()) {
+    q = f32.get(q, bf16 ? bf16->q : nullptr, q_numel, "q");
+    k = f32.get(k, bf16 ? bf16->k : nullptr, kv_numel, "k");
     kt_buffer = ctx.allocate_scratch(size_t(B * shape.kv_heads * H * g.ldt) * sizeof(float));
     float* kt = static_cast<float*>(kt_buffer->data());
     transpose_keys(g, k, kt);
@@ -705,10 +727,12 @@ void attention_forward_f32(const KernelContext& ctx, const AttentionShape& shape
   // whole tiles) by up to kKeyBlock keys.
   const int64_t ldx = row_stride(std::min(S, kKeyBlock)), x_size = round_up(g.block, kAlign) * ldx;
   const ThreadScratch scratch(ctx, x_size + products_scratch);
-  parallel_for(B * N * g.blocks, 1, [&](int64_t begin, int64_t end) {
+  // Tasks go to the threads as they become free, within each (example, head)
+  // the last query block first: with a causal mask it sees the most keys.
+  parallel_for_dynamic(B * N * g.blocks, 1, [&](int64_t begin, int64_t end) {
     float* x = scratch.mine();
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t bn = task / g.blocks, qb = serpentine(task % g.blocks, g.blocks);
+      const int64_t bn = task / g.blocks, qb = g.blocks - 1 - task % g.blocks;
       forward_block(g, pr, bn / N, bn % N, qb, v, out, lse, x, ldx, x + x_size);
     }
   });
@@ -744,6 +768,15 @@ void attention_backward_f32(const KernelContext& ctx, const AttentionShape& shap
   const int64_t lse_numel = B * shape.q_heads * shape.q_len;
   const bool masked_rows = pr.bf16() && std::any_of(lse, lse + lse_numel, every_key_masked);
   const int64_t transposes = pr.bf16() ? (masked_rows ? 1 : 0) : 2;
+  // f32 operands where they are read: dout always (each row's delta), q and
+  // k for f32 products or a fully masked row's logits, v for f32 products.
+  F32Operands f32(ctx);
+  dout = f32.get(dout, bf16 ? bf16->dout : nullptr, q_numel, "dout");
+  if (transposes > 0) {
+    q = f32.get(q, bf16 ? bf16->q : nullptr, q_numel, "q");
+    k = f32.get(k, bf16 ? bf16->k : nullptr, kv_numel, "k");
+  }
+  if (transposes > 1) v = f32.get(v, bf16 ? bf16->v : nullptr, kv_numel, "v");
   std::shared_ptr<Buffer> kv_buffer;
   float *kt = nullptr, *vt = nullptr;
   if (transposes > 0) {
@@ -777,13 +810,15 @@ void attention_backward_f32(const KernelContext& ctx, const AttentionShape& shap
   const int64_t p_size = round_up(g.block, kAlign) * ldw;  // as the forward's x
   const ThreadScratch scratch(ctx, 2 * p_size + ldw + products_scratch);
   const int64_t nc = par_c ? chunks : 1;
-  parallel_for(nb * nk * nc, 1, [&](int64_t begin, int64_t end) {
+  // Tasks go to the threads as they become free, the first key chunk of each
+  // (example, kv head) first: with a causal mask every query sees its keys.
+  parallel_for_dynamic(nb * nk * nc, 1, [&](int64_t begin, int64_t end) {
     float* p = scratch.mine();
     float* ds = p + p_size;
     float* slope = ds + p_size;  // one row: the logit cap's derivative
     float* products = slope + ldw;
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t ic = serpentine(task % nc, nc), ik = task / nc % nk, ib = task / (nc * nk);
+      const int64_t ic = task % nc, ik = task / nc % nk, ib = task / (nc * nk);
       for (int64_t b = par_b ? ib : 0; b < (par_b ? ib + 1 : B); ++b)
         for (int64_t kh = par_k ? ik : 0; kh < (par_k ? ik + 1 : K); ++kh)
           for (int64_t c = par_c ? ic : 0; c < (par_c ? ic + 1 : chunks); ++c)

@@ -56,11 +56,14 @@ struct AttentionExtras {
 };
 
 // The bf16 values of operands that came in bf16 (bf16 bits; null where not
-// given). Where q is given, H is even and the CPU has AVX512_BF16 products,
-// the kernels multiply these (k and v for both passes, q and dout for the
-// backward) with f32 sums, and round the probabilities and the logits'
-// gradients to bf16 per block before their products; the f32 copies are
-// still read by the softmax and the rare rows with every key masked.
+// given). Where q is given and the CPU has bf16 products (AMX or
+// AVX512_BF16, attention_bf16.h), the kernels multiply these (q, k and v for
+// both passes, dout for the backward) with f32 sums, and round the
+// probabilities and the logits' gradients to bf16 per block before their
+// products. The f32 pointers of q, k, v and dout may be null where these are
+// given: the kernels convert those they read in f32 (v in the forward, dout
+// in the backward, q and k where a row has every key masked; all of them
+// when the CPU has no bf16 products).
 struct AttentionBf16Operands {
   const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;
 };

@@ -268,6 +268,23 @@ void check(const Case& c, Unit unit = Unit::none) {
   expect_close("dk", dk, r.dk, tol);
   expect_close("dv", dv, r.dv, tol);
   if (!dbias.empty()) expect_close("dbias", dbias, r.dbias, tol);
+  if (unit == Unit::none) return;
+
+  // Given the bf16 bits alone (no f32 copies of q, k, v and dout), the
+  // kernels convert what they read in f32 themselves: the same results.
+  std::vector<float> out2(out.size(), NAN), lse2(lse.size(), NAN);
+  attention_forward_f32(ctx, p.shape, p.extras, nullptr, nullptr, nullptr, out2.data(), lse2.data(), &bf16);
+  EXPECT_EQ(out2, out);
+  EXPECT_EQ(lse2, lse);
+  std::vector<float> dq2(dq.size(), NAN), dk2(dk.size(), NAN), dv2(dv.size(), NAN);
+  std::vector<float> dbias2(dbias.size(), 0.0f);
+  attention_backward_f32(ctx, p.shape, p.extras, nullptr, nullptr, nullptr, out.data(), lse.data(), nullptr, nullptr,
+                         dq2.data(), dk2.data(), dv2.data(), dbias2.empty() ? nullptr : dbias2.data(), dbias_strides,
+                         &bf16);
+  EXPECT_EQ(dq2, dq);
+  EXPECT_EQ(dk2, dk);
+  EXPECT_EQ(dv2, dv);
+  EXPECT_EQ(dbias2, dbias);
 }
 
 // Runs the attention kernels' bf16 products on one unit, restoring the
@@ -591,6 +608,30 @@ TEST(CpuAttention, Bf16ProductsOnEveryUnit) {
     check({.B = 1, .T = 70, .S = 520, .N = 2, .K = 1, .H = 20, .causal = true, .seed = 70}, unit);
   });
   if (units == 0) GTEST_SKIP() << "this CPU has no bf16 products (AMX-BF16 or AVX512_BF16)";
+}
+
+// Operands given as bf16 bits alone on a CPU without bf16 products (or with
+// them turned off): the kernels convert all of them and multiply in f32.
+TEST(CpuAttention, Bf16BitsAloneWithF32Products) {
+  const ScopedUnit none(Unit::none);
+  for (const Case& c : {kCausalWithMaskedRows, kLengths}) {
+    Problem p(c);
+    std::vector<uint16_t> q16 = round_to_bf16(p.q), k16 = round_to_bf16(p.k), v16 = round_to_bf16(p.v);
+    std::vector<uint16_t> dout16 = round_to_bf16(p.dout);
+    const AttentionBf16Operands bf16{q16.data(), k16.data(), v16.data(), dout16.data()};
+    const Reference r = reference(p, true);
+    const KernelContext& ctx = host_kernel_context();
+    std::vector<float> out(r.out.size(), NAN), lse(r.lse.size(), NAN);
+    attention_forward_f32(ctx, p.shape, p.extras, nullptr, nullptr, nullptr, out.data(), lse.data(), &bf16);
+    expect_close("out", out, r.out, kTol);
+    expect_close("lse", lse, r.lse, kTol);
+    std::vector<float> dq(r.dq.size(), NAN), dk(r.dk.size(), NAN), dv(r.dv.size(), NAN);
+    attention_backward_f32(ctx, p.shape, p.extras, nullptr, nullptr, nullptr, out.data(), lse.data(), nullptr, nullptr,
+                           dq.data(), dk.data(), dv.data(), nullptr, {}, &bf16);
+    expect_close("dq", dq, r.dq, kTol);
+    expect_close("dk", dk, r.dk, kTol);
+    expect_close("dv", dv, r.dv, kTol);
+  }
 }
 
 // Infinite keys in one key/value head: every result of the other head stays

@@ -33,6 +33,11 @@ struct Scratch {
     convert_parallel(t.dtype, t.data, DType::f32, out, t.numel());
     return out;
   }
+  // `t` as f32, or null where the kernel takes its bf16 bits instead (and
+  // converts what it reads in f32 itself).
+  const float* f32_unless_bits(const TensorView& t, const AttentionBf16Operands& bf16) {
+    return bf16.q != nullptr ? nullptr : f32(t);
+  }
   // Where a result of `t`'s dtype is computed in f32: `t` itself, or a
   // temporary converted into it by finish().
   float* f32_output(const TensorView& t) {
@@ -254,8 +259,8 @@ void attention_kernel(const KernelContext& ctx, const Params& p, std::span<const
   const AttentionShape shape = shape_of(in[0], in[1], a);
   const AttentionExtras extras = extras_of(in, a, scratch);
   const AttentionBf16Operands bf16 = bf16_operands(in, {0, 1, 2});
-  attention_forward_f32(ctx, shape, extras, scratch.f32(in[0]), scratch.f32(in[1]), scratch.f32(in[2]),
-                        scratch.f32_output(out[0]), out[1].as<float>(), &bf16);
+  attention_forward_f32(ctx, shape, extras, scratch.f32_unless_bits(in[0], bf16), scratch.f32_unless_bits(in[1], bf16),
+                        scratch.f32_unless_bits(in[2], bf16), scratch.f32_output(out[0]), out[1].as<float>(), &bf16);
   scratch.finish();
 }
 
@@ -274,10 +279,10 @@ void attention_bwd_kernel(const KernelContext& ctx, const Params& p, std::span<c
     std::memset(dbias, 0, size_t(out[3].numel()) * sizeof(float));
     dbias_strides = broadcast_strides(*out[3].shape);
   }
-  attention_backward_f32(ctx, shape, extras, scratch.f32(in[0]), scratch.f32(in[1]), scratch.f32(in[2]),
-                         scratch.f32(in[3]), in[4].as<const float>(), scratch.f32(in[5]), in[6].as<const float>(),
-                         scratch.f32_output(out[0]), scratch.f32_output(out[1]), scratch.f32_output(out[2]), dbias,
-                         dbias_strides, &bf16);
+  attention_backward_f32(ctx, shape, extras, scratch.f32_unless_bits(in[0], bf16), scratch.f32_unless_bits(in[1], bf16),
+                         scratch.f32_unless_bits(in[2], bf16), scratch.f32(in[3]), in[4].as<const float>(),
+                         scratch.f32_unless_bits(in[5], bf16), in[6].as<const float>(), scratch.f32_output(out[0]),
+                         scratch.f32_output(out[1]), scratch.f32_output(out[2]), dbias, dbias_strides, &bf16);
   scratch.finish();
 }
 
