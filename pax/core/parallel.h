@@ -85,9 +85,10 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
 
 // As parallel_for, but each thread takes the next chunk when it is done with
 // its last: for chunks of uneven or unpredictable cost (a thread slowed by
-// another process on its core no longer holds the others back), in the
-// order of their index (put the costliest first). Which thread runs a chunk
-// varies from call to call, so f's results may depend only on the chunk.
+// another process on its core no longer holds the others back). Chunks are
+// handed out in the order of their index, so costly ones put early leave
+// the cheap ones to even out the end. Which thread runs a chunk varies from
+// call to call, so f's results may depend only on the chunk.
 template <class F>
 void parallel_for_dynamic(int64_t n, int64_t grain, F&& f) {
   detail::run_chunks<true>(n, grain, std::forward<F>(f));

@@ -120,6 +120,13 @@ TEST_F(TwoThreads, AFailedOperatorNewOnAWorkerRecordsItsSizeAndTheCallersPurpose
 // thread is held up (the other takes the chunks it would have had), and an
 // exception reaches the caller as with the static one.
 TEST_F(TwoThreads, DynamicChunksRunOnceEachAndAFreeThreadTakesTheRest) {
+  int team = 0;
+#pragma omp parallel
+  {
+#pragma omp single
+    team = omp_get_num_threads();
+  }
+  if (team < 2) GTEST_SKIP() << "OpenMP gives this process " << team << " thread(s); the test needs 2";
   std::vector<std::atomic<int>> runs(101);
   std::vector<int> thread_of_chunk(101, -1);
   std::atomic<bool> others_done{false};

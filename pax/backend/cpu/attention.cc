@@ -27,11 +27,13 @@
 // dbias += dS. Row strips as in the forward: P, dS and dQ per strip, and dK
 // and dV per range of keys with only the strips from the first that sees
 // them (from a multiple of 32 rows with bf16 products, whose depth is padded
-// to 32). Tasks are (example, kv head, key chunk); each
-// passes over its chunk in key blocks and, per key block, over the query heads of its group and the query blocks, so
-// that each owns its rows of dK and dV (no races, a fixed summation order). When the examples and kv heads are fewer
-// than the threads, the keys are split into chunks that run in parallel, each chunk's dQ going to a buffer of its own
-// summed at the end. A dimension over which the bias broadcasts (so that tasks along it would add into the same dbias
+// to 32). Tasks are (example, kv head, key chunk); each passes over its
+// chunk in key blocks and, per key block, over the query heads of its group
+// and the query blocks, so that each owns its rows of dK and dV (no races, a
+// fixed summation order). When the examples and kv heads are fewer than the
+// threads, the keys are split into chunks that run in parallel, each chunk's
+// dQ going to a buffer of its own summed at the end. A dimension over which
+// the bias broadcasts (so that tasks along it would add into the same dbias
 // entries) is looped inside the tasks instead. Each row's rowsum(dO * O)
 // is found once before the tasks. A row whose lse does not exceed
 // kMaskedLogit (every key masked: its lse is kMaskedLogit + log(S) rounded)
@@ -53,6 +55,7 @@
 #include "pax/backend/cpu/attention_hwy.h"
 #include "pax/backend/cpu/elementwise.h"
 #include "pax/core/buffer.h"
+#include "pax/core/dtype.h"
 #include "pax/core/error.h"
 #include "pax/core/parallel.h"
 
@@ -433,6 +436,17 @@ class Products {
   uint16_t *q_by_t_ = nullptr, *dout_by_t_ = nullptr;
 };
 
+// The values as the forward's rows with every key masked read them: in f32,
+// or (bf16 products) as the bf16 bits, converted as they are read.
+struct Values {
+  const float* f32 = nullptr;
+  const uint16_t* bits = nullptr;
+  // o[h] += v[at + h] for h < H.
+  void add_row(int64_t at, int64_t H, float* o) const {
+    for (int64_t h = 0; h < H; ++h) o[h] += f32 ? f32[at + h] : bf16_to_float(bits[at + h]);
+  }
+};
+
 // The row strips of a query block's rows [t0, t0 + rows): strip k holds
 // rows [k * size, (k + 1) * size) of it and sees keys [0, visible[k]) only
 // (the keys any of its rows may attend to). A key block that some strip sees
@@ -440,16 +454,16 @@ class Products {
 // strip, each up to its own last key, instead of whole: at the diagonal
 // that skips most of the masked half a whole block would compute.
 struct Strips {
-  static constexpr int64_t kMax = kBlockRows / 16;
-  int64_t size = 16, count = 0;
+  static constexpr int64_t kSize = 16, kMax = kBlockRows / kSize;
+  int64_t count = 0;
   int64_t visible[kMax] = {};
 
-  Strips(const Geometry& g, int64_t strip_rows, int64_t b, int64_t n, int64_t t0, int64_t rows)
-      : size(strip_rows), count(ceil_div(rows, strip_rows)) {
+  Strips(const Geometry& g, int64_t b, int64_t n, int64_t t0, int64_t block_rows) : count(ceil_div(block_rows, kSize)) {
     for (int64_t k = 0; k < count; ++k)
-      visible[k] = g.visible(b, n, t0 + k * size, t0 + std::min(rows, (k + 1) * size));
+      visible[k] = g.visible(b, n, t0 + k * kSize, t0 + std::min(block_rows, (k + 1) * kSize));
   }
-  int64_t rows(int64_t k, int64_t block_rows) const { return std::min(size, block_rows - k * size); }
+  // Rows of strip k of a block of block_rows rows.
+  static int64_t rows(int64_t k, int64_t block_rows) { return std::min(kSize, block_rows - k * kSize); }
   // Keys of the block [s0, s0 + w) strip k computes.
   int64_t width(int64_t k, int64_t s0, int64_t w) const { return std::clamp<int64_t>(visible[k] - s0, 0, w); }
   // Whether a strip sees only part of the block [s0, s0 + w).
@@ -462,7 +476,7 @@ struct Strips {
 
 // The forward of one (example b, query head n, query block); x holds
 // block x kKeyBlock logits, rows ldx apart.
-void forward_block(const Geometry& g, const Products& pr, int64_t b, int64_t n, int64_t qb, const float* v, float* out,
+void forward_block(const Geometry& g, const Products& pr, int64_t b, int64_t n, int64_t qb, const Values& v, float* out,
                    float* lse, float* x, int64_t ldx, float* scratch) {
   const int64_t S = g.sh.kv_len, H = g.sh.head_dim, kh = n / g.group;
   const int64_t t0 = qb * g.block, t1 = std::min(g.sh.q_len, t0 + g.block);
@@ -474,8 +488,7 @@ void forward_block(const Geometry& g, const Products& pr, int64_t b, int64_t n, 
   const int64_t rows = t_end - t0;
   if (rows == 0) return;
   const int64_t sv = g.visible(b, n, t0, t_end);
-  const Strips strips(g, 16, b, n, t0, rows);
-  const float* v0 = v + g.kv_offset(b, 0, kh);
+  const Strips strips(g, b, n, t0, rows);
   float* o0 = out + g.q_offset(b, t0, n);
   // Per row: the running maximum of its logits and sum of their weights.
   float maxes[kBlockRows], sums[kBlockRows];
@@ -485,7 +498,7 @@ void forward_block(const Geometry& g, const Products& pr, int64_t b, int64_t n, 
     const int64_t w = std::min(kKeyBlock, sv - s0);
     const bool whole = !strips.cut(s0, w);
     for (int64_t k = 0; k < (whole ? 1 : strips.count); ++k) {
-      const int64_t r0 = whole ? 0 : k * strips.size, nr = whole ? rows : strips.rows(k, rows);
+      const int64_t r0 = whole ? 0 : k * Strips::kSize, nr = whole ? rows : strips.rows(k, rows);
       const int64_t ws = whole ? w : strips.width(k, s0, w);
       if (ws == 0) continue;
       float* xs = x + r0 * ldx;
@@ -496,7 +509,7 @@ void forward_block(const Geometry& g, const Products& pr, int64_t b, int64_t n, 
         const float* bias = g.bias_row(b, n, t);
         const uint8_t* mask = g.mask_block(b, n, t, s0, ws);
         if (bias) bias += s0 * g.ex.bias_strides[3];
-        const int64_t valid = std::clamp<int64_t>(g.row_limit(t, strips.visible[i / strips.size]) - s0, 0, ws);
+        const int64_t valid = std::clamp<int64_t>(g.row_limit(t, strips.visible[i / Strips::kSize]) - s0, 0, ws);
         const float m = std::max(maxes[i], ad::logits_row(xi, ws, valid, g.sh.scale, g.sh.logit_cap, nullptr, bias,
                                                           g.ex.bias_strides[3], mask, g.ex.mask_strides[3]));
         if (m > maxes[i] && sums[i] > 0.0f) {  // earlier weights shrink by exp(old - new)
@@ -513,16 +526,13 @@ void forward_block(const Geometry& g, const Products& pr, int64_t b, int64_t n, 
   }
   for (int64_t i = 0; i < rows; ++i) {
     float* oi = o0 + i * g.q_row;
-    const int64_t seen = strips.visible[i / strips.size];  // the row's strip computed keys [0, seen)
+    const int64_t seen = strips.visible[i / Strips::kSize];  // the row's strip computed keys [0, seen)
     if (!(maxes[i] > kMaskedLogit) && seen < S) {
       // Every logit masked: the maximum over all S is kMaskedLogit, and each
       // key not computed weighs exp(0) = 1.
       maxes[i] = kMaskedLogit;
       sums[i] += float(S - seen);
-      for (int64_t s = seen; s < S; ++s) {
-        const float* vs = v0 + s * g.kv_row;
-        for (int64_t h = 0; h < H; ++h) oi[h] += vs[h];
-      }
+      for (int64_t s = seen; s < S; ++s) v.add_row(g.kv_offset(b, s, kh), H, oi);
     }
     lse[g.lse_offset(b, n, t0 + i)] = maxes[i] + std::log(sums[i]);
     const float inv = 1.0f / sums[i];
@@ -600,7 +610,8 @@ void row_terms(const KernelContext& ctx, const Geometry& g, const float* q, cons
 // ws) of a key block ending at s1 (P recomputed from lse, dS = P * (dP -
 // delta)), each row past ws zeroed up to w; its rows' part of dbias; and, for
 // a row with every key masked, the weight of the keys past ws (exp(0) / sum
-// each) on dV.
+// each) on dV. `seen`: one past the last key these rows may see (their
+// strip's or block's visible keys).
 void backward_rows(const Geometry& g, const Products& pr, const BackwardArgs& a, int64_t b, int64_t n, int64_t t0,
                    int64_t r0, int64_t nr, int64_t seen, int64_t s0, int64_t s1, int64_t ws, int64_t w, float* p,
                    float* ds, float* slope, int64_t ldw, float* scratch) {
@@ -661,7 +672,7 @@ void backward_task(const Geometry& g, const Products& pr, const BackwardArgs& a,
     for (int64_t n = kh * g.group; n < (kh + 1) * g.group; ++n) {
       for (int64_t t0 = 0; t0 < q_rows; t0 += g.block) {
         const int64_t rows = std::min(g.block, q_rows - t0);
-        const Strips strips(g, 16, b, n, t0, rows);
+        const Strips strips(g, b, n, t0, rows);
         const int64_t sv = g.visible(b, n, t0, t0 + rows);
         const int64_t w = std::max<int64_t>(0, std::min(s1, sv) - s0);
         float* dq0 = dq + g.q_offset(b, t0, n);
@@ -674,7 +685,7 @@ void backward_task(const Geometry& g, const Products& pr, const BackwardArgs& a,
           continue;
         }
         for (int64_t k = 0; k < strips.count; ++k) {
-          const int64_t r0 = k * strips.size, nr = strips.rows(k, rows), ws = strips.width(k, s0, w);
+          const int64_t r0 = k * Strips::kSize, nr = strips.rows(k, rows), ws = strips.width(k, s0, w);
           backward_rows(g, pr, a, b, n, t0, r0, nr, strips.visible[k], s0, s1, ws, w, p, ds, slope, ldw, scratch);
           if (ws > 0)
             pr.add_times_rows(true, b, n, nr, s0, ws, g.sh.scale, ds + r0 * ldw, ldw, dq0 + r0 * g.q_row, g.q_row,
@@ -687,7 +698,7 @@ void backward_task(const Geometry& g, const Products& pr, const BackwardArgs& a,
           int64_t first = 0;
           while (first < strips.count && strips.width(first, s0, w) <= lo) ++first;
           if (first == strips.count) break;
-          const int64_t hi = strips.width(first, s0, w), r0 = pr.depth_start(first * strips.size);
+          const int64_t hi = strips.width(first, s0, w), r0 = pr.depth_start(first * Strips::kSize);
           const int64_t off = r0 * ldw + lo;
           pr.add_transposed_times(false, b, n, t0 + r0, rows - r0, hi - lo, 1.0f, p + off, ldw, dv0 + lo * g.kv_row,
                                   scratch);
@@ -709,20 +720,21 @@ void attention_forward_f32(const KernelContext& ctx, const AttentionShape& shape
   const int64_t B = shape.batch, N = shape.q_heads, S = shape.kv_len, H = shape.head_dim;
   const int64_t q_numel = B * shape.q_len * N * H, kv_numel = B * S * shape.kv_heads * H;
   Products pr(g, {}, bf16);
-  // bf16 products read no f32 q or k; v in f32 weighs the keys a fully
-  // masked row did not compute.
+  // bf16 products read no f32 operand: the rare rows with every key masked
+  // read the values' bits.
   F32Operands f32(ctx);
-  v = f32.get(v, bf16 ? bf16->v : nullptr, kv_numel, "v");
   std::shared_ptr<Buffer> kt_buffer;
   if (!pr.bf16()) {
     q = f32.get(q, bf16 ? bf16->q : nullptr, q_numel, "q");
     k = f32.get(k, bf16 ? bf16->k : nullptr, kv_numel, "k");
+    v = f32.get(v, bf16 ? bf16->v : nullptr, kv_numel, "v");
     kt_buffer = ctx.allocate_scratch(size_t(B * shape.kv_heads * H * g.ldt) * sizeof(float));
     float* kt = static_cast<float*>(kt_buffer->data());
     transpose_keys(g, k, kt);
     pr = Products(g, {q, k, kt, v, nullptr, nullptr}, nullptr);
   }
   const int64_t products_scratch = pr.prepare(ctx, false);
+  const Values values{v, v ? nullptr : bf16->v};
   // Logits of a block: its rows rounded up to 16 (the bf16 products write
   // whole tiles) by up to kKeyBlock keys.
   const int64_t ldx = row_stride(std::min(S, kKeyBlock)), x_size = round_up(g.block, kAlign) * ldx;
@@ -733,7 +745,7 @@ void attention_forward_f32(const KernelContext& ctx, const AttentionShape& shape
     float* x = scratch.mine();
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bn = task / g.blocks, qb = g.blocks - 1 - task % g.blocks;
-      forward_block(g, pr, bn / N, bn % N, qb, v, out, lse, x, ldx, x + x_size);
+      forward_block(g, pr, bn / N, bn % N, qb, values, out, lse, x, ldx, x + x_size);
     }
   });
 }

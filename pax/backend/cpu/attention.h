@@ -61,9 +61,9 @@ struct AttentionExtras {
 // both passes, dout for the backward) with f32 sums, and round the
 // probabilities and the logits' gradients to bf16 per block before their
 // products. The f32 pointers of q, k, v and dout may be null where these are
-// given: the kernels convert those they read in f32 (v in the forward, dout
-// in the backward, q and k where a row has every key masked; all of them
-// when the CPU has no bf16 products).
+// given: the kernels convert those they read in f32 (dout in the backward,
+// q and k where a row has every key masked; all of them when the CPU has no
+// bf16 products).
 struct AttentionBf16Operands {
   const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;
 };

@@ -4,7 +4,7 @@
 // has() says the CPU has the unit.
 // - AMX: C is computed in blocks of 2 x 2 tiles (32 x 32 floats): per 32 of
 //   the depth, two A tiles and two B tiles loaded, four TDPBF16PS.
-// - AVX512_BF16: a tile of kRows rows by up to kVecs vectors of 16 columns
+// - AVX512_BF16: a tile of up to kRows rows by up to kVecs vectors of 16 columns
 //   in registers: per pair of the depth, one load of B per column vector,
 //   one broadcast of A per row and kRows x kVecs VDPBF16PS; the result
 //   stored or added (times alpha) under masks, so no padding is written.

@@ -184,11 +184,13 @@ float LogitsRow(float* HWY_RESTRICT x, int64_t n, int64_t valid, float scale, fl
 // whose bits carry n: about two thirds of its instructions. AVX-512 scales
 // by 2^n in one instruction (VSCALEFPS), which also carries NaN through.
 HWY_INLINE V ExpOrZero(D d, V arg) {
-  const V lo = hn::Set(d, kExpArgMin);
-#if HWY_TARGET <= HWY_AVX3
-  const V x = hn::Max(lo, arg);  // NaN stays (the second operand is returned)
+  const V lo = hn::Set(d, kExpArgMin), hi = hn::Set(d, kExpArgMax);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  // MAXPS and MINPS return their second operand where either is NaN: a NaN
+  // argument passes both clamps.
+  const V x{_mm512_min_ps(hi.raw, _mm512_max_ps(lo.raw, arg.raw))};
 #else
-  const V x = hn::Min(hn::Max(lo, arg), hn::Set(d, kExpArgMax));
+  const V x = hn::Min(hn::Max(lo, arg), hi);
 #endif
   // t = 1.5 * 2^23 + round(x / ln 2): n sits in t's low mantissa bits.
   const V shifter = hn::Set(d, 12582912.0f);
@@ -204,7 +206,8 @@ HWY_INLINE V ExpOrZero(D d, V arg) {
   const V p45 = hn::MulAdd(hn::Set(d, 0.000198527617612853646278381f), r, hn::Set(d, 0.00139304355252534151077271f));
   const V poly = hn::MulAdd(hn::MulAdd(p45, r2, p23), r2, p01);
   const V e_r = hn::Add(hn::MulAdd(poly, r2, r), hn::Set(d, 1.0f));
-#if HWY_TARGET <= HWY_AVX3
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  // e_r * 2^n in one instruction, NaN carried through.
   const V y{_mm512_scalef_ps(e_r.raw, n.raw)};
   return hn::IfThenZeroElse(hn::Lt(arg, lo), y);
 #else
@@ -245,11 +248,13 @@ float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t n) {
     sum0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), sum0);
     sum1 = hn::MulAdd(hn::LoadU(d, a + i + lanes), hn::LoadU(d, b + i + lanes), sum1);
   }
-  for (; i < n; i += lanes) {
-    const auto part = hn::FirstN(d, size_t(std::min(lanes, n - i)));
-    sum0 = hn::MulAdd(hn::MaskedLoad(part, d, a + i), hn::MaskedLoad(part, d, b + i), sum0);
+  if (i + lanes <= n) {
+    sum0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), sum0);
+    i += lanes;
   }
-  return hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1)));
+  float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1)));
+  for (; i < n; ++i) sum += a[i] * b[i];  // scalar: the rows are the callers' tensors, read no further
+  return sum;
 }
 
 void DlogitsRow(float* HWY_RESTRICT ds, const float* HWY_RESTRICT p, int64_t n, int64_t valid, float delta,

@@ -324,6 +324,19 @@ const Case kCausalWithMaskedRows{.B = 1,
                                  .mask_shape = {1, 1, 100, 100},
                                  .masked_rows = {0, 3, 70},
                                  .seed = 43};
+// Causal, with the second 16-row strip of the block fully masked: a strip
+// that sees no key between two that do.
+const Case kMaskedStrip{.B = 1,
+                        .T = 64,
+                        .S = 64,
+                        .N = 2,
+                        .K = 1,
+                        .H = 8,
+                        .mask_shape = {1, 1, 64, 64},
+                        .mask_keep = 1.0,
+                        .masked_rows = {16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31},
+                        .mask_band = 0,
+                        .seed = 44};
 const Case kPaddedKeys{.B = 3,
                        .T = 66,
                        .S = 200,
@@ -433,6 +446,7 @@ TEST(CpuAttention, MaskedKeyTailsAreSkipped) {
          .mask_band = 0,
          .seed = 47});
   check(kPaddedKeys);
+  check(kMaskedStrip);
   check({.B = 2,
          .T = 130,
          .S = 130,
@@ -603,6 +617,7 @@ TEST(CpuAttention, Bf16ProductsOnEveryUnit) {
            .seed = 71},
           unit);
     check(kPaddedKeys, unit);
+    check(kMaskedStrip, unit);
     check(kLengths, unit);
     const ScopedThreads threads(3);
     check({.B = 1, .T = 70, .S = 520, .N = 2, .K = 1, .H = 20, .causal = true, .seed = 70}, unit);
