@@ -205,23 +205,10 @@ struct Geometry {
 // x[B, S, K, H] into xt[B, K, H, ldt]: keys along the rows of each
 // (example, head), the layout whose rows the products read as vectors.
 void transpose_keys(const Geometry& g, const float* x, float* xt) {
-  const int64_t S = g.sh.kv_len, K = g.sh.kv_heads, H = g.sh.head_dim;
-  constexpr int64_t kTile = 16;
+  const int64_t K = g.sh.kv_heads, H = g.sh.head_dim;
   parallel_for(g.sh.batch * K, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t b = task / K, kh = task % K;
-      float* dst = xt + task * H * g.ldt;
-      for (int64_t s0 = 0; s0 < S; s0 += kTile) {
-        const int64_t s1 = std::min(S, s0 + kTile);
-        for (int64_t h0 = 0; h0 < H; h0 += kTile) {
-          const int64_t h1 = std::min(H, h0 + kTile);
-          for (int64_t s = s0; s < s1; ++s) {
-            const float* src = x + g.kv_offset(b, s, kh);
-            for (int64_t h = h0; h < h1; ++h) dst[h * g.ldt + s] = src[h];
-          }
-        }
-      }
-    }
+    for (int64_t task = begin; task < end; ++task)
+      ad::transpose(x + g.kv_offset(task / K, 0, task % K), g.kv_row, g.sh.kv_len, H, xt + task * H * g.ldt, g.ldt);
   });
 }
 

@@ -8,7 +8,8 @@
 //   width), so that no row is computed twice.
 // - Row operations: whole vectors through Highway (mask bytes widened to
 //   lanes), the last partial vector through a lane mask (exp) or a scalar
-//   loop (where it reads strided or byte operands).
+//   loop (where it reads strided or byte operands, or a caller's rows).
+// - transpose: a vector of rows at a time, one gather per column.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "pax/backend/cpu/attention_hwy.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -239,6 +240,24 @@ float ExpRow(float* HWY_RESTRICT x, int64_t n, float shift) {
   return hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
+void Transpose(const float* HWY_RESTRICT x, int64_t x_row, int64_t rows, int64_t cols, float* HWY_RESTRICT dst,
+               int64_t ldd) {
+  const D d;
+  const hn::RebindToSigned<D> di;
+  const int64_t lanes = int64_t(hn::Lanes(d));
+  // Lane i gathers from row s0 + i (32-bit offsets: rows further apart go
+  // one element at a time).
+  const bool gather = x_row <= int64_t(std::numeric_limits<int32_t>::max()) / lanes;
+  const auto offsets = hn::Mul(hn::Iota(di, 0), hn::Set(di, hn::TFromD<decltype(di)>(gather ? x_row : 0)));
+  int64_t s0 = 0;
+  for (; gather && s0 + lanes <= rows; s0 += lanes) {
+    const float* src = x + s0 * x_row;
+    for (int64_t j = 0; j < cols; ++j) hn::StoreU(hn::GatherIndex(d, src + j, offsets), d, dst + j * ldd + s0);
+  }
+  for (; s0 < rows; ++s0)
+    for (int64_t j = 0; j < cols; ++j) dst[j * ldd + s0] = x[s0 * x_row + j];
+}
+
 float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t n) {
   const D d;
   const int64_t lanes = int64_t(hn::Lanes(d));
@@ -291,6 +310,7 @@ HWY_EXPORT(LogitsRow);
 HWY_EXPORT(ExpRow);
 HWY_EXPORT(DlogitsRow);
 HWY_EXPORT(Dot);
+HWY_EXPORT(Transpose);
 
 void gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row, int64_t a_col, const float* b,
           int64_t ldb, float* c, int64_t ldc, bool accumulate) {
@@ -305,6 +325,10 @@ float logits_row(float* x, int64_t n, int64_t valid, float scale, float cap, flo
 float exp_row(float* x, int64_t n, float shift) { return HWY_DYNAMIC_DISPATCH(ExpRow)(x, n, shift); }
 
 float dot(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(Dot)(a, b, n); }
+
+void transpose(const float* x, int64_t x_row, int64_t rows, int64_t cols, float* dst, int64_t ldd) {
+  HWY_DYNAMIC_DISPATCH(Transpose)(x, x_row, rows, cols, dst, ldd);
+}
 
 void dlogits_row(float* ds, const float* p, int64_t n, int64_t valid, float delta, const uint8_t* mask,
                  int64_t mask_stride) {

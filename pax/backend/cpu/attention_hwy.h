@@ -31,6 +31,10 @@ float logits_row(float* x, int64_t n, int64_t valid, float scale, float cap, flo
 // of f32's exp); returns the sum of the results.
 float exp_row(float* x, int64_t n, float shift);
 
+// dst[j * ldd + i] = x[i * x_row + j] for i < rows, j < cols: whole vectors
+// of rows gathered at once.
+void transpose(const float* x, int64_t x_row, int64_t rows, int64_t cols, float* dst, int64_t ldd);
+
 // sum_i a[i] * b[i] for i < n.
 float dot(const float* a, const float* b, int64_t n);
 
