@@ -22,7 +22,8 @@
 #   3. the CUDA suite (allocator, GEMM plans, kernels on the device), and a
 #      subset under compute-sanitizer
 #   4. the conformance suite on every device present (cuda included)
-#   5. lm.KjvTransformerTiny on cuda against its CPU losses
+#   5. lm.KjvTransformerTiny on cuda against its CPU losses, and its trace
+#      of steps 12 and 13 (the steps timed on the stream by CUDA events)
 #   6. bench/gpt_step on cuda beside torch (plain, and --sdpa --compile) and
 #      jax on the same GPU, at GPT-2 small's shape
 # Each step has its own time limit; a failed step is reported and the run
@@ -111,7 +112,30 @@ run() {
   local kjv=(--exp=lm.KjvTransformerTiny --set train.num_train_steps=20 --set train.save_interval_steps=10)
   rm -rf /tmp/pax-gpu/kjv_cpu /tmp/pax-gpu/kjv_cuda
   step kjv_cpu 180 "$bin/paxcc" "${kjv[@]}" --job_log_dir=/tmp/pax-gpu/kjv_cpu
-  step kjv_cuda 180 "$bin/paxcc" "${kjv[@]}" --job_log_dir=/tmp/pax-gpu/kjv_cuda --platform=cuda
+  step kjv_cuda 180 "$bin/paxcc" "${kjv[@]}" --job_log_dir=/tmp/pax-gpu/kjv_cuda --platform=cuda --profile_steps=12:13
+  # Its trace: the steps timed on the stream by CUDA events, on a track "cuda:0 stream".
+  local trace
+  trace=$(find /tmp/pax-gpu/kjv_cuda -name '*.trace.json.gz' 2>/dev/null | head -1)
+  if [[ -n $trace ]]; then
+    cp "$trace" "$out/kjv_cuda.trace.json.gz"
+    if python3 - "$trace" >>"$summary" 2>&1 <<'EOF'; then note "PASS trace_stream"; else
+import collections, gzip, json, sys
+doc = json.load(gzip.open(sys.argv[1]))
+names = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e.get("ph") == "M" and e["name"] == "thread_name"}
+on_stream = [e for e in doc["traceEvents"] if e.get("ph") == "X" and names.get(e["tid"], "").startswith("cuda:")]
+busy = collections.Counter()
+for e in on_stream:
+    busy[e["cat"]] += e["dur"]
+print(f"kjv_cuda trace: {len(on_stream)} spans on the stream, us by category {dict(busy.most_common())}")
+sys.exit(0 if on_stream and all(e["dur"] >= 0 for e in on_stream) else 1)
+EOF
+      note "FAIL trace_stream (no spans on a cuda stream track)"
+      failures=$((failures + 1))
+    fi
+  else
+    note "FAIL trace_stream (no trace under /tmp/pax-gpu/kjv_cuda)"
+    failures=$((failures + 1))
+  fi
   if [[ -s /tmp/pax-gpu/kjv_cuda/metrics.jsonl ]]; then
     python3 - /tmp/pax-gpu/kjv_cpu/metrics.jsonl /tmp/pax-gpu/kjv_cuda/metrics.jsonl >>"$summary" 2>&1 <<'EOF'
 import json, sys

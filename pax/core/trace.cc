@@ -7,8 +7,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace pax::trace {
@@ -36,16 +39,42 @@ std::vector<std::shared_ptr<ThreadBuffer>>& threads() {
   return *all;
 }
 
+// A new buffer, listed; g_threads_mu held.
+std::shared_ptr<ThreadBuffer> add_buffer(std::string name) {
+  auto b = std::make_shared<ThreadBuffer>();
+  b->tid = int(threads().size()) + 1;
+  b->name = std::move(name);
+  threads().push_back(b);
+  return b;
+}
+
 ThreadBuffer& mine() {
   thread_local std::shared_ptr<ThreadBuffer> buffer = [] {
-    auto b = std::make_shared<ThreadBuffer>();
     std::lock_guard<std::mutex> lock(g_threads_mu);
-    b->tid = int(threads().size()) + 1;
-    b->name = syscall(SYS_gettid) == getpid() ? "main" : "thread " + std::to_string(b->tid);
-    threads().push_back(b);
-    return b;
+    const bool main = syscall(SYS_gettid) == getpid();
+    return add_buffer(main ? "main" : "thread " + std::to_string(threads().size() + 1));
   }();
   return *buffer;
+}
+
+// The buffer of the track named `name` (made on first use).
+ThreadBuffer& track(const std::string& name) {
+  static auto* tracks = new std::map<std::string, std::shared_ptr<ThreadBuffer>>;
+  std::lock_guard<std::mutex> lock(g_threads_mu);
+  std::shared_ptr<ThreadBuffer>& b = (*tracks)[name];
+  if (!b) b = add_buffer(name);
+  return *b;
+}
+
+// Appends an event to b, dropping those of an earlier recording first.
+void append(ThreadBuffer& b, Event event) {
+  const uint64_t recording = g_recording.load();
+  std::lock_guard<std::mutex> lock(b.mu);
+  if (b.recording != recording) {
+    b.events.clear();
+    b.recording = recording;
+  }
+  b.events.push_back(std::move(event));
 }
 
 std::chrono::steady_clock::time_point epoch() {
@@ -84,14 +113,13 @@ double now_us() {
 void complete(const char* category, const std::string& name, double start_us, const std::string& args_json) {
   if (!active()) return;
   const double end = now_us();
-  ThreadBuffer& b = mine();
-  const uint64_t recording = g_recording.load();
-  std::lock_guard<std::mutex> lock(b.mu);
-  if (b.recording != recording) {
-    b.events.clear();
-    b.recording = recording;
-  }
-  b.events.push_back(Event{category, name, args_json, start_us, end - start_us});
+  append(mine(), Event{category, name, args_json, start_us, end - start_us});
+}
+
+void complete_on_track(const std::string& track_name, const char* category, const std::string& name, double start_us,
+                       double dur_us, const std::string& args_json) {
+  if (!active()) return;
+  append(track(track_name), Event{category, name, args_json, start_us, dur_us});
 }
 
 void set_thread_name(const std::string& name) {

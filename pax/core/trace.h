@@ -40,6 +40,14 @@ double now_us();
 // or empty. Nothing when recording is off.
 void complete(const char* category, const std::string& name, double start_us, const std::string& args_json = {});
 
+// One event of `category` and `name` from start_us for dur_us (both on
+// now_us()'s clock) on the track named `track` instead of the calling
+// thread: work that ran elsewhere and was timed afterwards (a device's
+// stream, timed by its events). A track is shown as a thread of that name.
+// Nothing when recording is off.
+void complete_on_track(const std::string& track, const char* category, const std::string& name, double start_us,
+                       double dur_us, const std::string& args_json = {});
+
 // The calling thread's name in traces ("main", "omp worker 1", "compile").
 void set_thread_name(const std::string& name);
 

@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
 #include <thread>
 
 namespace pax::trace {
@@ -72,6 +74,31 @@ TEST(Trace, ANewRecordingDropsTheEventsOfAnUnstoppedOne) {
   const Parsed p = parse(doc);
   ASSERT_EQ(p.events.size(), 1u) << doc;
   EXPECT_EQ(p.events[0].at("name"), "new");
+}
+
+// Work timed elsewhere (a device's stream) goes on a track of its own, with
+// the times given, every event of a track on one tid named after it.
+TEST(Trace, EventsOnANamedTrackKeepTheirTimes) {
+  complete_on_track("cuda:0 stream", "gemm", "before", 1.0, 2.0);  // not recording: dropped
+  start();
+  complete_on_track("cuda:0 stream", "gemm", "dot_general", 100.0, 25.5);
+  complete_on_track("cuda:0 stream", "fusion", "fusion{add}", 130.0, 4.0, "\"step\": 3");
+  complete_on_track("cuda:1 stream", "gemm", "other device", 100.0, 1.0);
+  { const Span span("kernel", "on the host"); }
+  const Parsed p = parse(stop("test"));
+  ASSERT_EQ(p.events.size(), 4u);
+  std::map<std::string, json> by_name;
+  for (const json& e : p.events) by_name[e.at("name").get<std::string>()] = e;
+  const json& gemm = by_name.at("dot_general");
+  EXPECT_DOUBLE_EQ(gemm.at("ts").get<double>(), 100.0);
+  EXPECT_DOUBLE_EQ(gemm.at("dur").get<double>(), 25.5);
+  EXPECT_EQ(gemm.at("cat"), "gemm");
+  EXPECT_EQ(by_name.at("fusion{add}").at("tid"), gemm.at("tid"));
+  EXPECT_EQ(by_name.at("fusion{add}").at("args").at("step"), 3);
+  EXPECT_NE(by_name.at("other device").at("tid"), gemm.at("tid"));
+  EXPECT_NE(by_name.at("on the host").at("tid"), gemm.at("tid"));
+  EXPECT_EQ(p.thread_names.at(gemm.at("tid").get<int>()), "cuda:0 stream");
+  EXPECT_EQ(p.thread_names.at(by_name.at("other device").at("tid").get<int>()), "cuda:1 stream");
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "pax/backend/cpu/fused_loop.h"
 #include "pax/backend/cpu/step_profile.h"
 #include "pax/compile/lower.h"
+#include "pax/compile/step_labels.h"
 #include "pax/core/env_switch.h"
 #include "pax/core/error.h"
 #include "pax/core/trace.h"
@@ -27,40 +28,6 @@
 namespace pax::cpu {
 
 namespace {
-
-std::string avals_str(const Jaxpr& j, const std::vector<Var>& vars) {
-  std::string s;
-  for (Var v : vars) s += (s.empty() ? "" : ", ") + j.aval(v).str();
-  return s;
-}
-
-// A step's category in traces: products, attention, collectives, fused
-// loops (sweeps are named by run_sweep's caller), other kernels.
-const char* step_category(const Jaxpr& j, const Step& step) {
-  if (step.kind == Step::Kind::fused) return "fusion";
-  if (step.kind == Step::Kind::impl) return "impl";
-  const Prim p = j.eqns[step.index].prim;
-  if (p == Prim::dot_general || p == Prim::conv_general_dilated) return "gemm";
-  if (p == Prim::dot_product_attention || p == Prim::dot_product_attention_bwd) return "attention";
-  return "kernel";
-}
-
-// "dot_general[dimension_numbers=...] f32[8,256,256], f32[256,768] -> f32[8,256,768]" or
-// "fusion{mul, add, tanh} f32[...] -> f32[...]".
-std::string step_label(const Jaxpr& j, const StepSchedule& schedule, const Step& step) {
-  std::string name;
-  if (step.kind == Step::Kind::fused) {
-    for (size_t e : schedule.groups[step.index].eqns)
-      name += (name.empty() ? "" : ", ") + std::string(prim_name(j.eqns[e].prim));
-    name = "fusion{" + name + "}";
-  } else {
-    const Eqn& eqn = j.eqns[step.index];
-    name = prim_name(eqn.prim);
-    // Which axes a product contracts decides its kernel's speed.
-    if (eqn.prim == Prim::dot_general) name += "[" + eqn.params.str() + "]";
-  }
-  return name + " " + avals_str(j, schedule.inputs(j, step)) + " -> " + avals_str(j, schedule.outputs(j, step));
-}
 
 class CpuExecutable : public Executable {
  public:
@@ -110,17 +77,12 @@ class CpuExecutable : public Executable {
       if (started_[s]) position_[s] = position[step.index];
     }
     // Labels for PAX_PROFILE and traces (which a run may start at any step).
-    for (const Step& step : schedule_.steps) {
-      labels_.push_back(step_label(jaxpr_, schedule_, step));
-      categories_.push_back(step_category(jaxpr_, step));
-    }
-    for (const RowSweep& sw : schedule_.sweeps) {
-      std::string label;
-      for (size_t k = sw.first; k <= sw.last; ++k) {
-        if (schedule_.steps[k].kind != Step::Kind::alias) label += (label.empty() ? "" : "; ") + labels_[k];
-      }
-      labels_[sw.first] = "sweep{" + label + "}";
-      categories_[sw.first] = "sweep";
+    StepLabels labels = label_steps(jaxpr_, schedule_);
+    labels_ = std::move(labels.steps);
+    categories_ = std::move(labels.categories);
+    for (size_t i = 0; i < schedule_.sweeps.size(); ++i) {  // a sweep's steps run as one, at its first
+      labels_[schedule_.sweeps[i].first] = std::move(labels.sweeps[i]);
+      categories_[schedule_.sweeps[i].first] = "sweep";
     }
     if (env_switch("PAX_DUMP_SCHEDULE", false)) std::fprintf(stderr, "PAX_DUMP_SCHEDULE:\n%s\n", str().c_str());
   }

@@ -1,14 +1,22 @@
 // The CUDA backend's table: registered on every machine; where a GPU is
-// present, arrays round-trip through its memory, copies and events.
+// present, arrays round-trip through its memory, copies and events, and a
+// traced call's steps are timed on its stream.
 #include "pax/backend/cuda/cuda_backend.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "pax/backend/cuda/cuda_devices.h"
 #include "pax/backend/cuda/cuda_kernels.h"
 #include "pax/core/device_put.h"
+#include "pax/core/trace.h"
 #include "pax/api/transforms.h"
 #include "pax/ops/lax.h"
 #include "pax/ops/nn.h"
@@ -68,6 +76,41 @@ TEST(CudaBackend, JitRunsFusedKernelsWithTheCpusResults) {
   const Array got = jit(f)(device_put(x, kCuda), device_put(w, kCuda));
   EXPECT_EQ(got.device(), kCuda);
   EXPECT_TRUE(testing::all_close(got, want, 1e-5, 1e-6));
+}
+
+// While a trace is recorded, a jitted call's steps are timed on the stream:
+// spans on the track "cuda:0 stream", the product among them, within the
+// host's span of the call and not overlapping one another.
+TEST(CudaBackend, TracedStepsAreTimedOnTheStream) {
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const Array x = device_put(testing::random_array(Shape{256, 512}, DType::f32, 5), kCuda),
+              w = device_put(testing::random_array(Shape{512, 256}, DType::f32, 6), kCuda);
+  auto f = [](const Array& a, const Array& b) { return tanh(matmul(a, b)) * 2.0; };
+  auto g = jit(f);
+  device_get(g(x, w));  // compiled, kernels built
+  trace::start();
+  const double before = trace::now_us();
+  device_get(g(x, w));
+  const double after = trace::now_us();
+  const nlohmann::json doc = nlohmann::json::parse(trace::stop("test"));
+  std::map<int, std::string> names;
+  for (const auto& e : doc.at("traceEvents"))
+    if (e.at("ph") == "M" && e.at("name") == "thread_name") names[e.at("tid").get<int>()] = e.at("args").at("name");
+  std::vector<std::pair<double, double>> spans;
+  bool product = false;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.at("ph") != "X" || names[e.at("tid").get<int>()] != "cuda:0 stream") continue;
+    spans.push_back({e.at("ts").get<double>(), e.at("dur").get<double>()});
+    product |= e.at("cat") == "gemm";
+  }
+  ASSERT_FALSE(spans.empty()) << doc.dump();
+  EXPECT_TRUE(product) << doc.dump();
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 0; i < spans.size(); ++i) {
+    EXPECT_GE(spans[i].first, before - 50.0);
+    EXPECT_LE(spans[i].first + spans[i].second, after + 50.0);
+    if (i > 0) EXPECT_GE(spans[i].first + 1.0, spans[i - 1].first + spans[i - 1].second);  // one stream: in order
+  }
 }
 
 TEST(CudaBackend, ArraysRoundTripThroughDeviceMemory) {

@@ -14,7 +14,9 @@
 // when the caller held its only handle. Kernel steps write into their
 // planned memory, a product whose transpose was folded into it with the
 // strides the lowering gave it. Everything is queued on the device's one
-// stream, so nothing waits for the device until the host reads a result.
+// stream, so nothing waits for the device until the host reads a result
+// (except while a trace is recorded: each step is then timed on the stream
+// by CUDA events, stream_spans.h).
 #include "pax/backend/cuda/cuda_executable.h"
 
 #include <algorithm>
@@ -32,7 +34,9 @@
 #include "pax/backend/cuda/cuda_kernels_source.h"
 #include "pax/backend/cuda/cuda_lowering_target.h"
 #include "pax/backend/cuda/nvrtc_compiler.h"
+#include "pax/backend/cuda/stream_spans.h"
 #include "pax/compile/lower.h"
+#include "pax/compile/step_labels.h"
 #include "pax/core/device_put.h"
 #include "pax/core/error.h"
 #include "pax/interp/interpreter.h"
@@ -94,6 +98,7 @@ class CudaExecutable : public Executable {
       const Step& st = lp_.schedule.steps[k];
       kernels_.push_back(st.kind == Step::Kind::kernel ? cuda_kernel(lp_.jaxpr.eqns[st.index].prim) : nullptr);
     }
+    labels_ = label_steps(lp_.jaxpr, lp_.schedule);
     donates_.assign(lp_.plan.storages.size(), false);
     for (const Storage& st : lp_.plan.storages) {
       if (st.donor < 0) continue;
@@ -140,6 +145,7 @@ class CudaExecutable : public Executable {
     // Per sweep: whether its kernel ran at its first step (decided there, so
     // that a kernel finishing its build mid-sweep does not skip steps).
     std::vector<bool> swept(lp_.schedule.sweeps.size(), false);
+    StreamSpans spans(device_.index, stream());  // while a trace is recorded: each step's time on the stream
     for (size_t k = 0; k < lp_.schedule.steps.size(); ++k) {
       const int sw = sweep_of[k];
       if (sw >= 0) {
@@ -147,7 +153,9 @@ class CudaExecutable : public Executable {
         const Generated* gen = sweep_kernels_[size_t(sw)].get();
         if (k == sweep.first && gen) {
           if (cudaKernel_t fn = gen->ready()) {
+            spans.begin();
             run_sweep(sweep, fn, *gen, f);
+            spans.end("sweep", labels_.sweeps[size_t(sw)]);
             swept[size_t(sw)] = true;
           }
         }
@@ -157,10 +165,14 @@ class CudaExecutable : public Executable {
           continue;
         }
       }
+      const bool traced = spans.active() && lp_.schedule.steps[k].kind != Step::Kind::alias;
+      if (traced) spans.begin();
       run_step(k, f);
+      if (traced) spans.end(labels_.categories[k], labels_.steps[k]);
       end_donations(f, k);
       release(f, k);
     }
+    spans.finish();
     std::vector<Array> out;
     for (Var v : j.outvars) {
       Array a = values[size_t(v)];
@@ -384,6 +396,7 @@ class CudaExecutable : public Executable {
   std::vector<int> last_use_;
   std::vector<KernelFn> kernels_;  // per step: the device's kernel of a kernel step
   std::vector<bool> donates_;      // per storage: an argument some output may take
+  StepLabels labels_;              // the steps' and sweeps' names in traces
   mutable std::mutex arena_mu_;
   mutable std::shared_ptr<Buffer> arena_;  // kept from call to call
   mutable bool arena_busy_ = false;
