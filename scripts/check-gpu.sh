@@ -113,7 +113,8 @@ run() {
   rm -rf /tmp/pax-gpu/kjv_cpu /tmp/pax-gpu/kjv_cuda
   step kjv_cpu 180 "$bin/paxcc" "${kjv[@]}" --job_log_dir=/tmp/pax-gpu/kjv_cpu
   step kjv_cuda 180 "$bin/paxcc" "${kjv[@]}" --job_log_dir=/tmp/pax-gpu/kjv_cuda --platform=cuda --profile_steps=12:13
-  # Its trace: the steps timed on the stream by CUDA events, on a track "cuda:0 stream".
+  # Its trace: the steps timed on the stream by CUDA events, on a track "cuda:0 stream"
+  # that must hold the products.
   local trace
   trace=$(find /tmp/pax-gpu/kjv_cuda -name '*.trace.json.gz' 2>/dev/null | head -1)
   if [[ -n $trace ]]; then
@@ -122,14 +123,14 @@ run() {
 import collections, gzip, json, sys
 doc = json.load(gzip.open(sys.argv[1]))
 names = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e.get("ph") == "M" and e["name"] == "thread_name"}
-on_stream = [e for e in doc["traceEvents"] if e.get("ph") == "X" and names.get(e["tid"], "").startswith("cuda:")]
+on_stream = [e for e in doc["traceEvents"] if e.get("ph") == "X" and names.get(e["tid"]) == "cuda:0 stream"]
 busy = collections.Counter()
 for e in on_stream:
     busy[e["cat"]] += e["dur"]
 print(f"kjv_cuda trace: {len(on_stream)} spans on the stream, us by category {dict(busy.most_common())}")
-sys.exit(0 if on_stream and all(e["dur"] >= 0 for e in on_stream) else 1)
+sys.exit(0 if busy["gemm"] > 0 else 1)
 EOF
-      note "FAIL trace_stream (no spans on a cuda stream track)"
+      note "FAIL trace_stream (no product timed on the track cuda:0 stream; see the summary)"
       failures=$((failures + 1))
     fi
   else

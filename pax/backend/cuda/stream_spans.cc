@@ -12,9 +12,14 @@ namespace pax::cuda {
 
 StreamSpans::StreamSpans(int device, cudaStream_t stream) : active_(trace::active()), device_(device), stream_(stream) {
   if (!active_) return;
-  base_ = event();
-  PAX_CUDA_CHECK(cudaEventRecord(base_, stream_));
-  PAX_CUDA_CHECK(cudaEventSynchronize(base_));
+  try {
+    base_ = event();
+    PAX_CUDA_CHECK(cudaEventRecord(base_, stream_));
+    PAX_CUDA_CHECK(cudaEventSynchronize(base_));
+  } catch (...) {  // no destructor runs for a constructor that throws
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    throw;
+  }
   base_us_ = trace::now_us();
 }
 

@@ -3,9 +3,17 @@
 // times go into the trace (pax/core/trace.h) on the track "cuda:<device>
 // stream", on the trace's own clock. A host-side span would time only the
 // queueing. The clocks are tied by a first event the host waits for: its
-// time on the host is when the wait returns. Tracing thus waits for the
-// stream twice per call (before and after), which a traced call accepts;
-// without tracing none of this runs.
+// time on the host is when the wait returns (so the stream's spans sit a
+// wake-up later than they ran). Tracing thus waits for the stream twice per
+// call (before and after), which a traced call accepts; without tracing none
+// of this runs.
+//
+// A span is the time between the stream reaching its two events: where the
+// stream waits for the host to queue a step's kernels (a starved stream),
+// that wait is in the span too; and another thread's call queued on the same
+// stream meanwhile (calls from several threads at once) is counted in the
+// spans it falls between. Traces are meant for one call at a time per
+// device.
 #pragma once
 
 #include <cuda_runtime_api.h>
