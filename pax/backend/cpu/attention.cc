@@ -173,10 +173,18 @@ struct Geometry {
     for (int64_t t = t0; t < t1; ++t) limit = std::max<int64_t>(limit, row[t].limit);
     return limit;
   }
-  // Row t's mask over keys [s0, s0 + w): null where it attends to all of them.
-  const uint8_t* mask_block(int64_t b, int64_t n, int64_t t, int64_t s0, int64_t w) const {
+  // Row t's mask over keys [s0, s0 + w), given that only the first `valid`
+  // of them may be attended to: null where the row attends to all of those,
+  // or where its attended keys are one run from key 0 (a causal or padding
+  // mask), which `valid` then ends instead (the keys past it are masked).
+  const uint8_t* mask_block(int64_t b, int64_t n, int64_t t, int64_t s0, int64_t w, int64_t& valid) const {
     if (!ex.mask) return nullptr;
-    if (s0 + w <= spans_of(b, n)[ex.mask_strides[2] ? t : 0].ones) return nullptr;
+    const MaskSpan span = spans_of(b, n)[ex.mask_strides[2] ? t : 0];
+    if (s0 + std::min(w, valid) <= span.ones) return nullptr;
+    if (span.ones == span.limit) {
+      valid = std::clamp<int64_t>(span.ones - s0, 0, valid);
+      return nullptr;
+    }
     return mask_row(b, n, t) + s0 * ex.mask_strides[3];
   }
   // Unmasked-by-position keys of row t: [0, limit).
@@ -494,9 +502,9 @@ void forward_block(const Geometry& g, const Products& pr, int64_t b, int64_t n, 
         const int64_t t = t0 + i;
         float* xi = x + i * ldx;
         const float* bias = g.bias_row(b, n, t);
-        const uint8_t* mask = g.mask_block(b, n, t, s0, ws);
         if (bias) bias += s0 * g.ex.bias_strides[3];
-        const int64_t valid = std::clamp<int64_t>(g.row_limit(t, strips.visible[i / Strips::kSize]) - s0, 0, ws);
+        int64_t valid = std::clamp<int64_t>(g.row_limit(t, strips.visible[i / Strips::kSize]) - s0, 0, ws);
+        const uint8_t* mask = g.mask_block(b, n, t, s0, ws, valid);
         const float m = std::max(maxes[i], ad::logits_row(xi, ws, valid, g.sh.scale, g.sh.logit_cap, nullptr, bias,
                                                           g.ex.bias_strides[3], mask, g.ex.mask_strides[3]));
         if (m > maxes[i] && sums[i] > 0.0f) {  // earlier weights shrink by exp(old - new)
@@ -625,9 +633,9 @@ void backward_rows(const Geometry& g, const Products& pr, const BackwardArgs& a,
       }
     }
     if (ws == 0) continue;
-    const int64_t limit = std::clamp<int64_t>(g.row_limit(t, seen) - s0, 0, ws);
+    int64_t limit = std::clamp<int64_t>(g.row_limit(t, seen) - s0, 0, ws);
     const float* bias = g.bias_row(b, n, t);
-    const uint8_t* mask = g.mask_block(b, n, t, s0, ws);
+    const uint8_t* mask = g.mask_block(b, n, t, s0, ws, limit);
     if (bias) bias += s0 * g.ex.bias_strides[3];
     ad::logits_row(pi, ws, limit, g.sh.scale, g.sh.logit_cap, slope, bias, g.ex.bias_strides[3], mask,
                    g.ex.mask_strides[3]);
