@@ -9,6 +9,7 @@
 #include "pax/backend/cpu/attention.h"
 
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -686,33 +687,72 @@ TEST(CpuAttention, Bf16KeysOfOneHeadDoNotReachAnother) {
 // The softmax's exp: within 1 ulp of exp rounded to f32 over the arguments
 // it keeps ([-86.5, 0] and a little above), exactly 0 below them, NaN kept,
 // and the row's sum returned.
-TEST(CpuAttention, ExpRowWithinAnUlp) {
-  const int64_t n = 200003;  // not a multiple of any vector
-  std::vector<float> args(static_cast<size_t>(n)), x;
-  for (int64_t i = 0; i < n; ++i) args[size_t(i)] = -90.0f + 92.0f * float(i) / float(n);
-  x = args;
-  const float sum = attention_detail::exp_row(x.data(), n, 0.0f);
-  double want_sum = 0, worst = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float a = args[size_t(i)], got = x[size_t(i)];
-    if (a < -86.5f) {
-      EXPECT_EQ(got, 0.0f) << "exp(" << a << ")";
-      continue;
-    }
-    const auto want = float(std::exp(double(a)));
-    want_sum += double(got);
-    int32_t want_bits = 0, got_bits = 0;
-    std::memcpy(&want_bits, &want, sizeof(want));
-    std::memcpy(&got_bits, &got, sizeof(got));
-    worst = std::max(worst, std::abs(double(got_bits) - double(want_bits)));
+// Calls f() once with each SIMD target of this CPU that the row operations
+// were compiled for (Highway's dispatch pinned to it, within PAX_MAX_ISA),
+// so that the AVX-512, AVX2 and SSE4 paths are all tested on one machine.
+template <class F>
+void for_each_simd_target(F f) {
+  for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    SCOPED_TRACE(hwy::TargetName(target));
+    hwy::SetSupportedTargetsForTest(target);
+    f();
   }
-  EXPECT_LE(worst, 1.0) << "ulps";
-  EXPECT_NEAR(sum, want_sum, 1e-5 * want_sum);
-  float special[3] = {NAN, -INFINITY, 0.0f};
-  attention_detail::exp_row(special, 3, 0.0f);
-  EXPECT_TRUE(std::isnan(special[0]));
-  EXPECT_EQ(special[1], 0.0f);
-  EXPECT_EQ(special[2], 1.0f);
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+TEST(CpuAttention, ExpRowWithinAnUlp) {
+  for_each_simd_target([] {
+    const int64_t n = 200003;  // not a multiple of any vector
+    std::vector<float> args(static_cast<size_t>(n)), x;
+    for (int64_t i = 0; i < n; ++i) args[size_t(i)] = -90.0f + 92.0f * float(i) / float(n);
+    x = args;
+    const float sum = attention_detail::exp_row(x.data(), n, 0.0f);
+    double want_sum = 0, worst = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float a = args[size_t(i)], got = x[size_t(i)];
+      if (a < -86.5f) {
+        EXPECT_EQ(got, 0.0f) << "exp(" << a << ")";
+        continue;
+      }
+      const auto want = float(std::exp(double(a)));
+      want_sum += double(got);
+      int32_t want_bits = 0, got_bits = 0;
+      std::memcpy(&want_bits, &want, sizeof(want));
+      std::memcpy(&got_bits, &got, sizeof(got));
+      worst = std::max(worst, std::abs(double(got_bits) - double(want_bits)));
+    }
+    EXPECT_LE(worst, 1.0) << "ulps";
+    EXPECT_NEAR(sum, want_sum, 1e-5 * want_sum);
+    float special[3] = {NAN, -INFINITY, 0.0f};
+    attention_detail::exp_row(special, 3, 0.0f);
+    EXPECT_TRUE(std::isnan(special[0]));
+    EXPECT_EQ(special[1], 0.0f);
+    EXPECT_EQ(special[2], 1.0f);
+  });
+}
+
+// The rows' dot product and the keys' transpose against plain loops, at
+// lengths off every vector width, on every SIMD target.
+TEST(CpuAttention, DotAndTransposeOnEveryTarget) {
+  std::mt19937 rng(61);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> a(100), b(100);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = u(rng), b[i] = u(rng);
+  const int64_t rows = 37, cols = 19, x_row = 23, ldd = 41;  // x: rows x_row apart; dst: ldd
+  std::vector<float> x(size_t(rows * x_row));
+  for (float& v : x) v = u(rng);
+  for_each_simd_target([&] {
+    for (const int64_t n : {0, 1, 7, 16, 31, 64, 100}) {
+      double want = 0;
+      for (int64_t i = 0; i < n; ++i) want += double(a[size_t(i)]) * double(b[size_t(i)]);
+      EXPECT_NEAR(attention_detail::dot(a.data(), b.data(), n), want, 1e-5) << "n=" << n;
+    }
+    std::vector<float> dst(size_t(cols * ldd), -7.0f);
+    attention_detail::transpose(x.data(), x_row, rows, cols, dst.data(), ldd);
+    for (int64_t j = 0; j < cols; ++j)
+      for (int64_t i = 0; i < ldd; ++i)
+        EXPECT_EQ(dst[size_t(j * ldd + i)], i < rows ? x[size_t(i * x_row + j)] : -7.0f) << j << ", " << i;
+  });
 }
 
 // The backward against central differences of the forward's
