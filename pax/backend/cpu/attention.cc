@@ -671,24 +671,19 @@ void backward_task(const Geometry& g, const Products& pr, const BackwardArgs& a,
         const int64_t sv = g.visible(b, n, t0, t0 + rows);
         const int64_t w = std::max<int64_t>(0, std::min(s1, sv) - s0);
         float* dq0 = dq + g.q_offset(b, t0, n);
-        if (!strips.cut(s0, w)) {
-          backward_rows(g, pr, a, b, n, t0, 0, rows, sv, s0, s1, w, w, p, ds, slope, ldw, scratch);
-          if (w == 0) continue;
-          pr.add_transposed_times(false, b, n, t0, rows, w, 1.0f, p, ldw, dv0, scratch);
-          pr.add_transposed_times(true, b, n, t0, rows, w, g.sh.scale, ds, ldw, dk0, scratch);
-          pr.add_times_rows(true, b, n, rows, s0, w, g.sh.scale, ds, ldw, dq0, g.q_row, scratch);
-          continue;
-        }
-        for (int64_t k = 0; k < strips.count; ++k) {
-          const int64_t r0 = k * Strips::kSize, nr = strips.rows(k, rows), ws = strips.width(k, s0, w);
-          backward_rows(g, pr, a, b, n, t0, r0, nr, strips.visible[k], s0, s1, ws, w, p, ds, slope, ldw, scratch);
+        // P, dS and dQ for the whole block at once, or strip by strip.
+        const bool whole = !strips.cut(s0, w);
+        for (int64_t k = 0; k < (whole ? 1 : strips.count); ++k) {
+          const int64_t r0 = whole ? 0 : k * Strips::kSize, nr = whole ? rows : strips.rows(k, rows);
+          const int64_t ws = whole ? w : strips.width(k, s0, w), seen = whole ? sv : strips.visible[k];
+          backward_rows(g, pr, a, b, n, t0, r0, nr, seen, s0, s1, ws, w, p, ds, slope, ldw, scratch);
           if (ws > 0)
             pr.add_times_rows(true, b, n, nr, s0, ws, g.sh.scale, ds + r0 * ldw, ldw, dq0 + r0 * g.q_row, g.q_row,
                               scratch);
         }
         // Keys [lo, hi) are seen by no strip before `first`: their dK and dV
         // sum over the rows from that strip on (other strips that do not see
-        // them add zeros).
+        // them add zeros). A whole block is one such range, from row 0.
         for (int64_t lo = 0; lo < w;) {
           int64_t first = 0;
           while (first < strips.count && strips.width(first, s0, w) <= lo) ++first;
