@@ -30,9 +30,10 @@
 // to 32). Tasks are (example, kv head, key chunk); each passes over its
 // chunk in key blocks and, per key block, over the query heads of its group
 // and the query blocks, so that each owns its rows of dK and dV (no races, a
-// fixed summation order). When the examples and kv heads are fewer than the
-// threads, the keys are split into chunks that run in parallel, each chunk's
-// dQ going to a buffer of its own summed at the end. A dimension over which
+// fixed summation order). When the examples and kv heads make fewer than
+// four tasks per thread, the keys are split into chunks that run in
+// parallel (so that threads slowed by other work even out), each chunk's dQ
+// going to a buffer of its own summed at the end. A dimension over which
 // the bias broadcasts (so that tasks along it would add into the same dbias
 // entries) is looped inside the tasks instead. Each row's rowsum(dO * O)
 // is found once before the tasks. A row whose lse does not exceed
@@ -64,10 +65,14 @@ namespace {
 
 namespace ad = attention_detail;
 
-constexpr int64_t kBlockRows = 64;  // query rows per block
-constexpr int64_t kKeyBlock = 256;  // keys per block: 64 KiB of logits, keys and values each
-constexpr int64_t kMinChunk = 128;  // keys per backward chunk, at least
-constexpr int64_t kAlign = 16;      // floats: scratch rows start 64 bytes apart
+constexpr int64_t kBlockRows = 64;      // query rows per block
+constexpr int64_t kKeyBlock = 256;      // keys per block: 64 KiB of logits, keys and values each
+constexpr int64_t kMinChunk = 128;      // keys per backward chunk, at least
+constexpr int64_t kTasksPerThread = 4;  // backward tasks per thread, where chunks of keys can make them
+// The backward's dQ buffers of its key chunks past the first: at most this
+// many bytes, or 4 of them.
+constexpr int64_t kChunkBuffersBytes = int64_t(512) << 20;
+constexpr int64_t kAlign = 16;  // floats: scratch rows start 64 bytes apart
 
 int64_t round_up(int64_t n, int64_t m) { return ceil_div(n, m) * m; }
 
@@ -407,14 +412,17 @@ class Products {
     const Geometry& g = *gp_;
     const int64_t H = g.sh.head_dim, kv = b * g.sh.kv_heads + n / g.group;
     const int64_t m16 = round_up(rows, kPad), w16 = round_up(w, kPad);
-    auto* a16 = reinterpret_cast<uint16_t*>(scratch + kKeyBlock * h16_);
     const uint16_t* y0 = y + g.q_offset(b, t0, n);
+    const uint16_t* z = z_by_h + kv * h32_ * s16_ + 2 * s0;
+    if (!attention_bf16::needs_padding(unit_) && H % 2 == 0)  // y's rows read in place
+      return attention_bf16::product(unit_, rows, w16, H, y0, g.q_row, z, s16_, x, ldx);
+    auto* a16 = reinterpret_cast<uint16_t*>(scratch + kKeyBlock * h16_);
     for (int64_t i = 0; i < m16; ++i) {  // rows past the block's are zero
       uint16_t* dst = a16 + i * h32_;
       if (i < rows) std::memcpy(dst, y0 + i * g.q_row, size_t(H) * sizeof(uint16_t));
       std::fill(dst + (i < rows ? H : 0), dst + h32_, uint16_t(0));
     }
-    attention_bf16::product(unit_, m16, w16, h32_, a16, h32_, z_by_h + kv * h32_ * s16_ + 2 * s0, s16_, x, ldx);
+    attention_bf16::product(unit_, m16, w16, h32_, a16, h32_, z, s16_, x, ldx);
   }
 
   const Geometry* gp_;
@@ -578,13 +586,21 @@ std::pair<float, float> full_row_stats(const Geometry& g, const float* q, const 
 // (the log-sum-exp's own cotangent: d lse / d x = p, so it joins the row's
 // dot(dout, out) term with the opposite sign) and, for a row with every key
 // masked, the maximum and 1 / sum of its weights (inv_sum 0 for the others).
-// kt is read only for those rows (null when there are none).
+// kt is read only for those rows (null when there are none). out and dout
+// are read in f32, or where null as bf16 bits (converted a row at a time).
 void row_terms(const KernelContext& ctx, const Geometry& g, const float* q, const float* kt, const float* out,
-               const float* lse, const float* dout, const float* dlse, float* delta, float* shift, float* inv_sum) {
+               const float* lse, const float* dout, const AttentionBf16Operands* bits, const float* dlse, float* delta,
+               float* shift, float* inv_sum) {
   const int64_t N = g.sh.q_heads, T = g.sh.q_len, H = g.sh.head_dim;
-  const ThreadScratch scratch(ctx, g.sh.kv_len);
+  const ThreadScratch scratch(ctx, g.sh.kv_len + 2 * H);
   parallel_for(g.sh.batch * N * T, 64, [&](int64_t begin, int64_t end) {
     float* x = scratch.mine();
+    float* rows = x + g.sh.kv_len;  // a row of out and of dout converted from bits
+    auto row_of = [&](const float* f32, const uint16_t* b16, int64_t at, float* dst) {
+      if (f32) return f32 + at;
+      convert(DType::bf16, b16 + at, DType::f32, dst, size_t(H));
+      return static_cast<const float*>(dst);
+    };
     for (int64_t r = begin; r < end; ++r) {
       const int64_t b = r / (N * T), n = r / T % N, t = r % T;
       const int64_t i = g.lse_offset(b, n, t);
@@ -592,7 +608,10 @@ void row_terms(const KernelContext& ctx, const Geometry& g, const float* q, cons
       shift[i] = lse[i];
       inv_sum[i] = 0.0f;
       if (t >= g.rows_of(b)) continue;
-      delta[i] = ad::dot(dout + g.q_offset(b, t, n), out + g.q_offset(b, t, n), H) - (dlse ? dlse[i] : 0.0f);
+      const int64_t at = g.q_offset(b, t, n);
+      const float* o = row_of(out, bits ? bits->out : nullptr, at, rows);
+      const float* d = row_of(dout, bits ? bits->dout : nullptr, at, rows + H);
+      delta[i] = ad::dot(d, o, H) - (dlse ? dlse[i] : 0.0f);
       if (!every_key_masked(lse[i])) continue;
       const auto [m, l] = full_row_stats(g, q, kt, b, n, t, x);
       shift[i] = m;
@@ -757,8 +776,15 @@ void attention_backward_f32(const KernelContext& ctx, const AttentionShape& shap
   const bool par_c = !(dbias && dbias_strides[3] == 0);
   const int64_t nb = par_b ? B : 1, nk = par_k ? K : 1;
   const int64_t threads = omp_get_max_threads();
+  // Where the (example, kv head) tasks are fewer than kTasksPerThread per
+  // thread, the keys are split into chunks: with several tasks each, the
+  // threads even out their shares as they take them (a thread slowed by
+  // other work takes fewer), for a dQ buffer per extra chunk.
   int64_t chunks = 1;
-  if (par_c && nb * nk < threads) chunks = std::min(ceil_div(2 * threads, nb * nk), ceil_div(S, kMinChunk));
+  if (par_c && nb * nk < kTasksPerThread * threads) {
+    const int64_t buffers = std::max<int64_t>(4, kChunkBuffersBytes / (q_numel * int64_t(sizeof(float))));
+    chunks = std::min({ceil_div(kTasksPerThread * threads, nb * nk), ceil_div(S, kMinChunk), 1 + buffers});
+  }
   // Chunks start at multiples of 32 keys: the bf16 products read a block's
   // keys rounded up to 32, which then stay within its own head's padded keys.
   const int64_t chunk = round_up(ceil_div(S, chunks), attention_bf16::kDepthPad);
@@ -770,11 +796,16 @@ void attention_backward_f32(const KernelContext& ctx, const AttentionShape& shap
   const int64_t lse_numel = B * shape.q_heads * shape.q_len;
   const bool masked_rows = pr.bf16() && std::any_of(lse, lse + lse_numel, every_key_masked);
   const int64_t transposes = pr.bf16() ? (masked_rows ? 1 : 0) : 2;
-  // f32 operands where they are read: dout always (each row's delta), q and
-  // k for f32 products or a fully masked row's logits, v for f32 products.
+  // f32 operands where they are read whole: dout for f32 products or a fully
+  // masked row's weights on dV, q and k for f32 products or a fully masked
+  // row's logits, v for f32 products (out and dout are otherwise read a row
+  // at a time, from their bits where not in f32).
   F32Operands f32(ctx);
-  dout = f32.get(dout, bf16 ? bf16->dout : nullptr, q_numel, "dout");
+  PAX_CHECK(out || (bf16 && bf16->out), "dot_product_attention: the operand out is given neither in f32 nor in bf16");
+  PAX_CHECK(dout || (bf16 && bf16->dout),
+            "dot_product_attention: the operand dout is given neither in f32 nor in bf16");
   if (transposes > 0) {
+    dout = f32.get(dout, bf16 ? bf16->dout : nullptr, q_numel, "dout");
     q = f32.get(q, bf16 ? bf16->q : nullptr, q_numel, "q");
     k = f32.get(k, bf16 ? bf16->k : nullptr, kv_numel, "k");
   }
@@ -805,7 +836,7 @@ void attention_backward_f32(const KernelContext& ctx, const AttentionShape& shap
   float* delta = static_cast<float*>(rows_buffer->data());
   float* shift = delta + rows;
   float* inv_sum = shift + rows;
-  row_terms(ctx, g, q, kt, out, lse, dout, dlse, delta, shift, inv_sum);
+  row_terms(ctx, g, q, kt, out, lse, dout, bf16, dlse, delta, shift, inv_sum);
   const BackwardArgs args{lse, delta, shift, inv_sum, dk, dv, dbias, dbias_strides, dq_chunks.data(), chunk};
 
   const int64_t ldw = row_stride(std::min(chunk, kKeyBlock));

@@ -60,12 +60,14 @@ struct AttentionExtras {
 // AVX512_BF16, attention_bf16.h), the kernels multiply these (q, k and v for
 // both passes, dout for the backward) with f32 sums, and round the
 // probabilities and the logits' gradients to bf16 per block before their
-// products. The f32 pointers of q, k, v and dout may be null where these are
-// given: the kernels convert those they read in f32 (dout in the backward,
-// q and k where a row has every key masked; all of them when the CPU has no
-// bf16 products).
+// products. The f32 pointers of q, k, v, out and dout may be null where these
+// are given: the kernels convert those they read in f32 (the backward reads
+// the rows of out and dout for their dot products, dout where a row has
+// every key masked, and q and k for such a row's logits; all of them when
+// the CPU has no bf16 products).
 struct AttentionBf16Operands {
   const uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;
+  const uint16_t* out = nullptr;  // the backward's: the forward's output
 };
 
 // out and lse from q, k, v (all f32). Scratch memory comes from ctx.

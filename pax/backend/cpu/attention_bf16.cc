@@ -80,6 +80,8 @@ Unit unit() {
 
 bool takes_pair_major(Unit u) { return u == Unit::avx512_bf16; }
 
+bool needs_padding(Unit u) { return u == Unit::amx; }
+
 void override_unit(Unit u) {
   PAX_CHECK(has(u), "attention_bf16: this CPU has no ", u == Unit::amx ? "AMX-BF16" : "AVX512_BF16",
             " products (within PAX_MAX_ISA)");
@@ -304,10 +306,13 @@ PAX_AMX_TARGET void product_amx(int64_t m, int64_t n, int64_t k, const uint16_t*
 
 void product(Unit u, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb,
              float* c, int64_t ldc) {
-  PAX_CHECK(m % kRowsPad == 0 && n % kRowsPad == 0 && k % kDepthPad == 0, "attention_bf16::product: sizes ", m, " x ",
-            n, " x ", k, " must be multiples of 16, 16 and 32");
-  if (u == Unit::amx) return product_amx(m, n, k, a, lda, b, ldb, c, ldc);
+  if (u == Unit::amx) {
+    PAX_CHECK(m % kRowsPad == 0 && n % kRowsPad == 0 && k % kDepthPad == 0, "attention_bf16::product: sizes ", m, " x ",
+              n, " x ", k, " must be multiples of 16, 16 and 32 on AMX");
+    return product_amx(m, n, k, a, lda, b, ldb, c, ldc);
+  }
   PAX_CHECK(u == Unit::avx512_bf16, "attention_bf16::product: no bf16 unit");
+  PAX_CHECK(k % 2 == 0, "attention_bf16::product: the depth ", k, " must be even");
   product_avx512(m, n, k, rows_left(a, lda), b, ldb, false, 1.0f, c, ldc);
 }
 

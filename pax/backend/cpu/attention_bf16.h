@@ -33,13 +33,18 @@ void override_unit(Unit unit);
 // Whether the CPU has the unit (within PAX_MAX_ISA).
 bool has(Unit unit);
 
-// The padding product() needs: m and n multiples of kRowsPad, k of kDepthPad.
+// The padding product() needs on AMX: m and n multiples of kRowsPad, k of
+// kDepthPad.
 inline constexpr int64_t kRowsPad = 16, kDepthPad = 32;
 
+// Whether product() needs those padded sizes on this unit (AMX's whole
+// tiles do); on AVX512_BF16 m and n may be any and k any even number.
+bool needs_padding(Unit unit);
+
 // C[i, j] = sum_p a[i * lda + p] B(p, j) for i < m, j < n, p < k (C
-// overwritten, rows ldc apart), B paired with row length ldb; m and n
-// multiples of 16, k of 32. Reads every element of those extents (zeros
-// where the caller pads).
+// overwritten, rows ldc apart), B paired with row length ldb; sizes as
+// needs_padding says. Reads every element of those extents (zeros where the
+// caller pads).
 void product(Unit unit, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb,
              float* c, int64_t ldc);
 

@@ -3,11 +3,11 @@
 // - gemm: tiles of kRows rows of C by kVecs vectors of columns held in
 //   registers, each accumulating over the whole depth: per step, one vector
 //   load of B per column vector and one broadcast of A per row. The last
-//   column vector of a ragged tile is read and written through a lane mask;
-//   a short last row tile has a kernel of its own height (one per height and
-//   width), so that no row is computed twice.
+//   column vector of a ragged tile is read and written only in its lanes
+//   (LoadFirst, StoreFirst); a short last row tile has a kernel of its own
+//   height (one per height and width), so that no row is computed twice.
 // - Row operations: whole vectors through Highway (mask bytes widened to
-//   lanes), the last partial vector through a lane mask (exp) or a scalar
+//   lanes), the last partial vector only in its lanes (exp) or by a scalar
 //   loop (where it reads strided or byte operands, or a caller's rows).
 // - transpose: a vector of rows at a time, one gather per column.
 #undef HWY_TARGET_INCLUDE
@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "pax/backend/cpu/attention.h"
@@ -47,6 +48,34 @@ constexpr float kExpArgMin = -86.5f;
 // maximum or their log-sum-exp) the exponent would overflow.
 constexpr float kExpArgMax = 80.0f;
 
+// A vector's first `count` lanes: loaded (the others 0) or stored without
+// touching the memory past them. x86 from AVX2 up loads and stores under a
+// mask that way. Elsewhere (NEON, SSE4) Highway's MaskedLoad reads the whole
+// vector, past the end of an allocation maybe, and its BlendedStore writes
+// the whole vector back (non-atomically: it would race with the thread that
+// owns the next elements, another head's row), so the lanes pass through a
+// buffer on the stack there.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+HWY_INLINE V LoadFirst(D d, hn::Mask<D> first, size_t /*count*/, const float* HWY_RESTRICT p) {
+  return hn::MaskedLoad(first, d, p);
+}
+HWY_INLINE void StoreFirst(V v, D d, hn::Mask<D> first, size_t /*count*/, float* HWY_RESTRICT p) {
+  hn::BlendedStore(v, first, d, p);
+}
+#else
+constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+HWY_INLINE V LoadFirst(D d, hn::Mask<D> /*first*/, size_t count, const float* HWY_RESTRICT p) {
+  HWY_ALIGN float lanes[kMaxLanes] = {};
+  std::memcpy(lanes, p, count * sizeof(float));
+  return hn::Load(d, lanes);
+}
+HWY_INLINE void StoreFirst(V v, D d, hn::Mask<D> /*first*/, size_t count, float* HWY_RESTRICT p) {
+  HWY_ALIGN float lanes[kMaxLanes];
+  hn::Store(v, d, lanes);
+  std::memcpy(p, lanes, count * sizeof(float));
+}
+#endif
+
 // One tile of C: kR (<= kRows) rows by kNV vectors of columns, the last of
 // them holding `tail` columns when kTail.
 template <size_t kR, size_t kNV, bool kTail>
@@ -63,7 +92,7 @@ HWY_NOINLINE void Tile(size_t tail, int64_t k, float alpha, const float* HWY_RES
   for (int64_t p = 0; p < k; ++p) {
     V bv[kNV];
     for (size_t j = 0; j < kNV; ++j)
-      bv[j] = (kTail && j + 1 == kNV) ? hn::MaskedLoad(last, d, b + j * lanes) : hn::LoadU(d, b + j * lanes);
+      bv[j] = (kTail && j + 1 == kNV) ? LoadFirst(d, last, tail, b + j * lanes) : hn::LoadU(d, b + j * lanes);
     for (size_t r = 0; r < kR; ++r) {
       const V av = hn::Set(d, *ar[r]);
       ar[r] += a_col;
@@ -77,8 +106,8 @@ HWY_NOINLINE void Tile(size_t tail, int64_t k, float alpha, const float* HWY_RES
       float* cp = c + int64_t(r) * ldc + int64_t(j * lanes);
       V v = hn::Mul(acc[r][j], valpha);
       if (kTail && j + 1 == kNV) {
-        if (accumulate) v = hn::Add(v, hn::MaskedLoad(last, d, cp));
-        hn::BlendedStore(v, last, d, cp);
+        if (accumulate) v = hn::Add(v, LoadFirst(d, last, tail, cp));
+        StoreFirst(v, d, last, tail, cp);
       } else {
         if (accumulate) v = hn::Add(v, hn::LoadU(d, cp));
         hn::StoreU(v, d, cp);
@@ -183,15 +212,16 @@ float LogitsRow(float* HWY_RESTRICT x, int64_t n, int64_t valid, float scale, fl
 // Highway's Exp (its range reduction and polynomial, so the same accuracy)
 // with one power of two instead of two and the rounding done by a shifter
 // whose bits carry n: about two thirds of its instructions. AVX-512 scales
-// by 2^n in one instruction (VSCALEFPS), which also carries NaN through.
+// by 2^n in one instruction (VSCALEFPS), which also carries NaN through and
+// whose zero mask gives the lanes below kExpArgMin their 0: there the
+// argument needs no clamps (what the reduction makes of a lane that is
+// masked off does not matter, and the scaling rounds to infinity above).
 HWY_INLINE V ExpOrZero(D d, V arg) {
-  const V lo = hn::Set(d, kExpArgMin), hi = hn::Set(d, kExpArgMax);
+  const V lo = hn::Set(d, kExpArgMin);
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  // MAXPS and MINPS return their second operand where either is NaN: a NaN
-  // argument passes both clamps.
-  const V x{_mm512_min_ps(hi.raw, _mm512_max_ps(lo.raw, arg.raw))};
+  const V x = arg;
 #else
-  const V x = hn::Min(hn::Max(lo, arg), hi);
+  const V x = hn::Min(hn::Max(lo, arg), hn::Set(d, kExpArgMax));
 #endif
   // t = 1.5 * 2^23 + round(x / ln 2): n sits in t's low mantissa bits.
   const V shifter = hn::Set(d, 12582912.0f);
@@ -208,9 +238,10 @@ HWY_INLINE V ExpOrZero(D d, V arg) {
   const V poly = hn::MulAdd(hn::MulAdd(p45, r2, p23), r2, p01);
   const V e_r = hn::Add(hn::MulAdd(poly, r2, r), hn::Set(d, 1.0f));
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  // e_r * 2^n in one instruction, NaN carried through.
-  const V y{_mm512_scalef_ps(e_r.raw, n.raw)};
-  return hn::IfThenZeroElse(hn::Lt(arg, lo), y);
+  // e_r * 2^n in one instruction where arg >= kExpArgMin or is NaN (the
+  // unordered compare), 0 elsewhere.
+  const __mmask16 keep = _mm512_cmp_ps_mask(arg.raw, lo.raw, _CMP_NLT_UQ);
+  return V{_mm512_maskz_scalef_ps(keep, e_r.raw, n.raw)};
 #else
   // e_r * 2^n: n added to e_r's exponent field (t's bits shifted by 23 are
   // n << 23; the result stays normal for n >= -125).
@@ -232,9 +263,10 @@ float ExpRow(float* HWY_RESTRICT x, int64_t n, float shift) {
     sum = hn::Add(sum, y);
   }
   if (s < n) {
-    const auto last = hn::FirstN(d, size_t(n - s));
-    const V y = hn::IfThenElseZero(last, ExpOrZero(d, hn::Sub(hn::MaskedLoad(last, d, x + s), vshift)));
-    hn::BlendedStore(y, last, d, x + s);
+    const size_t count = size_t(n - s);
+    const auto last = hn::FirstN(d, count);
+    const V y = hn::IfThenElseZero(last, ExpOrZero(d, hn::Sub(LoadFirst(d, last, count, x + s), vshift)));
+    StoreFirst(y, d, last, count, x + s);
     sum = hn::Add(sum, y);
   }
   return hn::GetLane(hn::SumOfLanes(d, sum));

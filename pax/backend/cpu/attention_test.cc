@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 #include <omp.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -25,6 +27,7 @@
 #include "pax/backend/cpu/attention_hwy.h"
 #include "pax/backend/kernel.h"
 #include "pax/core/dtype.h"
+#include "pax/core/error.h"
 
 namespace pax::cpu {
 namespace {
@@ -286,6 +289,23 @@ void check(const Case& c, Unit unit = Unit::none) {
   EXPECT_EQ(dk2, dk);
   EXPECT_EQ(dv2, dv);
   EXPECT_EQ(dbias2, dbias);
+
+  // The output given as bf16 bits alone (as a bf16 forward's is): its rows
+  // read from the bits give what its bf16 values given in f32 give.
+  std::vector<float> out_bf16 = out;
+  const std::vector<uint16_t> out16 = round_to_bf16(out_bf16);
+  AttentionBf16Operands with_out = bf16;
+  with_out.out = out16.data();
+  std::vector<std::vector<float>> grads;
+  for (const AttentionBf16Operands* given : {&bf16, &with_out}) {
+    std::vector<float> dq3(dq.size(), NAN), dk3(dk.size(), NAN), dv3(dv.size(), NAN), dbias3(dbias.size(), 0.0f);
+    attention_backward_f32(ctx, p.shape, p.extras, nullptr, nullptr, nullptr, given->out ? nullptr : out_bf16.data(),
+                           lse.data(), nullptr, nullptr, dq3.data(), dk3.data(), dv3.data(),
+                           dbias3.empty() ? nullptr : dbias3.data(), dbias_strides, given);
+    for (auto* g : {&dq3, &dk3, &dv3, &dbias3}) grads.push_back(std::move(*g));
+  }
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(grads[4 + i], grads[i]) << "gradient " << i << " with out as bits";
+  expect_close("dq from bf16 out", grads[4], r.dq, tol);
 }
 
 // Runs the attention kernels' bf16 products on one unit, restoring the
@@ -644,6 +664,20 @@ TEST(CpuAttention, Bf16BitsAloneWithF32Products) {
     std::vector<float> dq(r.dq.size(), NAN), dk(r.dk.size(), NAN), dv(r.dv.size(), NAN);
     attention_backward_f32(ctx, p.shape, p.extras, nullptr, nullptr, nullptr, out.data(), lse.data(), nullptr, nullptr,
                            dq.data(), dk.data(), dv.data(), nullptr, {}, &bf16);
+    // The output as bits alone: what its bf16 values given in f32 give.
+    std::vector<float> out_bf16 = out;
+    const std::vector<uint16_t> out16 = round_to_bf16(out_bf16);
+    std::vector<float> dq_f32(dq.size(), NAN), dk_f32(dk.size(), NAN), dv_f32(dv.size(), NAN);
+    attention_backward_f32(ctx, p.shape, p.extras, nullptr, nullptr, nullptr, out_bf16.data(), lse.data(), nullptr,
+                           nullptr, dq_f32.data(), dk_f32.data(), dv_f32.data(), nullptr, {}, &bf16);
+    AttentionBf16Operands with_out = bf16;
+    with_out.out = out16.data();
+    std::vector<float> dq_bits(dq.size(), NAN), dk_bits(dk.size(), NAN), dv_bits(dv.size(), NAN);
+    attention_backward_f32(ctx, p.shape, p.extras, nullptr, nullptr, nullptr, nullptr, lse.data(), nullptr, nullptr,
+                           dq_bits.data(), dk_bits.data(), dv_bits.data(), nullptr, {}, &with_out);
+    EXPECT_EQ(dq_bits, dq_f32);
+    EXPECT_EQ(dk_bits, dk_f32);
+    EXPECT_EQ(dv_bits, dv_f32);
     expect_close("dq", dq, r.dq, kTol);
     expect_close("dk", dk, r.dk, kTol);
     expect_close("dv", dv, r.dv, kTol);
@@ -687,9 +721,11 @@ TEST(CpuAttention, Bf16KeysOfOneHeadDoNotReachAnother) {
 // The softmax's exp: within 1 ulp of exp rounded to f32 over the arguments
 // it keeps ([-86.5, 0] and a little above), exactly 0 below them, NaN kept,
 // and the row's sum returned.
-// Calls f() once with each SIMD target of this CPU that the row operations
-// were compiled for (Highway's dispatch pinned to it, within PAX_MAX_ISA),
-// so that the AVX-512, AVX2 and SSE4 paths are all tested on one machine.
+// Calls f() once with each SIMD target of this CPU (Highway's dispatch
+// pinned to it, within PAX_MAX_ISA), so that every path attention_hwy.cc is
+// compiled for runs on one machine: on x86 the AVX-512 and AVX2 ones and the
+// scalar fallback (which the SSE4 and SSSE3 targets, not compiled there, fall
+// back to), on aarch64 NEON.
 template <class F>
 void for_each_simd_target(F f) {
   for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
@@ -723,11 +759,14 @@ TEST(CpuAttention, ExpRowWithinAnUlp) {
     }
     EXPECT_LE(worst, 1.0) << "ulps";
     EXPECT_NEAR(sum, want_sum, 1e-5 * want_sum);
-    float special[3] = {NAN, -INFINITY, 0.0f};
-    attention_detail::exp_row(special, 3, 0.0f);
+    // Past the range: masked logits minus a row's maximum, and -inf, give 0.
+    float special[5] = {NAN, -INFINITY, 0.0f, kMaskedLogit, -1000.0f};
+    attention_detail::exp_row(special, 5, 0.0f);
     EXPECT_TRUE(std::isnan(special[0]));
     EXPECT_EQ(special[1], 0.0f);
     EXPECT_EQ(special[2], 1.0f);
+    EXPECT_EQ(special[3], 0.0f);
+    EXPECT_EQ(special[4], 0.0f);
   });
 }
 
@@ -752,6 +791,51 @@ TEST(CpuAttention, DotAndTransposeOnEveryTarget) {
     for (int64_t j = 0; j < cols; ++j)
       for (int64_t i = 0; i < ldd; ++i)
         EXPECT_EQ(dst[size_t(j * ldd + i)], i < rows ? x[size_t(i * x_row + j)] : -7.0f) << j << ", " << i;
+  });
+}
+
+// Memory whose last `n` floats end where an inaccessible page begins: a
+// read or write past them faults.
+class FloatsBeforeGuardPage {
+ public:
+  explicit FloatsBeforeGuardPage(size_t n) : page_(size_t(sysconf(_SC_PAGESIZE))) {
+    bytes_ = (n * sizeof(float) + page_ - 1) / page_ * page_ + page_;
+    void* base = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    PAX_CHECK(base != MAP_FAILED, "mmap failed");
+    base_ = static_cast<char*>(base);
+    PAX_CHECK(mprotect(base_ + bytes_ - page_, page_, PROT_NONE) == 0, "mprotect failed");
+    data_ = reinterpret_cast<float*>(base_ + bytes_ - page_) - n;
+  }
+  ~FloatsBeforeGuardPage() { munmap(base_, bytes_); }
+  float* data() const { return data_; }
+
+ private:
+  size_t page_, bytes_ = 0;
+  char* base_ = nullptr;
+  float* data_ = nullptr;
+};
+
+// The last, partial vector of a product's columns and of an exp row is read
+// and written only in its lanes, on every SIMD target: B and C end at a
+// guard page (a whole-vector load or a load-blend-store there faults; past
+// an operand's row it reads and rewrites another thread's elements).
+TEST(CpuAttention, PartialVectorsStayInTheirElements) {
+  for_each_simd_target([] {
+    const int64_t m = 3, n = 5, k = 2;
+    const std::vector<float> a = {1, 2, 3, 4, 5, 6};  // A: m x k
+    const FloatsBeforeGuardPage b(size_t(k * n)), c(size_t(m * n));
+    for (int64_t i = 0; i < k * n; ++i) b.data()[i] = float(i + 1);
+    for (int64_t i = 0; i < m * n; ++i) c.data()[i] = 0.5f;
+    attention_detail::gemm(m, n, k, 2.0f, a.data(), k, 1, b.data(), n, c.data(), n, true);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const float want = 0.5f + 2.0f * (a[size_t(i * k)] * float(j + 1) + a[size_t(i * k + 1)] * float(n + j + 1));
+        EXPECT_EQ(c.data()[i * n + j], want) << "C[" << i << ", " << j << "]";
+      }
+    const FloatsBeforeGuardPage x(3);
+    for (int i = 0; i < 3; ++i) x.data()[i] = -float(i);
+    EXPECT_FLOAT_EQ(attention_detail::exp_row(x.data(), 3, 0.0f), 1.0f + std::exp(-1.0f) + std::exp(-2.0f));
+    EXPECT_FLOAT_EQ(x.data()[2], std::exp(-2.0f));
   });
 }
 

@@ -271,7 +271,8 @@ void attention_bwd_kernel(const KernelContext& ctx, const Params& p, std::span<c
   Scratch scratch{KernelTemporaries(ctx), {}};
   const AttentionShape shape = shape_of(in[0], in[1], a);
   const AttentionExtras extras = extras_of(in, a, scratch);
-  const AttentionBf16Operands bf16 = bf16_operands(in, {0, 1, 2, 5});
+  AttentionBf16Operands bf16 = bf16_operands(in, {0, 1, 2, 5});
+  if (bf16.q && in[3].dtype == DType::bf16) bf16.out = in[3].as<const uint16_t>();
   float* dbias = nullptr;
   std::array<int64_t, 4> dbias_strides{};
   if (a.bias >= 0) {
@@ -280,9 +281,10 @@ void attention_bwd_kernel(const KernelContext& ctx, const Params& p, std::span<c
     dbias_strides = broadcast_strides(*out[3].shape);
   }
   attention_backward_f32(ctx, shape, extras, scratch.f32_unless_bits(in[0], bf16), scratch.f32_unless_bits(in[1], bf16),
-                         scratch.f32_unless_bits(in[2], bf16), scratch.f32(in[3]), in[4].as<const float>(),
-                         scratch.f32_unless_bits(in[5], bf16), in[6].as<const float>(), scratch.f32_output(out[0]),
-                         scratch.f32_output(out[1]), scratch.f32_output(out[2]), dbias, dbias_strides, &bf16);
+                         scratch.f32_unless_bits(in[2], bf16), bf16.out ? nullptr : scratch.f32(in[3]),
+                         in[4].as<const float>(), scratch.f32_unless_bits(in[5], bf16), in[6].as<const float>(),
+                         scratch.f32_output(out[0]), scratch.f32_output(out[1]), scratch.f32_output(out[2]), dbias,
+                         dbias_strides, &bf16);
   scratch.finish();
 }
 
