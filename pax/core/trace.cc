@@ -107,7 +107,11 @@ void start() {
 }
 
 double now_us() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - epoch()).count();
+  // The origin first: on the first call it is set now, so the time read
+  // after it is not before it (a span that would start at a negative time
+  // counts as started while inactive, and is dropped).
+  const std::chrono::steady_clock::time_point origin = epoch();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin).count();
 }
 
 void complete(const char* category, const std::string& name, double start_us, const std::string& args_json) {
