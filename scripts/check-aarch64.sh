@@ -153,11 +153,11 @@ export PAX_CODEGEN_MARCH=${PAX_CODEGEN_MARCH:-$default_march}
 export PAX_CACHE_DIR=$build/kernels
 export PAX_COMPILE=${PAX_COMPILE:-sync}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-# Tests that start their own binary again (a "threadsafe" death test, the
+# Tests that start their own binary again ("threadsafe" death tests, the
 # checkpoint crash tests' children) cannot run under qemu-user without
 # binfmt_misc (the aarch64 binary is not executable here): they are left out
 # unless GTEST_FILTER (or a --gtest_filter argument) says otherwise.
-export GTEST_FILTER=${GTEST_FILTER:--MemoryLimit.ABadAllocOnAWorkerUnderRlimitAsNamesSizePurposeAndLimit:CheckpointCrash.*}
+export GTEST_FILTER=${GTEST_FILTER:--MemoryLimit.ABadAllocOnAWorkerUnderRlimitAsNamesSizePurposeAndLimit:CheckpointCrash.*:DevicesDeathTest.*}
 log "running under $qemu (QEMU_CPU=$QEMU_CPU, PAX_CODEGEN_MARCH=$PAX_CODEGEN_MARCH, PAX_COMPILE=$PAX_COMPILE)"
 
 count() {  # the N of gtest's "[  TAG  ] N test" summary line, 0 if absent
