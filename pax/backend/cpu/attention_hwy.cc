@@ -50,7 +50,8 @@ constexpr float kExpArgMax = 80.0f;
 
 // A vector's first `count` lanes: loaded (the others 0) or stored without
 // touching the memory past them. x86 from AVX2 up loads and stores under a
-// mask that way. Elsewhere (NEON, SSE4) Highway's MaskedLoad reads the whole
+// mask that way. Elsewhere (NEON; on x86 the portable fallback, SSE4 and
+// SSSE3 not being compiled here) Highway's MaskedLoad may read the whole
 // vector, past the end of an allocation maybe, and its BlendedStore writes
 // the whole vector back (non-atomically: it would race with the thread that
 // owns the next elements, another head's row), so the lanes pass through a
@@ -214,14 +215,15 @@ float LogitsRow(float* HWY_RESTRICT x, int64_t n, int64_t valid, float scale, fl
 // whose bits carry n: about two thirds of its instructions. AVX-512 scales
 // by 2^n in one instruction (VSCALEFPS), which also carries NaN through and
 // whose zero mask gives the lanes below kExpArgMin their 0: there the
-// argument needs no clamps (what the reduction makes of a lane that is
-// masked off does not matter, and the scaling rounds to infinity above).
+// argument needs only its upper clamp (what the reduction makes of a lane
+// that is masked off does not matter).
 HWY_INLINE V ExpOrZero(D d, V arg) {
-  const V lo = hn::Set(d, kExpArgMin);
+  const V lo = hn::Set(d, kExpArgMin), hi = hn::Set(d, kExpArgMax);
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  const V x = arg;
+  // MINPS returns its second operand where either is NaN: NaN passes.
+  const V x{_mm512_min_ps(hi.raw, arg.raw)};
 #else
-  const V x = hn::Min(hn::Max(lo, arg), hn::Set(d, kExpArgMax));
+  const V x = hn::Min(hn::Max(lo, arg), hi);
 #endif
   // t = 1.5 * 2^23 + round(x / ln 2): n sits in t's low mantissa bits.
   const V shifter = hn::Set(d, 12582912.0f);

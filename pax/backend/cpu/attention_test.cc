@@ -759,14 +759,17 @@ TEST(CpuAttention, ExpRowWithinAnUlp) {
     }
     EXPECT_LE(worst, 1.0) << "ulps";
     EXPECT_NEAR(sum, want_sum, 1e-5 * want_sum);
-    // Past the range: masked logits minus a row's maximum, and -inf, give 0.
-    float special[5] = {NAN, -INFINITY, 0.0f, kMaskedLogit, -1000.0f};
-    attention_detail::exp_row(special, 5, 0.0f);
+    // Past the range: masked logits minus a row's maximum, and -inf, give 0;
+    // arguments far above it (never a logit minus its maximum) stay finite.
+    float special[7] = {NAN, -INFINITY, 0.0f, kMaskedLogit, -1000.0f, 1.0e30f, INFINITY};
+    attention_detail::exp_row(special, 7, 0.0f);
     EXPECT_TRUE(std::isnan(special[0]));
     EXPECT_EQ(special[1], 0.0f);
     EXPECT_EQ(special[2], 1.0f);
     EXPECT_EQ(special[3], 0.0f);
     EXPECT_EQ(special[4], 0.0f);
+    EXPECT_TRUE(std::isfinite(special[5]) && special[5] > 1e30f) << special[5];
+    EXPECT_TRUE(std::isfinite(special[6]) && special[6] > 1e30f) << special[6];
   });
 }
 
