@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
+#include <time.h>
 
 #include <atomic>
 #include <cerrno>
@@ -37,15 +38,26 @@ int other_threads() {
   return count > 0 ? count - 1 : 0;
 }
 
+double monotonic_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 void* signal_thread(void*) {
   const sigset_t set = stop_signals();
-  for (int received = 0;;) {
+  double requested_at = -1;  // when the first signal requested the stop
+  for (;;) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) continue;
-    if (received++ == 0 && g_listeners.load() > 0) {
+    const double now = monotonic_seconds();
+    if (requested_at < 0 && g_listeners.load() > 0) {
       request_stop();
+      requested_at = now;
       continue;
     }
+    // The same stop delivered again, not a second one (see stop.h).
+    if (requested_at >= 0 && now - requested_at < kStopRepeatSeconds) continue;
     // A second stop signal, or one that nothing would act on: its default
     // action, which ends the process.
     signal(sig, SIG_DFL);

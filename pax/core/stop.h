@@ -36,12 +36,16 @@ void clear_stop_request() noexcept;
 // exists, the first one requests a stop and a second one ends the process
 // with that signal's default action (a user who presses Ctrl-C twice means
 // it); with no listener, the first one ends the process, as it would without
-// this call. Call it first in main(): a thread
+// this call. A stop signal less than kStopRepeatSeconds after the first is
+// that stop delivered again, and is dropped: coreutils' `timeout` signals its
+// command and then its own process group (so the command gets it twice), as
+// may any launcher that signals both a process and its group. Call it first in main(): a thread
 // that exists already keeps the signals unblocked. Returns the number of
 // other threads the process had at the call (0 when called in time; they may
 // still receive a stop signal). Later calls do nothing and return 0. Throws
 // pax::Error if the signal thread cannot be started.
 int watch_stop_signals();
+inline constexpr double kStopRepeatSeconds = 1.0;
 
 // Blocks SIGINT, SIGTERM and SIGHUP in the calling thread: a worker thread
 // (compiler, communication) never receives a stop signal, whenever it starts.

@@ -1,6 +1,7 @@
 // The stop request and the signal thread: a stop signal becomes a request
 // while a StopListener exists and ends the process otherwise, a second one
-// always ends it, and threads started later keep the signals blocked. Each
+// (after kStopRepeatSeconds) always ends it, and threads started later keep
+// the signals blocked. Each
 // signal case runs in a forked child, so the test process keeps its own
 // signal handling.
 #include "pax/core/stop.h"
@@ -78,12 +79,31 @@ TEST(StopSignals, ASignalWhileListeningRequestsAStop) {
   EXPECT_EQ(WEXITSTATUS(status), 7) << "3: SIGTERM not blocked in a new thread; 4: no stop request";
 }
 
+// A second signal within kStopRepeatSeconds of the first is the same stop
+// delivered twice (`timeout` signals the process and then its group): the
+// process lives on and saves.
+TEST(StopSignals, TheSameStopDeliveredTwiceIsOneRequest) {
+  const int status = in_child([] {
+    watch_stop_signals();
+    const StopListener listening;
+    kill(getpid(), SIGTERM);
+    kill(getpid(), SIGTERM);
+    if (!eventually([] { return stop_requested(); })) _exit(4);
+    kill(getpid(), SIGTERM);  // a moment later: still the same stop
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    _exit(7);
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 7) << "4: no stop request";
+}
+
 TEST(StopSignals, ASecondSignalEndsTheProcess) {
   const int status = in_child([] {
     watch_stop_signals();
     const StopListener listening;
     kill(getpid(), SIGINT);
     if (!eventually([] { return stop_requested(); })) _exit(4);
+    std::this_thread::sleep_for(std::chrono::duration<double>(kStopRepeatSeconds + 0.1));
     kill(getpid(), SIGINT);
     std::this_thread::sleep_for(std::chrono::seconds(20));
   });
