@@ -4,12 +4,13 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
-#include <time.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 #include "pax/core/error.h"
 
@@ -38,26 +39,21 @@ int other_threads() {
   return count > 0 ? count - 1 : 0;
 }
 
-double monotonic_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
 void* signal_thread(void*) {
+  using Clock = std::chrono::steady_clock;
   const sigset_t set = stop_signals();
-  double requested_at = -1;  // when the first signal requested the stop
+  std::optional<Clock::time_point> requested_at;  // when the first signal requested the stop
   for (;;) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) continue;
-    const double now = monotonic_seconds();
-    if (requested_at < 0 && g_listeners.load() > 0) {
+    const Clock::time_point now = Clock::now();
+    if (!requested_at && g_listeners.load() > 0) {
       request_stop();
       requested_at = now;
       continue;
     }
     // The same stop delivered again, not a second one (see stop.h).
-    if (requested_at >= 0 && now - requested_at < kStopRepeatSeconds) continue;
+    if (requested_at && std::chrono::duration<double>(now - *requested_at).count() < kStopRepeatSeconds) continue;
     // A second stop signal, or one that nothing would act on: its default
     // action, which ends the process.
     signal(sig, SIG_DFL);
